@@ -1,0 +1,65 @@
+#pragma once
+// Error values for expected failures. Exceptions are reserved for bugs (TESSERA_CHECK).
+//
+// Every error a user can see carries a message that names what was wrong and what to do,
+// e.g. "field 'count' is a string, not an int64: increment needs an int64 field".
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace tessera::base {
+
+// Stable numeric codes: they travel on the wire (never renumber, only append).
+enum class ErrorCode : std::uint16_t {
+  kInternal = 1,           // a bug or an unexpected state on the serving side
+  kBadRequest = 2,         // the request is malformed or its arguments are invalid
+  kTimeout = 3,            // the call did not complete within its deadline
+  kNotOwner = 4,           // this member does not own the partition (cluster: retry elsewhere)
+  kMemberLeft = 5,         // the member serving the call left or its connection closed
+  kOverloaded = 6,         // a queue or limit is full; back off and retry
+  kWrongType = 7,          // a value or field has another type than the operation needs
+  kUnknownProcessor = 8,   // no entry processor of that name is registered on the member
+  kBadPredicate = 9,       // a predicate is malformed (unknown operator, bad pattern, ...)
+  kConnectionFailed = 10,  // could not connect, or the connection was lost
+  kAuthFailed = 11,        // wrong cluster name or secret
+  kProtocol = 12,          // malformed/oversized frame, unknown message, version mismatch
+  kUnsupported = 13,       // the operation is not supported by this member or instance
+  kShuttingDown = 14,      // the member or client is shutting down
+  kNotFound = 15,          // a named thing (listener id, processor, map) does not exist
+};
+
+// Returns the code's name, e.g. "Timeout". Unknown numeric values give "Unknown".
+std::string_view ErrorCodeName(ErrorCode code);
+
+// An expected failure: a code for programs and a message for people.
+// Value type; thread-compatible.
+class Error {
+ public:
+  Error(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  ErrorCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // "<CodeName>: <message>", for logs and one-line CLI output.
+  std::string ToString() const;
+
+  friend bool operator==(const Error&, const Error&) = default;
+
+ private:
+  ErrorCode code_;
+  std::string message_;
+};
+
+// Result<T> holds a T or an Error. A missing key is std::optional inside T, never an Error.
+template <typename T>
+using Result = std::expected<T, Error>;
+
+// Shorthand for `return Fail(ErrorCode::kBadRequest, "...")` in functions returning Result.
+inline std::unexpected<Error> Fail(ErrorCode code, std::string message) {
+  return std::unexpected<Error>(Error(code, std::move(message)));
+}
+
+}  // namespace tessera::base
