@@ -1,0 +1,115 @@
+#pragma once
+// ShardSet: N shards = N threads, each running its own asio::io_context. Partition p belongs
+// to shard p % N; only that shard's thread touches the partition's state, so operations on one
+// partition run one at a time without locks. Cross-shard work goes through InvokeOn /
+// InvokeOnAll; nothing blocks on a shard thread.
+//
+// Thread-safety: all methods are safe from any thread. Handlers posted to one shard run in
+// the order they were posted from one thread (asio's FIFO strand-free io_context with one
+// runner thread).
+
+#include <utility>  // before Asio's awaitable header (Boost 1.74)
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace tessera::runtime {
+
+namespace asio = boost::asio;
+
+class ShardSet {
+ public:
+  // REQUIRES: shard_count >= 1.
+  explicit ShardSet(std::size_t shard_count);
+  // Stops and joins the threads if still running.
+  ~ShardSet();
+  ShardSet(const ShardSet&) = delete;
+  ShardSet& operator=(const ShardSet&) = delete;
+
+  // Starts one thread per shard. Idempotent.
+  void Start();
+  // Stops the io_contexts (pending handlers are dropped) and joins the threads. Idempotent.
+  // REQUIRES: not called from a shard thread.
+  void Stop();
+
+  std::size_t size() const { return shards_.size(); }
+  asio::io_context& Context(std::size_t shard) { return shards_[shard]->io; }
+
+  // The shard that owns `partition_id`.
+  std::size_t ShardOfPartition(std::uint32_t partition_id) const {
+    return partition_id % shards_.size();
+  }
+
+  // Index of the shard whose thread is calling, or nullopt on any other thread.
+  std::optional<std::size_t> CurrentShard() const;
+  bool OnShard(std::size_t shard) const { return CurrentShard() == shard; }
+
+  // Runs fn on `shard`'s thread later (always posts, never inline).
+  template <typename Fn>
+  void InvokeOn(std::size_t shard, Fn&& fn) {
+    asio::post(shards_[shard]->io, std::forward<Fn>(fn));
+  }
+
+  // Runs fn inline when the caller is already on `shard`, else posts it there.
+  template <typename Fn>
+  void DispatchOn(std::size_t shard, Fn&& fn) {
+    if (OnShard(shard)) {
+      fn();
+    } else {
+      InvokeOn(shard, std::forward<Fn>(fn));
+    }
+  }
+
+  // Runs fn(shard_index) on every shard (posted).
+  void InvokeOnAll(std::function<void(std::size_t)> fn);
+
+  // Runs map(shard) on every shard, then done(results) once on the shard that finished last.
+  // `results[i]` is shard i's value. T must be movable.
+  template <typename T>
+  void MapReduce(std::function<T(std::size_t)> map,
+                 std::function<void(std::vector<T>)> done);
+
+ private:
+  struct Shard {
+    asio::io_context io{1};
+    std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<Shard>> shards_;
+  bool running_ = false;
+};
+
+template <typename T>
+void ShardSet::MapReduce(std::function<T(std::size_t)> map,
+                         std::function<void(std::vector<T>)> done) {
+  struct State {
+    std::vector<std::optional<T>> parts;
+    std::atomic<std::size_t> remaining;
+    std::function<void(std::vector<T>)> done;
+  };
+  auto state = std::make_shared<State>();
+  state->parts.resize(size());
+  state->remaining = size();
+  state->done = std::move(done);
+  for (std::size_t i = 0; i < size(); ++i) {
+    InvokeOn(i, [state, map, i] {
+      state->parts[i] = map(i);
+      if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::vector<T> out;
+        out.reserve(state->parts.size());
+        for (auto& p : state->parts) out.push_back(std::move(*p));
+        state->done(std::move(out));
+      }
+    });
+  }
+}
+
+}  // namespace tessera::runtime

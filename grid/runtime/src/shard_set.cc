@@ -1,0 +1,62 @@
+// Each shard thread records its index in a thread_local so CurrentShard() is one load.
+// A thread belongs to at most one ShardSet at a time (true for members and tests alike).
+#include "tessera/runtime/shard_set.h"
+
+#include <atomic>
+
+#include "tessera/base/check.h"
+
+namespace tessera::runtime {
+namespace {
+thread_local const ShardSet* tls_owner = nullptr;
+thread_local std::size_t tls_shard = 0;
+}  // namespace
+
+ShardSet::ShardSet(std::size_t shard_count) {
+  TESSERA_CHECK(shard_count >= 1, "a ShardSet needs at least one shard");
+  for (std::size_t i = 0; i < shard_count; ++i) shards_.push_back(std::make_unique<Shard>());
+}
+
+ShardSet::~ShardSet() { Stop(); }
+
+void ShardSet::Start() {
+  if (running_) return;
+  running_ = true;
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    Shard& shard = *shards_[i];
+    shard.io.restart();
+    shard.work.emplace(shard.io.get_executor());
+    shard.thread = std::thread([this, &shard, i] {
+      tls_owner = this;
+      tls_shard = i;
+      shard.io.run();
+      tls_owner = nullptr;
+    });
+  }
+}
+
+void ShardSet::Stop() {
+  if (!running_) return;
+  TESSERA_CHECK(!CurrentShard().has_value(), "ShardSet::Stop called from a shard thread");
+  running_ = false;
+  for (auto& shard : shards_) {
+    shard->work.reset();
+    shard->io.stop();
+  }
+  for (auto& shard : shards_) {
+    if (shard->thread.joinable()) shard->thread.join();
+  }
+}
+
+std::optional<std::size_t> ShardSet::CurrentShard() const {
+  if (tls_owner != this) return std::nullopt;
+  return tls_shard;
+}
+
+void ShardSet::InvokeOnAll(std::function<void(std::size_t)> fn) {
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    InvokeOn(i, [fn, i] { fn(i); });
+  }
+}
+
+}  // namespace tessera::runtime

@@ -1,0 +1,119 @@
+#pragma once
+// MapRequest / MapResult: every map operation as one value, the common currency of the
+// embedded proxy, the native wire protocol and the RESP front-end. A front-end builds a
+// MapRequest, MapService executes it on the owning shard(s), and the result travels back.
+// Key-level operations run on the key's partition; the others fan out to all partitions and
+// merge (see MapOpIsKeyed).
+//
+// TTL rule (one rule for every write):
+//   - options.ttl_ms set: >0 the entry lives that long from this write; 0 it never expires.
+//   - options.ttl_ms unset: the map's default TTL applies (MapConfig::default_ttl_ms; 0 = none).
+//   - options.keep_ttl: the entry keeps its current expiry (new entries use the default).
+//   max_idle_ms follows the same rule: an entry not read or written for that long expires.
+//   Expiry is checked on every access; a background sweeper reclaims expired entries.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/base/clock.h"
+#include "tessera/map/predicate.h"
+#include "tessera/record/generic_record.h"
+
+namespace tessera::map {
+
+// Stable numeric codes (they travel on the wire; append only).
+enum class MapOp : std::uint8_t {
+  // Keyed: run on the key's partition.
+  kPut = 1,            // value=old value
+  kSet = 2,            // like put, no old value returned
+  kGet = 3,            // value=current value
+  kRemove = 4,         // value=old value
+  kDelete = 5,         // flag=whether it existed
+  kContainsKey = 6,    // flag
+  kPutIfAbsent = 7,    // value=existing value (not stored) or nullopt (stored)
+  kReplace = 8,        // only if present; value=old value or nullopt (nothing replaced)
+  kReplaceIfSame = 9,  // only if current == expected; flag=replaced
+  kRemoveIfSame = 10,  // only if current == expected; flag=removed
+  kSetTtl = 11,        // change expiry of an existing entry (options.ttl_ms; 0=persist); flag
+  kGetEntryView = 12,  // view=metadata (expiry, hits, ...), value=current value
+  kExecuteOnKey = 13,  // processor_result
+  // Multi-partition: fan out and merge.
+  kPutAll = 20,            // entries in; count=number written
+  kGetAll = 21,            // keys in; entries out (missing keys omitted)
+  kExecuteOnKeys = 22,     // keys in; processor_results
+  kSize = 23,              // count
+  kClear = 24,             // count=entries removed
+  kQuery = 25,             // predicate + projection; entries (keys only: values empty)
+  kExecuteOnEntries = 26,  // predicate; processor_results
+  kStats = 27,             // stats
+};
+
+// True for operations that address one key (and so one partition).
+bool MapOpIsKeyed(MapOp op);
+// "put", "putIfAbsent", ... for logs and errors.
+std::string_view MapOpName(MapOp op);
+
+struct WriteOptions {
+  std::optional<base::Millis> ttl_ms;       // see the TTL rule above
+  std::optional<base::Millis> max_idle_ms;  // nullopt: map default; 0: no idle limit
+  bool keep_ttl = false;
+  friend bool operator==(const WriteOptions&, const WriteOptions&) = default;
+};
+
+enum class Projection : std::uint8_t { kEntries = 0, kKeys = 1, kValues = 2 };
+
+struct MapRequest {
+  MapOp op = MapOp::kGet;
+  std::string map_name;
+  std::string key;
+  std::string value;     // new value (put, set, putIfAbsent, replace, replaceIfSame)
+  std::string expected;  // replaceIfSame, removeIfSame
+  WriteOptions options;
+  std::vector<std::pair<std::string, std::string>> entries;  // putAll
+  std::vector<std::string> keys;                             // getAll, executeOnKeys
+  std::string processor;                                     // executeOn*
+  record::GenericRecord argument;                            // executeOn*
+  Predicate predicate;                                       // query, executeOnEntries
+  Projection projection = Projection::kEntries;              // query
+};
+
+// Metadata of one entry.
+struct EntryView {
+  base::Millis creation_ms = 0;     // monotonic time of first write
+  base::Millis last_update_ms = 0;  // monotonic time of last write
+  base::Millis last_access_ms = 0;  // monotonic time of last read or write
+  base::Millis expire_at_ms = 0;    // monotonic deadline from TTL; 0 = none
+  base::Millis ttl_ms = 0;          // the TTL in force (0 = none)
+  base::Millis max_idle_ms = 0;     // the max-idle in force (0 = none)
+  std::int64_t hits = 0;            // reads since creation
+  std::int64_t version = 0;         // incremented on every write
+  friend bool operator==(const EntryView&, const EntryView&) = default;
+};
+
+// Per-map statistics (merged over partitions for kStats).
+struct MapStats {
+  std::int64_t entries = 0;
+  std::int64_t memory_bytes = 0;  // estimate of the memory the entries cost
+  std::int64_t hits = 0;          // reads that found an entry
+  std::int64_t misses = 0;
+  std::int64_t gets = 0, puts = 0, removes = 0;
+  std::int64_t expirations = 0, evictions = 0;
+  std::int64_t get_latency_ns = 0, put_latency_ns = 0, remove_latency_ns = 0;  // totals
+  friend bool operator==(const MapStats&, const MapStats&) = default;
+};
+
+struct MapResult {
+  std::optional<std::string> value;
+  bool flag = false;
+  std::int64_t count = 0;
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::optional<record::GenericRecord> processor_result;
+  std::vector<std::pair<std::string, record::GenericRecord>> processor_results;
+  std::optional<EntryView> view;
+  MapStats stats;
+};
+
+}  // namespace tessera::map

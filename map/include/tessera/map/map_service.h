@@ -1,0 +1,128 @@
+#pragma once
+// MapService: the coordinator of every map on a member. It validates a MapRequest, routes it
+// to the shard that owns the key's partition (or fans it out to all shards and merges), runs
+// the shard-local operation against the partition's RecordStore, and reports the result.
+// Front-ends (native protocol, RESP, the embedded proxy) only build requests and reply.
+//
+// Shard: each (map, partition) store lives on shard partition % N and is touched only there.
+// Thread-safety: every public method is safe to call from any thread.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tessera/base/clock.h"
+#include "tessera/base/error.h"
+#include "tessera/map/map_request.h"
+#include "tessera/partition/partitioner.h"
+#include "tessera/runtime/shard_set.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tessera::map {
+
+class EntryProcessorRegistry;
+
+// Per-map settings. A map without explicit config uses MapServiceOptions::default_config.
+struct MapConfig {
+  base::Millis default_ttl_ms = 0;       // 0 = entries never expire unless a write says so
+  base::Millis default_max_idle_ms = 0;  // 0 = no idle limit
+  // Max entries in the map on this member (0 = unbounded). Enforced per partition as
+  // ceil(max_entries / partition_count); beyond it the approximately least recently used
+  // entry is evicted (sampled LRU, like Redis/Hazelcast).
+  std::int64_t max_entries = 0;
+};
+
+struct MapServiceOptions {
+  MapConfig default_config;
+  base::Millis sweep_interval_ms = 100;        // background expiry sweep period per shard
+  std::int64_t sweep_budget_per_tick = 20000;  // entries examined per shard per tick
+};
+
+enum class EntryEventType : std::uint8_t {
+  kAdded = 1,
+  kUpdated = 2,
+  kRemoved = 3,
+  kExpired = 4,
+  kEvicted = 5,
+  kCleared = 6,  // map cleared; key empty, count in old_value as decimal text
+};
+std::string_view EntryEventTypeName(EntryEventType type);
+
+struct EntryEvent {
+  std::string map_name;
+  EntryEventType type = EntryEventType::kAdded;
+  std::string key;
+  std::optional<std::string> value;      // new value (added/updated) if include_values
+  std::optional<std::string> old_value;  // previous value (updated/removed/expired/evicted)
+  std::uint32_t partition_id = 0;
+};
+
+struct ListenerOptions {
+  bool include_values = true;
+  // Event types to deliver; empty = all.
+  std::vector<EntryEventType> types;
+  // Only events for this key (empty = every key).
+  std::string key;
+};
+
+using ListenerId = std::uint64_t;
+// Invoked on the shard thread that owns the event's partition, in event order per key
+// (events of one partition are delivered in the order they happened). Must not block; hand
+// work to another thread if it may.
+using EntryListener = std::function<void(const EntryEvent&)>;
+
+class MapService {
+ public:
+  using Callback = std::function<void(base::Result<MapResult>)>;
+
+  // `shards`, `clock`, `processors` must outlive the service.
+  MapService(runtime::ShardSet& shards, partition::Partitioner partitioner,
+             const base::Clock& clock, const EntryProcessorRegistry& processors,
+             std::shared_ptr<spdlog::logger> log, MapServiceOptions options = {});
+  ~MapService();
+  MapService(const MapService&) = delete;
+  MapService& operator=(const MapService&) = delete;
+
+  // Starts the per-shard expiry sweepers. REQUIRES: shards are running.
+  void Start();
+  // Stops the sweepers. Requests after Stop fail with kShuttingDown.
+  void Stop();
+
+  // Sets the configuration of `map_name` (applies to later writes). Thread-safe.
+  void Configure(const std::string& map_name, MapConfig config);
+  MapConfig ConfigOf(const std::string& map_name) const;
+
+  // Executes `request`; calls `done` exactly once with the result. `done` runs inline when
+  // the caller is on the owning shard (keyed ops), else on some shard thread.
+  // Errors: kBadRequest (empty map name, missing key, bad options), kUnknownProcessor,
+  // kWrongType (from processors), kBadPredicate, kShuttingDown.
+  void Execute(MapRequest request, Callback done);
+
+  // Blocking form. REQUIRES: the caller is not a shard thread.
+  base::Result<MapResult> ExecuteSync(MapRequest request);
+
+  // Registers a listener on `map_name`; events are delivered as described at EntryListener.
+  ListenerId AddEntryListener(const std::string& map_name, ListenerOptions options,
+                              EntryListener listener);
+  // Returns whether a listener with that id existed. After it returns, no further event is
+  // delivered to the listener, except those already running on a shard thread.
+  bool RemoveEntryListener(ListenerId id);
+
+  // Names of maps that hold or held data on this member.
+  std::vector<std::string> MapNames() const;
+
+  const partition::Partitioner& partitioner() const { return partitioner_; }
+  runtime::ShardSet& shards() { return shards_; }
+
+ private:
+  struct Impl;
+  runtime::ShardSet& shards_;
+  partition::Partitioner partitioner_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::map
