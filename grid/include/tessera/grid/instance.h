@@ -1,0 +1,33 @@
+#pragma once
+// Instance: what the embedded member and the client both offer. Services code against
+// Instance and choose at wiring time whether it is an embedded Member (local state, outbox)
+// or a Client of a shared cluster (cross-service topics and maps).
+//
+// Thread-safety: safe to use from many threads at once.
+
+#include <memory>
+#include <string>
+
+#include "tessera/grid/map.h"
+#include "tessera/grid/typed_map.h"
+
+namespace tessera::grid {
+
+class Instance {
+ public:
+  virtual ~Instance() = default;
+
+  // The map named `name` (created on first write). Cheap; proxies may be cached.
+  virtual std::shared_ptr<Map> GetMap(const std::string& name) = 0;
+
+  // A typed facade over GetMap(name), e.g. GetTypedMap<std::string, record::GenericRecord>.
+  template <typename K, typename V>
+  TypedMap<K, V> GetTypedMap(const std::string& name) {
+    return TypedMap<K, V>(GetMap(name));
+  }
+
+  // Stops the instance: a member leaves, a client disconnects. Idempotent.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace tessera::grid

@@ -1,0 +1,36 @@
+#pragma once
+// Invoker: how a Map proxy reaches the data. The embedded member invokes its MapService
+// directly; the client sends the request over the native protocol. One Map implementation
+// serves both (see map.h), so embedded and client behave the same.
+//
+// Thread-safety: implementations are safe to call from any thread.
+
+#include <functional>
+
+#include "tessera/base/error.h"
+#include "tessera/map/map_request.h"
+#include "tessera/map/map_service.h"
+
+namespace tessera::grid {
+
+class Invoker {
+ public:
+  using Callback = std::function<void(base::Result<map::MapResult>)>;
+  virtual ~Invoker() = default;
+
+  // Runs the request; `done` is called exactly once, on an internal thread (never inline
+  // with a lock held by the caller). It must not block.
+  virtual void Invoke(map::MapRequest request, Callback done) = 0;
+  // Blocking form with the instance's call timeout. Errors: kTimeout, kConnectionFailed, and
+  // whatever the operation reports. REQUIRES: not called from a shard or client I/O thread.
+  virtual base::Result<map::MapResult> InvokeSync(map::MapRequest request) = 0;
+
+  // Entry listeners: `listener` is called on an event thread (not a shard thread), in event
+  // order per key. It may block briefly; it delays later events of this instance while it does.
+  virtual base::Result<map::ListenerId> AddEntryListener(const std::string& map_name,
+                                                         map::ListenerOptions options,
+                                                         map::EntryListener listener) = 0;
+  virtual base::Result<bool> RemoveEntryListener(map::ListenerId id) = 0;
+};
+
+}  // namespace tessera::grid

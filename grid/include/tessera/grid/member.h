@@ -1,0 +1,84 @@
+#pragma once
+// Member: the embedded instance. A member owns the shards (one thread per shard), the map
+// service, the entry-processor registry and the front-ends: the native protocol port (for
+// clients and, later, other members) and an optional RESP port.
+//
+// Lifecycle: construct, register entry processors, Start(), use GetMap(), Shutdown().
+// Thread-safety: after Start(), every method is safe from any thread.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tessera/base/clock.h"
+#include "tessera/grid/instance.h"
+#include "tessera/map/entry_processor.h"
+#include "tessera/map/map_service.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tessera::grid {
+
+
+struct MemberOptions {
+  std::string host = "127.0.0.1";  // address the native port binds to
+  // Native protocol port; 0 = pick a free port (read it back with native_port()).
+  std::uint16_t port = 5701;
+  // Serve the native protocol at all (an embedded member may keep its data private).
+  bool listen = true;
+  std::string cluster_name = "dev";
+  std::string secret;                // empty = no secret required
+  std::size_t threads = 0;           // shards; 0 = hardware threads
+  std::uint32_t partition_count = 271;
+  std::uint32_t max_frame_bytes = 16 * 1024 * 1024;
+  map::MapServiceOptions map_options;
+  std::map<std::string, map::MapConfig> maps;  // per-map configuration
+  std::optional<std::uint16_t> resp_port;      // RESP front-end (off when unset; 0 = any)
+  std::string resp_default_map = "default";
+  std::uint64_t resp_max_bulk_bytes = 512ull * 1024 * 1024;
+};
+
+class Member final : public Instance {
+ public:
+  // `clock` may be null (steady clock); when given it must outlive the member.
+  explicit Member(MemberOptions options, std::shared_ptr<spdlog::logger> log = nullptr,
+                  const base::Clock* clock = nullptr);
+  ~Member() override;
+
+  // Registry to add entry processors to. REQUIRES: before Start().
+  map::EntryProcessorRegistry& processors() { return processors_; }
+
+  // Starts the shards, services and listeners. Errors: kConnectionFailed when a port cannot
+  // be bound (the message names the port and what to do). REQUIRES: called once.
+  base::Result<void> Start();
+
+  std::shared_ptr<Map> GetMap(const std::string& name) override;
+  void Shutdown() override;
+
+  // The native port actually bound (useful with port 0), 0 if not listening.
+  std::uint16_t native_port() const;
+  // The RESP port actually bound, 0 if RESP is off.
+  std::uint16_t resp_port() const;
+  // This member's identity, fresh at every start.
+  const std::string& uuid() const { return uuid_; }
+  const MemberOptions& options() const { return options_; }
+  map::MapService& map_service();
+
+ private:
+  struct Impl;
+  base::Result<void> StartNative();
+  base::Result<void> StartResp();
+  void ShutdownLocked();  // REQUIRES: impl_->mu held
+  std::string InfoJson() const;
+  MemberOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::string uuid_;
+  map::EntryProcessorRegistry processors_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::grid

@@ -1,0 +1,86 @@
+// Registration: families keyed by name, series keyed by sorted labels. Metrics are boxed
+// (unique_ptr) so references handed out survive map rebalancing.
+#include "tessera/metrics/metrics_registry.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "tessera/base/check.h"
+
+namespace tessera::metrics {
+namespace {
+
+bool IsNameChar(char c, bool first, bool allow_colon) {
+  bool alpha = std::isalpha(static_cast<unsigned char>(c)) || c == '_' || (allow_colon && c == ':');
+  return alpha || (!first && std::isdigit(static_cast<unsigned char>(c)));
+}
+
+bool IsValidName(std::string_view name, bool allow_colon) {
+  if (name.empty()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (!IsNameChar(name[i], i == 0, allow_colon)) return false;
+  }
+  return true;
+}
+
+Labels Normalize(Labels labels, std::string_view metric) {
+  std::sort(labels.begin(), labels.end());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const std::string& label = labels[i].first;
+    TESSERA_CHECK(IsValidName(label, false) && !label.starts_with("__") && label != "quantile",
+                  "metric '" + std::string(metric) + "' has an invalid label name '" + label + "'");
+    TESSERA_CHECK(i == 0 || labels[i - 1].first != label,
+                  "metric '" + std::string(metric) + "' repeats label '" + label + "'");
+  }
+  return labels;
+}
+
+}  // namespace
+
+MetricsRegistry::Series& MetricsRegistry::FindOrAdd(std::string_view name, Labels labels,
+                                                    std::string_view help, Type type) {
+  TESSERA_CHECK(IsValidName(name, true),
+                "invalid metric name '" + std::string(name) + "': use [a-zA-Z_:][a-zA-Z0-9_:]*");
+  labels = Normalize(std::move(labels), name);
+  auto family = families_.find(name);
+  if (family == families_.end()) {
+    family = families_.emplace(std::string(name), Family{type, std::string(help), {}}).first;
+  }
+  TESSERA_CHECK(family->second.type == type,
+                "metric '" + std::string(name) + "' is already registered with another type");
+  if (family->second.help.empty()) family->second.help = std::string(help);
+  return family->second.series[std::move(labels)];
+}
+
+Counter& MetricsRegistry::RegisterCounter(std::string_view name, Labels labels,
+                                          std::string_view help) {
+  std::lock_guard lock(mutex_);
+  Series& series = FindOrAdd(name, std::move(labels), help, Type::kCounter);
+  if (!series.counter) series.counter = std::make_unique<Counter>();
+  return *series.counter;
+}
+
+Gauge& MetricsRegistry::RegisterGauge(std::string_view name, Labels labels, std::string_view help) {
+  std::lock_guard lock(mutex_);
+  Series& series = FindOrAdd(name, std::move(labels), help, Type::kGauge);
+  if (!series.gauge) series.gauge = std::make_unique<Gauge>();
+  return *series.gauge;
+}
+
+Gauge& MetricsRegistry::RegisterGaugeCallback(std::string_view name, Labels labels,
+                                              std::string_view help,
+                                              std::function<double()> callback) {
+  Gauge& gauge = RegisterGauge(name, std::move(labels), help);
+  gauge.SetCallback(std::move(callback));
+  return gauge;
+}
+
+LatencyHistogram& MetricsRegistry::RegisterHistogram(std::string_view name, Labels labels,
+                                                     std::string_view help) {
+  std::lock_guard lock(mutex_);
+  Series& series = FindOrAdd(name, std::move(labels), help, Type::kHistogram);
+  if (!series.histogram) series.histogram = std::make_unique<LatencyHistogram>();
+  return *series.histogram;
+}
+
+}  // namespace tessera::metrics

@@ -1,0 +1,125 @@
+#pragma once
+// Connection: one framed native-protocol TCP connection, owned by the thread that runs its
+// socket's io_context (a shard on members, the client's I/O thread on clients). It reads
+// frames with a wire::FrameDecoder and hands each decoded Message to its handlers, and it
+// writes frames in batches: frames queued while a write is in flight (or queued during one run
+// of the event loop) go out together in a single gathered async_write.
+//
+// Shard: Start and every handler run on the socket's io_context thread. Send, SendFrame and
+// Close are safe from any thread. The accessors (id, shard, remote_address, is_open) too.
+// peer_hello/set_peer_hello only on the socket's thread.
+
+#include <utility>  // before Asio's awaitable header (Boost 1.74)
+
+#include <spdlog/logger.h>
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/base/error.h"
+#include "tessera/wire/frame_codec.h"
+#include "tessera/wire/message.h"
+
+namespace tessera::net {
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using MessageHandler = std::function<void(const std::shared_ptr<Connection>&, wire::Message)>;
+  // A malformed, oversized or unknown frame arrived; reading has stopped. The handler usually
+  // sends an error reply and calls Close(). Without a handler the connection just closes.
+  using ProtocolErrorHandler =
+      std::function<void(const std::shared_ptr<Connection>&, const base::Error&)>;
+  // The socket is closed (by Close, by the peer, or by an I/O error). Called exactly once.
+  using ClosedHandler = std::function<void(const std::shared_ptr<Connection>&)>;
+
+  struct Handlers {
+    MessageHandler on_message;
+    ProtocolErrorHandler on_protocol_error;
+    ClosedHandler on_closed;
+  };
+
+  // How long Close() waits for queued frames to be written before it drops them.
+  static constexpr std::chrono::milliseconds kCloseLinger{2000};
+
+  // `id` names the connection in logs and stats (the server numbers them); `shard` says which
+  // shard owns it (0 on clients). Frames bigger than max_frame_bytes are protocol errors.
+  static std::shared_ptr<Connection> Create(boost::asio::ip::tcp::socket socket, std::uint64_t id,
+                                            std::size_t shard, std::size_t max_frame_bytes,
+                                            std::shared_ptr<spdlog::logger> log);
+
+  // Starts the read loop. Handlers are released after on_closed, breaking reference cycles.
+  // REQUIRES: called once, on the socket's io_context thread.
+  void Start(Handlers handlers);
+
+  // Encodes and queues `message`. Returns false (and drops it) when the connection is closed
+  // or closing. Any thread.
+  bool Send(const wire::Message& message);
+  // Queues an already encoded frame (wire::EncodeFrame output). Any thread.
+  bool SendFrame(std::string frame);
+
+  // Stops reading, writes the frames already queued (up to kCloseLinger), then closes the
+  // socket and calls on_closed. Idempotent. Any thread.
+  void Close();
+
+  std::uint64_t id() const { return id_; }
+  std::size_t shard() const { return shard_; }
+  // "ip:port" of the peer, captured at creation ("?" if unknown).
+  const std::string& remote_address() const { return remote_address_; }
+  // False once Close() was called or the socket failed.
+  bool is_open() const { return !closing_.load(); }
+
+  // The peer's accepted Hello (set by the server after the handshake), or null before.
+  const wire::Hello* peer_hello() const { return peer_hello_ ? &*peer_hello_ : nullptr; }
+  void set_peer_hello(wire::Hello hello) { peer_hello_ = std::move(hello); }
+
+  class Passkey {
+    friend class Connection;
+    Passkey() = default;
+  };
+  // Internal: use Create().
+  Connection(Passkey, boost::asio::ip::tcp::socket socket, std::uint64_t id, std::size_t shard,
+             std::size_t max_frame_bytes, std::shared_ptr<spdlog::logger> log);
+
+ private:
+  void ReadSome();
+  void OnRead(const boost::system::error_code& error, std::size_t bytes);
+  void DeliverFrames();
+  void ScheduleFlush();
+  void Flush();
+  void OnWritten(const boost::system::error_code& error);
+  void BeginClose();
+  void Finish();
+
+  const std::uint64_t id_;
+  const std::size_t shard_;
+  const std::shared_ptr<spdlog::logger> log_;
+  std::string remote_address_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer linger_timer_;
+
+  // Socket-thread state.
+  Handlers handlers_;
+  wire::FrameDecoder decoder_;
+  std::vector<char> read_buffer_;
+  std::vector<std::string> writing_;  // frames of the write in flight
+  bool write_in_flight_ = false;
+  bool close_begun_ = false;
+  bool finished_ = false;
+  std::optional<wire::Hello> peer_hello_;
+
+  std::atomic<bool> closing_{false};
+  std::mutex outbox_mutex_;
+  std::vector<std::string> outbox_;  // guarded by outbox_mutex_
+  bool flush_posted_ = false;        // guarded by outbox_mutex_
+};
+
+}  // namespace tessera::net

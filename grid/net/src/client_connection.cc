@@ -1,0 +1,319 @@
+// Connect phase: a TCP connect and the Hello exchange share one deadline timer; whichever of
+// success, failure or deadline comes first calls the connect callback (FinishConnect moves it
+// out, so later outcomes are ignored). Call phase: calls are encoded on the caller's thread,
+// then registered in `pending_` and sent on the io thread; a response, the call's own timer or
+// the loss of the connection removes the entry and calls back, whichever comes first.
+// The Connection's handlers and per-call timers hold only weak references to this object, so
+// dropping the last reference closes the connection.
+#include "tessera/net/client_connection.h"
+
+#include <algorithm>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <cctype>
+#include <future>
+
+#include "tessera/base/check.h"
+
+namespace tessera::net {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using base::Error;
+using base::ErrorCode;
+
+namespace {
+// Extra time the blocking helpers wait beyond the operation's own deadline before giving up
+// on an io_context that is not being run.
+constexpr auto kBlockingSlack = std::chrono::seconds(2);
+
+std::string Lowercase(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+}  // namespace
+
+ClientConnection::ClientConnection(Passkey, asio::io_context& io, ClientOptions options,
+                                   std::shared_ptr<spdlog::logger> log)
+    : io_(io),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      address_(options_.host + ":" + std::to_string(options_.port)),
+      connect_timer_(io) {}
+
+ClientConnection::~ClientConnection() {
+  if (connection_) connection_->Close();
+}
+
+void ClientConnection::AsyncConnect(asio::io_context& io, ClientOptions options,
+                                    std::shared_ptr<spdlog::logger> log, ConnectCallback done) {
+  boost::system::error_code error;
+  const auto address =
+      asio::ip::make_address(options.host == "localhost" ? "127.0.0.1" : options.host, error);
+  if (error) {
+    auto failure = base::Fail(ErrorCode::kBadRequest,
+                              "cannot connect to '" + options.host +
+                                  "': not an IP address; use a numeric address such as 127.0.0.1");
+    asio::post(io, [done = std::move(done), failure] { done(failure); });
+    return;
+  }
+  const tcp::endpoint endpoint(address, options.port);
+  auto self = std::make_shared<ClientConnection>(Passkey(), io, std::move(options), std::move(log));
+  asio::dispatch(io, [self, endpoint, done = std::move(done)]() mutable {
+    self->BeginConnect(endpoint, std::move(done));
+  });
+}
+
+base::Result<std::shared_ptr<ClientConnection>> ClientConnection::Connect(
+    asio::io_context& io, ClientOptions options, std::shared_ptr<spdlog::logger> log) {
+  TESSERA_CHECK(!io.get_executor().running_in_this_thread(),
+                "ClientConnection::Connect would block the io thread it waits for");
+  using ConnectResult = base::Result<std::shared_ptr<ClientConnection>>;
+  auto promise = std::make_shared<std::promise<ConnectResult>>();
+  auto future = promise->get_future();
+  const auto wait = options.connect_timeout + kBlockingSlack;
+  AsyncConnect(io, std::move(options), std::move(log),
+               [promise](ConnectResult result) { promise->set_value(std::move(result)); });
+  if (future.wait_for(wait) != std::future_status::ready) {
+    return base::Fail(ErrorCode::kTimeout,
+                      "connect did not finish; is a thread running the client's io_context?");
+  }
+  return future.get();
+}
+
+void ClientConnection::BeginConnect(const tcp::endpoint& endpoint, ConnectCallback done) {
+  connect_done_ = std::move(done);
+  connecting_socket_.emplace(io_);
+  connect_timer_.expires_after(options_.connect_timeout);
+  connect_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+    if (error) return;
+    self->FinishConnect(
+        base::Fail(ErrorCode::kConnectionFailed,
+                   "could not connect to " + self->address_ + " within " +
+                       std::to_string(self->options_.connect_timeout.count()) +
+                       " ms; check that a Tessera member listens there and is reachable"));
+  });
+  connecting_socket_->async_connect(
+      endpoint, [self = shared_from_this()](const boost::system::error_code& error) {
+        self->OnTcpConnected(error);
+      });
+}
+
+void ClientConnection::OnTcpConnected(const boost::system::error_code& error) {
+  if (!connect_done_) return;  // timed out or closed meanwhile
+  if (error) {
+    FinishConnect(base::Fail(ErrorCode::kConnectionFailed,
+                             "cannot connect to " + address_ + ": " + Lowercase(error.message()) +
+                                 "; is a Tessera member running there?"));
+    return;
+  }
+  boost::system::error_code ignored;
+  connecting_socket_->set_option(tcp::no_delay(true), ignored);
+  connection_ =
+      Connection::Create(std::move(*connecting_socket_), 0, 0, options_.max_frame_bytes, log_);
+  connecting_socket_.reset();
+  std::weak_ptr<ClientConnection> weak = weak_from_this();
+  connection_->Start(Connection::Handlers{
+      .on_message =
+          [weak](const std::shared_ptr<Connection>&, wire::Message message) {
+            if (auto self = weak.lock()) self->OnMessage(std::move(message));
+          },
+      .on_protocol_error =
+          [weak](const std::shared_ptr<Connection>&, const Error& error) {
+            if (auto self = weak.lock()) {
+              self->log_->warn("closing connection to {}: {}", self->address_, error.ToString());
+              self->close_reason_ = error;
+            }
+          },
+      .on_closed =
+          [weak](const std::shared_ptr<Connection>&) {
+            if (auto self = weak.lock()) self->OnConnectionClosed();
+          },
+  });
+  connection_->Send(wire::Message::MakeHello(options_.hello));
+}
+
+void ClientConnection::OnMessage(wire::Message message) {
+  if (connect_done_) {
+    OnHelloReply(std::move(message));
+    return;
+  }
+  if (message.kind == wire::MessageKind::kResponse) {
+    OnResponse(std::move(message));
+  } else if (message.kind == wire::MessageKind::kEvent) {
+    if (options_.on_event) options_.on_event(std::move(message));
+  } else {
+    close_reason_ = Error(ErrorCode::kProtocol,
+                          "unexpected " + std::string(wire::MessageKindName(message.kind)) +
+                              " frame from " + address_);
+    log_->warn("closing connection to {}: {}", address_, close_reason_->message());
+    connection_->Close();
+  }
+}
+
+void ClientConnection::OnHelloReply(wire::Message message) {
+  if (message.kind != wire::MessageKind::kHelloReply) {
+    FinishConnect(
+        base::Fail(ErrorCode::kProtocol, "expected a HelloReply from " + address_ + ", got a " +
+                                             std::string(wire::MessageKindName(message.kind))));
+    return;
+  }
+  if (!message.hello_reply->accepted) {
+    FinishConnect(std::unexpected(message.error.value_or(
+        Error(ErrorCode::kAuthFailed, "the member at " + address_ + " rejected the hello"))));
+    return;
+  }
+  hello_reply_ = *message.hello_reply;
+  open_.store(true);
+  FinishConnect(shared_from_this());
+}
+
+void ClientConnection::FinishConnect(base::Result<std::shared_ptr<ClientConnection>> result) {
+  if (!connect_done_) return;
+  ConnectCallback done = std::move(connect_done_);
+  connect_done_ = nullptr;
+  connect_timer_.cancel();
+  if (!result) {
+    boost::system::error_code ignored;
+    if (connecting_socket_) connecting_socket_->close(ignored);
+    if (connection_) connection_->Close();
+  }
+  done(std::move(result));
+}
+
+void ClientConnection::OnResponse(wire::Message message) {
+  auto it = pending_.find(message.call_id);
+  if (it == pending_.end()) {
+    if (message.call_id == 0 && message.error) {
+      log_->warn("member {} reported: {}", address_, message.error->ToString());
+      close_reason_ = *message.error;
+    } else {
+      log_->debug("reply from {} for call {} that already finished", address_, message.call_id);
+    }
+    return;
+  }
+  PendingCall call = std::move(it->second);
+  pending_.erase(it);
+  pending_count_.fetch_sub(1);
+  call.timer->cancel();
+  if (message.error) {
+    call.callback(std::unexpected(std::move(*message.error)));
+  } else {
+    call.callback(std::move(message));
+  }
+}
+
+void ClientConnection::OnConnectionClosed() {
+  const bool was_open = open_.exchange(false);
+  std::string detail = close_reason_ ? " (" + close_reason_->message() + ")" : "";
+  FinishConnect(base::Fail(ErrorCode::kConnectionFailed,
+                           "connection to " + address_ + " closed during the hello" + detail));
+  const Error reason =
+      closed_by_us_.load()
+          ? Error(ErrorCode::kConnectionFailed,
+                  "connection to " + address_ + " was closed by this client")
+          : Error(ErrorCode::kMemberLeft, "connection to " + address_ + " lost" + detail);
+  FailAllPending(reason);
+  if (was_open && options_.on_closed) options_.on_closed(reason);
+}
+
+void ClientConnection::FailAllPending(const Error& reason) {
+  auto pending = std::move(pending_);
+  pending_.clear();
+  pending_count_.store(0);
+  for (auto& [call_id, call] : pending) {
+    call.timer->cancel();
+    call.callback(
+        base::Fail(reason.code(), reason.message() + " before the reply to " + call.operation +
+                                      "; the operation may or may not have been applied"));
+  }
+}
+
+void ClientConnection::Call(wire::Message request, std::chrono::milliseconds timeout,
+                            CallCallback callback) {
+  request.kind = wire::MessageKind::kRequest;
+  request.call_id = next_call_id_.fetch_add(1);
+  std::string operation = OperationName(request);
+  std::string frame = wire::EncodeFrame(request);
+  if (frame.size() - wire::kFrameHeaderBytes > options_.max_frame_bytes) {
+    auto failure =
+        base::Fail(ErrorCode::kBadRequest,
+                   operation + " request of " + std::to_string(frame.size()) +
+                       " bytes exceeds the maximum frame size of " +
+                       std::to_string(options_.max_frame_bytes) + " bytes; send smaller values");
+    asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
+    return;
+  }
+  asio::dispatch(io_, [self = shared_from_this(), call_id = request.call_id,
+                       operation = std::move(operation), frame = std::move(frame), timeout,
+                       callback = std::move(callback)]() mutable {
+    self->StartCall(call_id, std::move(operation), std::move(frame), timeout, std::move(callback));
+  });
+}
+
+void ClientConnection::StartCall(std::uint64_t call_id, std::string operation, std::string frame,
+                                 std::chrono::milliseconds timeout, CallCallback callback) {
+  if (!open_.load() || !connection_) {
+    auto failure = base::Fail(ErrorCode::kConnectionFailed,
+                              "not connected to " + address_ + " for " + operation +
+                                  "; the connection is closed, reconnect");
+    asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
+    return;
+  }
+  PendingCall call{std::move(callback), std::make_unique<asio::steady_timer>(io_, timeout),
+                   std::move(operation)};
+  call.timer->async_wait(
+      [weak = weak_from_this(), call_id, timeout](const boost::system::error_code& error) {
+        if (error) return;
+        if (auto self = weak.lock()) self->OnCallTimeout(call_id, timeout);
+      });
+  pending_.emplace(call_id, std::move(call));
+  pending_count_.fetch_add(1);
+  connection_->SendFrame(std::move(frame));  // if closing, on_closed fails the call
+}
+
+void ClientConnection::OnCallTimeout(std::uint64_t call_id, std::chrono::milliseconds timeout) {
+  auto it = pending_.find(call_id);
+  if (it == pending_.end()) return;
+  PendingCall call = std::move(it->second);
+  pending_.erase(it);
+  pending_count_.fetch_sub(1);
+  call.callback(base::Fail(ErrorCode::kTimeout, "no reply from " + address_ + " within " +
+                                                    std::to_string(timeout.count()) + " ms for " +
+                                                    call.operation));
+}
+
+base::Result<wire::Message> ClientConnection::CallSync(wire::Message request,
+                                                       std::chrono::milliseconds timeout) {
+  TESSERA_CHECK(!io_.get_executor().running_in_this_thread(),
+                "ClientConnection::CallSync would block the io thread it waits for");
+  auto promise = std::make_shared<std::promise<base::Result<wire::Message>>>();
+  auto future = promise->get_future();
+  Call(std::move(request), timeout,
+       [promise](base::Result<wire::Message> result) { promise->set_value(std::move(result)); });
+  if (future.wait_for(timeout + kBlockingSlack) != std::future_status::ready) {
+    return base::Fail(ErrorCode::kTimeout,
+                      "call did not finish; is a thread running the client's io_context?");
+  }
+  return future.get();
+}
+
+void ClientConnection::Close() {
+  closed_by_us_.store(true);
+  asio::dispatch(io_, [self = shared_from_this()] {
+    if (self->connection_) {
+      self->connection_->Close();
+    } else {
+      self->FinishConnect(base::Fail(ErrorCode::kConnectionFailed,
+                                     "connect to " + self->address_ + " cancelled by Close()"));
+    }
+  });
+}
+
+std::string ClientConnection::OperationName(const wire::Message& message) const {
+  if (options_.operation_name) return options_.operation_name(message.service, message.op);
+  return wire::ServiceName(message.service) + ".op" + std::to_string(message.op);
+}
+
+}  // namespace tessera::net

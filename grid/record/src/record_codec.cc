@@ -1,0 +1,165 @@
+// GenericRecord <-> Cap'n Proto (src/record.capnp). Encode() is an unpacked single-segment
+// message as written by capnp::messageToFlatArray: the stored bytes are word-aligned and
+// readable in place, and packing is left to the transport/storage layer.
+//
+// Decode() treats its input as hostile (it reads map values and predicate bytes sent by
+// clients): the traversal limit is proportional to the input size, so a message cannot
+// make the reader do more work than a few passes over its own bytes; the nesting limit
+// bounds recursion (kMaxNestingLimit allows about 40 levels of nested records); any
+// kj::Exception becomes kBadRequest.
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <cstring>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "record.capnp.h"
+#include "tessera/record/generic_record.h"
+
+namespace tessera::record {
+namespace {
+
+constexpr int kMaxNestingLimit = 128;
+
+// Explicit size: strings may hold NUL bytes, which a c_str() conversion would cut off.
+capnp::Text::Reader ToText(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
+
+void ValueToWire(const Value& value, wire::Value::Builder out);
+
+void RecordToWire(const GenericRecord& record, wire::Record::Builder out) {
+  out.setTypeName(ToText(record.type_name()));
+  auto fields = out.initFields(static_cast<unsigned>(record.fields().size()));
+  for (unsigned i = 0; i < fields.size(); ++i) {
+    const Field& field = record.fields()[i];
+    fields[i].setName(ToText(field.name));
+    ValueToWire(field.value, fields[i].initValue());
+  }
+}
+
+void ValueToWire(const Value& value, wire::Value::Builder out) {
+  switch (value.type()) {
+    case FieldType::kNull:
+      out.setNull();
+      return;
+    case FieldType::kInt32:
+      out.setInt32(value.AsInt32());
+      return;
+    case FieldType::kInt64:
+      out.setInt64(value.AsInt64());
+      return;
+    case FieldType::kFloat64:
+      out.setFloat64(value.AsFloat64());
+      return;
+    case FieldType::kBool:
+      out.setBool(value.AsBool());
+      return;
+    case FieldType::kString:
+      out.setString(ToText(value.AsString()));
+      return;
+    case FieldType::kBytes: {
+      const std::string& data = value.AsBytes().data;
+      out.setBytes(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+      return;
+    }
+    case FieldType::kRecord:
+      RecordToWire(value.AsRecord(), out.initRecord());
+      return;
+    case FieldType::kList: {
+      const std::vector<Value>& items = value.AsList();
+      auto list = out.initList(static_cast<unsigned>(items.size()));
+      for (unsigned i = 0; i < list.size(); ++i) ValueToWire(items[i], list[i]);
+      return;
+    }
+  }
+}
+
+std::string ToStdString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
+
+// Throws kj::Exception (caught by Decode) for malformed input.
+GenericRecord RecordFromWire(wire::Record::Reader in);
+
+Value ValueFromWire(wire::Value::Reader in) {
+  switch (in.which()) {
+    case wire::Value::NULL_:
+      return Value();
+    case wire::Value::INT32:
+      return Value(in.getInt32());
+    case wire::Value::INT64:
+      return Value(static_cast<std::int64_t>(in.getInt64()));
+    case wire::Value::FLOAT64:
+      return Value(in.getFloat64());
+    case wire::Value::BOOL:
+      return Value(in.getBool());
+    case wire::Value::STRING:
+      return Value(ToStdString(in.getString()));
+    case wire::Value::BYTES: {
+      auto data = in.getBytes();
+      return Value(Bytes{std::string(reinterpret_cast<const char*>(data.begin()), data.size())});
+    }
+    case wire::Value::RECORD:
+      return Value(RecordFromWire(in.getRecord()));
+    case wire::Value::LIST: {
+      std::vector<Value> items;
+      auto list = in.getList();
+      items.reserve(list.size());
+      for (auto item : list) items.push_back(ValueFromWire(item));
+      return Value(std::move(items));
+    }
+  }
+  KJ_FAIL_REQUIRE("unknown value type", static_cast<unsigned>(in.which()));
+}
+
+GenericRecord RecordFromWire(wire::Record::Reader in) {
+  GenericRecordBuilder builder(ToStdString(in.getTypeName()));
+  for (auto field : in.getFields()) {
+    builder.Set(ToStdString(field.getName()), ValueFromWire(field.getValue()));
+  }
+  return builder.Done();
+}
+
+base::Result<GenericRecord> DecodeWords(kj::ArrayPtr<const capnp::word> words) {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = words.size() * 4 + 64;
+  options.nestingLimit = kMaxNestingLimit;
+  capnp::FlatArrayMessageReader reader(words, options);
+  if (reader.getEnd() != words.end()) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "not a GenericRecord: trailing bytes after the message");
+  }
+  return RecordFromWire(reader.getRoot<wire::Record>());
+}
+
+}  // namespace
+
+std::string GenericRecord::Encode() const {
+  capnp::MallocMessageBuilder message;
+  RecordToWire(*this, message.initRoot<wire::Record>());
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+base::Result<GenericRecord> GenericRecord::Decode(std::string_view bytes) {
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "not a GenericRecord: " + std::to_string(bytes.size()) +
+                          " bytes is not a whole, non-zero number of 8-byte words");
+  }
+  // Copy into word-aligned storage: string bytes carry no alignment guarantee.
+  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  try {
+    return DecodeWords(words.asPtr());
+  } catch (const kj::Exception& e) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "not a GenericRecord: " + std::string(e.getDescription().cStr()));
+  } catch (const std::bad_alloc&) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "not a GenericRecord: the message claims more memory than allowed");
+  }
+}
+
+}  // namespace tessera::record

@@ -1,0 +1,34 @@
+#include "embedded_invoker.h"
+
+namespace tessera::grid {
+
+void EmbeddedInvoker::Invoke(map::MapRequest request, Callback done) {
+  EventExecutor* events = &events_;
+  service_.Execute(std::move(request),
+                   [events, done = std::move(done)](base::Result<map::MapResult> r) mutable {
+                     events->Post([done = std::move(done), r = std::move(r)]() mutable {
+                       done(std::move(r));
+                     });
+                   });
+}
+
+base::Result<map::MapResult> EmbeddedInvoker::InvokeSync(map::MapRequest request) {
+  return service_.ExecuteSync(std::move(request));
+}
+
+base::Result<map::ListenerId> EmbeddedInvoker::AddEntryListener(const std::string& map_name,
+                                                                map::ListenerOptions options,
+                                                                map::EntryListener listener) {
+  EventExecutor* events = &events_;
+  auto shared = std::make_shared<map::EntryListener>(std::move(listener));
+  return service_.AddEntryListener(map_name, std::move(options),
+                                   [events, shared](const map::EntryEvent& event) {
+                                     events->Post([shared, event] { (*shared)(event); });
+                                   });
+}
+
+base::Result<bool> EmbeddedInvoker::RemoveEntryListener(map::ListenerId id) {
+  return service_.RemoveEntryListener(id);
+}
+
+}  // namespace tessera::grid

@@ -1,0 +1,167 @@
+#include "native_handler.h"
+
+#include <spdlog/spdlog.h>
+
+#include "native_protocol.h"
+#include "tessera/map/map_codec.h"
+#include "tessera/record/generic_record.h"
+
+namespace tessera::grid {
+
+using base::ErrorCode;
+using wire::Message;
+
+namespace {
+
+// The request's routing header without its payload, to answer after the payload moved on.
+Message Header(const Message& request) {
+  Message header;
+  header.kind = request.kind;
+  header.call_id = request.call_id;
+  header.partition_id = request.partition_id;
+  header.service = request.service;
+  header.op = request.op;
+  return header;
+}
+
+void ReplyError(const std::shared_ptr<net::Connection>& connection, const Message& request,
+                ErrorCode code, std::string message) {
+  connection->Send(Message::MakeErrorResponse(request, base::Error(code, std::move(message))));
+}
+
+}  // namespace
+
+NativeHandler::NativeHandler(map::MapService& maps, std::function<std::string()> info,
+                             std::shared_ptr<spdlog::logger> log)
+    : maps_(maps), info_(std::move(info)), log_(std::move(log)) {}
+
+void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection,
+                              Message request) {
+  switch (request.service) {
+    case wire::Service::kMap:
+      return HandleMap(connection, std::move(request));
+    case wire::Service::kCluster:
+      return HandleCluster(connection, request);
+    default:
+      return ReplyError(connection, request, ErrorCode::kUnsupported,
+                        "service " + wire::ServiceName(request.service) +
+                            " is not served by this member; upgrade the member or the client");
+  }
+}
+
+void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection,
+                              Message request) {
+  if (request.op == native::kMapAddListener) return AddListener(connection, request);
+  if (request.op == native::kMapRemoveListener) return RemoveListener(connection, request);
+  auto decoded = map::DecodeRequest(request.payload);
+  if (!decoded) return ReplyError(connection, request, decoded.error().code(),
+                                  decoded.error().message());
+  if (static_cast<std::uint16_t>(decoded->op) != request.op) {
+    return ReplyError(connection, request, ErrorCode::kBadRequest,
+                      "frame op " + std::to_string(request.op) +
+                          " does not match the encoded map operation");
+  }
+  Message header = Header(request);
+  maps_.Execute(std::move(*decoded), [connection, header = std::move(header)](
+                                         base::Result<map::MapResult> result) {
+    if (!result) {
+      connection->Send(Message::MakeErrorResponse(header, result.error()));
+    } else {
+      connection->Send(Message::MakeResponse(header, map::EncodeResult(*result)));
+    }
+  });
+}
+
+void NativeHandler::AddListener(const std::shared_ptr<net::Connection>& connection,
+                                const Message& request) {
+  auto args = record::GenericRecord::Decode(request.payload);
+  if (!args) return ReplyError(connection, request, ErrorCode::kBadRequest, args.error().message());
+  auto map_name = args->GetString("map");
+  auto options_record = args->Find("options");
+  if (!map_name || !options_record || options_record->type() != record::FieldType::kBytes) {
+    return ReplyError(connection, request, ErrorCode::kBadRequest,
+                      "add-listener needs {map: string, options: bytes}");
+  }
+  auto options = map::DecodeListenerOptions(options_record->AsBytes().data);
+  if (!options) return ReplyError(connection, request, options.error().code(),
+                                  options.error().message());
+  std::weak_ptr<net::Connection> weak = connection;
+  auto id_holder = std::make_shared<std::atomic<map::ListenerId>>(0);
+  map::ListenerId id = maps_.AddEntryListener(
+      *map_name, std::move(*options), [weak, id_holder](const map::EntryEvent& event) {
+        auto conn = weak.lock();
+        if (!conn) return;
+        std::string payload = record::GenericRecord::Build()
+                                  .Int64("listener", static_cast<std::int64_t>(id_holder->load()))
+                                  .BytesField("event", map::EncodeEvent(event))
+                                  .Done()
+                                  .Encode();
+        conn->Send(Message::MakeEvent(wire::Service::kMap, native::kMapEntryEvent,
+                                      static_cast<std::int32_t>(event.partition_id),
+                                      std::move(payload)));
+      });
+  id_holder->store(id);
+  {
+    std::lock_guard lock(mu_);
+    listeners_[connection->id()].push_back(id);
+  }
+  log_->debug("connection {} ({}) listens to map '{}' as listener {}", connection->id(),
+              connection->remote_address(), *map_name, id);
+  connection->Send(Message::MakeResponse(
+      request,
+      record::GenericRecord::Build().Int64("id", static_cast<std::int64_t>(id)).Done().Encode()));
+}
+
+void NativeHandler::RemoveListener(const std::shared_ptr<net::Connection>& connection,
+                                   const Message& request) {
+  auto args = record::GenericRecord::Decode(request.payload);
+  auto id = args ? args->GetInt64("id") : base::Result<std::int64_t>(std::unexpected(args.error()));
+  if (!id) return ReplyError(connection, request, ErrorCode::kBadRequest,
+                             "remove-listener needs {id: int64}: " + id.error().message());
+  bool owned = false;
+  {
+    std::lock_guard lock(mu_);
+    auto& ids = listeners_[connection->id()];
+    auto it = std::find(ids.begin(), ids.end(), static_cast<map::ListenerId>(*id));
+    if (it != ids.end()) {
+      ids.erase(it);
+      owned = true;
+    }
+  }
+  // A connection may remove only its own listeners.
+  bool removed = owned && maps_.RemoveEntryListener(static_cast<map::ListenerId>(*id));
+  connection->Send(Message::MakeResponse(
+      request, record::GenericRecord::Build().Bool("removed", removed).Done().Encode()));
+}
+
+void NativeHandler::HandleCluster(const std::shared_ptr<net::Connection>& connection,
+                                  const Message& request) {
+  switch (request.op) {
+    case native::kClusterPing:
+      connection->Send(Message::MakeResponse(request, "pong"));
+      return;
+    case native::kClusterInfo:
+      connection->Send(Message::MakeResponse(request, info_()));
+      return;
+    default:
+      ReplyError(connection, request, ErrorCode::kUnsupported,
+                 "unknown cluster op " + std::to_string(request.op));
+  }
+}
+
+void NativeHandler::OnClosed(const std::shared_ptr<net::Connection>& connection) {
+  std::vector<map::ListenerId> ids;
+  {
+    std::lock_guard lock(mu_);
+    auto it = listeners_.find(connection->id());
+    if (it == listeners_.end()) return;
+    ids = std::move(it->second);
+    listeners_.erase(it);
+  }
+  for (auto id : ids) maps_.RemoveEntryListener(id);
+  if (!ids.empty()) {
+    log_->debug("connection {} closed; removed its {} listener(s)", connection->id(), ids.size());
+  }
+}
+
+}  // namespace tessera::grid

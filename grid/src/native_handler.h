@@ -1,0 +1,48 @@
+#pragma once
+// NativeHandler: the member's native-protocol front-end. It only decodes, routes and
+// replies: map requests go to MapService, listener registrations become MapService listeners
+// that push Event frames to the connection, cluster requests answer from member state.
+//
+// Shard: OnRequest runs on the connection's shard; replies are sent from whichever shard
+// completed the operation (Connection::Send is thread-safe).
+// Thread-safety: the listener bookkeeping is guarded by a mutex.
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tessera/map/map_service.h"
+#include "tessera/net/server.h"
+
+namespace tessera::grid {
+
+class NativeHandler final : public net::RequestHandler {
+ public:
+  // `info` renders the cluster-info JSON on demand.
+  NativeHandler(map::MapService& maps, std::function<std::string()> info,
+                std::shared_ptr<spdlog::logger> log);
+
+  void OnRequest(const std::shared_ptr<net::Connection>& connection,
+                 wire::Message request) override;
+  void OnClosed(const std::shared_ptr<net::Connection>& connection) override;
+
+ private:
+  void HandleMap(const std::shared_ptr<net::Connection>& connection, wire::Message request);
+  void AddListener(const std::shared_ptr<net::Connection>& connection,
+                   const wire::Message& request);
+  void RemoveListener(const std::shared_ptr<net::Connection>& connection,
+                      const wire::Message& request);
+  void HandleCluster(const std::shared_ptr<net::Connection>& connection,
+                     const wire::Message& request);
+
+  map::MapService& maps_;
+  std::function<std::string()> info_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::mutex mu_;
+  std::map<std::uint64_t, std::vector<map::ListenerId>> listeners_;  // by connection id
+};
+
+}  // namespace tessera::grid

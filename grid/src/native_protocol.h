@@ -1,0 +1,28 @@
+#pragma once
+// Native-protocol op numbers of the grid's services beyond the map operations themselves.
+// Map requests: service kMap, op = map::MapOp value, payload = map::EncodeRequest bytes;
+// the response payload is map::EncodeResult bytes.
+// Shared by the member's NativeHandler and the Client (both private to the grid module).
+// Numbers travel on the wire: append only.
+
+#include <cstdint>
+
+namespace tessera::grid::native {
+
+// Service kMap, listener management. Payloads are GenericRecord::Encode() bytes.
+//   add:    request {map: string, options: bytes (map::EncodeListenerOptions)}
+//           response {id: int64}
+//   remove: request {id: int64}  response {removed: bool}
+inline constexpr std::uint16_t kMapAddListener = 100;
+inline constexpr std::uint16_t kMapRemoveListener = 101;
+// Service kMap event frames: payload {listener: int64, event: bytes (map::EncodeEvent)}.
+inline constexpr std::uint16_t kMapEntryEvent = 200;
+
+// Service kCluster.
+//   ping:   empty request, response "pong"
+//   info:   empty request, response JSON {uuid, address, cluster, version, shards, partitions,
+//           connections, maps: [names]}
+inline constexpr std::uint16_t kClusterPing = 1;
+inline constexpr std::uint16_t kClusterInfo = 2;
+
+}  // namespace tessera::grid::native

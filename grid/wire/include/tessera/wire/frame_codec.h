@@ -1,0 +1,71 @@
+#pragma once
+// Frame codec: Message <-> bytes on the wire.
+//
+// Frame = 4-byte little-endian length N + N bytes of one Cap'n Proto message in the standard
+// unpacked stream encoding (segment table + segments; see frame.capnp). Unpacked was chosen
+// over packed because payloads are already compact service encodings and unpacked messages
+// are read in place without a decode pass.
+//
+// Thread-safety: EncodeFrame is a pure function. A FrameDecoder is thread-compatible (one
+// connection's reader owns it).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/base/error.h"
+#include "tessera/wire/message.h"
+
+namespace tessera::wire {
+
+// The length prefix size in bytes.
+inline constexpr std::size_t kFrameHeaderBytes = 4;
+
+// Encodes `message` as one frame, length prefix included. Fields that do not belong to
+// message.kind are encoded as they are (decoders ignore them only where documented).
+std::string EncodeFrame(const Message& message);
+
+// Incremental decoder: Feed bytes as they arrive from a socket, then call Next() until it
+// returns nullopt (needs more bytes) or an error.
+//
+// Errors (all kProtocol, sticky: once Next() failed, it fails again with the same error and
+// the connection should be closed):
+//   - a header announcing more than max_frame_bytes (checked before the body is buffered:
+//     Feed drops body bytes of such a frame, so a peer cannot make us allocate them),
+//   - a length that is 0 or not a multiple of 8 (not a Cap'n Proto message),
+//   - a body that is not a valid message, has trailing bytes, exceeds the reader's traversal
+//     or nesting limits, or has an unknown kind / role.
+class FrameDecoder {
+ public:
+  explicit FrameDecoder(std::size_t max_frame_bytes = kDefaultMaxFrameBytes);
+
+  // Appends bytes received from the peer.
+  void Feed(std::string_view bytes);
+  void Feed(const char* data, std::size_t size) { Feed(std::string_view(data, size)); }
+
+  // The next complete message, nullopt when more bytes are needed, or a kProtocol error.
+  base::Result<std::optional<Message>> Next();
+
+  // Bytes fed but not yet consumed by Next().
+  std::size_t buffered_bytes() const { return buffer_.size() - read_offset_; }
+  std::size_t max_frame_bytes() const { return max_frame_bytes_; }
+
+ private:
+  // Validates the header at read_offset_ once 4 bytes are there; sets error_ on violation.
+  void CheckHeader();
+  void Compact();
+
+  std::size_t max_frame_bytes_;
+  std::vector<char> buffer_;
+  std::size_t read_offset_ = 0;
+  std::optional<base::Error> error_;
+};
+
+// Decodes one frame body (the N bytes after the length prefix). Errors: kProtocol.
+// Exposed for tests and tools; connections use FrameDecoder.
+base::Result<Message> DecodeFrameBody(std::string_view body);
+
+}  // namespace tessera::wire

@@ -1,0 +1,249 @@
+// The codec is the only place that sees the Cap'n Proto types: it converts frame.capnp
+// messages to and from wire::Message at the edge. Decoding copies the body into a word-aligned
+// array (socket buffers are not aligned), reads it with tight ReaderOptions, converts every
+// field eagerly inside one try block (Cap'n Proto validates lazily and throws kj::Exception on
+// bad pointers), and turns any failure into a kProtocol error.
+#include "tessera/wire/frame_codec.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+#include <cstring>
+
+#include "frame.capnp.h"
+
+namespace tessera::wire {
+namespace {
+
+namespace schema = capnp_schema;
+using base::ErrorCode;
+
+constexpr std::size_t kWordBytes = sizeof(capnp::word);
+constexpr unsigned kNestingLimit = 8;
+
+kj::ArrayPtr<const kj::byte> Bytes(std::string_view text) {
+  return {reinterpret_cast<const kj::byte*>(text.data()), text.size()};
+}
+
+capnp::Text::Reader TextOf(const std::string& text) { return {text.data(), text.size()}; }
+
+std::string ToString(capnp::Text::Reader text) { return {text.cStr(), text.size()}; }
+
+std::string ToString(capnp::Data::Reader data) {
+  return {reinterpret_cast<const char*>(data.begin()), data.size()};
+}
+
+void EncodeHello(const Hello& hello, schema::Hello::Builder out) {
+  out.setProtocolVersion(hello.protocol_version);
+  out.setClusterName(TextOf(hello.cluster_name));
+  out.setRole(static_cast<schema::Hello::Role>(hello.role));
+  out.setSecret(TextOf(hello.secret));
+  out.setClientName(TextOf(hello.client_name));
+}
+
+void EncodeHelloReply(const HelloReply& reply, schema::HelloReply::Builder out) {
+  out.setAccepted(reply.accepted);
+  out.setProtocolVersion(reply.protocol_version);
+  out.setMemberUuid(TextOf(reply.member_uuid));
+  out.setMemberAddress(TextOf(reply.member_address));
+  out.setPartitionCount(reply.partition_count);
+}
+
+void EncodeMessage(const Message& message, schema::Frame::Builder frame) {
+  frame.setKind(static_cast<schema::Frame::Kind>(message.kind));
+  frame.setCallId(message.call_id);
+  frame.setPartitionId(message.partition_id);
+  frame.setService(static_cast<std::uint16_t>(message.service));
+  frame.setOp(message.op);
+  if (!message.payload.empty()) frame.setPayload(Bytes(message.payload));
+  if (message.error) {
+    auto error = frame.initError();
+    error.setCode(static_cast<std::uint16_t>(message.error->code()));
+    error.setMessage(TextOf(message.error->message()));
+  }
+  if (message.hello) EncodeHello(*message.hello, frame.initHello());
+  if (message.hello_reply) EncodeHelloReply(*message.hello_reply, frame.initHelloReply());
+}
+
+base::Result<Hello> DecodeHello(schema::Hello::Reader in) {
+  const auto role = static_cast<std::uint16_t>(in.getRole());
+  if (role != static_cast<std::uint16_t>(Role::kMember) &&
+      role != static_cast<std::uint16_t>(Role::kClient)) {
+    return base::Fail(ErrorCode::kProtocol, "Hello frame has unknown role " + std::to_string(role) +
+                                                "; expected member (1) or client (2)");
+  }
+  Hello hello;
+  hello.protocol_version = in.getProtocolVersion();
+  hello.cluster_name = ToString(in.getClusterName());
+  hello.role = static_cast<Role>(role);
+  hello.secret = ToString(in.getSecret());
+  hello.client_name = ToString(in.getClientName());
+  return hello;
+}
+
+HelloReply DecodeHelloReply(schema::HelloReply::Reader in) {
+  HelloReply reply;
+  reply.accepted = in.getAccepted();
+  reply.protocol_version = in.getProtocolVersion();
+  reply.member_uuid = ToString(in.getMemberUuid());
+  reply.member_address = ToString(in.getMemberAddress());
+  reply.partition_count = in.getPartitionCount();
+  return reply;
+}
+
+base::Result<MessageKind> DecodeKind(schema::Frame::Kind kind) {
+  const auto value = static_cast<std::uint16_t>(kind);
+  if (value < static_cast<std::uint16_t>(MessageKind::kHello) ||
+      value > static_cast<std::uint16_t>(MessageKind::kEvent)) {
+    return base::Fail(ErrorCode::kProtocol,
+                      "unknown message kind " + std::to_string(value) +
+                          "; the peer speaks another protocol or a newer version");
+  }
+  return static_cast<MessageKind>(value);
+}
+
+// Converts a frame that passed the reader's structural checks. May throw kj::Exception.
+base::Result<Message> DecodeMessage(schema::Frame::Reader frame) {
+  auto kind = DecodeKind(frame.getKind());
+  if (!kind) return std::unexpected(kind.error());
+  Message message;
+  message.kind = *kind;
+  message.call_id = frame.getCallId();
+  message.partition_id = frame.getPartitionId();
+  message.service = static_cast<Service>(frame.getService());
+  message.op = frame.getOp();
+  message.payload = ToString(frame.getPayload());
+  if (frame.hasError()) {
+    auto error = frame.getError();
+    message.error.emplace(static_cast<ErrorCode>(error.getCode()), ToString(error.getMessage()));
+  }
+  if (message.kind == MessageKind::kHello) {
+    if (!frame.hasHello()) return base::Fail(ErrorCode::kProtocol, "Hello frame without a hello");
+    auto hello = DecodeHello(frame.getHello());
+    if (!hello) return std::unexpected(hello.error());
+    message.hello = std::move(*hello);
+  }
+  if (message.kind == MessageKind::kHelloReply) {
+    if (!frame.hasHelloReply()) {
+      return base::Fail(ErrorCode::kProtocol, "HelloReply frame without a hello reply");
+    }
+    message.hello_reply = DecodeHelloReply(frame.getHelloReply());
+  }
+  return message;
+}
+
+std::uint32_t ReadLength(const char* header) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(header);
+  return static_cast<std::uint32_t>(bytes[0]) | (static_cast<std::uint32_t>(bytes[1]) << 8) |
+         (static_cast<std::uint32_t>(bytes[2]) << 16) |
+         (static_cast<std::uint32_t>(bytes[3]) << 24);
+}
+
+void AppendLength(std::string& out, std::uint32_t length) {
+  for (int shift = 0; shift < 32; shift += 8) out.push_back(static_cast<char>(length >> shift));
+}
+
+}  // namespace
+
+std::string EncodeFrame(const Message& message) {
+  // Sized so that the whole message fits one segment (no segment table growth, one copy).
+  const unsigned first_segment_words =
+      static_cast<unsigned>(
+          (message.payload.size() + (message.error ? message.error->message().size() : 0)) /
+          kWordBytes) +
+      128;
+  capnp::MallocMessageBuilder builder(first_segment_words);
+  EncodeMessage(message, builder.initRoot<schema::Frame>());
+  const kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
+  const auto bytes = words.asBytes();
+  std::string out;
+  out.reserve(kFrameHeaderBytes + bytes.size());
+  AppendLength(out, static_cast<std::uint32_t>(bytes.size()));
+  out.append(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  return out;
+}
+
+base::Result<Message> DecodeFrameBody(std::string_view body) {
+  if (body.empty() || body.size() % kWordBytes != 0) {
+    return base::Fail(ErrorCode::kProtocol, "frame of " + std::to_string(body.size()) +
+                                                " bytes is not a Cap'n Proto message (the "
+                                                "length must be a non-zero multiple of 8)");
+  }
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(body.size() / kWordBytes);
+  std::memcpy(words.begin(), body.data(), body.size());
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = words.size() * 2 + 64;
+  options.nestingLimit = kNestingLimit;
+  try {
+    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    if (reader.getEnd() != words.end()) {
+      return base::Fail(ErrorCode::kProtocol,
+                        "malformed frame: the message is shorter than the frame length");
+    }
+    return DecodeMessage(reader.getRoot<schema::Frame>());
+  } catch (const kj::Exception& exception) {
+    return base::Fail(ErrorCode::kProtocol,
+                      std::string("malformed frame: ") + exception.getDescription().cStr());
+  }
+}
+
+FrameDecoder::FrameDecoder(std::size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
+
+void FrameDecoder::Feed(std::string_view bytes) {
+  if (error_) return;  // the connection is being closed; do not buffer anything more
+  if (buffered_bytes() < kFrameHeaderBytes) {
+    // Take just enough to see the header, so an oversized frame is refused before its body.
+    const std::size_t header_part = std::min(bytes.size(), kFrameHeaderBytes - buffered_bytes());
+    buffer_.insert(buffer_.end(), bytes.begin(), bytes.begin() + header_part);
+    bytes.remove_prefix(header_part);
+    CheckHeader();
+    if (error_) return;
+  }
+  buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
+}
+
+void FrameDecoder::CheckHeader() {
+  if (error_ || buffered_bytes() < kFrameHeaderBytes) return;
+  const std::size_t length = ReadLength(buffer_.data() + read_offset_);
+  if (length > max_frame_bytes_) {
+    error_.emplace(ErrorCode::kProtocol,
+                   "frame of " + std::to_string(length) +
+                       " bytes exceeds the maximum frame size of " +
+                       std::to_string(max_frame_bytes_) +
+                       " bytes; send smaller values or raise the maximum frame size");
+  } else if (length == 0 || length % kWordBytes != 0) {
+    error_.emplace(ErrorCode::kProtocol, "frame length " + std::to_string(length) +
+                                             " is not a non-zero multiple of 8; the peer does "
+                                             "not speak the Tessera protocol");
+  }
+}
+
+base::Result<std::optional<Message>> FrameDecoder::Next() {
+  CheckHeader();
+  if (error_) return std::unexpected(*error_);
+  if (buffered_bytes() < kFrameHeaderBytes) return std::nullopt;
+  const std::size_t length = ReadLength(buffer_.data() + read_offset_);
+  if (buffered_bytes() < kFrameHeaderBytes + length) return std::nullopt;
+  auto message =
+      DecodeFrameBody(std::string_view(buffer_.data() + read_offset_ + kFrameHeaderBytes, length));
+  if (!message) {
+    error_ = message.error();
+    return std::unexpected(*error_);
+  }
+  read_offset_ += kFrameHeaderBytes + length;
+  Compact();
+  CheckHeader();
+  return std::optional<Message>(std::move(*message));
+}
+
+void FrameDecoder::Compact() {
+  if (read_offset_ == buffer_.size()) {
+    buffer_.clear();
+    read_offset_ = 0;
+  } else if (read_offset_ > buffer_.size() / 2) {
+    buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(read_offset_));
+    read_offset_ = 0;
+  }
+}
+
+}  // namespace tessera::wire

@@ -1,0 +1,181 @@
+// map_bench: figures for the map module.
+//
+//   map_bench memory [entries]   bytes per entry (RSS delta / entries) of RecordStore vs a
+//                                naive std::unordered_map<std::string, Entry>, each measured
+//                                in a fresh child process; 16-byte keys, 100-byte values, TTL.
+//   map_bench sweep [entries] [rounds]
+//                                how fast the background sweeper reclaims entries that all
+//                                expire at once (1 s TTL, default MapServiceOptions, 2 shards):
+//                                time from the TTL deadline until every entry is reclaimed;
+//                                median, min and max over the rounds.
+// With no arguments runs both with the defaults (1M entries, 3 rounds).
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "tessera/map/entry_processor.h"
+#include "tessera/map/map_service.h"
+#include "tessera/map/record_store.h"
+
+namespace {
+using namespace tessera;  // NOLINT: a small benchmark program
+
+std::int64_t RssBytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+std::string Key(std::int64_t i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "key-%012lld", static_cast<long long>(i));
+  return std::string(buf, 16);
+}
+
+// What a straightforward implementation would store per entry.
+struct NaiveEntry {
+  std::string value;
+  std::int64_t expire_at_ms, last_access_ms, creation_ms, last_update_ms, ttl_ms, max_idle_ms;
+  std::int64_t hits, version;
+};
+
+double MeasureRecordStore(std::int64_t n, double* estimate) {
+  const std::string value(100, 'v');
+  const std::int64_t before = RssBytes();
+  map::RecordStore store;
+  for (std::int64_t i = 0; i < n; ++i) {
+    auto written = store.Write(Key(i), value, 1000 + i);
+    written.record->SetTtl(60'000, 1000 + i);
+  }
+  *estimate = static_cast<double>(store.memory_bytes()) / static_cast<double>(n);
+  return static_cast<double>(RssBytes() - before) / static_cast<double>(n);
+}
+
+double MeasureNaive(std::int64_t n) {
+  const std::string value(100, 'v');
+  const std::int64_t before = RssBytes();
+  std::unordered_map<std::string, NaiveEntry> table;
+  for (std::int64_t i = 0; i < n; ++i) {
+    table.emplace(Key(i),
+                  NaiveEntry{value, 61'000 + i, 1000 + i, 1000 + i, 1000 + i, 60'000, 0, 0, 1});
+  }
+  return static_cast<double>(RssBytes() - before) / static_cast<double>(n);
+}
+
+// Runs fn in a child process so each figure starts from a clean heap.
+template <typename Fn>
+void InChild(Fn fn) {
+  std::fflush(stdout);  // or the child would print the parent's buffered lines again
+  const pid_t pid = fork();
+  if (pid == 0) {
+    fn();
+    std::fflush(stdout);
+    std::_Exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+void MemoryBench(std::int64_t n) {
+  std::printf("memory: %lld entries, 16-byte keys, 100-byte values, TTL set\n",
+              static_cast<long long>(n));
+  InChild([n] {
+    double estimate = 0;
+    const double rss = MeasureRecordStore(n, &estimate);
+    std::printf("  RecordStore                 %6.1f B/entry RSS delta (%6.1f estimated)\n", rss,
+                estimate);
+  });
+  InChild([n] {
+    std::printf("  unordered_map<string,Entry> %6.1f B/entry RSS delta\n", MeasureNaive(n));
+  });
+}
+
+map::MapResult Run(map::MapService& service, map::MapRequest request) {
+  auto result = service.ExecuteSync(std::move(request));
+  if (!result) {
+    std::fprintf(stderr, "request failed: %s\n", result.error().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(*result);
+}
+
+// Inserts n entries with a 1 s TTL while the clock stands still, moves the clock past the
+// deadline, and measures the real time until the sweeper has reclaimed all of them (no reads:
+// only the background sweep removes entries). Polls kStats every 20 ms, which itself scans
+// the stores, so the figure is slightly pessimistic.
+double SweepRound(std::int64_t n) {
+  runtime::ShardSet shards(2);
+  shards.Start();
+  base::ManualClock clock;
+  map::EntryProcessorRegistry processors;
+  auto log =
+      std::make_shared<spdlog::logger>("map", std::make_shared<spdlog::sinks::null_sink_mt>());
+  map::MapService service(shards, partition::Partitioner(), clock, processors, log);
+  service.Start();
+  const std::string value(100, 'v');
+  const std::int64_t batch = 10'000;
+  for (std::int64_t start = 0; start < n; start += batch) {
+    map::MapRequest rq;
+    rq.op = map::MapOp::kPutAll;
+    rq.map_name = "sweep";
+    rq.options.ttl_ms = 1000;
+    for (std::int64_t i = start; i < std::min(n, start + batch); ++i) {
+      rq.entries.emplace_back(Key(i), value);
+    }
+    Run(service, std::move(rq));
+  }
+  map::MapRequest stats_rq;
+  stats_rq.op = map::MapOp::kStats;
+  stats_rq.map_name = "sweep";
+  const auto start = std::chrono::steady_clock::now();
+  clock.Advance(1000);  // every entry is now expired
+  double seconds = -1;
+  for (int poll = 0; poll < 30'000; ++poll) {  // at most ~10 minutes
+    if (Run(service, stats_rq).stats.expirations >= n) {
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  service.Stop();
+  shards.Stop();
+  return seconds;
+}
+
+void SweepBench(std::int64_t n, int rounds) {
+  std::printf(
+      "sweep: %lld entries, 1 s TTL, default options (100 ms tick, 20000/tick/shard),"
+      " 2 shards\n",
+      static_cast<long long>(n));
+  std::vector<double> times;
+  for (int r = 0; r < rounds; ++r) {
+    times.push_back(SweepRound(n));
+    std::printf("  round %d: all reclaimed %.3f s after the deadline (%.0f entries/s)\n", r + 1,
+                times.back(), static_cast<double>(n) / std::max(times.back(), 0.001));
+  }
+  std::sort(times.begin(), times.end());
+  std::printf("  median %.3f s, min %.3f s, max %.3f s\n", times[times.size() / 2], times.front(),
+              times.back());
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "all";
+  const std::int64_t n = argc > 2 ? std::atoll(argv[2]) : 1'000'000;
+  const int rounds = argc > 3 ? std::atoi(argv[3]) : 3;
+  if (mode == "memory" || mode == "all") MemoryBench(n);
+  if (mode == "sweep" || mode == "all") SweepBench(n, std::max(rounds, 1));
+  return 0;
+}

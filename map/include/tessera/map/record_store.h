@@ -1,0 +1,169 @@
+#pragma once
+// RecordStore: the entries of one map in one partition, kept compact.
+//
+// Layout (see record_store.cc for the reasoning): every entry is ONE heap block, a 48-byte
+// Record header followed by the key bytes and the value bytes. The store indexes the blocks
+// with an open-addressing hash table (power-of-two capacity, linear probing, load <= 0.8,
+// deletion by backward shift so there are no tombstones). Each slot is one 64-bit word: the
+// block pointer with 16 hash bits in its unused top bits, so most probes that miss never
+// touch the block. For 1M entries with 16-byte keys and 100-byte values this costs about
+// 193 bytes per entry (176-byte malloc chunk + 16.8 bytes of table).
+//
+// The store knows nothing about TTL rules, events or listeners; it stores, finds, erases,
+// samples and sweeps. Map semantics live in map_ops.h.
+//
+// Shard: a store belongs to the shard that owns its partition; only that thread touches it.
+// Thread-compatible (no internal locking).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "tessera/base/clock.h"
+#include "tessera/map/map_request.h"
+
+namespace tessera::map {
+
+// Durations are stored in 32 bits: exact milliseconds below 2^31 ms (24.8 days), whole
+// seconds (top bit set) above. Exposed for tests.
+std::uint32_t EncodeDuration(base::Millis ms);
+base::Millis DecodeDuration(std::uint32_t code);
+
+// The header of one entry block. The key and value bytes follow it in the same allocation.
+// TTL and idle deadlines are exact to the millisecond; creation and last-update times are
+// stored as ages (exact up to 24.8 days, then to the second).
+class Record {
+ public:
+  std::string_view key() const { return {Bytes(), key_size_}; }
+  std::string_view value() const { return {Bytes() + key_size_, value_size_}; }
+
+  // 0 = no TTL deadline.
+  base::Millis expire_at_ms() const { return expire_at_ms_; }
+  base::Millis last_access_ms() const { return last_access_ms_; }
+  base::Millis last_update_ms() const { return last_access_ms_ - DecodeDuration(update_age_); }
+  base::Millis creation_ms() const { return last_update_ms() - DecodeDuration(creation_age_); }
+  base::Millis ttl_ms() const { return DecodeDuration(ttl_); }
+  base::Millis max_idle_ms() const { return DecodeDuration(max_idle_); }
+  std::uint32_t hits() const { return hits_; }
+  std::uint32_t version() const { return version_; }
+
+  // True once the TTL deadline or the idle deadline has been reached (at `now` exactly an
+  // entry with ttl t written at w, w + t == now, is expired).
+  bool ExpiredAt(base::Millis now_ms) const;
+  bool HasExpiry() const { return expire_at_ms_ != 0 || max_idle_ != 0; }
+
+  // Sets the TTL in force from `now_ms` (0 = none) / the max-idle (0 = none).
+  void SetTtl(base::Millis ttl_ms, base::Millis now_ms);
+  void SetMaxIdle(base::Millis max_idle_ms) { max_idle_ = EncodeDuration(max_idle_ms); }
+  // A read: refreshes the idle clock and counts a hit.
+  void RecordRead(base::Millis now_ms);
+  // Refreshes the idle clock without counting a hit.
+  void RecordAccess(base::Millis now_ms);
+
+  EntryView View() const;
+
+ private:
+  friend class RecordStore;
+  const char* Bytes() const { return reinterpret_cast<const char*>(this + 1); }
+  char* Bytes() { return reinterpret_cast<char*>(this + 1); }
+
+  base::Millis expire_at_ms_ = 0;    // absolute TTL deadline, 0 = none
+  base::Millis last_access_ms_ = 0;  // last read or write
+  std::uint32_t update_age_ = 0;     // last_access - last_update (duration code)
+  std::uint32_t creation_age_ = 0;   // last_update - creation (duration code)
+  std::uint32_t ttl_ = 0;            // duration code of the TTL in force
+  std::uint32_t max_idle_ = 0;       // duration code of the max-idle in force
+  std::uint32_t key_size_ = 0;
+  std::uint32_t value_size_ = 0;
+  std::uint32_t version_ = 0;  // writes since creation (starts at 1 after the first)
+  std::uint32_t hits_ = 0;     // reads since creation (saturating)
+};
+static_assert(sizeof(Record) == 48, "Record header must stay 48 bytes");
+
+class RecordStore {
+ public:
+  RecordStore();
+  ~RecordStore();
+  RecordStore(const RecordStore&) = delete;
+  RecordStore& operator=(const RecordStore&) = delete;
+
+  std::size_t size() const { return size_; }
+  std::size_t capacity() const { return slots_.size(); }
+  // Bytes the entries cost: usable size + malloc chunk header of every block, plus the table.
+  std::int64_t memory_bytes() const;
+
+  // The entry for `key` (expired or not), or nullptr. The pointer stays valid until the next
+  // Write/Erase/Clear of the store.
+  Record* Find(std::string_view key);
+  const Record* Find(std::string_view key) const;
+
+  struct WriteResult {
+    Record* record;
+    bool inserted;
+  };
+  // Sets the value of `key`, inserting a new entry if absent. On insert all times are
+  // `now_ms`, version 1, no TTL/idle; on update the version is bumped and last update/access
+  // become `now_ms`; TTL fields are kept (callers apply the TTL rule afterwards).
+  WriteResult Write(std::string_view key, std::string_view value, base::Millis now_ms);
+
+  // Removes `key`; returns whether it existed.
+  bool Erase(std::string_view key);
+  // Removes every entry.
+  void Clear();
+
+  // Calls fn(record) for every entry (expired or not). fn must not modify the store.
+  void ForEach(const std::function<void(const Record&)>& fn) const;
+  // Calls fn(record) for every entry; fn returns true to erase the entry.
+  void EraseIf(const std::function<bool(const Record&)>& fn);
+
+  // Sampled LRU: among up to `samples` entries picked at random positions, the one with the
+  // oldest last access, skipping `exclude` (a key that must survive, e.g. just written).
+  // nullptr if the store has no other entry.
+  const Record* SampleOldest(int samples, std::string_view exclude);
+
+  struct SweepResult {
+    std::size_t examined = 0;  // entries looked at
+    std::size_t expired = 0;   // entries removed
+    bool wrapped = false;      // the cursor completed a full pass over the table
+  };
+  // Incremental expiry scan: resumes at the store's cursor, examines up to `budget` entries,
+  // erases those expired at `now_ms` after calling on_expired(record) for each.
+  SweepResult SweepExpired(base::Millis now_ms, std::size_t budget,
+                           const std::function<void(const Record&)>& on_expired);
+
+  // Counters kept by the operations (map_ops); `entries` and `memory_bytes` are filled by
+  // the operations from size()/memory_bytes() when reported.
+  MapStats& stats() { return stats_; }
+  const MapStats& stats() const { return stats_; }
+
+ private:
+  struct BlockFree {
+    void operator()(Record* r) const;
+  };
+  using Slot = std::uint64_t;  // Record* | (hash tag << 48); 0 = empty
+
+  static std::uint64_t Hash(std::string_view key);
+  static Slot MakeSlot(Record* r, std::uint64_t hash);
+  static Record* SlotRecord(Slot s);
+  static std::unique_ptr<Record, BlockFree> Allocate(std::string_view key, std::string_view value);
+
+  std::size_t IndexOf(std::string_view key, std::uint64_t hash) const;  // npos if absent
+  void InsertSlot(Slot slot);
+  void EraseAt(std::size_t index);
+  void Rehash(std::size_t new_capacity);
+  void GrowIfNeeded();
+  void ShrinkIfSparse();  // after bulk removals: back to a load of at least 40%
+  static constexpr std::size_t kNpos = static_cast<std::size_t>(-1);
+
+  std::vector<Slot> slots_;
+  std::size_t size_ = 0;
+  std::int64_t block_bytes_ = 0;
+  std::size_t sweep_cursor_ = 0;
+  std::uint64_t random_state_ = 0x9E3779B97F4A7C15ull;
+  MapStats stats_;
+};
+
+}  // namespace tessera::map

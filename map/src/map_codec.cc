@@ -1,0 +1,324 @@
+// Map values <-> Cap'n Proto (src/map.capnp). Messages are unpacked single-segment flat
+// arrays (capnp::messageToFlatArray). Decoding copies the bytes into word-aligned storage,
+// reads with limits proportional to the input (a message cannot make the reader do more than
+// a few passes over its own bytes), checks every enum code, and turns any kj::Exception into
+// kBadRequest.
+#include "tessera/map/map_codec.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <cstring>
+#include <new>
+
+#include "map.capnp.h"
+
+namespace tessera::map {
+namespace {
+using base::ErrorCode;
+using base::Fail;
+constexpr int kNestingLimit = 64;
+
+capnp::Data::Reader ToData(std::string_view s) {
+  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(s.data()), s.size());
+}
+capnp::Text::Reader ToText(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
+std::string FromData(capnp::Data::Reader d) {
+  return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
+}
+std::string FromText(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+
+std::string Finish(capnp::MallocMessageBuilder& message) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+// Reads `bytes` as a message with root T and hands the reader to `convert`, translating
+// every failure into kBadRequest "<what>: ...".
+template <typename T, typename Out, typename Fn>
+base::Result<Out> Read(std::string_view bytes, std::string_view what, Fn convert) {
+  const std::string prefix = "not a valid " + std::string(what) + ": ";
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
+    return Fail(ErrorCode::kBadRequest,
+                prefix + std::to_string(bytes.size()) +
+                    " bytes is not a whole, non-zero number of 8-byte words");
+  }
+  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = words.size() * 4 + 64;
+    options.nestingLimit = kNestingLimit;
+    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    if (reader.getEnd() != words.end()) {
+      return Fail(ErrorCode::kBadRequest, prefix + "trailing bytes after the message");
+    }
+    return convert(reader.getRoot<T>());
+  } catch (const kj::Exception& e) {
+    return Fail(ErrorCode::kBadRequest, prefix + e.getDescription().cStr());
+  } catch (const std::bad_alloc&) {
+    return Fail(ErrorCode::kBadRequest, prefix + "the message claims more memory than allowed");
+  }
+}
+
+void OptionsToWire(const WriteOptions& o, wire::WriteOptions::Builder out) {
+  out.setHasTtl(o.ttl_ms.has_value());
+  out.setTtlMs(o.ttl_ms.value_or(0));
+  out.setHasMaxIdle(o.max_idle_ms.has_value());
+  out.setMaxIdleMs(o.max_idle_ms.value_or(0));
+  out.setKeepTtl(o.keep_ttl);
+}
+
+WriteOptions OptionsFromWire(wire::WriteOptions::Reader in) {
+  WriteOptions o;
+  if (in.getHasTtl()) o.ttl_ms = in.getTtlMs();
+  if (in.getHasMaxIdle()) o.max_idle_ms = in.getMaxIdleMs();
+  o.keep_ttl = in.getKeepTtl();
+  return o;
+}
+
+void EntriesToWire(const std::vector<std::pair<std::string, std::string>>& entries,
+                   capnp::List<wire::KeyValue>::Builder out) {
+  for (unsigned i = 0; i < out.size(); ++i) {
+    out[i].setKey(ToData(entries[i].first));
+    out[i].setValue(ToData(entries[i].second));
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> EntriesFromWire(
+    capnp::List<wire::KeyValue>::Reader in) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  entries.reserve(in.size());
+  for (auto kv : in) entries.emplace_back(FromData(kv.getKey()), FromData(kv.getValue()));
+  return entries;
+}
+
+bool ValidOp(std::uint8_t code) { return MapOpName(static_cast<MapOp>(code)) != "unknown"; }
+bool ValidEventType(std::uint8_t code) {
+  return EntryEventTypeName(static_cast<EntryEventType>(code)) != "unknown";
+}
+
+base::Result<MapRequest> RequestFromWire(wire::MapRequest::Reader in) {
+  if (!ValidOp(in.getOp())) {
+    return Fail(ErrorCode::kBadRequest, "unknown map operation code " + std::to_string(in.getOp()));
+  }
+  if (in.getProjection() > static_cast<std::uint8_t>(Projection::kValues)) {
+    return Fail(ErrorCode::kBadRequest,
+                "unknown projection code " + std::to_string(in.getProjection()));
+  }
+  MapRequest rq;
+  rq.op = static_cast<MapOp>(in.getOp());
+  rq.map_name = FromText(in.getMapName());
+  rq.key = FromData(in.getKey());
+  rq.value = FromData(in.getValue());
+  rq.expected = FromData(in.getExpected());
+  rq.options = OptionsFromWire(in.getOptions());
+  rq.entries = EntriesFromWire(in.getEntries());
+  for (auto key : in.getKeys()) rq.keys.push_back(FromData(key));
+  rq.processor = FromText(in.getProcessor());
+  rq.projection = static_cast<Projection>(in.getProjection());
+  if (in.getArgument().size() > 0) {
+    auto argument = record::GenericRecord::Decode(FromData(in.getArgument()));
+    if (!argument) return std::unexpected(argument.error());
+    rq.argument = std::move(*argument);
+  }
+  if (in.getPredicate().size() > 0) {
+    auto predicate = Predicate::Decode(FromData(in.getPredicate()));
+    if (!predicate) return std::unexpected(predicate.error());
+    rq.predicate = std::move(*predicate);
+  }
+  return rq;
+}
+
+void ViewToWire(const EntryView& v, wire::EntryView::Builder out) {
+  out.setCreationMs(v.creation_ms);
+  out.setLastUpdateMs(v.last_update_ms);
+  out.setLastAccessMs(v.last_access_ms);
+  out.setExpireAtMs(v.expire_at_ms);
+  out.setTtlMs(v.ttl_ms);
+  out.setMaxIdleMs(v.max_idle_ms);
+  out.setHits(v.hits);
+  out.setVersion(v.version);
+}
+
+EntryView ViewFromWire(wire::EntryView::Reader in) {
+  EntryView v;
+  v.creation_ms = in.getCreationMs();
+  v.last_update_ms = in.getLastUpdateMs();
+  v.last_access_ms = in.getLastAccessMs();
+  v.expire_at_ms = in.getExpireAtMs();
+  v.ttl_ms = in.getTtlMs();
+  v.max_idle_ms = in.getMaxIdleMs();
+  v.hits = in.getHits();
+  v.version = in.getVersion();
+  return v;
+}
+
+void StatsToWire(const MapStats& s, wire::MapStats::Builder out) {
+  out.setEntries(s.entries);
+  out.setMemoryBytes(s.memory_bytes);
+  out.setHits(s.hits);
+  out.setMisses(s.misses);
+  out.setGets(s.gets);
+  out.setPuts(s.puts);
+  out.setRemoves(s.removes);
+  out.setExpirations(s.expirations);
+  out.setEvictions(s.evictions);
+  out.setGetLatencyNs(s.get_latency_ns);
+  out.setPutLatencyNs(s.put_latency_ns);
+  out.setRemoveLatencyNs(s.remove_latency_ns);
+}
+
+MapStats StatsFromWire(wire::MapStats::Reader in) {
+  MapStats s;
+  s.entries = in.getEntries();
+  s.memory_bytes = in.getMemoryBytes();
+  s.hits = in.getHits();
+  s.misses = in.getMisses();
+  s.gets = in.getGets();
+  s.puts = in.getPuts();
+  s.removes = in.getRemoves();
+  s.expirations = in.getExpirations();
+  s.evictions = in.getEvictions();
+  s.get_latency_ns = in.getGetLatencyNs();
+  s.put_latency_ns = in.getPutLatencyNs();
+  s.remove_latency_ns = in.getRemoveLatencyNs();
+  return s;
+}
+
+base::Result<MapResult> ResultFromWire(wire::MapResult::Reader in) {
+  MapResult r;
+  if (in.getHasValue()) r.value = FromData(in.getValue());
+  r.flag = in.getFlag();
+  r.count = in.getCount();
+  r.entries = EntriesFromWire(in.getEntries());
+  if (in.getHasProcessorResult()) {
+    auto decoded = record::GenericRecord::Decode(FromData(in.getProcessorResult()));
+    if (!decoded) return std::unexpected(decoded.error());
+    r.processor_result = std::move(*decoded);
+  }
+  for (auto kr : in.getProcessorResults()) {
+    auto decoded = record::GenericRecord::Decode(FromData(kr.getRecord()));
+    if (!decoded) return std::unexpected(decoded.error());
+    r.processor_results.emplace_back(FromData(kr.getKey()), std::move(*decoded));
+  }
+  if (in.getHasView()) r.view = ViewFromWire(in.getView());
+  r.stats = StatsFromWire(in.getStats());
+  return r;
+}
+}  // namespace
+
+std::string EncodeRequest(const MapRequest& rq) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<wire::MapRequest>();
+  out.setOp(static_cast<std::uint8_t>(rq.op));
+  out.setMapName(ToText(rq.map_name));
+  out.setKey(ToData(rq.key));
+  out.setValue(ToData(rq.value));
+  out.setExpected(ToData(rq.expected));
+  OptionsToWire(rq.options, out.initOptions());
+  EntriesToWire(rq.entries, out.initEntries(static_cast<unsigned>(rq.entries.size())));
+  auto keys = out.initKeys(static_cast<unsigned>(rq.keys.size()));
+  for (unsigned i = 0; i < keys.size(); ++i) keys.set(i, ToData(rq.keys[i]));
+  out.setProcessor(ToText(rq.processor));
+  if (!(rq.argument == record::GenericRecord{})) out.setArgument(ToData(rq.argument.Encode()));
+  if (rq.predicate.kind() != Predicate::Kind::kTrue) {
+    out.setPredicate(ToData(rq.predicate.Encode()));
+  }
+  out.setProjection(static_cast<std::uint8_t>(rq.projection));
+  return Finish(message);
+}
+
+base::Result<MapRequest> DecodeRequest(std::string_view bytes) {
+  return Read<wire::MapRequest, MapRequest>(bytes, "map request", &RequestFromWire);
+}
+
+std::string EncodeResult(const MapResult& r) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<wire::MapResult>();
+  out.setHasValue(r.value.has_value());
+  if (r.value) out.setValue(ToData(*r.value));
+  out.setFlag(r.flag);
+  out.setCount(r.count);
+  EntriesToWire(r.entries, out.initEntries(static_cast<unsigned>(r.entries.size())));
+  out.setHasProcessorResult(r.processor_result.has_value());
+  if (r.processor_result) out.setProcessorResult(ToData(r.processor_result->Encode()));
+  auto results = out.initProcessorResults(static_cast<unsigned>(r.processor_results.size()));
+  for (unsigned i = 0; i < results.size(); ++i) {
+    results[i].setKey(ToData(r.processor_results[i].first));
+    results[i].setRecord(ToData(r.processor_results[i].second.Encode()));
+  }
+  out.setHasView(r.view.has_value());
+  if (r.view) ViewToWire(*r.view, out.initView());
+  StatsToWire(r.stats, out.initStats());
+  return Finish(message);
+}
+
+base::Result<MapResult> DecodeResult(std::string_view bytes) {
+  return Read<wire::MapResult, MapResult>(bytes, "map result", &ResultFromWire);
+}
+
+std::string EncodeEvent(const EntryEvent& e) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<wire::EntryEvent>();
+  out.setMapName(ToText(e.map_name));
+  out.setType(static_cast<std::uint8_t>(e.type));
+  out.setKey(ToData(e.key));
+  out.setHasValue(e.value.has_value());
+  if (e.value) out.setValue(ToData(*e.value));
+  out.setHasOldValue(e.old_value.has_value());
+  if (e.old_value) out.setOldValue(ToData(*e.old_value));
+  out.setPartitionId(e.partition_id);
+  return Finish(message);
+}
+
+base::Result<EntryEvent> DecodeEvent(std::string_view bytes) {
+  return Read<wire::EntryEvent, EntryEvent>(
+      bytes, "entry event", [](wire::EntryEvent::Reader in) -> base::Result<EntryEvent> {
+        if (!ValidEventType(in.getType())) {
+          return Fail(ErrorCode::kBadRequest,
+                      "unknown entry event type " + std::to_string(in.getType()));
+        }
+        EntryEvent e;
+        e.map_name = FromText(in.getMapName());
+        e.type = static_cast<EntryEventType>(in.getType());
+        e.key = FromData(in.getKey());
+        if (in.getHasValue()) e.value = FromData(in.getValue());
+        if (in.getHasOldValue()) e.old_value = FromData(in.getOldValue());
+        e.partition_id = in.getPartitionId();
+        return e;
+      });
+}
+
+std::string EncodeListenerOptions(const ListenerOptions& o) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<wire::ListenerOptions>();
+  out.setIncludeValues(o.include_values);
+  auto types = out.initTypes(static_cast<unsigned>(o.types.size()));
+  for (unsigned i = 0; i < types.size(); ++i) {
+    types.set(i, static_cast<std::uint8_t>(o.types[i]));
+  }
+  out.setKey(ToData(o.key));
+  return Finish(message);
+}
+
+base::Result<ListenerOptions> DecodeListenerOptions(std::string_view bytes) {
+  return Read<wire::ListenerOptions, ListenerOptions>(
+      bytes, "listener options",
+      [](wire::ListenerOptions::Reader in) -> base::Result<ListenerOptions> {
+        ListenerOptions o;
+        o.include_values = in.getIncludeValues();
+        for (auto code : in.getTypes()) {
+          if (!ValidEventType(code)) {
+            return Fail(ErrorCode::kBadRequest, "unknown entry event type " + std::to_string(code));
+          }
+          o.types.push_back(static_cast<EntryEventType>(code));
+        }
+        o.key = FromData(in.getKey());
+        return o;
+      });
+}
+
+}  // namespace tessera::map

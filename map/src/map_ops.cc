@@ -1,0 +1,282 @@
+// Keyed operations and the dispatcher. Each Op* function touches one store, never blocks and
+// reports through MapResult; the TTL rule, events and capacity are applied by op_support.
+#include "tessera/map/map_ops.h"
+
+#include <chrono>
+#include <string>
+
+#include "op_support.h"
+
+namespace tessera::map {
+using detail::FindLive;
+using detail::RemoveLive;
+using detail::WriteLive;
+
+namespace {
+using base::ErrorCode;
+using base::Fail;
+
+std::optional<std::string> OldValueIfNeeded(const Record* r, const OpContext& ctx, bool always) {
+  if (r == nullptr || (!always && (ctx.events == nullptr || !ctx.event_values))) {
+    return std::nullopt;
+  }
+  return std::string(r->value());
+}
+
+// put / set.
+MapResult OpPut(RecordStore& store, const MapRequest& rq, OpContext& ctx, bool return_old) {
+  const Record* r = FindLive(store, rq.key, ctx);
+  MapResult out;
+  auto old = OldValueIfNeeded(r, ctx, return_old);
+  WriteLive(store, rq.key, rq.value, rq.options, ctx, r != nullptr, old);
+  if (return_old) out.value = std::move(old);
+  return out;
+}
+
+MapResult OpGet(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  Record* r = FindLive(store, rq.key, ctx);
+  MapResult out;
+  ++store.stats().gets;
+  if (r == nullptr) {
+    ++store.stats().misses;
+    return out;
+  }
+  ++store.stats().hits;
+  r->RecordRead(ctx.now_ms);
+  out.value = std::string(r->value());
+  return out;
+}
+
+// remove / delete.
+MapResult OpRemove(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const Record* r = FindLive(store, rq.key, ctx);
+  MapResult out;
+  if (r == nullptr) return out;
+  out.flag = true;
+  if (rq.op == MapOp::kRemove) out.value = std::string(r->value());
+  RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
+  return out;
+}
+
+MapResult OpContainsKey(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  Record* r = FindLive(store, rq.key, ctx);
+  MapResult out;
+  out.flag = r != nullptr;
+  if (r != nullptr) r->RecordAccess(ctx.now_ms);
+  return out;
+}
+
+MapResult OpPutIfAbsent(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  Record* r = FindLive(store, rq.key, ctx);
+  MapResult out;
+  if (r != nullptr) {
+    r->RecordRead(ctx.now_ms);
+    out.value = std::string(r->value());
+    return out;
+  }
+  WriteLive(store, rq.key, rq.value, rq.options, ctx, false, std::nullopt);
+  out.flag = true;
+  return out;
+}
+
+// replace: value=old or nullopt; replaceIfSame: flag.
+MapResult OpReplace(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const Record* r = FindLive(store, rq.key, ctx);
+  MapResult out;
+  if (r == nullptr) return out;
+  if (rq.op == MapOp::kReplaceIfSame && r->value() != rq.expected) return out;
+  auto old = OldValueIfNeeded(r, ctx, rq.op == MapOp::kReplace);
+  WriteLive(store, rq.key, rq.value, rq.options, ctx, true, old);
+  out.flag = true;
+  if (rq.op == MapOp::kReplace) out.value = std::move(old);
+  return out;
+}
+
+MapResult OpRemoveIfSame(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const Record* r = FindLive(store, rq.key, ctx);
+  MapResult out;
+  if (r == nullptr || r->value() != rq.expected) return out;
+  RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
+  out.flag = true;
+  return out;
+}
+
+MapResult OpSetTtl(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  Record* r = FindLive(store, rq.key, ctx);
+  MapResult out;
+  if (r == nullptr) return out;
+  r->SetTtl(*rq.options.ttl_ms, ctx.now_ms);
+  if (rq.options.max_idle_ms) r->SetMaxIdle(*rq.options.max_idle_ms);
+  r->RecordAccess(ctx.now_ms);
+  out.flag = true;
+  return out;
+}
+
+MapResult OpGetEntryView(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const Record* r = FindLive(store, rq.key, ctx);
+  MapResult out;
+  if (r == nullptr) return out;
+  out.value = std::string(r->value());
+  out.view = r->View();
+  return out;
+}
+
+base::Result<MapResult> OpExecuteOnKey(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  auto processor = detail::LookupProcessor(ctx.processors, rq.processor);
+  if (!processor) return std::unexpected(processor.error());
+  auto result = detail::RunProcessor(store, rq.key, **processor, rq.argument, rq.options, ctx);
+  if (!result) return std::unexpected(result.error());
+  MapResult out;
+  out.processor_result = std::move(*result);
+  return out;
+}
+
+base::Result<MapResult> Dispatch(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  switch (rq.op) {
+    case MapOp::kPut:
+      return OpPut(store, rq, ctx, true);
+    case MapOp::kSet:
+      return OpPut(store, rq, ctx, false);
+    case MapOp::kGet:
+      return OpGet(store, rq, ctx);
+    case MapOp::kRemove:
+    case MapOp::kDelete:
+      return OpRemove(store, rq, ctx);
+    case MapOp::kContainsKey:
+      return OpContainsKey(store, rq, ctx);
+    case MapOp::kPutIfAbsent:
+      return OpPutIfAbsent(store, rq, ctx);
+    case MapOp::kReplace:
+    case MapOp::kReplaceIfSame:
+      return OpReplace(store, rq, ctx);
+    case MapOp::kRemoveIfSame:
+      return OpRemoveIfSame(store, rq, ctx);
+    case MapOp::kSetTtl:
+      return OpSetTtl(store, rq, ctx);
+    case MapOp::kGetEntryView:
+      return OpGetEntryView(store, rq, ctx);
+    case MapOp::kExecuteOnKey:
+      return OpExecuteOnKey(store, rq, ctx);
+    case MapOp::kPutAll:
+      return detail::OpPutAll(store, rq, ctx);
+    case MapOp::kGetAll:
+      return detail::OpGetAll(store, rq, ctx);
+    case MapOp::kExecuteOnKeys:
+      return detail::OpExecuteOnKeys(store, rq, ctx);
+    case MapOp::kSize:
+      return detail::OpSize(store, ctx);
+    case MapOp::kClear:
+      return detail::OpClear(store, ctx);
+    case MapOp::kQuery:
+      return detail::OpQuery(store, rq, ctx);
+    case MapOp::kExecuteOnEntries:
+      return detail::OpExecuteOnEntries(store, rq, ctx);
+    case MapOp::kStats: {
+      MapResult out;
+      out.stats = StatsOf(store, ctx.now_ms);
+      return out;
+    }
+  }
+  return Fail(ErrorCode::kBadRequest,
+              "unknown map operation code " + std::to_string(static_cast<int>(rq.op)));
+}
+
+enum class LatencyKind { kNone, kGet, kPut, kRemove };
+
+LatencyKind LatencyKindOf(MapOp op) {
+  switch (op) {
+    case MapOp::kGet:
+    case MapOp::kGetAll:
+    case MapOp::kContainsKey:
+    case MapOp::kGetEntryView:
+      return LatencyKind::kGet;
+    case MapOp::kPut:
+    case MapOp::kSet:
+    case MapOp::kPutIfAbsent:
+    case MapOp::kReplace:
+    case MapOp::kReplaceIfSame:
+    case MapOp::kPutAll:
+      return LatencyKind::kPut;
+    case MapOp::kRemove:
+    case MapOp::kDelete:
+    case MapOp::kRemoveIfSame:
+      return LatencyKind::kRemove;
+    default:
+      return LatencyKind::kNone;
+  }
+}
+
+base::Result<void> ValidateKey(std::string_view key, MapOp op) {
+  if (!key.empty()) return {};
+  return Fail(ErrorCode::kBadRequest,
+              std::string(MapOpName(op)) + " needs a key; the request's key is empty");
+}
+
+base::Result<void> ValidateOptions(const MapRequest& rq) {
+  const auto& o = rq.options;
+  if (o.ttl_ms && *o.ttl_ms < 0) {
+    return Fail(ErrorCode::kBadRequest,
+                "ttl_ms is negative (" + std::to_string(*o.ttl_ms) +
+                    "); use 0 for no expiry or a positive number of milliseconds");
+  }
+  if (o.max_idle_ms && *o.max_idle_ms < 0) {
+    return Fail(ErrorCode::kBadRequest,
+                "max_idle_ms is negative (" + std::to_string(*o.max_idle_ms) +
+                    "); use 0 for no idle limit or a positive number of milliseconds");
+  }
+  if (rq.op == MapOp::kSetTtl && !o.ttl_ms) {
+    return Fail(ErrorCode::kBadRequest, "setTtl needs options.ttl_ms (0 removes the expiry)");
+  }
+  return {};
+}
+
+base::Result<void> ValidateKeys(const MapRequest& rq) {
+  for (const auto& [key, value] : rq.entries) {
+    if (auto ok = ValidateKey(key, rq.op); !ok) return ok;
+  }
+  for (const auto& key : rq.keys) {
+    if (auto ok = ValidateKey(key, rq.op); !ok) return ok;
+  }
+  return {};
+}
+}  // namespace
+
+base::Result<void> ValidateRequest(const MapRequest& rq, const EntryProcessorRegistry* processors) {
+  if (rq.map_name.empty()) return Fail(ErrorCode::kBadRequest, "map name is empty");
+  if (MapOpName(rq.op) == "unknown") {
+    return Fail(ErrorCode::kBadRequest,
+                "unknown map operation code " + std::to_string(static_cast<int>(rq.op)));
+  }
+  if (MapOpIsKeyed(rq.op)) {
+    if (auto ok = ValidateKey(rq.key, rq.op); !ok) return ok;
+  }
+  if (auto ok = ValidateOptions(rq); !ok) return ok;
+  if (auto ok = ValidateKeys(rq); !ok) return ok;
+  if (rq.op == MapOp::kExecuteOnKey || rq.op == MapOp::kExecuteOnKeys ||
+      rq.op == MapOp::kExecuteOnEntries) {
+    auto p = detail::LookupProcessor(processors, rq.processor);
+    if (!p) return std::unexpected(p.error());
+  }
+  if (rq.op == MapOp::kQuery || rq.op == MapOp::kExecuteOnEntries) {
+    return rq.predicate.Validate();
+  }
+  return {};
+}
+
+base::Result<MapResult> ExecuteOnStore(RecordStore& store, const MapRequest& request,
+                                       OpContext& ctx) {
+  const LatencyKind kind = LatencyKindOf(request.op);
+  if (kind == LatencyKind::kNone) return Dispatch(store, request, ctx);
+  const auto start = std::chrono::steady_clock::now();
+  auto result = Dispatch(store, request, ctx);
+  const std::int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  MapStats& stats = store.stats();
+  if (kind == LatencyKind::kGet) stats.get_latency_ns += ns;
+  if (kind == LatencyKind::kPut) stats.put_latency_ns += ns;
+  if (kind == LatencyKind::kRemove) stats.remove_latency_ns += ns;
+  return result;
+}
+
+}  // namespace tessera::map

@@ -1,0 +1,58 @@
+#include "tessera/map/map_request.h"
+
+namespace tessera::map {
+
+bool MapOpIsKeyed(MapOp op) {
+  return static_cast<std::uint8_t>(op) >= static_cast<std::uint8_t>(MapOp::kPut) &&
+         static_cast<std::uint8_t>(op) <= static_cast<std::uint8_t>(MapOp::kExecuteOnKey);
+}
+
+std::string_view MapOpName(MapOp op) {
+  switch (op) {
+    case MapOp::kPut:
+      return "put";
+    case MapOp::kSet:
+      return "set";
+    case MapOp::kGet:
+      return "get";
+    case MapOp::kRemove:
+      return "remove";
+    case MapOp::kDelete:
+      return "delete";
+    case MapOp::kContainsKey:
+      return "containsKey";
+    case MapOp::kPutIfAbsent:
+      return "putIfAbsent";
+    case MapOp::kReplace:
+      return "replace";
+    case MapOp::kReplaceIfSame:
+      return "replaceIfSame";
+    case MapOp::kRemoveIfSame:
+      return "removeIfSame";
+    case MapOp::kSetTtl:
+      return "setTtl";
+    case MapOp::kGetEntryView:
+      return "getEntryView";
+    case MapOp::kExecuteOnKey:
+      return "executeOnKey";
+    case MapOp::kPutAll:
+      return "putAll";
+    case MapOp::kGetAll:
+      return "getAll";
+    case MapOp::kExecuteOnKeys:
+      return "executeOnKeys";
+    case MapOp::kSize:
+      return "size";
+    case MapOp::kClear:
+      return "clear";
+    case MapOp::kQuery:
+      return "query";
+    case MapOp::kExecuteOnEntries:
+      return "executeOnEntries";
+    case MapOp::kStats:
+      return "stats";
+  }
+  return "unknown";
+}
+
+}  // namespace tessera::map

@@ -1,0 +1,449 @@
+// MapService design notes.
+//
+// Each shard owns a table map name -> MapTable (created lazily, touched only on that shard);
+// a MapTable holds the RecordStores of the partitions the shard owns (partition p at local
+// index p / N), a cached copy of the map's config and listener snapshot, refreshed when the
+// service-wide version counters move, so the hot path takes no lock.
+//
+// Keyed ops go to shard PartitionOf(key) % N with DispatchOn (inline when already there).
+// Multi-partition ops fan out with MapReduce: key-carrying ops (putAll, getAll,
+// executeOnKeys) are grouped by partition on the caller first, the others run on every store
+// of the map on each shard; parts merge with MergeResult.
+//
+// Events an operation produces are delivered after the operation returns (still on the
+// shard thread, in order), so a listener may itself call the service.
+//
+// Sweeper: a steady_timer per shard examines up to sweep_budget_per_tick entries per tick,
+// resuming at a (map, partition, slot) cursor. When a tick used its whole budget and found
+// mostly expired entries (a mass expiry), the next tick runs at once instead of after
+// sweep_interval_ms, so reclaiming is bounded by CPU, not by the tick period; each tick is
+// still one bounded handler, so requests interleave with it.
+//
+// Shutdown: every request holds an in-flight token; Stop() refuses new requests, waits for
+// the in-flight ones, then cancels the timers on their shards.
+#include "tessera/map/map_service.h"
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "listener_registry.h"
+#include "tessera/base/check.h"
+#include "tessera/map/map_ops.h"
+
+namespace tessera::map {
+namespace {
+using base::ErrorCode;
+using base::Fail;
+constexpr auto kDrainTimeout = std::chrono::seconds(10);
+
+struct MapTable {
+  std::string name;
+  std::vector<std::unique_ptr<RecordStore>> stores;  // local index = partition / shards
+  MapConfig config;
+  std::uint64_t config_version = 0;
+  ListenerRegistry::Snapshot listeners;
+  std::uint64_t listeners_version = 0;
+};
+
+struct ShardState {
+  std::unordered_map<std::string, std::unique_ptr<MapTable>> maps;
+  std::vector<MapTable*> sweep_order;  // creation order; tables are never dropped
+  std::size_t sweep_table = 0;
+  std::size_t sweep_store = 0;
+  std::optional<boost::asio::steady_timer> timer;
+};
+
+// Counts requests in flight so Stop() can wait for them.
+class InFlight {
+ public:
+  void Enter() {
+    std::lock_guard lock(mu_);
+    ++count_;
+  }
+  void Leave() {
+    std::lock_guard lock(mu_);
+    if (--count_ == 0) drained_.notify_all();
+  }
+  bool WaitDrained(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    return drained_.wait_for(lock, timeout, [this] { return count_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable drained_;
+  std::int64_t count_ = 0;
+};
+}  // namespace
+
+std::string_view EntryEventTypeName(EntryEventType type) {
+  switch (type) {
+    case EntryEventType::kAdded:
+      return "added";
+    case EntryEventType::kUpdated:
+      return "updated";
+    case EntryEventType::kRemoved:
+      return "removed";
+    case EntryEventType::kExpired:
+      return "expired";
+    case EntryEventType::kEvicted:
+      return "evicted";
+    case EntryEventType::kCleared:
+      return "cleared";
+  }
+  return "unknown";
+}
+
+struct MapService::Impl {
+  Impl(runtime::ShardSet& shards, partition::Partitioner partitioner, const base::Clock& clock,
+       const EntryProcessorRegistry& processors, std::shared_ptr<spdlog::logger> log,
+       MapServiceOptions options)
+      : shards(shards),
+        partitioner(partitioner),
+        clock(clock),
+        processors(processors),
+        log(std::move(log)),
+        options(options) {
+    for (std::size_t i = 0; i < shards.size(); ++i)
+      states.push_back(std::make_unique<ShardState>());
+  }
+
+  // A token held by every request; leaving happens when the last copy dies.
+  std::shared_ptr<void> EnterRequest() {
+    in_flight.Enter();
+    return std::shared_ptr<void>(nullptr, [this](void*) { in_flight.Leave(); });
+  }
+
+  MapTable& TableOn(std::size_t shard, const std::string& name);
+  RecordStore& StoreOf(MapTable& table, std::uint32_t partition_id);
+  void Refresh(MapTable& table);
+  OpContext ContextFor(MapTable& table, std::uint32_t partition_id,
+                       std::vector<EntryEvent>* events);
+  base::Result<MapResult> RunOnPartition(std::size_t shard, std::uint32_t partition_id,
+                                         const MapRequest& request);
+  MapConfig ConfigOf(const std::string& name) const;
+
+  void ExecuteKeyed(MapRequest request, Callback done);
+  void ExecuteFanOut(MapRequest request, Callback done);
+  base::Result<MapResult> RunPartsOnShard(
+      std::size_t shard, const MapRequest& request,
+      const std::vector<std::pair<std::uint32_t, MapRequest>>* parts);
+  // Per shard: (partition id, the part of the request for that partition).
+  using Parts = std::vector<std::vector<std::pair<std::uint32_t, MapRequest>>>;
+  Parts SplitByShard(const MapRequest& request) const;
+
+  void ArmSweeper(std::size_t shard, std::chrono::milliseconds delay);
+  void SweepTick(std::size_t shard);
+
+  runtime::ShardSet& shards;
+  partition::Partitioner partitioner;
+  const base::Clock& clock;
+  const EntryProcessorRegistry& processors;
+  std::shared_ptr<spdlog::logger> log;
+  MapServiceOptions options;
+
+  std::vector<std::unique_ptr<ShardState>> states;  // states[i] touched only on shard i
+  ListenerRegistry listeners;
+  mutable std::mutex config_mu;
+  std::map<std::string, MapConfig, std::less<>> configs;  // guarded by config_mu
+  std::atomic<std::uint64_t> config_version{1};
+  mutable std::mutex names_mu;
+  std::set<std::string> names;  // guarded by names_mu
+  std::atomic<bool> stopped{false};
+  bool started = false;
+  InFlight in_flight;
+};
+
+MapTable& MapService::Impl::TableOn(std::size_t shard, const std::string& name) {
+#ifndef NDEBUG
+  TESSERA_CHECK(shards.OnShard(shard), "map table touched off its shard");
+#endif
+  ShardState& state = *states[shard];
+  auto it = state.maps.find(name);
+  if (it != state.maps.end()) return *it->second;
+  auto table = std::make_unique<MapTable>();
+  table->name = name;
+  const std::size_t n = shards.size();
+  table->stores.resize((partitioner.partition_count() + n - 1) / n);
+  MapTable& ref = *table;
+  state.sweep_order.push_back(table.get());
+  state.maps.emplace(name, std::move(table));
+  std::lock_guard lock(names_mu);
+  names.insert(name);
+  return ref;
+}
+
+RecordStore& MapService::Impl::StoreOf(MapTable& table, std::uint32_t partition_id) {
+  auto& slot = table.stores[partition_id / shards.size()];
+  if (!slot) slot = std::make_unique<RecordStore>();
+  return *slot;
+}
+
+void MapService::Impl::Refresh(MapTable& table) {
+  const std::uint64_t cv = config_version.load(std::memory_order_acquire);
+  if (table.config_version != cv) {
+    table.config = ConfigOf(table.name);
+    table.config_version = cv;
+  }
+  const std::uint64_t lv = listeners.version();
+  if (table.listeners_version != lv) {
+    table.listeners = listeners.SnapshotOf(table.name);
+    table.listeners_version = lv;
+  }
+}
+
+OpContext MapService::Impl::ContextFor(MapTable& table, std::uint32_t partition_id,
+                                       std::vector<EntryEvent>* events) {
+  Refresh(table);
+  OpContext ctx;
+  ctx.now_ms = clock.NowMs();
+  ctx.config = table.config;
+  ctx.map_name = table.name;
+  ctx.partition_id = partition_id;
+  ctx.partition_count = partitioner.partition_count();
+  ctx.processors = &processors;
+  ctx.events = table.listeners ? events : nullptr;
+  ctx.event_values = ListenerRegistry::WantsValues(table.listeners);
+  return ctx;
+}
+
+base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
+                                                         std::uint32_t partition_id,
+                                                         const MapRequest& request) {
+  MapTable& table = TableOn(shard, request.map_name);
+  std::vector<EntryEvent> events;
+  OpContext ctx = ContextFor(table, partition_id, &events);
+  auto result = ExecuteOnStore(StoreOf(table, partition_id), request, ctx);
+  for (const auto& event : events) ListenerRegistry::Deliver(table.listeners, event);
+  return result;
+}
+
+MapConfig MapService::Impl::ConfigOf(const std::string& name) const {
+  std::lock_guard lock(config_mu);
+  auto it = configs.find(name);
+  return it == configs.end() ? options.default_config : it->second;
+}
+
+void MapService::Impl::ExecuteKeyed(MapRequest request, Callback done) {
+  const std::uint32_t partition_id = partitioner.PartitionOf(request.key);
+  const std::size_t shard = shards.ShardOfPartition(partition_id);
+  auto token = EnterRequest();
+  shards.DispatchOn(
+      shard, [this, shard, partition_id, request = std::move(request), done = std::move(done),
+              token]() { done(RunOnPartition(shard, partition_id, request)); });
+}
+
+MapService::Impl::Parts MapService::Impl::SplitByShard(const MapRequest& request) const {
+  // One part per partition that has keys, grouped by the shard owning the partition.
+  std::map<std::uint32_t, MapRequest> by_partition;
+  auto part_of = [&by_partition, &request](std::uint32_t p) -> MapRequest& {
+    auto [it, fresh] = by_partition.try_emplace(p);
+    if (fresh) {
+      it->second.op = request.op;
+      it->second.map_name = request.map_name;
+      it->second.options = request.options;
+      it->second.processor = request.processor;
+      it->second.argument = request.argument;
+    }
+    return it->second;
+  };
+  for (const auto& entry : request.entries) {
+    part_of(partitioner.PartitionOf(entry.first)).entries.push_back(entry);
+  }
+  for (const auto& key : request.keys) part_of(partitioner.PartitionOf(key)).keys.push_back(key);
+  Parts parts(shards.size());
+  for (auto& [p, part] : by_partition) {
+    parts[shards.ShardOfPartition(p)].emplace_back(p, std::move(part));
+  }
+  return parts;
+}
+
+base::Result<MapResult> MapService::Impl::RunPartsOnShard(
+    std::size_t shard, const MapRequest& request,
+    const std::vector<std::pair<std::uint32_t, MapRequest>>* parts) {
+  MapResult merged;
+  auto run = [this, shard, &merged, &request](std::uint32_t p,
+                                              const MapRequest& rq) -> base::Result<void> {
+    auto part = RunOnPartition(shard, p, rq);
+    if (!part) return std::unexpected(part.error());
+    MergeResult(request.op, merged, std::move(*part));
+    return {};
+  };
+  if (parts != nullptr) {
+    for (const auto& [p, part] : *parts) {
+      auto ok = run(p, part);
+      if (!ok) return std::unexpected(ok.error());
+    }
+    return merged;
+  }
+  // Whole-map ops on a map this shard never held find nothing; don't create it.
+  auto existing = states[shard]->maps.find(request.map_name);
+  if (existing == states[shard]->maps.end()) return merged;
+  MapTable& table = *existing->second;
+  for (std::size_t i = 0; i < table.stores.size(); ++i) {
+    if (!table.stores[i]) continue;
+    auto ok = run(static_cast<std::uint32_t>(i * shards.size() + shard), request);
+    if (!ok) return std::unexpected(ok.error());
+  }
+  return merged;
+}
+
+void MapService::Impl::ExecuteFanOut(MapRequest request, Callback done) {
+  const bool has_keys = request.op == MapOp::kPutAll || request.op == MapOp::kGetAll ||
+                        request.op == MapOp::kExecuteOnKeys;
+  auto parts = std::make_shared<Parts>();
+  if (has_keys) *parts = SplitByShard(request);
+  auto shared_request = std::make_shared<const MapRequest>(std::move(request));
+  auto token = EnterRequest();
+  shards.MapReduce<base::Result<MapResult>>(
+      [this, parts, shared_request, has_keys, token](std::size_t shard) {
+        return RunPartsOnShard(shard, *shared_request, has_keys ? &(*parts)[shard] : nullptr);
+      },
+      [shared_request, done = std::move(done), token](std::vector<base::Result<MapResult>> all) {
+        MapResult merged;
+        for (auto& part : all) {
+          if (!part) return done(std::unexpected(part.error()));
+          MergeResult(shared_request->op, merged, std::move(*part));
+        }
+        done(std::move(merged));
+      });
+}
+
+void MapService::Impl::ArmSweeper(std::size_t shard, std::chrono::milliseconds delay) {
+  ShardState& state = *states[shard];
+  if (!state.timer) return;
+  state.timer->expires_after(delay);
+  state.timer->async_wait([this, shard](const boost::system::error_code& ec) {
+    if (ec || stopped.load(std::memory_order_acquire)) return;
+    SweepTick(shard);
+  });
+}
+
+void MapService::Impl::SweepTick(std::size_t shard) {
+  ShardState& state = *states[shard];
+  const auto budget =
+      static_cast<std::size_t>(std::max<std::int64_t>(options.sweep_budget_per_tick, 1));
+  std::size_t examined = 0, expired = 0;
+  // Visit each store at most once per tick, resuming where the last tick stopped.
+  std::size_t total_stores = 0;
+  for (MapTable* t : state.sweep_order) total_stores += t->stores.size();
+  for (std::size_t step = 0; step < total_stores && examined < budget; ++step) {
+    if (state.sweep_table >= state.sweep_order.size()) state.sweep_table = 0;
+    MapTable& table = *state.sweep_order[state.sweep_table];
+    auto& store = table.stores[state.sweep_store];
+    bool done_with_store = true;
+    if (store && store->size() > 0) {
+      std::vector<EntryEvent> events;
+      const auto p = static_cast<std::uint32_t>(state.sweep_store * shards.size() + shard);
+      OpContext ctx = ContextFor(table, p, &events);
+      const auto r = SweepStore(*store, ctx, budget - examined);
+      examined += r.examined;
+      expired += r.expired;
+      done_with_store = r.wrapped;
+      for (const auto& event : events) ListenerRegistry::Deliver(table.listeners, event);
+    }
+    if (!done_with_store) break;
+    if (++state.sweep_store >= table.stores.size()) {
+      state.sweep_store = 0;
+      ++state.sweep_table;
+    }
+  }
+  const bool mass_expiry = examined >= budget && expired * 4 > examined;
+  ArmSweeper(shard, mass_expiry ? std::chrono::milliseconds(0)
+                                : std::chrono::milliseconds(options.sweep_interval_ms));
+}
+
+MapService::MapService(runtime::ShardSet& shards, partition::Partitioner partitioner,
+                       const base::Clock& clock, const EntryProcessorRegistry& processors,
+                       std::shared_ptr<spdlog::logger> log, MapServiceOptions options)
+    : shards_(shards),
+      partitioner_(partitioner),
+      impl_(std::make_unique<Impl>(shards, partitioner, clock, processors, std::move(log),
+                                   options)) {}
+
+MapService::~MapService() { Stop(); }
+
+void MapService::Start() {
+  if (impl_->started || impl_->stopped) return;
+  impl_->started = true;
+  Impl* impl = impl_.get();
+  shards_.InvokeOnAll([impl](std::size_t shard) {
+    impl->states[shard]->timer.emplace(impl->shards.Context(shard));
+    impl->ArmSweeper(shard, std::chrono::milliseconds(impl->options.sweep_interval_ms));
+  });
+}
+
+void MapService::Stop() {
+  if (impl_->stopped.exchange(true)) return;
+  TESSERA_CHECK(!shards_.CurrentShard().has_value(), "MapService::Stop called on a shard");
+  if (!impl_->in_flight.WaitDrained(kDrainTimeout) && impl_->log) {
+    impl_->log->warn("map service stopped with requests still in flight");
+  }
+  if (!impl_->started) return;
+  Impl* impl = impl_.get();
+  auto cancelled = std::make_shared<std::promise<void>>();
+  auto remaining = std::make_shared<std::atomic<std::size_t>>(shards_.size());
+  shards_.InvokeOnAll([impl, cancelled, remaining](std::size_t shard) {
+    impl->states[shard]->timer.reset();  // cancels the pending wait
+    if (remaining->fetch_sub(1) == 1) cancelled->set_value();
+  });
+  if (cancelled->get_future().wait_for(kDrainTimeout) != std::future_status::ready && impl_->log) {
+    impl_->log->warn("map service sweepers did not stop (shards not running?)");
+  }
+}
+
+void MapService::Configure(const std::string& map_name, MapConfig config) {
+  std::lock_guard lock(impl_->config_mu);
+  impl_->configs[map_name] = config;
+  impl_->config_version.fetch_add(1, std::memory_order_acq_rel);
+}
+
+MapConfig MapService::ConfigOf(const std::string& map_name) const {
+  return impl_->ConfigOf(map_name);
+}
+
+void MapService::Execute(MapRequest request, Callback done) {
+  if (impl_->stopped.load(std::memory_order_acquire)) {
+    return done(Fail(ErrorCode::kShuttingDown,
+                     "the map service is shutting down; retry on another member"));
+  }
+  if (auto ok = ValidateRequest(request, &impl_->processors); !ok) {
+    return done(std::unexpected(ok.error()));
+  }
+  if (MapOpIsKeyed(request.op)) {
+    impl_->ExecuteKeyed(std::move(request), std::move(done));
+  } else {
+    impl_->ExecuteFanOut(std::move(request), std::move(done));
+  }
+}
+
+base::Result<MapResult> MapService::ExecuteSync(MapRequest request) {
+  TESSERA_CHECK(!shards_.CurrentShard().has_value(),
+                "ExecuteSync called on a shard thread; use Execute with a callback");
+  auto promise = std::make_shared<std::promise<base::Result<MapResult>>>();
+  auto future = promise->get_future();
+  Execute(std::move(request),
+          [promise](base::Result<MapResult> result) { promise->set_value(std::move(result)); });
+  return future.get();
+}
+
+ListenerId MapService::AddEntryListener(const std::string& map_name, ListenerOptions options,
+                                        EntryListener listener) {
+  return impl_->listeners.Add(map_name, std::move(options), std::move(listener));
+}
+
+bool MapService::RemoveEntryListener(ListenerId id) { return impl_->listeners.Remove(id); }
+
+std::vector<std::string> MapService::MapNames() const {
+  std::lock_guard lock(impl_->names_mu);
+  return {impl_->names.begin(), impl_->names.end()};
+}
+
+}  // namespace tessera::map

@@ -1,0 +1,55 @@
+#pragma once
+// Building blocks shared by the shard-local operations (map_ops.cc, map_ops_multi.cc):
+// expiry-aware lookup, writes that apply the TTL rule and capacity limit, removals, events.
+//
+// Shard: as map_ops.h.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tessera/map/map_ops.h"
+
+namespace tessera::map::detail {
+
+// The live entry for `key`, or nullptr. An expired entry is removed on the way (Expired
+// event, expirations counter).
+Record* FindLive(RecordStore& store, std::string_view key, OpContext& ctx);
+
+// Appends an event when someone listens.
+void Emit(OpContext& ctx, EntryEventType type, std::string_view key,
+          std::optional<std::string_view> value, std::optional<std::string_view> old_value);
+
+// Writes `value` under `key` applying the TTL rule with `options`, counts a put, fires
+// Added/Updated (`old_value` is the previous live value when `existed`), and enforces the
+// partition's capacity when the entry is new. `old_value` may be nullopt when not needed
+// for events (it is only read if ctx.events && ctx.event_values).
+void WriteLive(RecordStore& store, std::string_view key, std::string_view value,
+               const WriteOptions& options, OpContext& ctx, bool existed,
+               const std::optional<std::string>& old_value);
+
+// Removes the live entry `record` of `key`, counts a remove and fires `type` with its value.
+void RemoveLive(RecordStore& store, const Record& record, OpContext& ctx, EntryEventType type);
+
+// Runs the named processor on `key` atomically (see map_ops.h). REQUIRES: processor exists.
+base::Result<record::GenericRecord> RunProcessor(RecordStore& store, std::string_view key,
+                                                 const EntryProcessor& processor,
+                                                 const record::GenericRecord& argument,
+                                                 const WriteOptions& options, OpContext& ctx);
+
+// Looks up the processor named by `name`. Errors: kUnknownProcessor with how to fix it.
+base::Result<const EntryProcessor*> LookupProcessor(const EntryProcessorRegistry* registry,
+                                                    std::string_view name);
+
+// Per-partition parts of the multi-partition operations (map_ops_multi.cc).
+base::Result<MapResult> OpPutAll(RecordStore& store, const MapRequest& request, OpContext& ctx);
+base::Result<MapResult> OpGetAll(RecordStore& store, const MapRequest& request, OpContext& ctx);
+base::Result<MapResult> OpExecuteOnKeys(RecordStore& store, const MapRequest& request,
+                                        OpContext& ctx);
+base::Result<MapResult> OpSize(RecordStore& store, OpContext& ctx);
+base::Result<MapResult> OpClear(RecordStore& store, OpContext& ctx);
+base::Result<MapResult> OpQuery(RecordStore& store, const MapRequest& request, OpContext& ctx);
+base::Result<MapResult> OpExecuteOnEntries(RecordStore& store, const MapRequest& request,
+                                           OpContext& ctx);
+
+}  // namespace tessera::map::detail

@@ -1,0 +1,317 @@
+// RecordStore design notes.
+//
+// Why not std::unordered_map<std::string, Entry>: a node (~32 B + malloc header), two
+// std::string objects (32 B each, with a second allocation for any value over 15 bytes), a
+// bucket pointer and the metadata add up to ~300 B per entry for small entries. Here an entry
+// is exactly one malloc block (48-byte header + key + value) and one 8-byte slot, with the
+// table between 40% and 80% full.
+//
+// Slots carry 16 bits of the key hash in the pointer's unused top bits (user-space pointers
+// fit in 48 bits on x86-64 and AArch64), so a probe compares tags before touching a block.
+// Deletion shifts later members of the probe run back instead of leaving tombstones, so
+// lookups never degrade after churn; home positions are recomputed from the key (deletions
+// are rarer than lookups, and the block is usually in cache from the preceding find).
+#include "tessera/map/record_store.h"
+
+#include <malloc.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "tessera/base/check.h"
+
+namespace tessera::map {
+namespace {
+constexpr std::uint32_t kSecondsFlag = 0x8000'0000u;
+constexpr std::size_t kMinCapacity = 16;
+constexpr std::uint64_t kHashSeed = 0x7E55E7A11u;  // decorrelates from the partition hash
+constexpr int kTagShift = 48;
+constexpr std::uint64_t kPointerMask = (std::uint64_t{1} << kTagShift) - 1;
+constexpr std::int64_t kChunkHeader = sizeof(void*);  // glibc malloc's per-chunk size word
+}  // namespace
+
+std::uint32_t EncodeDuration(base::Millis ms) {
+  if (ms <= 0) return 0;
+  if (ms < static_cast<base::Millis>(kSecondsFlag)) return static_cast<std::uint32_t>(ms);
+  const base::Millis seconds = std::min<base::Millis>(ms / 1000, kSecondsFlag - 1);
+  return kSecondsFlag | static_cast<std::uint32_t>(seconds);
+}
+
+base::Millis DecodeDuration(std::uint32_t code) {
+  if (code & kSecondsFlag) return static_cast<base::Millis>(code & ~kSecondsFlag) * 1000;
+  return code;
+}
+
+bool Record::ExpiredAt(base::Millis now_ms) const {
+  if (expire_at_ms_ != 0 && now_ms >= expire_at_ms_) return true;
+  return max_idle_ != 0 && now_ms >= last_access_ms_ + DecodeDuration(max_idle_);
+}
+
+void Record::SetTtl(base::Millis ttl_ms, base::Millis now_ms) {
+  ttl_ = EncodeDuration(ttl_ms);
+  expire_at_ms_ = ttl_ms > 0 ? now_ms + ttl_ms : 0;
+}
+
+void Record::RecordAccess(base::Millis now_ms) {
+  if (now_ms <= last_access_ms_) return;
+  const base::Millis update = last_update_ms();
+  last_access_ms_ = now_ms;
+  update_age_ = EncodeDuration(now_ms - update);
+}
+
+void Record::RecordRead(base::Millis now_ms) {
+  RecordAccess(now_ms);
+  if (hits_ != std::numeric_limits<std::uint32_t>::max()) ++hits_;
+}
+
+EntryView Record::View() const {
+  EntryView view;
+  view.creation_ms = creation_ms();
+  view.last_update_ms = last_update_ms();
+  view.last_access_ms = last_access_ms_;
+  view.expire_at_ms = expire_at_ms_;
+  view.ttl_ms = ttl_ms();
+  view.max_idle_ms = max_idle_ms();
+  view.hits = hits_;
+  view.version = version_;
+  return view;
+}
+
+void RecordStore::BlockFree::operator()(Record* r) const {
+  std::destroy_at(r);
+  std::free(r);  // blocks come from std::malloc in Allocate
+}
+
+RecordStore::RecordStore() : slots_(kMinCapacity, 0) {}
+
+RecordStore::~RecordStore() { Clear(); }
+
+std::int64_t RecordStore::memory_bytes() const {
+  return block_bytes_ + static_cast<std::int64_t>(slots_.size() * sizeof(Slot));
+}
+
+std::uint64_t RecordStore::Hash(std::string_view key) {
+  return XXH3_64bits_withSeed(key.data(), key.size(), kHashSeed);
+}
+
+RecordStore::Slot RecordStore::MakeSlot(Record* r, std::uint64_t hash) {
+  const auto address = reinterpret_cast<std::uint64_t>(r);
+  TESSERA_CHECK((address & ~kPointerMask) == 0, "heap pointer does not fit in 48 bits");
+  return address | (hash >> kTagShift << kTagShift);
+}
+
+Record* RecordStore::SlotRecord(Slot s) { return reinterpret_cast<Record*>(s & kPointerMask); }
+
+std::unique_ptr<Record, RecordStore::BlockFree> RecordStore::Allocate(std::string_view key,
+                                                                      std::string_view value) {
+  TESSERA_CHECK(key.size() <= std::numeric_limits<std::uint32_t>::max() &&
+                    value.size() <= std::numeric_limits<std::uint32_t>::max(),
+                "key or value larger than 4 GiB");
+  void* memory = std::malloc(sizeof(Record) + key.size() + value.size());
+  TESSERA_CHECK(memory != nullptr, "out of memory allocating a map entry");
+  std::unique_ptr<Record, BlockFree> block(std::construct_at(static_cast<Record*>(memory)));
+  block->key_size_ = static_cast<std::uint32_t>(key.size());
+  block->value_size_ = static_cast<std::uint32_t>(value.size());
+  if (!key.empty()) std::memcpy(block->Bytes(), key.data(), key.size());
+  if (!value.empty()) std::memcpy(block->Bytes() + key.size(), value.data(), value.size());
+  return block;
+}
+
+namespace {
+std::int64_t BlockCost(const void* block) {
+  return static_cast<std::int64_t>(malloc_usable_size(const_cast<void*>(block))) + kChunkHeader;
+}
+}  // namespace
+
+std::size_t RecordStore::IndexOf(std::string_view key, std::uint64_t hash) const {
+  const std::size_t mask = slots_.size() - 1;
+  const std::uint64_t tag = hash >> kTagShift;
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot s = slots_[i];
+    if (s == 0) return kNpos;
+    if ((s >> kTagShift) == tag && SlotRecord(s)->key() == key) return i;
+  }
+}
+
+Record* RecordStore::Find(std::string_view key) {
+  const std::size_t i = IndexOf(key, Hash(key));
+  return i == kNpos ? nullptr : SlotRecord(slots_[i]);
+}
+
+const Record* RecordStore::Find(std::string_view key) const {
+  const std::size_t i = IndexOf(key, Hash(key));
+  return i == kNpos ? nullptr : SlotRecord(slots_[i]);
+}
+
+void RecordStore::InsertSlot(Slot slot) {
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = Hash(SlotRecord(slot)->key()) & mask;
+  while (slots_[i] != 0) i = (i + 1) & mask;
+  slots_[i] = slot;
+}
+
+void RecordStore::Rehash(std::size_t new_capacity) {
+  std::vector<Slot> old(new_capacity, 0);
+  old.swap(slots_);
+  for (Slot s : old) {
+    if (s != 0) InsertSlot(s);
+  }
+  sweep_cursor_ = 0;
+}
+
+void RecordStore::GrowIfNeeded() {
+  // Keep the load at or below 0.8 after the coming insert.
+  if ((size_ + 1) * 5 > slots_.size() * 4) Rehash(slots_.size() * 2);
+}
+
+RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_view value,
+                                            base::Millis now_ms) {
+  const std::uint64_t hash = Hash(key);
+  const std::size_t index = IndexOf(key, hash);
+  if (index == kNpos) {
+    GrowIfNeeded();
+    auto block = Allocate(key, value);
+    block->last_access_ms_ = now_ms;
+    block->version_ = 1;
+    block_bytes_ += BlockCost(block.get());
+    Record* r = block.release();  // owned by the table from here on; freed by EraseAt/Clear
+    InsertSlot(MakeSlot(r, hash));
+    ++size_;
+    return {r, true};
+  }
+  Record* r = SlotRecord(slots_[index]);
+  const base::Millis creation = r->creation_ms();
+  if (r->value_size_ != value.size()) {
+    auto block = Allocate(key, value);
+    Record* fresh = block.get();
+    *fresh = *r;  // header only: sizes were set by Allocate and are restored below
+    fresh->value_size_ = static_cast<std::uint32_t>(value.size());
+    block_bytes_ += BlockCost(fresh) - BlockCost(r);
+    std::unique_ptr<Record, BlockFree> old(r);
+    slots_[index] = MakeSlot(block.release(), hash);
+    r = fresh;
+  } else if (!value.empty()) {
+    std::memcpy(r->Bytes() + r->key_size_, value.data(), value.size());
+  }
+  r->last_access_ms_ = std::max(now_ms, r->last_access_ms_);
+  r->update_age_ = 0;
+  r->creation_age_ = EncodeDuration(r->last_access_ms_ - creation);
+  ++r->version_;
+  return {r, false};
+}
+
+void RecordStore::EraseAt(std::size_t index) {
+  std::unique_ptr<Record, BlockFree> victim(SlotRecord(slots_[index]));
+  block_bytes_ -= BlockCost(victim.get());
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t hole = index;
+  for (std::size_t j = (index + 1) & mask; slots_[j] != 0; j = (j + 1) & mask) {
+    const std::size_t home = Hash(SlotRecord(slots_[j])->key()) & mask;
+    // The entry at j may move into the hole unless its home lies cyclically in (hole, j].
+    const bool home_after_hole = ((j - home) & mask) < ((j - hole) & mask);
+    if (home_after_hole) continue;
+    slots_[hole] = slots_[j];
+    hole = j;
+  }
+  slots_[hole] = 0;
+  --size_;
+}
+
+bool RecordStore::Erase(std::string_view key) {
+  const std::size_t index = IndexOf(key, Hash(key));
+  if (index == kNpos) return false;
+  EraseAt(index);
+  if (slots_.size() > kMinCapacity && size_ * 10 < slots_.size()) Rehash(slots_.size() / 2);
+  return true;
+}
+
+void RecordStore::Clear() {
+  for (Slot& s : slots_) {
+    if (s != 0) std::unique_ptr<Record, BlockFree> victim(SlotRecord(s));
+    s = 0;
+  }
+  if (slots_.size() > kMinCapacity) std::vector<Slot>(kMinCapacity, 0).swap(slots_);
+  size_ = 0;
+  block_bytes_ = 0;
+  sweep_cursor_ = 0;
+}
+
+void RecordStore::ForEach(const std::function<void(const Record&)>& fn) const {
+  for (Slot s : slots_) {
+    if (s != 0) fn(*SlotRecord(s));
+  }
+}
+
+void RecordStore::EraseIf(const std::function<bool(const Record&)>& fn) {
+  // Backward shift can move an unvisited entry into the current slot, so re-check it; an
+  // entry that wraps from the front to the back is examined again, which is harmless.
+  for (std::size_t i = 0; i < slots_.size();) {
+    if (slots_[i] != 0 && fn(*SlotRecord(slots_[i]))) {
+      EraseAt(i);
+    } else {
+      ++i;
+    }
+  }
+  ShrinkIfSparse();
+}
+
+void RecordStore::ShrinkIfSparse() {
+  if (slots_.size() <= kMinCapacity || size_ * 10 >= slots_.size()) return;
+  std::size_t capacity = kMinCapacity;
+  while (capacity * 4 < (size_ + 1) * 5) capacity *= 2;
+  Rehash(capacity);
+}
+
+const Record* RecordStore::SampleOldest(int samples, std::string_view exclude) {
+  const Record* oldest = nullptr;
+  const std::size_t mask = slots_.size() - 1;
+  for (int n = 0; n < samples; ++n) {
+    random_state_ ^= random_state_ << 13;  // xorshift64: cheap and good enough for sampling
+    random_state_ ^= random_state_ >> 7;
+    random_state_ ^= random_state_ << 17;
+    std::size_t i = random_state_ & mask;
+    for (std::size_t probe = 0; probe <= mask; ++probe, i = (i + 1) & mask) {
+      const Slot s = slots_[i];
+      if (s == 0 || SlotRecord(s)->key() == exclude) continue;
+      const Record* r = SlotRecord(s);
+      if (oldest == nullptr || r->last_access_ms() < oldest->last_access_ms()) oldest = r;
+      break;
+    }
+  }
+  return oldest;
+}
+
+RecordStore::SweepResult RecordStore::SweepExpired(
+    base::Millis now_ms, std::size_t budget, const std::function<void(const Record&)>& on_expired) {
+  SweepResult result;
+  if (sweep_cursor_ >= slots_.size()) sweep_cursor_ = 0;
+  while (result.examined < budget) {
+    if (sweep_cursor_ >= slots_.size()) {
+      sweep_cursor_ = 0;
+      result.wrapped = true;
+      ShrinkIfSparse();
+      break;
+    }
+    const Slot s = slots_[sweep_cursor_];
+    if (s == 0) {
+      ++sweep_cursor_;
+      continue;
+    }
+    ++result.examined;
+    const Record* r = SlotRecord(s);
+    if (r->ExpiredAt(now_ms)) {
+      on_expired(*r);
+      EraseAt(sweep_cursor_);  // a later entry may shift into this slot: look again
+      ++result.expired;
+    } else {
+      ++sweep_cursor_;
+    }
+  }
+  return result;
+}
+
+}  // namespace tessera::map

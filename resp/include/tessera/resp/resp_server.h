@@ -1,0 +1,85 @@
+#pragma once
+// RespServer: the RESP (Redis protocol) front-end of a member, so redis-cli, redis-benchmark
+// and Redis client libraries can use the grid. It only parses, routes and replies: string
+// keys live in the map named by RespServerOptions::default_map, each hash is the map named by
+// its key, and pub/sub goes through the TopicService. See docs/resp.md for the command list.
+//
+// Each accepted connection lives on one shard (round-robin). A read batch is parsed in place,
+// every complete command is executed (inline when the key's partition is on the
+// connection's shard, else on the owning shard), and the replies of the batch leave in one
+// write, in request order even when they complete on different shards.
+//
+// Thread-safety: Start/Stop/port/Stats from any non-shard thread; Stats from any thread.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tessera/base/clock.h"
+#include "tessera/base/error.h"
+#include "tessera/map/map_service.h"
+#include "tessera/runtime/shard_set.h"
+#include "tessera/topic/topic_service.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tessera::resp {
+
+struct RespServerOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;            // 0 = ephemeral (read it back with port())
+  std::string default_map = "default";  // map holding the string keyspace (db 0)
+  std::string secret;  // non-empty: clients must AUTH with it before other commands
+  std::int64_t max_bulk_bytes = 512LL * 1024 * 1024;  // largest accepted argument
+  // A connection stops reading while this many replies are outstanding or this many reply
+  // bytes wait to be written, and resumes when they drain.
+  std::size_t max_pending_replies = 64 * 1024;
+  std::size_t max_output_bytes = 64 * 1024 * 1024;
+};
+
+struct RespServerStats {
+  std::int64_t connected_clients = 0;
+  std::int64_t total_connections = 0;  // accepted since start
+  std::int64_t total_commands = 0;     // commands executed (including failed ones)
+  std::int64_t protocol_errors = 0;    // connections closed for malformed input
+};
+
+struct ServerState;  // private (resp/src)
+
+class RespServer {
+ public:
+  // Every reference must outlive the server. `clock` must be the clock the MapService uses
+  // (TTL replies convert its deadlines). Call Start() to listen.
+  RespServer(runtime::ShardSet& shards, map::MapService& maps, topic::TopicService& topics,
+             const base::Clock& clock, RespServerOptions options,
+             std::shared_ptr<spdlog::logger> log);
+  // Stops if still running.
+  ~RespServer();
+  RespServer(const RespServer&) = delete;
+  RespServer& operator=(const RespServer&) = delete;
+
+  // Listens on options.host:options.port. Errors: those of net::TcpListener::Listen
+  // (kBadRequest bad host, kConnectionFailed port in use).
+  // REQUIRES: shards are started.
+  base::Result<void> Start();
+
+  // Stops accepting, closes every connection and waits (bounded, 5 s) until each shard has
+  // closed its connections. Idempotent. REQUIRES: not called from a shard thread; shards are
+  // still running.
+  void Stop();
+
+  // The bound port (valid after Start).
+  std::uint16_t port() const;
+
+  RespServerStats Stats() const;
+
+ private:
+  std::shared_ptr<ServerState> state_;
+  struct Listener;
+  std::unique_ptr<Listener> listener_;
+};
+
+}  // namespace tessera::resp

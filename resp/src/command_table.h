@@ -1,0 +1,64 @@
+#pragma once
+// CommandTable: command name -> handler, arity and flags, filled by one Register* function per
+// command family (strings, keys, hashes, pub/sub, connection, server). Dispatch() does the
+// checks every command shares (unknown name, arity, AUTH, subscribe mode) before the handler.
+//
+// Thread-safety: filled once at construction, then read-only.
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tessera::resp {
+
+class Connection;
+
+using Args = std::span<const std::string_view>;
+// A handler replies exactly once, either through conn.Reply() before returning or through a
+// slot from conn.Defer(). args[0] is the command name as the client sent it.
+using CommandHandler = void (*)(Connection& conn, Args args);
+
+enum CommandFlag : std::uint32_t {
+  kWrite = 1 << 0,
+  kReadOnly = 1 << 1,
+  kNoAuth = 1 << 2,  // allowed before AUTH
+  kPubSub = 1 << 3,  // allowed in RESP2 subscribe mode
+  kFast = 1 << 4,
+  kAdmin = 1 << 5,
+};
+
+struct CommandSpec {
+  std::string_view name;  // lowercase
+  int arity = 0;          // Redis rule: n = exactly n args (with the name), -n = at least n
+  std::uint32_t flags = 0;
+  int first_key = 0, last_key = 0, key_step = 0;
+  CommandHandler handler = nullptr;
+};
+
+class CommandTable {
+ public:
+  CommandTable();
+
+  void Add(CommandSpec spec);
+  // Case-insensitive; nullptr if unknown.
+  const CommandSpec* Find(std::string_view name) const;
+  const std::vector<CommandSpec>& all() const { return specs_; }
+
+  // Runs args (non-empty) on conn, replying with the shared errors when a check fails.
+  void Dispatch(Connection& conn, Args args) const;
+
+ private:
+  std::vector<CommandSpec> specs_;
+  std::unordered_map<std::string_view, std::size_t> by_name_;
+};
+
+void RegisterStringCommands(CommandTable& table);
+void RegisterKeyCommands(CommandTable& table);
+void RegisterHashCommands(CommandTable& table);
+void RegisterPubSubCommands(CommandTable& table);
+void RegisterConnectionCommands(CommandTable& table);
+void RegisterServerCommands(CommandTable& table);
+
+}  // namespace tessera::resp

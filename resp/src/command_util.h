@@ -1,0 +1,75 @@
+#pragma once
+// Helpers shared by the command families: strict argument parsing, MapRequest builders, and
+// the ways a command hands requests to MapService and turns results into one reply.
+//
+// Shard: Call* run on the connection's shard; their completion callbacks may run on any
+// shard and only format the reply (ReplySlot::Fill brings it home in order).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "connection.h"
+#include "tessera/map/map_request.h"
+
+namespace tessera::resp {
+
+// Strict decimal int64 as Redis accepts it (no spaces, no '+', no overflow).
+bool ParseInt64(std::string_view text, std::int64_t& out);
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+std::string Lowercase(std::string_view text);
+
+// A keyed request on `map_name`.
+map::MapRequest KeyRequest(map::MapOp op, std::string_view map_name, std::string_view key);
+
+// "-ERR <message>" for a service error (WRONGTYPE for kWrongType).
+void WriteServiceError(RespWriter& writer, const base::Error& error);
+
+// Executes `request`; on success format(writer, result), on error WriteServiceError.
+template <typename Format>
+void CallMap(Connection& conn, map::MapRequest request, Format format) {
+  ReplySlot slot = conn.Defer();
+  conn.maps().Execute(std::move(request),
+                      [slot, format](base::Result<map::MapResult> result) mutable {
+                        slot.Fill([&result, &format](RespWriter& writer) {
+                          if (result) {
+                            format(writer, *result);
+                          } else {
+                            WriteServiceError(writer, result.error());
+                          }
+                        });
+                      });
+}
+
+// Executes `request`; format(writer, result) handles success and error.
+template <typename Format>
+void CallMapRaw(Connection& conn, map::MapRequest request, Format format) {
+  ReplySlot slot = conn.Defer();
+  conn.maps().Execute(
+      std::move(request), [slot, format](base::Result<map::MapResult> result) mutable {
+        slot.Fill([&result, &format](RespWriter& writer) { format(writer, result); });
+      });
+}
+
+using Results = std::vector<base::Result<map::MapResult>>;
+using GatherFinish = std::function<void(RespWriter& writer, Results& results)>;
+
+// Executes all requests concurrently; finish(writer, results) runs once with results in
+// request order.
+void CallMapGather(Connection& conn, std::vector<map::MapRequest> requests, GatherFinish finish);
+
+// Executes all requests concurrently and replies with the sum of score(result) as an integer
+// (or "+OK" when reply_ok); the first error, in request order, is replied instead.
+using Score = std::int64_t (*)(const map::MapResult& result);
+void CallMapSum(Connection& conn, std::vector<map::MapRequest> requests, Score score,
+                bool reply_ok = false);
+
+// Reply helpers for common result shapes.
+void WriteOptionalBulk(RespWriter& writer, const std::optional<std::string>& value);
+// An array with, for each of `keys` in order, its value from `entries` or nil (MGET, HMGET).
+void WriteInKeyOrder(RespWriter& writer, const std::vector<std::string>& keys,
+                     const std::vector<std::pair<std::string, std::string>>& entries);
+
+}  // namespace tessera::resp

@@ -1,0 +1,160 @@
+#pragma once
+// Connection: one RESP client connection, living on one shard for its whole life.
+//
+// Reply order: every command reserves a sequence number; its reply goes straight into the
+// output buffer when all earlier replies are written there, else into a per-slot buffer that
+// is appended when its turn comes. Replies that complete on another shard are posted back to
+// this shard first. Output of one read batch leaves in one write; replies arriving between
+// batches are coalesced by a posted flush.
+//
+// Shard: every method runs on the connection's shard, except ReplySlot::Fill (any thread).
+
+#include <utility>  // before Asio's awaitable header (Boost 1.74)
+
+#include <boost/asio/ip/tcp.hpp>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "command_table.h"
+#include "server_state.h"
+#include "tessera/resp/resp_parser.h"
+#include "tessera/resp/resp_writer.h"
+
+namespace tessera::resp {
+
+class Connection;
+
+// Handle to one reserved reply position. Copyable; Fill exactly once (from any thread).
+class ReplySlot {
+ public:
+  ReplySlot(std::shared_ptr<Connection> conn, std::uint64_t seq, int protocol)
+      : conn_(std::move(conn)), seq_(seq), protocol_(protocol) {}
+
+  // Writes the reply with write(RespWriter&) and releases it in order.
+  template <typename Fn>
+  void Fill(Fn&& write) const;
+
+ private:
+  std::shared_ptr<Connection> conn_;
+  std::uint64_t seq_;
+  int protocol_;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<ServerState> server, std::size_t shard,
+             boost::asio::ip::tcp::socket socket);
+  ~Connection();
+
+  // Registers the connection and starts reading.
+  void Start();
+  // Closes the socket and drops subscriptions. Idempotent.
+  void Close();
+
+  // --- for command handlers (on the connection's shard, during the handler) ---
+  // Writer for the current command's reply.
+  RespWriter Reply() { return RespWriter(Target(current_seq_), protocol_); }
+  // The current command replies later through the returned slot.
+  ReplySlot Defer();
+  // Closes the connection once every reply so far is written (QUIT).
+  void CloseAfterReplies() { close_after_write_ = true; }
+
+  ServerState& server() { return *server_; }
+  map::MapService& maps() { return server_->maps; }
+  const std::string& default_map() const { return server_->options.default_map; }
+  std::size_t shard() const { return shard_; }
+
+  std::uint64_t id() const { return id_; }
+  int protocol() const { return protocol_; }
+  void set_protocol(int protocol) { protocol_ = protocol; }
+  bool authenticated() const { return authenticated_; }
+  void set_authenticated(bool value) { authenticated_ = value; }
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+  std::string address() const;
+  base::Millis connected_at_ms() const { return connected_at_ms_; }
+
+  // Pub/sub state. Subscribe* return false when already subscribed.
+  bool SubscribeChannel(std::string_view channel);
+  bool UnsubscribeChannel(std::string_view channel);
+  bool SubscribePattern(std::string_view pattern);
+  bool UnsubscribePattern(std::string_view pattern);
+  std::vector<std::string> Channels() const;
+  std::vector<std::string> Patterns() const;
+  std::size_t SubscriptionCount() const { return channels_.size() + patterns_.size(); }
+
+  // --- reply ordering (used by ReplySlot) ---
+  bool OnHomeShard() const { return server_->shards.OnShard(shard_); }
+  std::string& Target(std::uint64_t seq);
+  void Done(std::uint64_t seq);
+  void DoneWithData(std::uint64_t seq, std::string data);
+
+ private:
+  struct Slot {
+    std::string data;
+    bool done = false;
+  };
+
+  void ReadMore();
+  void OnRead(const boost::system::error_code& error, std::size_t bytes);
+  void ProcessInput();
+  void Execute(Args args);
+  void ProtocolError(const std::string& message);
+  std::uint64_t Reserve();
+  void ScheduleFlush();
+  void Flush();
+  void OnWritten(const boost::system::error_code& error);
+  bool Backpressured() const;
+  void MaybeResumeReading();
+  void DeliverMessage(const topic::Message& message, std::string_view pattern);
+  topic::SubscriptionId Listen(std::string_view name, bool pattern);
+
+  std::shared_ptr<ServerState> server_;
+  const std::size_t shard_;
+  boost::asio::ip::tcp::socket socket_;
+  const std::uint64_t id_;
+  const base::Millis connected_at_ms_;
+  RespParser parser_;
+
+  std::string out_;      // replies ready to write
+  std::string writing_;  // replies being written
+  bool write_in_flight_ = false;
+  bool flush_posted_ = false;
+  bool in_batch_ = false;
+  bool reading_ = false;
+  bool read_paused_ = false;
+  bool close_after_write_ = false;
+  bool closed_ = false;
+  std::string scratch_;  // sink for replies after close
+
+  std::uint64_t next_seq_ = 0;  // next sequence to reserve
+  std::uint64_t head_seq_ = 0;  // first sequence not yet released to out_
+  std::deque<Slot> slots_;      // slots for [head_seq_, next_seq_)
+  std::uint64_t current_seq_ = 0;
+  bool deferred_ = false;
+
+  int protocol_ = 2;
+  bool authenticated_ = false;
+  std::string name_;
+  std::map<std::string, topic::SubscriptionId, std::less<>> channels_;
+  std::map<std::string, topic::SubscriptionId, std::less<>> patterns_;
+};
+
+template <typename Fn>
+void ReplySlot::Fill(Fn&& write) const {
+  if (conn_->OnHomeShard()) {
+    RespWriter writer(conn_->Target(seq_), protocol_);
+    write(writer);
+    conn_->Done(seq_);
+    return;
+  }
+  std::string data;
+  RespWriter writer(data, protocol_);
+  write(writer);
+  conn_->DoneWithData(seq_, std::move(data));
+}
+
+}  // namespace tessera::resp

@@ -1,0 +1,287 @@
+// Key family: generic commands over the string keyspace (the default map). DEL, UNLINK, EXISTS
+// and TYPE also see hashes: a hash is the map named by its key, so DEL clears that map.
+// SCAN uses a stateless cursor: keys are ordered by a 63-bit hash of the key, and the cursor
+// is the hash position to resume from; see docs/resp.md for the guarantees.
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+#include "command_util.h"
+#include "tessera/topic/glob.h"
+
+namespace tessera::resp {
+
+namespace {
+
+using map::MapOp;
+
+bool IsHashMap(Connection& conn, std::string_view key, const std::vector<std::string>& maps) {
+  return key != conn.default_map() && std::find(maps.begin(), maps.end(), key) != maps.end();
+}
+
+std::int64_t FoundScore(const map::MapResult& result) {
+  return (result.flag || result.count > 0) ? 1 : 0;
+}
+
+// DEL/UNLINK (clear=true) and EXISTS (clear=false) over string keys and hashes.
+void CountKeys(Connection& conn, Args args, bool clear) {
+  const auto maps = conn.maps().MapNames();
+  std::vector<map::MapRequest> requests;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    requests.push_back(
+        KeyRequest(clear ? MapOp::kDelete : MapOp::kContainsKey, conn.default_map(), args[i]));
+    if (IsHashMap(conn, args[i], maps)) {
+      map::MapRequest whole;
+      whole.op = clear ? MapOp::kClear : MapOp::kSize;
+      whole.map_name.assign(args[i]);
+      requests.push_back(std::move(whole));
+    }
+  }
+  CallMapSum(conn, std::move(requests), FoundScore);
+}
+
+void Del(Connection& conn, Args args) { CountKeys(conn, args, true); }
+void Exists(Connection& conn, Args args) { CountKeys(conn, args, false); }
+
+void Type(Connection& conn, Args args) {
+  std::vector<map::MapRequest> requests;
+  requests.push_back(KeyRequest(MapOp::kContainsKey, conn.default_map(), args[1]));
+  if (IsHashMap(conn, args[1], conn.maps().MapNames())) {
+    map::MapRequest size;
+    size.op = MapOp::kSize;
+    size.map_name.assign(args[1]);
+    requests.push_back(std::move(size));
+  }
+  CallMapGather(conn, std::move(requests), [](RespWriter& writer, Results& results) {
+    for (auto& r : results) {
+      if (!r) return WriteServiceError(writer, r.error());
+    }
+    if (results[0]->flag) return writer.SimpleString("string");
+    writer.SimpleString(results.size() > 1 && results[1]->count > 0 ? "hash" : "none");
+  });
+}
+
+// EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT: `unit_ms` 1000 or 1; `absolute` for the *AT forms.
+void ExpireGeneric(Connection& conn, Args args, std::int64_t unit_ms, bool absolute) {
+  if (args.size() > 3) {
+    return conn.Reply().Error("ERR Unsupported option " + std::string(args[3]) +
+                              " (NX, XX, GT and LT are not supported)");
+  }
+  std::int64_t amount = 0;
+  if (!ParseInt64(args[2], amount)) return conn.Reply().NotInteger();
+  if (amount > std::numeric_limits<std::int64_t>::max() / unit_ms ||
+      amount < std::numeric_limits<std::int64_t>::min() / unit_ms) {
+    return conn.Reply().Error("ERR invalid expire time in '" + Lowercase(args[0]) + "' command");
+  }
+  base::Millis ttl = amount * unit_ms;
+  if (absolute) ttl -= conn.server().clock.WallMs();
+  auto request =
+      KeyRequest(ttl <= 0 ? MapOp::kDelete : MapOp::kSetTtl, conn.default_map(), args[1]);
+  if (ttl > 0) request.options.ttl_ms = ttl;
+  CallMap(conn, std::move(request),
+          [](RespWriter& writer, map::MapResult& result) { writer.Integer(result.flag ? 1 : 0); });
+}
+
+void Expire(Connection& conn, Args args) { ExpireGeneric(conn, args, 1000, false); }
+void PExpire(Connection& conn, Args args) { ExpireGeneric(conn, args, 1, false); }
+void ExpireAt(Connection& conn, Args args) { ExpireGeneric(conn, args, 1000, true); }
+void PExpireAt(Connection& conn, Args args) { ExpireGeneric(conn, args, 1, true); }
+
+// TTL (seconds) and PTTL: -2 missing, -1 no expiry.
+void TtlGeneric(Connection& conn, Args args, bool millis) {
+  const base::Clock* clock = &conn.server().clock;
+  CallMap(conn, KeyRequest(MapOp::kGetEntryView, conn.default_map(), args[1]),
+          [clock, millis](RespWriter& writer, map::MapResult& result) {
+            if (!result.value || !result.view) return writer.Integer(-2);
+            if (result.view->expire_at_ms == 0) return writer.Integer(-1);
+            const base::Millis remaining = result.view->expire_at_ms - clock->NowMs();
+            if (remaining < 0) return writer.Integer(-2);
+            writer.Integer(millis ? remaining : (remaining + 500) / 1000);
+          });
+}
+
+void Ttl(Connection& conn, Args args) { TtlGeneric(conn, args, false); }
+void PTtl(Connection& conn, Args args) { TtlGeneric(conn, args, true); }
+
+// PERSIST: 1 only if the key had an expiry that was removed. Reads the view, then clears the
+// TTL; a concurrent EXPIRE between the two steps may be undone (documented).
+void Persist(Connection& conn, Args args) {
+  ReplySlot slot = conn.Defer();
+  map::MapService* maps = &conn.maps();
+  auto clear = KeyRequest(MapOp::kSetTtl, conn.default_map(), args[1]);
+  clear.options.ttl_ms = 0;
+  maps->Execute(KeyRequest(MapOp::kGetEntryView, conn.default_map(), args[1]),
+                [slot, maps, clear = std::move(clear)](base::Result<map::MapResult> view) mutable {
+                  if (!view || !view->value || !view->view || view->view->expire_at_ms == 0) {
+                    return slot.Fill([&view](RespWriter& writer) {
+                      if (!view) return WriteServiceError(writer, view.error());
+                      writer.Integer(0);
+                    });
+                  }
+                  maps->Execute(std::move(clear), [slot](base::Result<map::MapResult> done) {
+                    slot.Fill([&done](RespWriter& writer) {
+                      if (!done) return WriteServiceError(writer, done.error());
+                      writer.Integer(done->flag ? 1 : 0);
+                    });
+                  });
+                });
+}
+
+void DbSize(Connection& conn, Args) {
+  map::MapRequest request;
+  request.op = MapOp::kSize;
+  request.map_name = conn.default_map();
+  CallMap(conn, std::move(request),
+          [](RespWriter& writer, map::MapResult& result) { writer.Integer(result.count); });
+}
+
+void FlushDb(Connection& conn, Args args) {
+  if (args.size() > 2 || (args.size() == 2 && !EqualsIgnoreCase(args[1], "async") &&
+                          !EqualsIgnoreCase(args[1], "sync"))) {
+    return conn.Reply().SyntaxError();
+  }
+  std::vector<std::string> names{conn.default_map()};
+  if (EqualsIgnoreCase(args[0], "flushall")) {
+    for (auto& name : conn.maps().MapNames()) {
+      if (name != conn.default_map()) names.push_back(std::move(name));
+    }
+  }
+  std::vector<map::MapRequest> requests;
+  for (auto& name : names) {
+    map::MapRequest clear;
+    clear.op = MapOp::kClear;
+    clear.map_name = std::move(name);
+    requests.push_back(std::move(clear));
+  }
+  CallMapSum(conn, std::move(requests), FoundScore, /*reply_ok=*/true);
+}
+
+map::MapRequest AllKeys(Connection& conn) {
+  map::MapRequest request;
+  request.op = MapOp::kQuery;
+  request.map_name = conn.default_map();
+  request.projection = map::Projection::kKeys;
+  return request;
+}
+
+void Keys(Connection& conn, Args args) {
+  std::string pattern(args[1]);
+  CallMap(conn, AllKeys(conn),
+          [pattern = std::move(pattern)](RespWriter& writer, map::MapResult& result) {
+            const bool all = pattern == "*";
+            std::size_t count = 0;
+            for (const auto& entry : result.entries) {
+              count += (all || topic::GlobMatch(pattern, entry.first)) ? 1 : 0;
+            }
+            writer.ArrayHeader(count);
+            for (const auto& entry : result.entries) {
+              if (all || topic::GlobMatch(pattern, entry.first)) writer.Bulk(entry.first);
+            }
+          });
+}
+
+// Position of a key in SCAN order: a 63-bit FNV-1a hash, never 0 (0 is the start cursor).
+std::uint64_t ScanPosition(std::string_view key) {
+  std::uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : key) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  hash &= 0x7FFFFFFFFFFFFFFFULL;
+  return hash == 0 ? 1 : hash;
+}
+
+struct ScanOptions {
+  std::uint64_t cursor = 0;
+  std::string match;
+  std::size_t count = 10;
+  bool strings = true;  // TYPE filter admits string keys
+};
+
+bool ParseScanOptions(Connection& conn, Args args, ScanOptions& options) {
+  auto [end, ec] = std::from_chars(args[1].data(), args[1].data() + args[1].size(), options.cursor);
+  if (ec != std::errc() || end != args[1].data() + args[1].size()) {
+    conn.Reply().Error("ERR invalid cursor");
+    return false;
+  }
+  for (std::size_t i = 2; i < args.size(); i += 2) {
+    if (i + 1 >= args.size()) {
+      conn.Reply().SyntaxError();
+      return false;
+    }
+    std::int64_t count = 0;
+    if (EqualsIgnoreCase(args[i], "match")) {
+      options.match.assign(args[i + 1]);
+    } else if (EqualsIgnoreCase(args[i], "count")) {
+      if (!ParseInt64(args[i + 1], count)) {
+        conn.Reply().NotInteger();
+        return false;
+      }
+      if (count < 1) {
+        conn.Reply().SyntaxError();
+        return false;
+      }
+      options.count = static_cast<std::size_t>(count);
+    } else if (EqualsIgnoreCase(args[i], "type")) {
+      options.strings = EqualsIgnoreCase(args[i + 1], "string");
+    } else {
+      conn.Reply().SyntaxError();
+      return false;
+    }
+  }
+  return true;
+}
+
+// SCAN cursor [MATCH pattern] [COUNT n] [TYPE type].
+void Scan(Connection& conn, Args args) {
+  ScanOptions options;
+  if (!ParseScanOptions(conn, args, options)) return;
+  CallMap(
+      conn, AllKeys(conn),
+      [options = std::move(options)](RespWriter& writer, map::MapResult& result) {
+        std::vector<std::pair<std::uint64_t, std::string_view>> ordered;
+        for (const auto& entry : result.entries) {
+          const auto position = ScanPosition(entry.first);
+          if (position >= options.cursor) ordered.emplace_back(position, entry.first);
+        }
+        std::sort(ordered.begin(), ordered.end());
+        std::size_t end = std::min(options.count, ordered.size());
+        while (end > 0 && end < ordered.size() && ordered[end].first == ordered[end - 1].first) {
+          ++end;  // never split keys that share a position
+        }
+        const std::uint64_t next = end < ordered.size() ? ordered[end].first : 0;
+        std::vector<std::string_view> page;
+        for (std::size_t i = 0; i < end && options.strings; ++i) {
+          if (options.match.empty() || topic::GlobMatch(options.match, ordered[i].second)) {
+            page.push_back(ordered[i].second);
+          }
+        }
+        writer.ArrayHeader(2);
+        writer.Bulk(std::to_string(next));
+        writer.ArrayHeader(page.size());
+        for (auto key : page) writer.Bulk(key);
+      });
+}
+
+}  // namespace
+
+void RegisterKeyCommands(CommandTable& table) {
+  table.Add({"del", -2, kWrite, 1, -1, 1, Del});
+  table.Add({"unlink", -2, kWrite | kFast, 1, -1, 1, Del});
+  table.Add({"exists", -2, kReadOnly | kFast, 1, -1, 1, Exists});
+  table.Add({"type", 2, kReadOnly | kFast, 1, 1, 1, Type});
+  table.Add({"expire", -3, kWrite | kFast, 1, 1, 1, Expire});
+  table.Add({"pexpire", -3, kWrite | kFast, 1, 1, 1, PExpire});
+  table.Add({"expireat", -3, kWrite | kFast, 1, 1, 1, ExpireAt});
+  table.Add({"pexpireat", -3, kWrite | kFast, 1, 1, 1, PExpireAt});
+  table.Add({"ttl", 2, kReadOnly | kFast, 1, 1, 1, Ttl});
+  table.Add({"pttl", 2, kReadOnly | kFast, 1, 1, 1, PTtl});
+  table.Add({"persist", 2, kWrite | kFast, 1, 1, 1, Persist});
+  table.Add({"dbsize", 1, kReadOnly | kFast, 0, 0, 0, DbSize});
+  table.Add({"flushdb", -1, kWrite, 0, 0, 0, FlushDb});
+  table.Add({"flushall", -1, kWrite, 0, 0, 0, FlushDb});
+  table.Add({"keys", 2, kReadOnly, 0, 0, 0, Keys});
+  table.Add({"scan", -2, kReadOnly, 0, 0, 0, Scan});
+}
+
+}  // namespace tessera::resp

@@ -1,0 +1,71 @@
+#pragma once
+// ServerState: what every connection of one RespServer shares. Owned through shared_ptr by the
+// server and by each connection, so replies that complete after Stop() still find it.
+//
+// Thread-safety: the references and options are immutable after construction; counters are
+// atomics; `connections[s]` is touched only on shard s.
+
+#include <spdlog/logger.h>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "command_table.h"
+#include "tessera/base/clock.h"
+#include "tessera/map/map_service.h"
+#include "tessera/resp/resp_server.h"
+#include "tessera/runtime/shard_set.h"
+#include "tessera/topic/topic_service.h"
+
+namespace tessera::resp {
+
+class Connection;
+
+// A counter written by one shard thread only, on its own cache line.
+struct alignas(64) ShardCounter {
+  std::atomic<std::int64_t> value{0};
+  void Add(std::int64_t n) {
+    value.store(value.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+};
+
+struct ServerState {
+  ServerState(runtime::ShardSet& s, map::MapService& m, topic::TopicService& t,
+              const base::Clock& c, RespServerOptions o, std::shared_ptr<spdlog::logger> l)
+      : shards(s),
+        maps(m),
+        topics(t),
+        clock(c),
+        options(std::move(o)),
+        log(std::move(l)),
+        commands(s.size()),
+        connections(s.size()),
+        start_wall_ms(c.WallMs()) {}
+
+  runtime::ShardSet& shards;
+  map::MapService& maps;
+  topic::TopicService& topics;
+  const base::Clock& clock;
+  const RespServerOptions options;
+  std::shared_ptr<spdlog::logger> log;
+  CommandTable table;
+
+  std::atomic<std::int64_t> connected_clients{0};
+  std::atomic<std::int64_t> total_connections{0};
+  std::atomic<std::int64_t> protocol_errors{0};
+  std::atomic<std::uint64_t> next_client_id{1};
+  std::atomic<std::uint16_t> bound_port{0};  // the listening port once started
+  std::vector<ShardCounter> commands;        // per shard
+  std::vector<std::unordered_map<std::uint64_t, std::weak_ptr<Connection>>> connections;
+  const base::Millis start_wall_ms;
+
+  std::int64_t TotalCommands() const {
+    std::int64_t total = 0;
+    for (const auto& c : commands) total += c.value.load(std::memory_order_relaxed);
+    return total;
+  }
+};
+
+}  // namespace tessera::resp

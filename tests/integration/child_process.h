@@ -1,0 +1,78 @@
+#pragma once
+// Helpers for multi-process tests: run a tool to completion capturing its output, and keep a
+// grid-node running for the length of a test (an RAII guard that always kills and reaps it).
+//
+// Thread-safety: a NodeProcess belongs to the test thread that started it.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/base/error.h"
+#include "tessera/grid/client.h"
+
+namespace tessera::integration {
+
+using namespace std::chrono_literals;
+
+struct ProcessResult {
+  int exit_code = -1;  // 128 + signal when killed by a signal
+  std::string out;
+  std::string err;
+  bool timed_out = false;  // killed after the timeout
+};
+
+// Runs `path args...` to completion (fork+exec), capturing stdout and stderr. Kills it with
+// SIGKILL after `timeout`.
+ProcessResult RunProcess(const std::string& path, const std::vector<std::string>& args,
+                         std::chrono::milliseconds timeout = 30s);
+
+// Lines of `text` (without the trailing newline's empty line).
+std::vector<std::string> Lines(const std::string& text);
+
+// A running grid-node. The destructor SIGKILLs and reaps it if it is still running.
+class NodeProcess {
+ public:
+  // Starts grid-node with `args` (add "--port", "0" yourself) and waits for its ready line.
+  // Errors: kInternal with the exit status and output when it exits or hangs before ready.
+  static base::Result<std::unique_ptr<NodeProcess>> Start(std::vector<std::string> args,
+                                                          std::chrono::milliseconds timeout = 30s);
+  // Starts a node with --port 0 --log-level warn plus `extra`; FAILs the test on error.
+  static std::unique_ptr<NodeProcess> StartOrFail(std::vector<std::string> extra = {});
+
+  ~NodeProcess();
+  NodeProcess(const NodeProcess&) = delete;
+  NodeProcess& operator=(const NodeProcess&) = delete;
+
+  // Sends `signal` and waits for the exit; returns the exit code (128 + signal if killed by
+  // one), or -1 if it had to be SIGKILLed after `timeout`.
+  int Stop(int signal = 15 /*SIGTERM*/, std::chrono::milliseconds timeout = 20s);
+
+  std::uint16_t port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  const std::string& ready_line() const { return ready_line_; }
+  bool running() const { return pid_ > 0; }
+
+  NodeProcess(pid_t pid, int stdout_fd) : pid_(pid), stdout_fd_(stdout_fd) {}
+
+ private:
+  pid_t pid_;
+  int stdout_fd_;  // kept open so the node never gets SIGPIPE on stdout
+  std::uint16_t port_ = 0;
+  std::string ready_line_;
+};
+
+// Client options for `node` with the given call/connect timeout.
+grid::ClientOptions ClientOptionsFor(const NodeProcess& node,
+                                     std::chrono::milliseconds timeout = 5000ms);
+// Connects to `node`; FAILs the test on error.
+std::unique_ptr<grid::Client> ConnectOrFail(const NodeProcess& node);
+
+// A loopback port with nothing listening on it (bound, read back and closed).
+std::uint16_t UnusedPort();
+
+}  // namespace tessera::integration

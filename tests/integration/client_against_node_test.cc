@@ -1,0 +1,152 @@
+// tessera::grid::Client against a real grid-node process: the map operations a service relies
+// on, TTL expiry, entry processors, predicate queries and entry listeners, end to end over TCP.
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "child_process.h"
+#include "tessera/record/generic_record.h"
+
+namespace tessera::integration {
+namespace {
+
+using record::GenericRecord;
+using Optional = std::optional<std::string>;
+
+GenericRecord Person(std::int64_t age, std::string city) {
+  return GenericRecord::Build("Person").Int64("age", age).String("city", std::move(city)).Done();
+}
+
+}  // namespace
+
+TEST_CASE("Client put/get/remove/putIfAbsent round-trip through grid-node", "[tools][client]") {
+  auto node = NodeProcess::StartOrFail();
+  auto client = ConnectOrFail(*node);
+  auto m = client->GetMap("orders");
+
+  CHECK(m->Put("k1", "v1").value() == std::nullopt);
+  CHECK(m->Put("k1", "v2").value() == Optional("v1"));
+  CHECK(m->Get("k1").value() == Optional("v2"));
+  CHECK(m->Get("absent").value() == std::nullopt);
+  CHECK(m->PutIfAbsent("k1", "v3").value() == Optional("v2"));
+  CHECK(m->PutIfAbsent("k2", "w").value() == std::nullopt);
+  CHECK(m->Size().value() == 2);
+  CHECK(m->Remove("k1").value() == Optional("v2"));
+  CHECK(m->Remove("k1").value() == std::nullopt);
+  CHECK(m->Get("k1").value() == std::nullopt);
+  CHECK(m->Size().value() == 1);
+  std::string binary("a\0b\xff", 4);
+  REQUIRE(m->Set(binary, binary));
+  CHECK(m->Get(binary).value() == Optional(binary));
+  client->Shutdown();
+  CHECK(node->Stop() == 0);
+}
+
+TEST_CASE("putIfAbsent with a TTL expires after the TTL and the key can be taken again",
+          "[tools][client][ttl]") {
+  auto node = NodeProcess::StartOrFail();
+  auto client = ConnectOrFail(*node);
+  auto m = client->GetMap("locks");
+  auto taken_at = std::chrono::steady_clock::now();
+  REQUIRE(m->PutIfAbsent("lock", "owner-a", grid::WithTtl(500)).value() == std::nullopt);
+  CHECK(m->PutIfAbsent("lock", "owner-b", grid::WithTtl(500)).value() == Optional("owner-a"));
+  CHECK(m->Get("lock").value() == Optional("owner-a"));
+
+  bool expired = false;
+  for (int i = 0; i < 300 && !expired; ++i) {  // bounded: 3 s
+    expired = !m->Get("lock").value().has_value();
+    if (!expired) std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(expired);
+  CHECK(std::chrono::steady_clock::now() - taken_at >= 450ms);
+  CHECK(m->PutIfAbsent("lock", "owner-b", grid::WithTtl(500)).value() == std::nullopt);
+  CHECK(m->Get("lock").value() == Optional("owner-b"));
+  client->Shutdown();
+}
+
+TEST_CASE("increment entry processor runs on the member and returns the new value",
+          "[tools][client][processor]") {
+  auto node = NodeProcess::StartOrFail();
+  auto client = ConnectOrFail(*node);
+  auto m = client->GetMap("counters");
+  auto by5 = GenericRecord::Build().String("field", "hits").Int64("delta", 5).Done();
+  CHECK(m->ExecuteOnKey("page", "increment", by5).value().GetInt64("value").value() == 5);
+  CHECK(m->ExecuteOnKey("page", "increment", by5).value().GetInt64("value").value() == 10);
+  auto stored = GenericRecord::Decode(m->Get("page").value().value());
+  REQUIRE(stored);
+  CHECK(stored->GetInt64("hits").value() == 10);
+  auto unknown = m->ExecuteOnKey("page", "noSuchProcessor");
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().code() == base::ErrorCode::kUnknownProcessor);
+  client->Shutdown();
+}
+
+TEST_CASE("A predicate query returns exactly the matching entries", "[tools][client][query]") {
+  auto node = NodeProcess::StartOrFail();
+  auto client = ConnectOrFail(*node);
+  auto people = client->GetTypedMap<std::string, GenericRecord>("people");
+  REQUIRE(people.Set("ann", Person(34, "Oslo")));
+  REQUIRE(people.Set("bob", Person(29, "Oslo")));
+  REQUIRE(people.Set("cid", Person(51, "Bergen")));
+  REQUIRE(people.Set("dag", Person(40, "Oslo")));
+  REQUIRE(people.raw().Set("eve", "not a record"));
+
+  auto predicate = map::Predicate::Parse("age > 30 AND city = 'Oslo'");
+  REQUIRE(predicate);
+  auto entries = people.raw().EntrySet(*predicate);
+  REQUIRE(entries);
+  std::set<std::string> keys;
+  for (const auto& [key, value] : *entries) {
+    keys.insert(key);
+    CHECK(GenericRecord::Decode(value).value().GetString("city").value() == "Oslo");
+  }
+  CHECK(keys == std::set<std::string>{"ann", "dag"});
+  auto key_set = people.raw().KeySet(map::Predicate::Parse("__key LIKE 'b%'").value());
+  CHECK(key_set.value() == std::vector<std::string>{"bob"});
+  client->Shutdown();
+}
+
+TEST_CASE("An entry listener on a client receives added, updated and removed events",
+          "[tools][client][listener]") {
+  auto node = NodeProcess::StartOrFail();
+  auto client = ConnectOrFail(*node);
+  auto m = client->GetMap("watched");
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<map::EntryEvent> events;
+  auto id = m->AddEntryListener([&mutex, &arrived, &events](const map::EntryEvent& e) {
+    std::lock_guard lock(mutex);
+    events.push_back(e);
+    arrived.notify_all();
+  });
+  REQUIRE(id);
+  REQUIRE(m->Put("k", "v1"));
+  REQUIRE(m->Put("k", "v2"));
+  REQUIRE(m->Remove("k"));
+  {
+    std::unique_lock lock(mutex);
+    REQUIRE(arrived.wait_for(lock, 5s, [&events] { return events.size() >= 3; }));
+    CHECK(events[0].type == map::EntryEventType::kAdded);
+    CHECK(events[0].value == Optional("v1"));
+    CHECK(events[1].type == map::EntryEventType::kUpdated);
+    CHECK(events[1].value == Optional("v2"));
+    CHECK(events[1].old_value == Optional("v1"));
+    CHECK(events[2].type == map::EntryEventType::kRemoved);
+    CHECK(events[2].old_value == Optional("v2"));
+    for (const auto& e : events) {
+      CHECK(e.key == "k");
+      CHECK(e.map_name == "watched");
+    }
+  }
+  CHECK(m->RemoveEntryListener(*id).value());
+  REQUIRE(m->Put("k", "v3"));
+  REQUIRE(m->Get("k"));  // a round trip after the put: a stray event would have been sent
+  std::this_thread::sleep_for(200ms);
+  std::lock_guard lock(mutex);
+  CHECK(events.size() == 3);
+  client->Shutdown();
+}
+
+}  // namespace tessera::integration

@@ -1,0 +1,104 @@
+// grid-bench: its histogram's percentiles, and short runs against a real grid-node whose
+// effects on the map are checked through a client (the bench really did the work it reports).
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "child_process.h"
+#include "latency_histogram.h"
+
+namespace tessera::integration {
+namespace {
+
+using nlohmann::json;
+using tools::bench::LatencyHistogram;
+
+json RunBench(const NodeProcess& node, std::vector<std::string> args) {
+  std::vector<std::string> all = {"--address", node.address(), "--json", "--warmup", "0"};
+  all.insert(all.end(), args.begin(), args.end());
+  auto r = RunProcess(GRID_BENCH_PATH, all, 60s);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto doc = json::parse(r.out, nullptr, false);
+  REQUIRE_FALSE(doc.is_discarded());
+  return doc;
+}
+
+}  // namespace
+
+TEST_CASE("LatencyHistogram percentiles are within 1% above the exact sample", "[tools][bench]") {
+  LatencyHistogram h;
+  CHECK(h.Percentile(0.5) == 0);
+  for (std::uint64_t v = 1; v <= 100000; ++v) h.Record(v * 10);
+  CHECK(h.count() == 100000);
+  CHECK(h.min() == 10);
+  CHECK(h.max() == 1000000);
+  for (double q : {0.5, 0.99, 0.999}) {
+    auto exact = static_cast<std::uint64_t>(q * 100000) * 10;
+    CHECK(h.Percentile(q) >= exact);
+    CHECK(h.Percentile(q) <= exact + exact / 100);
+  }
+  CHECK(h.Percentile(1.0) == 1000000);
+  LatencyHistogram other;
+  other.Record(5000000);
+  h.Merge(other);
+  CHECK(h.count() == 100001);
+  CHECK(h.max() == 5000000);
+  CHECK(h.Percentile(1.0) == 5000000);
+  CHECK(h.Mean() == Approx((50000500000.0 + 5000000) / 100001).epsilon(0.01));
+}
+
+TEST_CASE("grid-bench preloads the key space and runs a get/set mix", "[tools][bench]") {
+  auto node = NodeProcess::StartOrFail();
+  auto doc = RunBench(*node, {"--ops", "get=50,set=50", "--keys", "2000", "--preload",
+                              "--connections", "2", "--pipeline", "4", "--duration", "1"});
+  CHECK(doc["errors"] == 0);
+  CHECK(doc["unfinished"] == 0);
+  CHECK(doc["ops"].get<std::uint64_t>() > 0);
+  CHECK(doc["ops_per_sec"].get<double>() > 0);
+  CHECK(doc["ops_by_kind"]["get"].get<std::uint64_t>() > 0);
+  CHECK(doc["ops_by_kind"]["set"].get<std::uint64_t>() > 0);
+  auto latency = doc["latency_us"];
+  CHECK(latency["p50"].get<double>() <= latency["p99"].get<double>());
+  CHECK(latency["p99"].get<double>() <= latency["p999"].get<double>());
+  CHECK(latency["p999"].get<double>() <= latency["max"].get<double>());
+  auto client = ConnectOrFail(*node);
+  auto m = client->GetMap("bench");
+  CHECK(m->Size().value() == 2000);  // the whole key space, and nothing outside it
+  CHECK(m->Get("k000000000001999").value().value().size() == 100);
+  client->Shutdown();
+}
+
+TEST_CASE("grid-bench putIfAbsentTtl stores fresh keys with the TTL", "[tools][bench]") {
+  auto node = NodeProcess::StartOrFail();
+  auto doc = RunBench(*node, {"--ops", "putIfAbsentTtl=100", "--ttl", "60000", "--pipeline", "8",
+                              "--duration", "1", "--map", "fresh"});
+  CHECK(doc["errors"] == 0);
+  auto ops = doc["ops"].get<std::int64_t>();
+  CHECK(ops > 0);
+  auto client = ConnectOrFail(*node);
+  auto m = client->GetMap("fresh");
+  // Every counted op stored a new key (fresh keys never collide), so the map holds at least
+  // as many entries; each has the TTL.
+  CHECK(m->Size().value() >= ops);
+  auto keys = m->KeySet().value();
+  REQUIRE_FALSE(keys.empty());
+  auto view = m->GetEntryView(keys.front()).value();
+  REQUIRE(view);
+  CHECK(view->second.ttl_ms == 60000);
+  client->Shutdown();
+}
+
+TEST_CASE("grid-bench rejects bad flags with exit code 2", "[tools][bench]") {
+  for (std::vector<std::string> args : {std::vector<std::string>{"--ops", "get=50,fly=50"},
+                                        {"--ops", "get"},
+                                        {"--keys", "1000000", "--key-size", "4"},
+                                        {"--pipeline", "0"},
+                                        {"--bogus"}}) {
+    auto r = RunProcess(GRID_BENCH_PATH, args);
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(Lines(r.err).size() == 1);
+  }
+}
+
+}  // namespace tessera::integration

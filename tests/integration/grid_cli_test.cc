@@ -1,0 +1,187 @@
+// grid-cli as a process against a real grid-node: text and --json output, exit codes, and the
+// one-line errors for an unreachable member, a bad secret, a silent peer and bad arguments.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "child_process.h"
+
+namespace tessera::integration {
+namespace {
+
+using nlohmann::json;
+
+ProcessResult Cli(const NodeProcess& node, std::vector<std::string> args) {
+  args.insert(args.begin(), {"--address", node.address()});
+  return RunProcess(GRID_CLI_PATH, args, 20s);
+}
+
+// Runs the CLI with --json; requires exit 0 and one parsable JSON document.
+json CliJson(const NodeProcess& node, std::vector<std::string> args) {
+  args.insert(args.begin(), "--json");
+  auto r = Cli(node, args);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(Lines(r.out).size() == 1);
+  auto doc = json::parse(r.out, nullptr, false);
+  REQUIRE_FALSE(doc.is_discarded());
+  return doc;
+}
+
+void RequireOk(const ProcessResult& r, const std::string& out) {
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == out);
+  CHECK(r.err.empty());
+}
+
+void RequireOneLineError(const ProcessResult& r, int exit_code, const std::string& mentions) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == exit_code);
+  CHECK(r.out.empty());
+  REQUIRE(Lines(r.err).size() == 1);
+  CHECK(r.err.rfind("grid-cli: ", 0) == 0);
+  CHECK(r.err.find(mentions) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("grid-cli puts, gets, sizes and lists entries as text", "[tools][cli]") {
+  auto node = NodeProcess::StartOrFail();
+  RequireOk(Cli(*node, {"map", "put", "fruit", "apple", "red"}), "(nil)\n");
+  RequireOk(Cli(*node, {"map", "put", "fruit", "apple", "green"}), "red\n");
+  RequireOk(Cli(*node, {"map", "put", "fruit", "kiwi", "-5"}), "(nil)\n");  // not a flag
+  RequireOk(Cli(*node, {"map", "get", "fruit", "apple"}), "green\n");
+  RequireOk(Cli(*node, {"map", "get", "fruit", "pear"}), "(nil)\n");
+  RequireOk(Cli(*node, {"map", "size", "fruit"}), "2\n");
+  RequireOk(Cli(*node, {"map", "entries", "fruit"}),
+            "KEY    VALUE\napple  green\nkiwi   -5\n(2 entries)\n");
+  RequireOk(Cli(*node, {"map", "entries", "fruit", "--limit", "1"}),
+            "KEY    VALUE\napple  green\n(showing 1 of 2 entries)\n");
+  RequireOk(Cli(*node, {"map", "put-if-absent", "fruit", "apple", "blue"}), "exists: green\n");
+  RequireOk(Cli(*node, {"map", "put-if-absent", "fruit", "plum", "blue", "--ttl", "60000"}),
+            "stored\n");
+  RequireOk(Cli(*node, {"map", "remove", "fruit", "kiwi"}), "-5\n");
+  RequireOk(Cli(*node, {"map", "remove", "fruit", "kiwi"}), "(nil)\n");
+  RequireOk(Cli(*node, {"map", "clear", "fruit"}), "cleared 2 entries\n");
+  RequireOk(Cli(*node, {"map", "size", "fruit"}), "0\n");
+  auto ping = Cli(*node, {"ping"});
+  CHECK(ping.exit_code == 0);
+  CHECK(ping.out.rfind("PONG from " + node->address(), 0) == 0);
+}
+
+TEST_CASE("grid-cli --json emits one parsable document per command", "[tools][cli]") {
+  auto node = NodeProcess::StartOrFail();
+  CHECK(CliJson(*node, {"map", "put", "m", "a", "1"})["previous"].is_null());
+  auto get = CliJson(*node, {"map", "get", "m", "a"});
+  CHECK(get["key"] == "a");
+  CHECK(get["value"] == "1");
+  CHECK(CliJson(*node, {"map", "get", "m", "missing"})["value"].is_null());
+  CHECK(CliJson(*node, {"map", "size", "m"})["size"] == 1);
+  auto pia = CliJson(*node, {"map", "put-if-absent", "m", "a", "2"});
+  CHECK(pia["stored"] == false);
+  CHECK(pia["existing"] == "1");
+  auto entries = CliJson(*node, {"map", "entries", "m"});
+  CHECK(entries["count"] == 1);
+  CHECK(entries["entries"] == json::array({{{"key", "a"}, {"value", "1"}}}));
+  auto stats = CliJson(*node, {"map", "stats", "m"});
+  CHECK(stats["entries"] == 1);
+  CHECK(stats["puts"].get<std::int64_t>() >= 1);
+  CHECK(CliJson(*node, {"map", "remove", "m", "a"})["removed"] == "1");
+  auto ping = CliJson(*node, {"ping"});
+  CHECK(ping["address"] == node->address());
+}
+
+TEST_CASE("grid-cli query filters records with a predicate and prints them as JSON",
+          "[tools][cli][query]") {
+  auto node = NodeProcess::StartOrFail();
+  struct Row {
+    const char* key;
+    const char* value;
+  };
+  for (Row row :
+       {Row{"ann", R"({"age": 34, "city": "Oslo"})"}, Row{"bob", R"({"age": 29, "city": "Oslo"})"},
+        Row{"cid", R"({"age": 51, "city": "Bergen"})"}}) {
+    RequireOk(Cli(*node, {"map", "put", "people", row.key, row.value, "--record"}), "(nil)\n");
+  }
+  RequireOk(Cli(*node, {"map", "put", "people", "raw", "plain text"}), "(nil)\n");
+  auto doc = CliJson(*node, {"map", "query", "people", "age > 30 AND city = 'Oslo'"});
+  REQUIRE(doc["count"] == 1);
+  CHECK(doc["entries"][0]["key"] == "ann");
+  CHECK(doc["entries"][0]["value"]["age"] == 34);
+  CHECK(doc["entries"][0]["value"]["city"] == "Oslo");
+  auto text = Cli(*node, {"map", "query", "people", "age >= 29"});
+  CHECK(text.exit_code == 0);
+  CHECK(Lines(text.out).size() == 5);  // header, ann, bob, cid, footer
+  CHECK(text.out.find("\"city\":\"Bergen\"") != std::string::npos);
+  CHECK(text.out.find("(3 entries)") != std::string::npos);
+}
+
+TEST_CASE("grid-cli reports runtime failures in one line with exit code 1", "[tools][cli]") {
+  std::string nowhere = "127.0.0.1:" + std::to_string(UnusedPort());
+  RequireOneLineError(RunProcess(GRID_CLI_PATH, {"--address", nowhere, "map", "get", "m", "k"}), 1,
+                      nowhere);
+
+  auto node = NodeProcess::StartOrFail({"--secret", "s3cret"});
+  RequireOneLineError(Cli(*node, {"--secret", "wrong", "map", "size", "m"}), 1, "secret");
+  RequireOneLineError(Cli(*node, {"--cluster-name", "other", "map", "size", "m"}), 1, "cluster");
+  auto ok = Cli(*node, {"--secret", "s3cret", "map", "size", "m"});
+  CHECK(ok.exit_code == 0);
+
+  // A peer that accepts connections but never answers: bounded by --timeout, one line.
+  int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(silent, 4) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  std::string silent_address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  auto start = std::chrono::steady_clock::now();
+  auto r = RunProcess(GRID_CLI_PATH,
+                      {"--address", silent_address, "--timeout", "500", "map", "get", "m", "k"});
+  close(silent);
+  RequireOneLineError(r, 1, silent_address);
+  CHECK(std::chrono::steady_clock::now() - start < 6s);
+
+  CHECK(node->Stop() == 0);
+  RequireOneLineError(Cli(*node, {"map", "size", "m"}), 1, node->address());
+}
+
+TEST_CASE("grid-cli rejects bad arguments with exit code 2 before connecting", "[tools][cli]") {
+  // No member anywhere: usage errors must not depend on the network.
+  auto cli = [](std::vector<std::string> args) { return RunProcess(GRID_CLI_PATH, args, 20s); };
+  RequireOneLineError(cli({}), 2, "--help");
+  RequireOneLineError(cli({"frobnicate"}), 2, "frobnicate");
+  RequireOneLineError(cli({"map"}), 2, "subcommand");
+  RequireOneLineError(cli({"map", "fly", "m"}), 2, "fly");
+  RequireOneLineError(cli({"map", "get", "m"}), 2, "NAME KEY");
+  RequireOneLineError(cli({"map", "put", "m", "k", "v", "--ttl", "soon"}), 2, "soon");
+  RequireOneLineError(cli({"map", "get", "m", "k", "--ttl", "5"}), 2, "--ttl");
+  RequireOneLineError(cli({"map", "query", "m", "age >> 3"}), 2, "predicate");
+  RequireOneLineError(cli({"map", "put", "m", "k", "[1]", "--record"}), 2, "JSON object");
+  RequireOneLineError(cli({"--address", "nohost", "ping"}), 2, "nohost");
+  RequireOneLineError(cli({"--timeout", "0", "ping"}), 2, "--timeout");
+  RequireOneLineError(cli({"--bogus", "ping"}), 2, "bogus");
+}
+
+TEST_CASE("grid-cli --help describes the tool and each command group", "[tools][cli]") {
+  auto general = RunProcess(GRID_CLI_PATH, {"--help"});
+  CHECK(general.exit_code == 0);
+  CHECK(general.out.find("--address") != std::string::npos);
+  CHECK(general.out.find("map <subcommand>") != std::string::npos);
+  auto group = RunProcess(GRID_CLI_PATH, {"map", "--help"});
+  CHECK(group.exit_code == 0);
+  for (const char* sub : {"put ", "get ", "remove ", "size ", "entries ", "query ",
+                          "put-if-absent ", "clear ", "stats "}) {
+    CHECK(group.out.find(std::string("map ") + sub) != std::string::npos);
+  }
+}
+
+}  // namespace tessera::integration

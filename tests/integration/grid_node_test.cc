@@ -1,0 +1,142 @@
+// grid-node as a process: the ready line, clean shutdown on signals, config precedence, and
+// the exit codes and one-line errors for bad flags, bad config files and a busy port.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "child_process.h"
+
+namespace tessera::integration {
+namespace {
+
+// A temporary file removed at the end of the test.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content) {
+    auto unique = std::chrono::steady_clock::now().time_since_epoch().count();
+    path_ = std::filesystem::temp_directory_path() /
+            ("grid-node-test-" + std::to_string(getpid()) + "-" + std::to_string(unique) + ".yaml");
+    std::ofstream(path_) << content;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void RequireOneLineError(const ProcessResult& r, int exit_code, const std::string& mentions) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == exit_code);
+  REQUIRE(Lines(r.err).size() == 1);
+  CHECK(r.err.find(mentions) != std::string::npos);
+  CHECK(r.out.empty());
+}
+
+}  // namespace
+
+TEST_CASE("grid-node prints the ready line and exits 0 on SIGTERM and SIGINT", "[tools][node]") {
+  for (int signal : {SIGTERM, SIGINT}) {
+    auto node = NodeProcess::StartOrFail({"--cluster-name", "blue"});
+    static const std::regex kLine(
+        R"(grid-node ready: native 127\.0\.0\.1:[0-9]+ resp off cluster 'blue' member [0-9a-fA-F-]{8,})");
+    CHECK(std::regex_match(node->ready_line(), kLine));
+    CHECK(node->port() != 0);
+    auto options = ClientOptionsFor(*node);
+    options.cluster_name = "blue";
+    auto client = grid::Client::Connect(options);
+    REQUIRE(client);
+    REQUIRE((*client)->GetMap("m")->Set("k", "v"));
+    (*client)->Shutdown();
+    CHECK(node->Stop(signal) == 0);
+  }
+}
+
+TEST_CASE("grid-node serves RESP on the port it prints when asked", "[tools][node]") {
+  auto node = NodeProcess::StartOrFail({"--resp-port", "0"});
+  std::smatch m;
+  REQUIRE(std::regex_search(node->ready_line(), m, std::regex(R"(resp 127\.0\.0\.1:([0-9]+))")));
+  CHECK(std::stoi(m[1].str()) != 0);
+  CHECK(std::stoi(m[1].str()) != node->port());
+  CHECK(node->Stop() == 0);
+}
+
+TEST_CASE("grid-node --help prints usage and exits 0", "[tools][node]") {
+  auto r = RunProcess(GRID_NODE_PATH, {"--help"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("--port") != std::string::npos);
+  CHECK(r.out.find("--config") != std::string::npos);
+}
+
+TEST_CASE("grid-node rejects bad flags with exit code 2 and one line", "[tools][node]") {
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--port", "abc"}), 2, "abc");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--port", "70000"}), 2, "70000");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--bogus"}), 2, "bogus");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--log-level", "loud"}), 2, "loud");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--partitions", "0"}), 2, "partitions");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"stray"}), 2, "stray");
+}
+
+TEST_CASE("grid-node rejects unreadable or invalid config files with exit code 2",
+          "[tools][node]") {
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--config", "/nonexistent/grid.yaml"}), 2,
+                      "/nonexistent/grid.yaml");
+  TempFile broken("port: [1, 2\ncluster-name: x\n");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--config", broken.path()}), 2, broken.path());
+  TempFile unknown("port: 0\nflavour: mint\n");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--config", unknown.path()}), 2, "flavour");
+  TempFile bad_map("maps:\n  orders: {default_ttl_ms: soon}\n");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--config", bad_map.path()}), 2, "soon");
+}
+
+TEST_CASE("grid-node exits 1 with one line when its port is in use", "[tools][node]") {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(fd, 1) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  std::string port = std::to_string(ntohs(addr.sin_port));
+  auto r = RunProcess(GRID_NODE_PATH, {"--port", port, "--log-level", "error"});
+  close(fd);
+  RequireOneLineError(r, 1, port);
+}
+
+TEST_CASE("grid-node applies per-map config from YAML and flags override the file",
+          "[tools][node]") {
+  TempFile config(
+      "cluster-name: from-file\n"
+      "log-level: warn\n"
+      "maps:\n"
+      "  short: {default_ttl_ms: 300, max_idle_ms: 0, max_entries: 0}\n");
+  auto node = NodeProcess::StartOrFail({"--config", config.path(), "--cluster-name", "flag"});
+  CHECK(node->ready_line().find("cluster 'flag'") != std::string::npos);
+  auto options = ClientOptionsFor(*node);
+  options.cluster_name = "flag";
+  auto client = grid::Client::Connect(options);
+  REQUIRE(client);
+  auto short_map = (*client)->GetMap("short");
+  auto plain_map = (*client)->GetMap("plain");
+  REQUIRE(short_map->Set("k", "v"));
+  REQUIRE(plain_map->Set("k", "v"));
+  CHECK(short_map->Get("k").value() == std::optional<std::string>("v"));
+  std::this_thread::sleep_for(700ms);
+  CHECK(short_map->Get("k").value() == std::nullopt);  // the map's default TTL applied
+  CHECK(plain_map->Get("k").value() == std::optional<std::string>("v"));
+  (*client)->Shutdown();
+  CHECK(node->Stop() == 0);
+}
+
+}  // namespace tessera::integration

@@ -1,0 +1,190 @@
+// The shared instance: a Client talking to a Member over real loopback sockets.
+#include "tessera/grid/client.h"
+
+#include <catch2/catch.hpp>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "tessera/grid/member.h"
+
+using namespace tessera;
+using grid::Client;
+using grid::ClientOptions;
+using grid::Member;
+using grid::MemberOptions;
+using record::GenericRecord;
+
+namespace {
+
+MemberOptions Served(std::uint16_t port = 0) {
+  MemberOptions o;
+  o.port = port;
+  o.threads = 2;
+  o.cluster_name = "test";
+  o.secret = "s3cret";
+  return o;
+}
+
+ClientOptions To(const Member& member) {
+  ClientOptions o;
+  o.addresses = {"127.0.0.1:" + std::to_string(member.native_port())};
+  o.cluster_name = "test";
+  o.secret = "s3cret";
+  o.call_timeout = std::chrono::milliseconds(3000);
+  o.connect_timeout = std::chrono::milliseconds(2000);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("A client sees the same map semantics as the embedded member", "[grid][client]") {
+  Member member(Served());
+  REQUIRE(member.Start());
+  auto client = Client::Connect(To(member));
+  REQUIRE(client);
+  auto m = (*client)->GetMap("orders");
+
+  CHECK(m->Put("a", "1").value() == std::nullopt);
+  CHECK(m->Put("a", "2").value() == std::optional<std::string>("1"));
+  CHECK(m->PutIfAbsent("a", "3").value() == std::optional<std::string>("2"));
+  CHECK(m->PutIfAbsent("b", "x", grid::WithTtl(60000)).value() == std::nullopt);
+  auto view = m->GetEntryView("b").value();
+  REQUIRE(view);
+  CHECK(view->second.ttl_ms == 60000);
+  REQUIRE(m->PutAll({{"c", "3"}, {"d", "4"}}));
+  CHECK(m->GetAll({"a", "c", "zz"}).value() ==
+        std::map<std::string, std::string>{{"a", "2"}, {"c", "3"}});
+  CHECK(m->Size().value() == 4);
+  CHECK(member.GetMap("orders")->Get("c").value() == std::optional<std::string>("3"));
+  CHECK(m->Delete("c").value());
+  CHECK(m->Clear().value() == 3);
+  CHECK(m->Size().value() == 0);
+
+  auto bad = m->ExecuteOnKey("a", "noSuchProcessor");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code() == base::ErrorCode::kUnknownProcessor);
+}
+
+TEST_CASE("A client is refused with a clear error for a wrong cluster or secret", "[grid][client]") {
+  Member member(Served());
+  REQUIRE(member.Start());
+  auto wrong_cluster = To(member);
+  wrong_cluster.cluster_name = "prod";
+  auto r1 = Client::Connect(wrong_cluster);
+  REQUIRE_FALSE(r1);
+  CHECK(r1.error().code() == base::ErrorCode::kAuthFailed);
+  CHECK_THAT(r1.error().message(), Catch::Contains("prod"));
+
+  auto wrong_secret = To(member);
+  wrong_secret.secret = "guess";
+  auto r2 = Client::Connect(wrong_secret);
+  REQUIRE_FALSE(r2);
+  CHECK(r2.error().code() == base::ErrorCode::kAuthFailed);
+
+  // The member keeps serving well-behaved clients.
+  auto ok = Client::Connect(To(member));
+  REQUIRE(ok);
+  CHECK((*ok)->GetMap("m")->Set("k", "v"));
+}
+
+TEST_CASE("Connecting to a closed port fails fast with a one-line reason", "[grid][client]") {
+  std::uint16_t port;
+  {
+    Member member(Served());
+    REQUIRE(member.Start());
+    port = member.native_port();
+  }
+  ClientOptions o;
+  o.addresses = {"127.0.0.1:" + std::to_string(port)};
+  o.connect_timeout = std::chrono::milliseconds(1000);
+  auto r = Client::Connect(o);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() == base::ErrorCode::kConnectionFailed);
+
+  o.addresses = {"not-an-address"};
+  auto bad = Client::Connect(o);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code() == base::ErrorCode::kBadRequest);
+}
+
+TEST_CASE("Remote entry listeners receive events in order per key", "[grid][client]") {
+  Member member(Served());
+  REQUIRE(member.Start());
+  auto client = Client::Connect(To(member));
+  REQUIRE(client);
+  auto m = (*client)->GetMap("events");
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<map::EntryEventType, std::string>> seen;
+  auto id = m->AddEntryListener([&](const map::EntryEvent& e) {
+    std::lock_guard lock(mu);
+    seen.emplace_back(e.type, e.value.value_or(""));
+    cv.notify_all();
+  });
+  REQUIRE(id);
+  for (int i = 0; i < 50; ++i) REQUIRE(m->Set("k", std::to_string(i)));
+  REQUIRE(m->Remove("k"));
+  std::unique_lock lock(mu);
+  REQUIRE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return seen.size() >= 51; }));
+  CHECK(seen[0] == std::make_pair(map::EntryEventType::kAdded, std::string("0")));
+  for (int i = 1; i < 50; ++i) {
+    CHECK(seen[i] == std::make_pair(map::EntryEventType::kUpdated, std::to_string(i)));
+  }
+  CHECK(seen[50].first == map::EntryEventType::kRemoved);
+}
+
+TEST_CASE("Pipelined async calls all complete", "[grid][client]") {
+  Member member(Served());
+  REQUIRE(member.Start());
+  auto client = Client::Connect(To(member));
+  REQUIRE(client);
+  auto m = (*client)->GetMap("pipelined");
+  constexpr int kCalls = 2000;
+  std::atomic<int> ok{0}, failed{0};
+  std::promise<void> all_done;
+  std::atomic<int> remaining{kCalls};
+  for (int i = 0; i < kCalls; ++i) {
+    m->SetAsync("k" + std::to_string(i), "v", {}, [&](base::Result<map::MapResult> r) {
+      (r ? ok : failed).fetch_add(1);
+      if (remaining.fetch_sub(1) == 1) all_done.set_value();
+    });
+  }
+  REQUIRE(all_done.get_future().wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK(ok.load() == kCalls);
+  CHECK(failed.load() == 0);
+  CHECK(m->Size().value() == kCalls);
+}
+
+TEST_CASE("A client reconnects when the member restarts and keeps its listeners",
+          "[grid][client]") {
+  auto member = std::make_unique<Member>(Served());
+  REQUIRE(member->Start());
+  std::uint16_t port = member->native_port();
+  auto client = Client::Connect(To(*member));
+  REQUIRE(client);
+  auto m = (*client)->GetMap("survivor");
+  REQUIRE(m->Set("before", "1"));
+
+  std::atomic<int> events{0};
+  REQUIRE(m->AddEntryListener([&](const map::EntryEvent&) { events.fetch_add(1); }));
+
+  member.reset();  // the member goes away (its data with it: a single member has no backup)
+  member = std::make_unique<Member>(Served(port));
+  REQUIRE(member->Start());
+
+  // Within the call timeout the client reconnects and the call succeeds.
+  REQUIRE(m->Set("after", "2"));
+  CHECK(m->Get("after").value() == std::optional<std::string>("2"));
+  // The listener was re-registered on the new member.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (events.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    REQUIRE(m->Set("ping", "x"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(events.load() > 0);
+}

@@ -1,0 +1,129 @@
+// The embedded instance: a Member used through the Instance API, without any network port.
+#include "tessera/grid/member.h"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+using namespace tessera;
+using grid::Member;
+using grid::MemberOptions;
+using record::GenericRecord;
+
+namespace {
+MemberOptions Embedded() {
+  MemberOptions o;
+  o.listen = false;
+  o.threads = 2;
+  o.map_options.sweep_interval_ms = 10;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("An embedded member serves maps through the Instance API", "[grid]") {
+  base::ManualClock clock;
+  Member member(Embedded(), nullptr, &clock);
+  REQUIRE(member.Start());
+  grid::Instance& instance = member;
+  auto orders = instance.GetMap("orders");
+
+  CHECK(orders->Put("o1", "new").value() == std::nullopt);
+  CHECK(orders->Put("o1", "paid").value() == std::optional<std::string>("new"));
+  CHECK(orders->Get("o1").value() == std::optional<std::string>("paid"));
+  CHECK(orders->PutIfAbsent("o1", "other").value() == std::optional<std::string>("paid"));
+  CHECK(orders->PutIfAbsent("o2", "fresh", grid::WithTtl(1000)).value() == std::nullopt);
+  CHECK(orders->Size().value() == 2);
+
+  clock.Advance(1000);
+  CHECK(orders->Get("o2").value() == std::nullopt);  // expired exactly at its TTL
+  CHECK(orders->PutIfAbsent("o2", "again").value() == std::nullopt);
+
+  CHECK(orders->Replace("o1", "paid", "shipped").value());
+  CHECK_FALSE(orders->Replace("o1", "paid", "lost").value());
+  CHECK(orders->Remove("o1").value() == std::optional<std::string>("shipped"));
+  CHECK_FALSE(orders->ContainsKey("o1").value());
+  member.Shutdown();
+}
+
+TEST_CASE("Typed maps share the stored form with raw maps", "[grid]") {
+  Member member(Embedded());
+  REQUIRE(member.Start());
+  auto counters = member.GetTypedMap<std::string, std::int64_t>("counters");
+  REQUIRE(counters.Set("hits", 41));
+  CHECK(member.GetMap("counters")->Get("hits").value() == std::optional<std::string>("41"));
+  auto customers = member.GetTypedMap<std::string, GenericRecord>("customers");
+  auto ada = GenericRecord::Build("Customer").String("name", "Ada").Int64("age", 36).Done();
+  REQUIRE(customers.Set("c1", ada));
+  CHECK(customers.Get("c1").value() == std::optional<GenericRecord>(ada));
+  // A value that is not a GenericRecord is a type error naming the problem, not a crash.
+  REQUIRE(member.GetMap("customers")->Set("c2", "plain text"));
+  auto bad = customers.Get("c2");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code() == base::ErrorCode::kWrongType);
+}
+
+TEST_CASE("Embedded entry processors, predicates and listeners", "[grid]") {
+  Member member(Embedded());
+  member.processors().Register(
+      "uppercaseName",
+      [](map::MutableEntry& entry, const GenericRecord&) -> base::Result<GenericRecord> {
+        auto rec = entry.Record();
+        if (!rec) return std::unexpected(rec.error());
+        auto name = rec->GetString("name");
+        if (!name) return std::unexpected(name.error());
+        std::string upper = *name;
+        for (auto& c : upper) c = static_cast<char>(std::toupper(c));
+        rec->Set("name", upper);
+        entry.SetRecord(*rec);
+        return GenericRecord::Build().String("name", upper).Done();
+      });
+  REQUIRE(member.Start());
+  auto people = member.GetMap("people");
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<map::EntryEventType> seen;
+  auto id = people->AddEntryListener([&](const map::EntryEvent& e) {
+    std::lock_guard lock(mu);
+    seen.push_back(e.type);
+    cv.notify_all();
+  });
+  REQUIRE(id);
+
+  for (int i = 0; i < 10; ++i) {
+    auto rec = GenericRecord::Build("Person")
+                   .String("name", "p" + std::to_string(i))
+                   .Int64("age", 20 + i)
+                   .Done();
+    REQUIRE(people->Set("k" + std::to_string(i), rec.Encode()));
+  }
+  auto adults = people->KeySet(map::Predicate::Parse("age >= 25").value());
+  REQUIRE(adults);
+  CHECK(adults->size() == 5);
+
+  auto r = people->ExecuteOnKey("k3", "uppercaseName");
+  REQUIRE(r);
+  CHECK(r->GetString("name").value() == "P3");
+  auto stored = GenericRecord::Decode(people->Get("k3").value().value()).value();
+  CHECK(stored.GetString("name").value() == "P3");
+
+  auto unknown = people->ExecuteOnKey("k3", "noSuchProcessor");
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().code() == base::ErrorCode::kUnknownProcessor);
+
+  auto counted = people->ExecuteOnKey(
+      "k4", "increment", GenericRecord::Build().String("field", "age").Int64("delta", 2).Done());
+  REQUIRE(counted);
+  CHECK(counted->GetInt64("value").value() == 26);
+
+  {
+    std::unique_lock lock(mu);
+    // 10 adds + 2 updates (processor results).
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return seen.size() >= 12; }));
+    CHECK(std::count(seen.begin(), seen.end(), map::EntryEventType::kAdded) == 10);
+    CHECK(std::count(seen.begin(), seen.end(), map::EntryEventType::kUpdated) == 2);
+  }
+  CHECK(people->RemoveEntryListener(*id).value());
+}

@@ -1,0 +1,160 @@
+#include "tessera/map/map_codec.h"
+
+#include <catch2/catch.hpp>
+#include <random>
+
+using namespace tessera::map;  // NOLINT
+using tessera::base::ErrorCode;
+using tessera::record::GenericRecord;
+
+namespace {
+MapRequest FullRequest() {
+  MapRequest rq;
+  rq.op = MapOp::kExecuteOnEntries;
+  rq.map_name = "orders";
+  rq.key = std::string("k\0ey", 4);
+  rq.value = "value";
+  rq.expected = "expected";
+  rq.options.ttl_ms = 1500;
+  rq.options.max_idle_ms = 0;
+  rq.options.keep_ttl = true;
+  rq.entries = {{"a", "1"}, {"b", std::string("\0\1", 2)}};
+  rq.keys = {"x", "y", ""};
+  rq.processor = "increment";
+  rq.argument = GenericRecord::Build("Arg").String("field", "n").Int64("delta", 3).Done();
+  rq.predicate = Predicate::And(
+      {Predicate::GreaterEqual("age", std::int64_t{18}), Predicate::Like("name", "A%")});
+  rq.projection = Projection::kValues;
+  return rq;
+}
+}  // namespace
+
+TEST_CASE("MapRequest survives a round trip", "[map][codec]") {
+  const MapRequest rq = FullRequest();
+  auto decoded = DecodeRequest(EncodeRequest(rq));
+  REQUIRE(decoded);
+  CHECK(decoded->op == rq.op);
+  CHECK(decoded->map_name == rq.map_name);
+  CHECK(decoded->key == rq.key);
+  CHECK(decoded->value == rq.value);
+  CHECK(decoded->expected == rq.expected);
+  CHECK(decoded->options == rq.options);
+  CHECK(decoded->entries == rq.entries);
+  CHECK(decoded->keys == rq.keys);
+  CHECK(decoded->processor == rq.processor);
+  CHECK(decoded->argument == rq.argument);
+  CHECK(decoded->predicate.ToString() == rq.predicate.ToString());
+  CHECK(decoded->projection == rq.projection);
+}
+
+TEST_CASE("a minimal MapRequest round trips with unset options", "[map][codec]") {
+  MapRequest rq;
+  rq.op = MapOp::kGet;
+  rq.map_name = "m";
+  rq.key = "k";
+  auto decoded = DecodeRequest(EncodeRequest(rq));
+  REQUIRE(decoded);
+  CHECK_FALSE(decoded->options.ttl_ms.has_value());
+  CHECK_FALSE(decoded->options.max_idle_ms.has_value());
+  CHECK(decoded->argument == GenericRecord{});
+  CHECK(decoded->predicate.kind() == Predicate::Kind::kTrue);
+}
+
+TEST_CASE("MapResult survives a round trip", "[map][codec]") {
+  MapResult r;
+  r.value = "";  // present but empty differs from absent
+  r.flag = true;
+  r.count = 42;
+  r.entries = {{"k", "v"}};
+  r.processor_result = GenericRecord::Build().Int64("value", 7).Done();
+  r.processor_results = {{"a", GenericRecord::Build().Bool("swapped", true).Done()}};
+  r.view = EntryView{1, 2, 3, 4, 5, 6, 7, 8};
+  r.stats.entries = 9;
+  r.stats.remove_latency_ns = 123;
+  r.stats.evictions = 2;
+  auto decoded = DecodeResult(EncodeResult(r));
+  REQUIRE(decoded);
+  CHECK(decoded->value == std::optional<std::string>(""));
+  CHECK(decoded->flag);
+  CHECK(decoded->count == 42);
+  CHECK(decoded->entries == r.entries);
+  CHECK(decoded->processor_result == r.processor_result);
+  CHECK(decoded->processor_results == r.processor_results);
+  CHECK(decoded->view == r.view);
+  CHECK(decoded->stats == r.stats);
+  auto empty = DecodeResult(EncodeResult(MapResult{}));
+  REQUIRE(empty);
+  CHECK_FALSE(empty->value.has_value());
+  CHECK_FALSE(empty->view.has_value());
+  CHECK_FALSE(empty->processor_result.has_value());
+}
+
+TEST_CASE("EntryEvent and ListenerOptions survive a round trip", "[map][codec]") {
+  EntryEvent e;
+  e.map_name = "m";
+  e.type = EntryEventType::kUpdated;
+  e.key = "k";
+  e.value = "new";
+  e.old_value = "old";
+  e.partition_id = 270;
+  auto decoded = DecodeEvent(EncodeEvent(e));
+  REQUIRE(decoded);
+  CHECK(decoded->map_name == e.map_name);
+  CHECK(decoded->type == e.type);
+  CHECK(decoded->key == e.key);
+  CHECK(decoded->value == e.value);
+  CHECK(decoded->old_value == e.old_value);
+  CHECK(decoded->partition_id == e.partition_id);
+  ListenerOptions o;
+  o.include_values = false;
+  o.types = {EntryEventType::kExpired, EntryEventType::kEvicted};
+  o.key = "only";
+  auto options = DecodeListenerOptions(EncodeListenerOptions(o));
+  REQUIRE(options);
+  CHECK(options->include_values == false);
+  CHECK(options->types == o.types);
+  CHECK(options->key == "only");
+}
+
+TEST_CASE("decoding garbage fails with kBadRequest and never crashes", "[map][codec]") {
+  CHECK(DecodeRequest("").error().code() == ErrorCode::kBadRequest);
+  CHECK(DecodeRequest("abc").error().code() == ErrorCode::kBadRequest);
+  CHECK(DecodeResult(std::string(16, '\xff')).error().code() == ErrorCode::kBadRequest);
+  CHECK(DecodeEvent(std::string(8, '\0')).has_value() == false);  // type 0 is unknown
+  const std::string valid = EncodeRequest(FullRequest());
+  std::mt19937 rng(7);
+  int rejected = 0;
+  for (int round = 0; round < 2000; ++round) {
+    std::string bytes = valid;
+    const int flips = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < flips; ++i) bytes[rng() % bytes.size()] = static_cast<char>(rng());
+    auto r = DecodeRequest(bytes);  // must return, valid or not
+    if (!r) {
+      ++rejected;
+      CHECK((r.error().code() == ErrorCode::kBadRequest ||
+             r.error().code() == ErrorCode::kBadPredicate));
+    }
+  }
+  CHECK(rejected > 0);
+  for (int round = 0; round < 500; ++round) {
+    std::string noise(8 * (1 + rng() % 32), '\0');
+    for (auto& c : noise) c = static_cast<char>(rng());
+    auto r = DecodeRequest(noise);
+    if (!r) CHECK(r.error().code() == ErrorCode::kBadRequest);
+    (void)DecodeResult(noise);
+    (void)DecodeEvent(noise);
+    (void)DecodeListenerOptions(noise);
+  }
+}
+
+TEST_CASE("decoding rejects unknown codes", "[map][codec]") {
+  MapRequest rq;
+  rq.op = static_cast<MapOp>(200);
+  rq.map_name = "m";
+  auto r = DecodeRequest(EncodeRequest(rq));
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message().find("unknown map operation code 200") != std::string::npos);
+  ListenerOptions o;
+  o.types = {static_cast<EntryEventType>(77)};
+  CHECK_FALSE(DecodeListenerOptions(EncodeListenerOptions(o)));
+}

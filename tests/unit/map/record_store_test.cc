@@ -1,0 +1,155 @@
+#include "tessera/map/record_store.h"
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <random>
+#include <string>
+
+using tessera::map::DecodeDuration;
+using tessera::map::EncodeDuration;
+using tessera::map::Record;
+using tessera::map::RecordStore;
+
+TEST_CASE("RecordStore writes, finds and erases entries", "[map][store]") {
+  RecordStore store;
+  auto first = store.Write("k1", "v1", 100);
+  CHECK(first.inserted);
+  CHECK(store.size() == 1);
+  REQUIRE(store.Find("k1") != nullptr);
+  CHECK(store.Find("k1")->value() == "v1");
+  CHECK(store.Find("k2") == nullptr);
+  auto second = store.Write("k1", "longer value", 150);
+  CHECK_FALSE(second.inserted);
+  CHECK(store.size() == 1);
+  const Record* r = store.Find("k1");
+  CHECK(r->value() == "longer value");
+  CHECK(r->key() == "k1");
+  CHECK(r->version() == 2);
+  CHECK(r->creation_ms() == 100);
+  CHECK(r->last_update_ms() == 150);
+  CHECK(store.Erase("k1"));
+  CHECK_FALSE(store.Erase("k1"));
+  CHECK(store.size() == 0);
+  CHECK(store.Find("k1") == nullptr);
+}
+
+TEST_CASE("RecordStore stays consistent with a reference map under random churn", "[map][store]") {
+  RecordStore store;
+  std::map<std::string, std::string> reference;
+  std::mt19937 rng(42);
+  for (int step = 0; step < 20000; ++step) {
+    const std::string key = "key-" + std::to_string(rng() % 3000);
+    if (rng() % 3 == 0) {
+      CHECK(store.Erase(key) == (reference.erase(key) == 1));
+    } else {
+      const std::string value(rng() % 40, static_cast<char>('a' + step % 26));
+      store.Write(key, value, step);
+      reference[key] = value;
+    }
+  }
+  REQUIRE(store.size() == reference.size());
+  for (const auto& [key, value] : reference) {
+    const Record* r = store.Find(key);
+    REQUIRE(r != nullptr);
+    CHECK(r->value() == value);
+  }
+  std::size_t visited = 0;
+  store.ForEach([&visited, &reference](const Record& r) {
+    ++visited;
+    CHECK(reference.count(std::string(r.key())) == 1);
+  });
+  CHECK(visited == reference.size());
+}
+
+TEST_CASE("RecordStore handles empty keys and values and binary bytes", "[map][store]") {
+  RecordStore store;
+  const std::string binary("a\0b", 3);
+  store.Write(binary, "", 1);
+  store.Write("x", binary, 1);
+  REQUIRE(store.Find(binary) != nullptr);
+  CHECK(store.Find(binary)->value().empty());
+  CHECK(store.Find("x")->value() == binary);
+  CHECK(store.Find(std::string("a")) == nullptr);
+}
+
+TEST_CASE("RecordStore memory accounting grows with entries and returns after Clear",
+          "[map][store]") {
+  RecordStore store;
+  const auto empty = store.memory_bytes();
+  for (int i = 0; i < 1000; ++i) store.Write("key-" + std::to_string(i), std::string(100, 'v'), 1);
+  // At least the payload plus the header of every entry.
+  CHECK(store.memory_bytes() - empty >= 1000 * (48 + 100 + 7));
+  CHECK(store.memory_bytes() < 1000 * 260);
+  store.Clear();
+  CHECK(store.size() == 0);
+  CHECK(store.memory_bytes() == empty);
+}
+
+TEST_CASE("Durations are exact in milliseconds below 2^31 ms and whole seconds above",
+          "[map][store]") {
+  CHECK(DecodeDuration(EncodeDuration(0)) == 0);
+  CHECK(DecodeDuration(EncodeDuration(1)) == 1);
+  CHECK(DecodeDuration(EncodeDuration(2'147'483'647)) == 2'147'483'647);
+  const std::int64_t sixty_days = 60LL * 24 * 3600 * 1000 + 123;
+  CHECK(DecodeDuration(EncodeDuration(sixty_days)) == 60LL * 24 * 3600 * 1000);
+}
+
+TEST_CASE("A record expires exactly at its deadline", "[map][store]") {
+  RecordStore store;
+  Record* r = store.Write("k", "v", 1000).record;
+  r->SetTtl(500, 1000);
+  CHECK(r->expire_at_ms() == 1500);
+  CHECK_FALSE(r->ExpiredAt(1499));
+  CHECK(r->ExpiredAt(1500));
+  r->SetTtl(0, 1000);
+  CHECK_FALSE(r->ExpiredAt(1'000'000'000));
+  r->SetMaxIdle(100);
+  r->RecordRead(1050);
+  CHECK_FALSE(r->ExpiredAt(1149));
+  CHECK(r->ExpiredAt(1150));
+  CHECK(r->hits() == 1);
+}
+
+TEST_CASE("SweepExpired resumes where it stopped and removes only expired entries",
+          "[map][store]") {
+  RecordStore store;
+  for (int i = 0; i < 1000; ++i) {
+    Record* r = store.Write("key-" + std::to_string(i), "v", 0).record;
+    r->SetTtl(i % 2 == 0 ? 10 : 0, 0);
+  }
+  std::size_t expired = 0, calls = 0, examined_total = 0;
+  bool wrapped = false;
+  while (!wrapped && calls < 100) {
+    auto result = store.SweepExpired(10, 100, [&expired](const Record& r) {
+      ++expired;
+      CHECK(r.ExpiredAt(10));
+    });
+    CHECK(result.examined <= 100);
+    examined_total += result.examined;
+    wrapped = result.wrapped;
+    ++calls;
+  }
+  CHECK(wrapped);
+  CHECK(expired == 500);
+  CHECK(store.size() == 500);
+  CHECK(examined_total >= 1000);
+  CHECK(calls >= 10);  // the budget was honoured
+  store.ForEach([](const Record& r) { CHECK_FALSE(r.ExpiredAt(10)); });
+}
+
+TEST_CASE("SampleOldest prefers entries not accessed for a long time", "[map][store]") {
+  RecordStore store;
+  for (int i = 0; i < 64; ++i) store.Write("key-" + std::to_string(i), "v", 1000 + i);
+  // Sampling half the table: the oldest sample is almost surely among the oldest third.
+  int in_oldest_third = 0;
+  for (int round = 0; round < 50; ++round) {
+    const Record* r = store.SampleOldest(16, "");
+    REQUIRE(r != nullptr);
+    if (r->last_access_ms() < 1000 + 22) ++in_oldest_third;
+  }
+  CHECK(in_oldest_third >= 45);
+  RecordStore single;
+  single.Write("only", "v", 1);
+  CHECK(single.SampleOldest(16, "only") == nullptr);
+  CHECK(single.SampleOldest(16, "other") != nullptr);
+}

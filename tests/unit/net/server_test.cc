@@ -1,0 +1,328 @@
+// Server and ClientConnection over real sockets on 127.0.0.1 (ephemeral ports).
+#include <catch2/catch.hpp>
+#include <future>
+
+#include "net_test_support.h"
+
+using namespace tessera::net;
+using namespace tessera::net::testing;
+using tessera::base::Error;
+using tessera::base::ErrorCode;
+using tessera::base::Result;
+using tessera::runtime::ShardSet;
+using tessera::wire::Message;
+using tessera::wire::MessageKind;
+using tessera::wire::Service;
+
+namespace {
+
+struct Fixture {
+  explicit Fixture(ServerOptions options = TestServerOptions()) {
+    shards.Start();
+    auto started = Server::Start(shards, std::move(options), handler, log.logger);
+    REQUIRE(started.has_value());
+    server = std::move(*started);
+  }
+  ~Fixture() {
+    server->Stop();
+    shards.Stop();
+  }
+  Result<std::shared_ptr<ClientConnection>> Connect(ClientOptions options) {
+    return ClientConnection::Connect(client_io.io(), std::move(options), log.logger);
+  }
+  Result<std::shared_ptr<ClientConnection>> Connect() {
+    return Connect(TestClientOptions(server->port()));
+  }
+
+  ShardSet shards{2};
+  EchoHandler handler;
+  CapturedLog log;
+  std::unique_ptr<Server> server;
+  IoThread client_io;
+};
+
+Message Echo(std::string payload) {
+  return Message::MakeRequest(0, 3, Service::kMap, kEchoOp, std::move(payload));
+}
+
+}  // namespace
+
+TEST_CASE("A client with the right cluster name and secret is accepted", "[net]") {
+  Fixture f;
+  auto client = f.Connect();
+  REQUIRE(client.has_value());
+  const auto& reply = (*client)->hello_reply();
+  CHECK(reply.accepted);
+  CHECK(reply.member_uuid == "uuid-1");
+  CHECK(reply.member_address == "127.0.0.1:5701");
+  CHECK(reply.partition_count == 271);
+  CHECK(reply.protocol_version == tessera::wire::kProtocolVersion);
+  CHECK(WaitFor([&f] { return f.handler.accepted_names().size() == 1; }));
+  CHECK(f.handler.accepted_names() == std::vector<std::string>{"test-client"});
+  CHECK(f.server->connection_count() == 1);
+
+  auto answer = (*client)->CallSync(Echo("hello"), std::chrono::seconds(5));
+  REQUIRE(answer.has_value());
+  CHECK(answer->kind == MessageKind::kResponse);
+  CHECK(answer->payload == "hello");
+  CHECK(answer->partition_id == 3);
+  (*client)->Close();
+  CHECK(WaitFor([&f] { return f.server->connection_count() == 0; }));
+  CHECK(WaitFor([&f] { return f.handler.closed() == 1; }));
+}
+
+TEST_CASE("A wrong cluster name is rejected with a clear error on both sides", "[net]") {
+  Fixture f;
+  auto options = TestClientOptions(f.server->port());
+  options.hello.cluster_name = "prod";
+  auto client = f.Connect(options);
+  REQUIRE_FALSE(client.has_value());
+  CHECK(client.error() ==
+        Error(ErrorCode::kAuthFailed,
+              "cluster name mismatch: member is in 'dev', client asked for 'prod'; pass "
+              "--cluster-name prod"));
+  CHECK(f.log.Contains("cluster name mismatch"));
+  CHECK(f.handler.accepted_names().empty());
+  CHECK(WaitFor([&f] { return f.server->connection_count() == 0; }));
+}
+
+TEST_CASE("A wrong secret is rejected", "[net]") {
+  Fixture f;
+  auto options = TestClientOptions(f.server->port());
+  options.hello.secret = "guess";
+  auto client = f.Connect(options);
+  REQUIRE_FALSE(client.has_value());
+  CHECK(client.error().code() == ErrorCode::kAuthFailed);
+  CHECK(client.error().message() ==
+        "wrong cluster secret from client 'test-client'; pass the secret the cluster was "
+        "started with (--secret)");
+  CHECK(f.log.Contains("wrong cluster secret"));
+  CHECK_FALSE(f.log.Contains("guess"));  // secrets never reach the log
+}
+
+TEST_CASE("A different protocol version is rejected", "[net]") {
+  Fixture f;
+  auto options = TestClientOptions(f.server->port());
+  options.hello.protocol_version = 2;
+  auto client = f.Connect(options);
+  REQUIRE_FALSE(client.has_value());
+  CHECK(client.error() == Error(ErrorCode::kProtocol,
+                                "protocol version mismatch: member speaks 1, client speaks 2; "
+                                "use a client and member from the same Tessera release"));
+}
+
+TEST_CASE("Connecting to a port nobody listens on fails with ConnectionFailed", "[net]") {
+  Fixture f;
+  const auto port = f.server->port();
+  f.server->Stop();
+  auto client = f.Connect(TestClientOptions(port));
+  REQUIRE_FALSE(client.has_value());
+  CHECK(client.error().code() == ErrorCode::kConnectionFailed);
+  CHECK_THAT(client.error().message(),
+             Catch::StartsWith("cannot connect to 127.0.0.1:" + std::to_string(port)));
+}
+
+TEST_CASE("Garbage from one client closes only that connection", "[net]") {
+  Fixture f;
+  auto good = f.Connect();
+  REQUIRE(good.has_value());
+
+  SECTION("garbage instead of a hello") {
+    auto raw = SendRaw(f.server->port(), "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    CHECK(raw.closed_by_server);
+    REQUIRE(raw.frames.size() == 1);
+    CHECK(raw.frames[0].kind == MessageKind::kHelloReply);
+    CHECK_FALSE(raw.frames[0].hello_reply->accepted);
+    REQUIRE(raw.frames[0].error.has_value());
+    CHECK(raw.frames[0].error->code() == ErrorCode::kProtocol);
+  }
+  SECTION("garbage after the hello") {
+    std::string garbage(64, '\xa5');
+    garbage.replace(0, 4, std::string("\x38\x00\x00\x00", 4));  // a plausible 56-byte length
+    auto raw = SendRaw(f.server->port(), HelloFrame("dev", "s3cret") + garbage);
+    CHECK(raw.closed_by_server);
+    REQUIRE(raw.frames.size() == 2);
+    CHECK(raw.frames[0].hello_reply->accepted);
+    CHECK(raw.frames[1].kind == MessageKind::kResponse);
+    CHECK(raw.frames[1].call_id == 0);
+    REQUIRE(raw.frames[1].error.has_value());
+    CHECK(raw.frames[1].error->code() == ErrorCode::kProtocol);
+  }
+  SECTION("an oversized frame after the hello") {
+    const std::string header("\x00\x00\x00\x40", 4);  // 1 GiB
+    auto raw = SendRaw(f.server->port(), HelloFrame("dev", "s3cret") + header);
+    CHECK(raw.closed_by_server);
+    REQUIRE(raw.frames.size() == 2);
+    REQUIRE(raw.frames[1].error.has_value());
+    CHECK_THAT(raw.frames[1].error->message(),
+               Catch::StartsWith("frame of 1073741824 bytes exceeds the maximum frame size"));
+  }
+  SECTION("an unknown message kind after the hello") {
+    Message unknown = Echo("x");
+    unknown.kind = static_cast<MessageKind>(42);
+    auto raw = SendRaw(f.server->port(),
+                       HelloFrame("dev", "s3cret") + tessera::wire::EncodeFrame(unknown));
+    CHECK(raw.closed_by_server);
+    REQUIRE(raw.frames.size() == 2);
+    REQUIRE(raw.frames[1].error.has_value());
+    CHECK_THAT(raw.frames[1].error->message(), Catch::StartsWith("unknown message kind 42"));
+  }
+  SECTION("a request before the hello") {
+    auto raw = SendRaw(f.server->port(), tessera::wire::EncodeFrame(Echo("early")));
+    CHECK(raw.closed_by_server);
+    REQUIRE(raw.frames.size() == 1);
+    REQUIRE(raw.frames[0].error.has_value());
+    CHECK(raw.frames[0].error->message() ==
+          "expected a Hello as the first frame, got a Request; the peer must open with a Hello "
+          "frame");
+    CHECK(f.handler.requests() == 0);
+  }
+  CHECK(f.log.Contains("connection"));
+  auto answer = (*good)->CallSync(Echo("still here"), std::chrono::seconds(5));
+  REQUIRE(answer.has_value());
+  CHECK(answer->payload == "still here");
+  CHECK((*good)->is_open());
+}
+
+TEST_CASE("A call without a reply times out with a message naming member and operation", "[net]") {
+  Fixture f;
+  auto options = TestClientOptions(f.server->port());
+  options.operation_name = [](Service service, std::uint16_t op) {
+    return tessera::wire::ServiceName(service) + (op == kSilentOp ? ".put" : ".other");
+  };
+  auto client = f.Connect(options);
+  REQUIRE(client.has_value());
+  const auto started = std::chrono::steady_clock::now();
+  auto answer = (*client)->CallSync(Message::MakeRequest(0, 1, Service::kMap, kSilentOp, "v"),
+                                    std::chrono::milliseconds(200));
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  REQUIRE_FALSE(answer.has_value());
+  CHECK(answer.error() ==
+        Error(ErrorCode::kTimeout, "no reply from 127.0.0.1:" + std::to_string(f.server->port()) +
+                                       " within 200 ms for map.put"));
+  CHECK(elapsed >= std::chrono::milliseconds(200));
+  CHECK(elapsed < std::chrono::seconds(3));
+  CHECK((*client)->pending_call_count() == 0);
+  // The connection stays usable after a timeout.
+  CHECK((*client)->CallSync(Echo("after"), std::chrono::seconds(5)).has_value());
+}
+
+TEST_CASE("Pending calls fail with MemberLeft when the server goes away", "[net]") {
+  Fixture f;
+  std::promise<Error> closed_reason;
+  auto options = TestClientOptions(f.server->port());
+  options.on_closed = [&closed_reason](const Error& reason) { closed_reason.set_value(reason); };
+  auto client = f.Connect(options);
+  REQUIRE(client.has_value());
+  std::vector<std::future<Result<Message>>> results;
+  for (int i = 0; i < 3; ++i) {
+    auto promise = std::make_shared<std::promise<Result<Message>>>();
+    results.push_back(promise->get_future());
+    (*client)->Call(Message::MakeRequest(0, 1, Service::kMap, kSilentOp, "v"),
+                    std::chrono::seconds(30),
+                    [promise](Result<Message> result) { promise->set_value(std::move(result)); });
+  }
+  REQUIRE(WaitFor([&f] { return f.handler.requests() == 3; }));
+  f.server->Stop();
+  for (auto& result : results) {
+    REQUIRE(result.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+    auto value = result.get();
+    REQUIRE_FALSE(value.has_value());
+    CHECK(value.error().code() == ErrorCode::kMemberLeft);
+    CHECK_THAT(value.error().message(), Catch::Contains("before the reply to map.op99"));
+  }
+  auto reason = closed_reason.get_future();
+  REQUIRE(reason.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  CHECK(reason.get().code() == ErrorCode::kMemberLeft);
+  CHECK_FALSE((*client)->is_open());
+  auto late = (*client)->CallSync(Echo("late"), std::chrono::seconds(1));
+  REQUIRE_FALSE(late.has_value());
+  CHECK(late.error().code() == ErrorCode::kConnectionFailed);
+}
+
+TEST_CASE("1000 pipelined calls on one connection are all answered", "[net]") {
+  Fixture f;
+  auto client = f.Connect();
+  REQUIRE(client.has_value());
+  constexpr int kCalls = 1000;
+  std::mutex mutex;
+  std::vector<std::string> answers(kCalls);
+  std::atomic<int> done{0};
+  std::atomic<int> failed{0};
+  std::promise<void> all_done;
+  for (int i = 0; i < kCalls; ++i) {
+    (*client)->Call(Echo("payload-" + std::to_string(i)), std::chrono::seconds(10),
+                    [&mutex, &answers, &failed, &done, &all_done, i](Result<Message> result) {
+                      if (result) {
+                        std::lock_guard lock(mutex);
+                        answers[i] = result->payload;
+                      } else {
+                        failed.fetch_add(1);
+                      }
+                      if (done.fetch_add(1) + 1 == kCalls) all_done.set_value();
+                    });
+  }
+  REQUIRE(all_done.get_future().wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK(failed.load() == 0);
+  std::lock_guard lock(mutex);
+  for (int i = 0; i < kCalls; ++i) CHECK(answers[i] == "payload-" + std::to_string(i));
+  CHECK(f.handler.requests() == kCalls);
+}
+
+TEST_CASE("Event frames pushed by the server reach the client's event handler", "[net]") {
+  Fixture f;
+  std::promise<Message> event;
+  auto options = TestClientOptions(f.server->port());
+  options.on_event = [&event](Message message) { event.set_value(std::move(message)); };
+  auto client = f.Connect(options);
+  REQUIRE(client.has_value());
+  auto answer = (*client)->CallSync(
+      Message::MakeRequest(0, -1, Service::kTopic, kPushEventOp, "news"), std::chrono::seconds(5));
+  REQUIRE(answer.has_value());
+  auto pushed = event.get_future();
+  REQUIRE(pushed.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  const Message message = pushed.get();
+  CHECK(message.kind == MessageKind::kEvent);
+  CHECK(message.service == Service::kTopic);
+  CHECK(message.payload == "news");
+}
+
+TEST_CASE("Server::Stop closes every connection", "[net]") {
+  Fixture f;
+  auto first = f.Connect();
+  auto second = f.Connect();
+  REQUIRE(first.has_value());
+  REQUIRE(second.has_value());
+  REQUIRE(WaitFor([&f] { return f.server->connection_count() == 2; }));
+  f.server->Stop();
+  CHECK(f.server->connection_count() == 0);
+  CHECK(f.handler.closed() == 2);
+  CHECK(WaitFor([&first, &second] { return !(*first)->is_open() && !(*second)->is_open(); }));
+}
+
+TEST_CASE("A connection that never says hello is closed after the handshake timeout", "[net]") {
+  auto options = TestServerOptions();
+  options.handshake_timeout = std::chrono::milliseconds(100);
+  Fixture f(options);
+  auto raw = SendRaw(f.server->port(), "");
+  CHECK(raw.closed_by_server);
+  REQUIRE(raw.frames.size() == 1);
+  REQUIRE(raw.frames[0].error.has_value());
+  CHECK(raw.frames[0].error->message() ==
+        "no Hello within 100 ms; the peer must open with a Hello frame");
+  CHECK(WaitFor([&f] { return f.server->connection_count() == 0; }));
+}
+
+TEST_CASE("A request bigger than the maximum frame size fails without being sent", "[net]") {
+  Fixture f;
+  auto options = TestClientOptions(f.server->port());
+  options.max_frame_bytes = 1024;
+  auto client = f.Connect(options);
+  REQUIRE(client.has_value());
+  auto answer = (*client)->CallSync(Echo(std::string(4096, 'v')), std::chrono::seconds(5));
+  REQUIRE_FALSE(answer.has_value());
+  CHECK(answer.error().code() == ErrorCode::kBadRequest);
+  CHECK_THAT(answer.error().message(), Catch::Contains("exceeds the maximum frame size of 1024"));
+  CHECK(f.handler.requests() == 0);
+  CHECK((*client)->CallSync(Echo("small"), std::chrono::seconds(5)).has_value());
+}

@@ -1,0 +1,145 @@
+#include <catch2/catch.hpp>
+
+#include "test_server.h"
+
+using namespace tessera::resp::testing;
+
+namespace {
+tessera::resp::RespServerOptions WithSecret(std::string secret) {
+  tessera::resp::RespServerOptions options;
+  options.secret = std::move(secret);
+  return options;
+}
+tessera::resp::RespServerOptions WithMaxBulk(std::int64_t bytes) {
+  tessera::resp::RespServerOptions options;
+  options.max_bulk_bytes = bytes;
+  return options;
+}
+}  // namespace
+
+TEST_CASE("PING, ECHO, SELECT, CLIENT, TIME", "[resp][admin]") {
+  TestServer server;
+  RespClient c(server.port());
+  CHECK(c.Call({"PING"}) == "+PONG\r\n");
+  CHECK(c.Call({"PING", "hi"}) == Bulk("hi"));
+  CHECK(c.Call({"ECHO", "x y"}) == Bulk("x y"));
+  CHECK(c.Call({"SELECT", "0"}) == kOk);
+  CHECK(c.Call({"SELECT", "1"}) == "-ERR DB index is out of range\r\n");
+  CHECK(c.Call({"CLIENT", "GETNAME"}) == kNil);
+  CHECK(c.Call({"CLIENT", "SETNAME", "worker-1"}) == kOk);
+  CHECK(c.Call({"CLIENT", "GETNAME"}) == Bulk("worker-1"));
+  CHECK(c.Call({"CLIENT", "SETNAME", "bad name"}) ==
+        "-ERR Client names cannot contain spaces, newlines or special characters.\r\n");
+  CHECK(c.Call({"CLIENT", "ID"}).rfind(":", 0) == 0);
+  CHECK(c.Call({"TIME"}).rfind("*2\r\n", 0) == 0);
+}
+
+TEST_CASE("Unknown commands, wrong arity and syntax errors use Redis texts", "[resp][admin]") {
+  TestServer server;
+  RespClient c(server.port());
+  CHECK(c.Call({"FOO", "a", "b"}) ==
+        "-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n");
+  CHECK(c.Call({"GET"}) == "-ERR wrong number of arguments for 'get' command\r\n");
+  CHECK(c.Call({"get", "a", "b"}) == "-ERR wrong number of arguments for 'get' command\r\n");
+  CHECK(c.Call({"SET", "k", "v", "WHAT"}) == "-ERR syntax error\r\n");
+  CHECK(c.Call({"PING"}) == "+PONG\r\n");  // the connection keeps serving
+}
+
+TEST_CASE("AUTH gates commands when a secret is set", "[resp][admin][auth]") {
+  TestServer server(WithSecret("s3cret"));
+  RespClient c(server.port());
+  CHECK(c.Call({"GET", "k"}) == "-NOAUTH Authentication required.\r\n");
+  CHECK(c.Call({"PING"}) == "-NOAUTH Authentication required.\r\n");
+  CHECK(c.Call({"AUTH", "wrong"}) ==
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+  CHECK(c.Call({"AUTH", "s3cret"}) == kOk);
+  CHECK(c.Call({"GET", "k"}) == kNil);
+  RespClient h(server.port());
+  CHECK(h.Call({"HELLO", "3", "AUTH", "default", "s3cret"}).rfind("%7\r\n", 0) == 0);
+  CHECK(h.Call({"GET", "k"}) == "_\r\n");
+}
+
+TEST_CASE("AUTH without a configured secret is an error", "[resp][admin][auth]") {
+  TestServer server;
+  RespClient c(server.port());
+  CHECK(c.Call({"AUTH", "x"}).rfind("-ERR AUTH <password> called without any password", 0) == 0);
+  CHECK(c.Call({"HELLO", "4"}) == "-NOPROTO unsupported protocol version\r\n");
+  const auto hello = c.Call({"HELLO", "2", "SETNAME", "me"});
+  CHECK(hello.rfind("*14\r\n", 0) == 0);
+  CHECK(hello.find(Bulk("proto") + Int(2)) != std::string::npos);
+  CHECK(c.Call({"CLIENT", "GETNAME"}) == Bulk("me"));
+}
+
+TEST_CASE("INFO reports real figures", "[resp][admin][info]") {
+  TestServer server;
+  RespClient c(server.port());
+  RespClient other(server.port());
+  CHECK(other.Call({"PING"}) == "+PONG\r\n");
+  CHECK(c.Call({"MSET", "a", "1", "b", "2", "c", "3"}) == kOk);
+  CHECK(c.Call({"HSET", "h", "f", "v"}) == Int(1));
+  const std::string info = c.Call({"INFO"});
+  CHECK(info.find("connected_clients:2\r\n") != std::string::npos);
+  CHECK(info.find("db0:keys=3,") != std::string::npos);
+  CHECK(info.find("map_h:keys=1,") != std::string::npos);
+  CHECK(info.find("tcp_port:" + std::to_string(server.port())) != std::string::npos);
+  const auto rss_at = info.find("used_memory_rss:");
+  REQUIRE(rss_at != std::string::npos);
+  CHECK(std::stoll(info.substr(rss_at + 16)) > 1024 * 1024);
+  const auto commands_at = info.find("total_commands_processed:");
+  REQUIRE(commands_at != std::string::npos);
+  CHECK(std::stoll(info.substr(commands_at + 25)) >= 3);
+  const std::string keyspace = c.Call({"INFO", "keyspace"});
+  CHECK(keyspace.find("# Server") == std::string::npos);
+  CHECK(keyspace.find("db0:keys=3") != std::string::npos);
+}
+
+TEST_CASE("COMMAND and CONFIG GET answer what tools ask", "[resp][admin]") {
+  TestServer server;
+  RespClient c(server.port());
+  const auto count = std::stoll(c.Call({"COMMAND", "COUNT"}).substr(1));
+  CHECK(count > 40);
+  CHECK(c.Call({"COMMAND"}).rfind("*" + std::to_string(count) + "\r\n", 0) == 0);
+  CHECK(c.Call({"COMMAND", "INFO", "get"}) == "*1\r\n*6\r\n" + Bulk("get") + Int(2) +
+                                                  "*2\r\n+readonly\r\n+fast\r\n" + Int(1) + Int(1) +
+                                                  Int(1));
+  CHECK(c.Call({"COMMAND", "DOCS"}) == "*0\r\n");
+  CHECK(c.Call({"CONFIG", "GET", "save"}) == "*2\r\n" + Bulk("save") + Bulk(""));
+  CHECK(c.Call({"CONFIG", "GET", "appendonly"}) == "*2\r\n" + Bulk("appendonly") + Bulk("no"));
+  CHECK(c.Call({"CONFIG", "GET", "nothing-like-this"}) == "*0\r\n");
+}
+
+TEST_CASE("A protocol error closes only that connection", "[resp][protocol]") {
+  TestServer server;
+  RespClient good(server.port());
+  RespClient bad(server.port());
+  CHECK(good.Call({"SET", "k", "v"}) == kOk);
+  bad.SendRaw("*1\r\n$-3\r\n");
+  CHECK(bad.Read() == "-ERR Protocol error: invalid bulk length\r\n");
+  CHECK(bad.WaitClosed());
+  RespClient bad2(server.port());
+  bad2.SendRaw("*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n");  // a command, then half of one
+  CHECK(bad2.Read() == "+PONG\r\n");
+  bad2.SendRaw("x\r\n");  // garbage where a bulk header belongs
+  CHECK(bad2.Read() == "-ERR Protocol error: expected '$', got 'x'\r\n");
+  CHECK(bad2.WaitClosed());
+  CHECK(good.Call({"GET", "k"}) == Bulk("v"));
+  CHECK(server.server().Stats().protocol_errors == 2);
+}
+
+TEST_CASE("Oversized bulk is refused with the configured limit", "[resp][protocol]") {
+  TestServer server(WithMaxBulk(1024));
+  RespClient c(server.port());
+  CHECK(c.Call({"SET", "k", std::string(1024, 'x')}) == kOk);
+  c.SendRaw("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1025\r\n");
+  CHECK(c.Read() == "-ERR Protocol error: invalid bulk length\r\n");
+  CHECK(c.WaitClosed());
+}
+
+TEST_CASE("QUIT replies OK and closes", "[resp][admin]") {
+  TestServer server;
+  RespClient c(server.port());
+  c.SendRaw("PING\r\nQUIT\r\nPING\r\n");
+  CHECK(c.Read() == "+PONG\r\n");
+  CHECK(c.Read() == kOk);
+  CHECK(c.WaitClosed());
+}

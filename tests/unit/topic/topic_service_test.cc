@@ -1,0 +1,199 @@
+#include "tessera/topic/topic_service.h"
+
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+using tessera::runtime::ShardSet;
+using tessera::topic::ListenerOptions;
+using tessera::topic::Message;
+using tessera::topic::TopicService;
+
+namespace {
+
+std::shared_ptr<spdlog::logger> NullLogger() {
+  return std::make_shared<spdlog::logger>("topic-test",
+                                          std::make_shared<spdlog::sinks::null_sink_mt>());
+}
+
+// Collects delivered messages; thread-safe.
+struct Inbox {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::string> payloads;
+  std::vector<std::string> patterns;
+  std::vector<std::optional<std::size_t>> shards_seen;
+
+  auto Listener(ShardSet& shards) {
+    return [this, &shards](const Message& m, std::string_view pattern) {
+      std::lock_guard lock(mutex);
+      payloads.push_back(m.payload);
+      patterns.emplace_back(pattern);
+      shards_seen.push_back(shards.CurrentShard());
+      changed.notify_all();
+    };
+  }
+  bool WaitFor(std::size_t n) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(5), [&] { return payloads.size() >= n; });
+  }
+};
+
+// Waits until every handler already posted to every shard has run.
+void Drain(ShardSet& shards) {
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    std::promise<void> done;
+    shards.InvokeOn(s, [&done] { done.set_value(); });
+    done.get_future().wait();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Publish reaches plain subscribers on their shard, in order", "[topic]") {
+  ShardSet shards(2);
+  shards.Start();
+  TopicService topics(shards, NullLogger());
+  Inbox inbox;
+  topics.Subscribe("news", ListenerOptions{.shard = 1}, inbox.Listener(shards));
+  CHECK(topics.Publish("other", "x", "p") == 0);
+  for (int i = 0; i < 50; ++i) CHECK(topics.Publish("news", std::to_string(i), "p") == 1);
+  REQUIRE(inbox.WaitFor(50));
+  for (int i = 0; i < 50; ++i) CHECK(inbox.payloads[i] == std::to_string(i));
+  for (const auto& s : inbox.shards_seen) CHECK(s == std::optional<std::size_t>(1));
+  CHECK(topics.SubscriberCount("news") == 1);
+  shards.Stop();
+}
+
+TEST_CASE("Pattern subscribers get the matching pattern", "[topic]") {
+  ShardSet shards(2);
+  shards.Start();
+  TopicService topics(shards, NullLogger());
+  Inbox inbox;
+  topics.PatternSubscribe("news.*", ListenerOptions{.shard = 0}, inbox.Listener(shards));
+  topics.Subscribe("news.sport", ListenerOptions{.shard = 0}, inbox.Listener(shards));
+  CHECK(topics.Publish("news.sport", "goal", "p") == 2);  // both subscriptions
+  CHECK(topics.Publish("weather", "rain", "p") == 0);
+  REQUIRE(inbox.WaitFor(2));
+  Drain(shards);
+  CHECK(inbox.payloads.size() == 2);
+  CHECK(std::count(inbox.patterns.begin(), inbox.patterns.end(), "news.*") == 1);
+  CHECK(std::count(inbox.patterns.begin(), inbox.patterns.end(), "") == 1);
+  auto stats = topics.Stats();
+  CHECK(stats.published == 2);
+  CHECK(stats.subscriptions == 1);
+  CHECK(stats.pattern_subscriptions == 1);
+  shards.Stop();
+}
+
+TEST_CASE("Unsubscribe stops delivery, including queued messages", "[topic]") {
+  ShardSet shards(1);
+  shards.Start();
+  TopicService topics(shards, NullLogger());
+  Inbox inbox;
+  auto id = topics.Subscribe("t", ListenerOptions{.shard = 0}, inbox.Listener(shards));
+  // Block the shard so messages queue up, then unsubscribe before they run.
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  shards.InvokeOn(0, [released] { released.wait(); });
+  CHECK(topics.Publish("t", "queued", "p") == 1);
+  CHECK(topics.Unsubscribe(id));
+  CHECK_FALSE(topics.Unsubscribe(id));
+  release.set_value();
+  Drain(shards);
+  CHECK(inbox.payloads.empty());
+  CHECK(topics.Publish("t", "after", "p") == 0);
+  CHECK(topics.SubscriberCount("t") == 0);
+  CHECK(topics.ActiveTopics().empty());
+  shards.Stop();
+}
+
+TEST_CASE("A full listener queue drops and counts overflow", "[topic]") {
+  ShardSet shards(1);
+  shards.Start();
+  TopicService topics(shards, NullLogger());
+  Inbox inbox;
+  topics.Subscribe("t", ListenerOptions{.shard = 0, .max_pending = 3}, inbox.Listener(shards));
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  shards.InvokeOn(0, [released] { released.wait(); });
+  std::int64_t accepted = 0;
+  for (int i = 0; i < 10; ++i) accepted += topics.Publish("t", std::to_string(i), "p");
+  CHECK(accepted == 3);
+  release.set_value();
+  Drain(shards);
+  CHECK(inbox.payloads == std::vector<std::string>{"0", "1", "2"});
+  CHECK(topics.Stats().dropped == 7);
+  // Once drained, the listener accepts messages again.
+  CHECK(topics.Publish("t", "later", "p") == 1);
+  REQUIRE(inbox.WaitFor(4));
+  shards.Stop();
+}
+
+TEST_CASE("A throwing listener is counted and keeps receiving", "[topic]") {
+  ShardSet shards(1);
+  shards.Start();
+  TopicService topics(shards, NullLogger());
+  std::atomic<int> calls{0};
+  topics.Subscribe("t", ListenerOptions{.shard = 0}, [&calls](const Message& m, std::string_view) {
+    ++calls;
+    if (m.payload == "bad") throw std::runtime_error("boom");
+  });
+  topics.Publish("t", "bad", "p");
+  topics.Publish("t", "good", "p");
+  Drain(shards);
+  CHECK(calls == 2);
+  auto stats = topics.Stats();
+  CHECK(stats.listener_errors == 1);
+  CHECK(stats.delivered == 1);
+  shards.Stop();
+}
+
+TEST_CASE("Concurrent publish and subscribe are safe", "[topic]") {
+  ShardSet shards(2);
+  shards.Start();
+  TopicService topics(shards, NullLogger());
+  std::atomic<int> received{0};
+  auto listener = [&received](const Message&, std::string_view) { ++received; };
+  std::thread publisher([&] {
+    for (int i = 0; i < 2000; ++i) topics.Publish("c", "m", "p");
+  });
+  std::vector<tessera::topic::SubscriptionId> ids;
+  for (int i = 0; i < 200; ++i) {
+    ids.push_back(topics.Subscribe("c", ListenerOptions{.shard = std::size_t(i % 2)}, listener));
+    if (i % 3 == 0) topics.Unsubscribe(ids[ids.size() / 2]);
+  }
+  publisher.join();
+  Drain(shards);
+  const auto stats = topics.Stats();
+  CHECK(stats.delivered == received.load());
+  CHECK(stats.published == 2000);
+  shards.Stop();
+}
+
+TEST_CASE("Message carries topic, publisher and increasing sequence", "[topic]") {
+  ShardSet shards(1);
+  shards.Start();
+  TopicService topics(shards, NullLogger());
+  std::mutex mutex;
+  std::vector<Message> seen;
+  topics.Subscribe("t", ListenerOptions{.shard = 0}, [&](const Message& m, std::string_view) {
+    std::lock_guard lock(mutex);
+    seen.push_back(m);
+  });
+  topics.Publish("t", "a", "pub-1");
+  topics.Publish("t", "b", "pub-2");
+  Drain(shards);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].topic == "t");
+  CHECK(seen[0].publisher_id == "pub-1");
+  CHECK(seen[1].publisher_id == "pub-2");
+  CHECK(seen[0].sequence < seen[1].sequence);
+  shards.Stop();
+}

@@ -1,0 +1,50 @@
+#pragma once
+// BenchOptions: grid-bench's flags, parsed and validated (usage errors exit with code 2).
+//
+// Thread-safety: plain values; thread-compatible.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/base/clock.h"
+#include "tessera/base/error.h"
+#include "tessera/grid/client.h"
+
+namespace tessera::tools::bench {
+
+enum class OpKind { kGet, kSet, kPut, kPutIfAbsentTtl, kRemove };
+std::string_view OpKindName(OpKind kind);
+
+struct OpWeight {
+  OpKind kind;
+  int weight;  // > 0; the share of ops is weight / sum of weights
+};
+
+struct BenchOptions {
+  grid::ClientOptions client;
+  std::string map_name = "bench";
+  std::vector<OpWeight> mix = {{OpKind::kGet, 50}, {OpKind::kSet, 50}};
+  std::int64_t keys = 100000;    // key space of get/set/put/remove
+  std::size_t key_size = 16;     // bytes per key
+  std::size_t value_size = 100;  // bytes per value
+  // TTL for putIfAbsentTtl (default 60000) and, when given, for set/put too.
+  base::Millis ttl_ms = 60000;
+  bool ttl_given = false;
+  int connections = 1;  // one Client each
+  int pipeline = 1;     // in-flight async calls per connection
+  double duration_s = 10;
+  double warmup_s = 1;
+  bool preload = false;
+  bool json = false;
+  bool help = false;
+};
+
+// Parses argv (argv[0] is the program name). Errors: kBadRequest naming the bad flag.
+base::Result<BenchOptions> ParseBenchOptions(int argc, const char* const argv[]);
+// Parses an op mix such as "get=50,set=50" or "putIfAbsentTtl=100".
+base::Result<std::vector<OpWeight>> ParseOpMix(std::string_view text);
+std::string BenchHelpText();
+
+}  // namespace tessera::tools::bench

@@ -1,0 +1,267 @@
+// One driver thread per connection issues calls while it has a free pipeline slot; the
+// client's I/O thread completes them. The per-connection State is shared with every callback
+// (shared_ptr), so a late completion after the run gave up still has somewhere safe to land.
+#include "bench_runner.h"
+
+#include <fmt/format.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "tessera/grid/client.h"
+
+namespace tessera::tools::bench {
+namespace {
+
+using base::Result;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kPreloadBatch = 1000;
+
+// Shared by a connection's driver thread and its completions.
+struct State {
+  std::mutex mutex;
+  std::condition_variable slot_freed;
+  int in_flight = 0;
+  Clock::time_point window_start;
+  Clock::time_point window_end;
+  LatencyHistogram latency_ns;
+  std::uint64_t ops = 0;
+  std::uint64_t errors = 0;
+  std::string first_error;
+  std::map<std::string, std::uint64_t> ops_by_kind;
+
+  void Complete(OpKind kind, Clock::time_point start, const Result<map::MapResult>& result) {
+    auto now = Clock::now();
+    std::lock_guard lock(mutex);
+    --in_flight;
+    if (!result) {
+      ++errors;
+      if (first_error.empty()) first_error = result.error().ToString();
+    } else if (start >= window_start && now <= window_end) {
+      latency_ns.Record(std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count());
+      ++ops;
+      ++ops_by_kind[std::string(OpKindName(kind))];
+    }
+    slot_freed.notify_one();
+  }
+};
+
+class Connection {
+ public:
+  Connection(const BenchOptions& options, int index, std::uint32_t run_nonce,
+             std::unique_ptr<grid::Client> client)
+      : options_(options),
+        index_(index),
+        fresh_prefix_(fmt::format("f{:08x}c{}n", run_nonce, index)),
+        client_(std::move(client)),
+        map_(client_->GetMap(options.map_name)),
+        value_(options.value_size, static_cast<char>('a' + index % 26)),
+        random_(std::random_device()() + index),
+        state_(std::make_shared<State>()) {
+    for (const auto& w : options.mix) total_weight_ += w.weight;
+  }
+
+  Result<void> Preload();
+  void Drive(Clock::time_point window_start, Clock::time_point window_end);
+  void Shutdown() { client_->Shutdown(); }
+  State& state() { return *state_; }
+
+ private:
+  std::string KeyOf(std::int64_t i) const {
+    return fmt::format("k{:0>{}}", i, options_.key_size - 1);
+  }
+  std::string FreshKey() {
+    std::size_t width =
+        options_.key_size > fresh_prefix_.size() + 1 ? options_.key_size - fresh_prefix_.size() : 1;
+    return fmt::format("{}{:0>{}}", fresh_prefix_, fresh_counter_++, width);
+  }
+  OpKind NextOp();
+  void Issue(OpKind kind);
+  bool WaitForSlot(Clock::time_point until);
+  void Drain();
+
+  const BenchOptions& options_;
+  int index_;
+  std::string fresh_prefix_;
+  std::uint64_t fresh_counter_ = 0;
+  std::unique_ptr<grid::Client> client_;
+  std::shared_ptr<grid::Map> map_;
+  std::string value_;
+  std::mt19937_64 random_;
+  int total_weight_ = 0;
+  std::shared_ptr<State> state_;
+};
+
+Result<void> Connection::Preload() {
+  std::int64_t begin = options_.keys * index_ / options_.connections;
+  std::int64_t end = options_.keys * (index_ + 1) / options_.connections;
+  grid::WriteOptions write;
+  if (options_.ttl_given) write.ttl_ms = options_.ttl_ms;
+  grid::Entries batch;
+  for (std::int64_t i = begin; i < end; ++i) {
+    batch.emplace_back(KeyOf(i), value_);
+    if (batch.size() == kPreloadBatch || i + 1 == end) {
+      if (auto r = map_->PutAll(batch, write); !r) return r;
+      batch.clear();
+    }
+  }
+  return {};
+}
+
+OpKind Connection::NextOp() {
+  int pick = std::uniform_int_distribution<int>(0, total_weight_ - 1)(random_);
+  for (const auto& w : options_.mix) {
+    if (pick < w.weight) return w.kind;
+    pick -= w.weight;
+  }
+  return options_.mix.back().kind;
+}
+
+void Connection::Issue(OpKind kind) {
+  auto start = Clock::now();
+  auto done = [state = state_, kind, start](Result<map::MapResult> r) {
+    state->Complete(kind, start, r);
+  };
+  grid::WriteOptions write;
+  if (options_.ttl_given) write.ttl_ms = options_.ttl_ms;
+  std::string key =
+      kind == OpKind::kPutIfAbsentTtl
+          ? FreshKey()
+          : KeyOf(std::uniform_int_distribution<std::int64_t>(0, options_.keys - 1)(random_));
+  switch (kind) {
+    case OpKind::kGet:
+      map_->GetAsync(key, std::move(done));
+      break;
+    case OpKind::kSet:
+      map_->SetAsync(key, value_, write, std::move(done));
+      break;
+    case OpKind::kPutIfAbsentTtl:
+      map_->PutIfAbsentAsync(key, value_, grid::WithTtl(options_.ttl_ms), std::move(done));
+      break;
+    case OpKind::kPut:
+    case OpKind::kRemove: {
+      map::MapRequest request;
+      request.op = kind == OpKind::kPut ? map::MapOp::kPut : map::MapOp::kRemove;
+      request.key = std::move(key);
+      if (kind == OpKind::kPut) request.value = value_;
+      request.options = write;
+      map_->ExecuteAsync(std::move(request), std::move(done));
+      break;
+    }
+  }
+}
+
+bool Connection::WaitForSlot(Clock::time_point until) {
+  std::unique_lock lock(state_->mutex);
+  bool free = state_->slot_freed.wait_until(
+      lock, until, [this] { return state_->in_flight < options_.pipeline; });
+  if (!free || Clock::now() >= until) return false;
+  ++state_->in_flight;
+  return true;
+}
+
+void Connection::Drain() {
+  auto limit = Clock::now() + options_.client.call_timeout + std::chrono::seconds(1);
+  std::unique_lock lock(state_->mutex);
+  state_->slot_freed.wait_until(lock, limit, [this] { return state_->in_flight == 0; });
+}
+
+void Connection::Drive(Clock::time_point window_start, Clock::time_point window_end) {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->window_start = window_start;
+    state_->window_end = window_end;
+  }
+  while (WaitForSlot(window_end)) Issue(NextOp());
+  Drain();
+}
+
+std::shared_ptr<spdlog::logger> BenchLogger() {
+  auto log = std::make_shared<spdlog::logger>(
+      "grid-bench", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  log->set_level(spdlog::level::warn);
+  return log;
+}
+
+Result<std::vector<std::unique_ptr<Connection>>> ConnectAll(const BenchOptions& options) {
+  auto log = BenchLogger();
+  std::uint32_t nonce = std::random_device()();
+  std::vector<std::unique_ptr<Connection>> connections;
+  for (int i = 0; i < options.connections; ++i) {
+    auto client = grid::Client::Connect(options.client, log);
+    if (!client) {
+      for (auto& c : connections) c->Shutdown();
+      return std::unexpected(client.error());
+    }
+    connections.push_back(std::make_unique<Connection>(options, i, nonce, std::move(*client)));
+  }
+  return connections;
+}
+
+Result<void> PreloadAll(std::vector<std::unique_ptr<Connection>>& connections) {
+  std::vector<Result<void>> results(connections.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < connections.size(); ++i) {
+    threads.emplace_back([&connections, &results, i] { results[i] = connections[i]->Preload(); });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& r : results) {
+    if (!r) return r;
+  }
+  return {};
+}
+
+BenchReport Collect(std::vector<std::unique_ptr<Connection>>& connections) {
+  BenchReport report;
+  for (auto& c : connections) {
+    State& s = c->state();
+    std::lock_guard lock(s.mutex);
+    report.latency_ns.Merge(s.latency_ns);
+    report.ops += s.ops;
+    report.errors += s.errors;
+    report.unfinished += static_cast<std::uint64_t>(s.in_flight);
+    if (report.first_error.empty()) report.first_error = s.first_error;
+    for (const auto& [kind, n] : s.ops_by_kind) report.ops_by_kind[kind] += n;
+  }
+  return report;
+}
+
+std::chrono::nanoseconds Seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+}
+
+}  // namespace
+
+Result<BenchReport> RunBench(const BenchOptions& options) {
+  auto connections = ConnectAll(options);
+  if (!connections) return std::unexpected(connections.error());
+  double preload_seconds = 0;
+  if (options.preload) {
+    auto start = Clock::now();
+    if (auto r = PreloadAll(*connections); !r) {
+      for (auto& c : *connections) c->Shutdown();
+      return std::unexpected(r.error());
+    }
+    preload_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  auto window_start = Clock::now() + Seconds(options.warmup_s);
+  auto window_end = window_start + Seconds(options.duration_s);
+  std::vector<std::thread> drivers;
+  for (auto& c : *connections) {
+    drivers.emplace_back([&c, window_start, window_end] { c->Drive(window_start, window_end); });
+  }
+  for (auto& t : drivers) t.join();
+  for (auto& c : *connections) c->Shutdown();
+  BenchReport report = Collect(*connections);
+  report.seconds = options.duration_s;
+  report.preload_seconds = preload_seconds;
+  return report;
+}
+
+}  // namespace tessera::tools::bench

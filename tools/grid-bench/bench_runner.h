@@ -1,0 +1,35 @@
+#pragma once
+// RunBench: the load generator. Each connection is its own grid::Client driven by one thread
+// that keeps up to `pipeline` async calls in flight; completions record their latency into
+// the connection's histogram when they both start and finish inside the measured window
+// (after the warmup, before the end). Bounded in time: the driver stops issuing at the end of
+// the window and waits at most one call timeout (plus a second) for stragglers.
+//
+// Thread-safety: RunBench is a blocking call; safe from any non-client thread.
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "bench_options.h"
+#include "latency_histogram.h"
+#include "tessera/base/error.h"
+
+namespace tessera::tools::bench {
+
+struct BenchReport {
+  double seconds = 0;            // length of the measured window
+  double preload_seconds = 0;    // 0 without --preload
+  std::uint64_t ops = 0;         // successful ops completed inside the window
+  std::uint64_t errors = 0;      // failed ops during the whole run (warmup included)
+  std::uint64_t unfinished = 0;  // calls still in flight when the run gave up waiting
+  std::string first_error;       // the first failure's message, for the report
+  LatencyHistogram latency_ns;   // latency of the counted ops
+  std::map<std::string, std::uint64_t> ops_by_kind;
+};
+
+// Connects every client (errors: the client's, e.g. kConnectionFailed), optionally preloads
+// the key space, runs warmup + duration, and reports.
+base::Result<BenchReport> RunBench(const BenchOptions& options);
+
+}  // namespace tessera::tools::bench

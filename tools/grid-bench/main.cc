@@ -1,0 +1,103 @@
+// grid-bench: native-client load generator. main() parses the flags, runs the benchmark and
+// prints the report (text or --json). Exit codes: 0 ran, 1 could not connect/preload, 2 usage.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bench_options.h"
+#include "bench_runner.h"
+
+namespace tessera::tools::bench {
+namespace {
+
+double Micros(std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+std::string MixText(const BenchOptions& o) {
+  std::string text;
+  for (const auto& w : o.mix) {
+    text += (text.empty() ? "" : ",") + std::string(OpKindName(w.kind)) + "=" +
+            std::to_string(w.weight);
+  }
+  return text;
+}
+
+nlohmann::json ReportJson(const BenchOptions& o, const BenchReport& r) {
+  const auto& h = r.latency_ns;
+  return {{"address", o.client.addresses.front()},
+          {"map", o.map_name},
+          {"ops_mix", MixText(o)},
+          {"connections", o.connections},
+          {"pipeline", o.pipeline},
+          {"keys", o.keys},
+          {"key_size", o.key_size},
+          {"value_size", o.value_size},
+          {"seconds", r.seconds},
+          {"preload_seconds", r.preload_seconds},
+          {"ops", r.ops},
+          {"ops_per_sec", static_cast<double>(r.ops) / r.seconds},
+          {"ops_by_kind", r.ops_by_kind},
+          {"latency_us",
+           {{"p50", Micros(h.Percentile(0.50))},
+            {"p99", Micros(h.Percentile(0.99))},
+            {"p999", Micros(h.Percentile(0.999))},
+            {"max", Micros(h.max())},
+            {"min", Micros(h.min())},
+            {"mean", h.Mean() / 1000.0}}},
+          {"errors", r.errors},
+          {"unfinished", r.unfinished},
+          {"first_error", r.first_error}};
+}
+
+void PrintText(const BenchOptions& o, const BenchReport& r) {
+  const auto& h = r.latency_ns;
+  if (r.preload_seconds > 0)
+    fmt::print("preloaded {} keys in {:.2f} s\n", o.keys, r.preload_seconds);
+  fmt::print("ops {} ({}), connections {}, pipeline {}, {:.1f} s\n", r.ops, MixText(o),
+             o.connections, o.pipeline, r.seconds);
+  fmt::print("throughput  {:.0f} ops/s\n", static_cast<double>(r.ops) / r.seconds);
+  fmt::print("latency us  p50 {:.1f}  p99 {:.1f}  p999 {:.1f}  max {:.1f}  (mean {:.1f})\n",
+             Micros(h.Percentile(0.50)), Micros(h.Percentile(0.99)), Micros(h.Percentile(0.999)),
+             Micros(h.max()), h.Mean() / 1000.0);
+  fmt::print("errors      {}{}\n", r.errors,
+             r.first_error.empty() ? "" : " (first: " + r.first_error + ")");
+  if (r.unfinished > 0) fmt::print("unfinished  {} calls never completed\n", r.unfinished);
+}
+
+int Main(int argc, const char* const argv[]) {
+  auto options = ParseBenchOptions(argc, argv);
+  if (!options) {
+    std::fprintf(stderr, "grid-bench: %s\n", options.error().message().c_str());
+    return 2;
+  }
+  if (options->help) {
+    std::cout << BenchHelpText();
+    return 0;
+  }
+  auto report = RunBench(*options);
+  if (!report) {
+    std::fprintf(stderr, "grid-bench: %s\n", report.error().ToString().c_str());
+    return 1;
+  }
+  if (options->json) {
+    std::cout << ReportJson(*options, *report)
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << std::endl;
+  } else {
+    PrintText(*options, *report);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::tools::bench
+
+int main(int argc, char** argv) {
+  try {
+    return tessera::tools::bench::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "grid-bench: internal error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,298 @@
+// Parsing is table driven: each `map` subcommand declares its positional arguments and which
+// options it accepts, so arity and option checks (and the help text) come from one place.
+#include "cli_command.h"
+
+#include <boost/program_options.hpp>
+#include <charconv>
+#include <sstream>
+#include <vector>
+
+#include "value_format.h"
+
+namespace tessera::tools::cli {
+namespace {
+
+namespace po = boost::program_options;
+using base::ErrorCode;
+using base::Fail;
+using base::Result;
+
+struct MapCommandSpec {
+  std::string_view name;
+  CommandKind kind;
+  std::vector<std::string_view> args;
+  bool writes = false;  // accepts --ttl and --record
+  bool lists = false;   // accepts --limit
+  std::string_view summary;
+};
+
+std::vector<MapCommandSpec> MapCommands() {
+  using K = CommandKind;
+  return {
+      {"put",
+       K::kPut,
+       {"NAME", "KEY", "VALUE"},
+       true,
+       false,
+       "store VALUE under KEY; prints the previous value or (nil)"},
+      {"get", K::kGet, {"NAME", "KEY"}, false, false, "print the value of KEY or (nil)"},
+      {"remove",
+       K::kRemove,
+       {"NAME", "KEY"},
+       false,
+       false,
+       "remove KEY; prints the removed value or (nil)"},
+      {"size", K::kSize, {"NAME"}, false, false, "print the number of entries"},
+      {"entries", K::kEntries, {"NAME"}, false, true, "print the entries, sorted by key"},
+      {"query",
+       K::kQuery,
+       {"NAME", "PREDICATE"},
+       false,
+       true,
+       "print the entries matching PREDICATE, e.g. \"age > 30 AND city = 'Oslo'\""},
+      {"put-if-absent",
+       K::kPutIfAbsent,
+       {"NAME", "KEY", "VALUE"},
+       true,
+       false,
+       "store VALUE only if KEY is absent; prints 'stored' or the existing value"},
+      {"clear", K::kClear, {"NAME"}, false, false, "remove every entry; prints how many"},
+      {"stats", K::kStats, {"NAME"}, false, false, "print the map's statistics"},
+  };
+}
+
+po::options_description Describe() {
+  po::options_description desc("Options");
+  desc.add_options()                                                            //
+      ("help", "print help (also after a command group: grid-cli map --help)")  //
+      ("address", po::value<std::string>()->value_name("HOST:PORT"),
+       "member to connect to (default 127.0.0.1:5701)")                              //
+      ("cluster-name", po::value<std::string>()->value_name("NAME"), "default dev")  //
+      ("secret", po::value<std::string>()->value_name("S"), "cluster secret")        //
+      ("timeout", po::value<std::string>()->value_name("MS"),
+       "connect and call timeout in milliseconds (default 5000)")  //
+      ("json", "print one JSON document instead of text")          //
+      ("ttl", po::value<std::string>()->value_name("MS"),
+       "put/put-if-absent: time to live (0 = never expires; default: the map's)")        //
+      ("record", "put/put-if-absent: VALUE is a JSON object stored as a GenericRecord")  //
+      ("limit", po::value<std::string>()->value_name("N"), "entries/query: print at most N");
+  return desc;
+}
+
+std::string GeneralHelp() {
+  std::ostringstream out;
+  out << "Usage: grid-cli [options] <command>\n\n"
+         "Commands:\n"
+         "  ping                 connect and measure one round trip\n"
+         "  map <subcommand>     read and write a map (grid-cli map --help)\n\n"
+      << Describe()
+      << "\nExit codes: 0 ok (a missing key is ok and prints (nil)), 1 runtime error, 2 usage "
+         "error.\n";
+  return out.str();
+}
+
+std::string MapHelp() {
+  std::ostringstream out;
+  out << "Usage: grid-cli [options] map <subcommand> ARGS\n\nSubcommands:\n";
+  for (const auto& spec : MapCommands()) {
+    std::string usage = std::string(spec.name);
+    for (auto arg : spec.args) usage += " " + std::string(arg);
+    if (spec.writes) usage += " [--ttl MS] [--record]";
+    if (spec.lists) usage += " [--limit N]";
+    out << "  map " << usage << "\n      " << spec.summary << "\n";
+  }
+  out << "\nPredicates: age >= 18 AND (city = 'Oslo' OR city IN ('Bergen')) AND NOT name LIKE "
+         "'A%'\n  paths: __key (the key), this (a non-record value), a.b.c (record fields)\n"
+         "Values that are GenericRecords print as JSON.\n";
+  return out.str();
+}
+
+Result<std::int64_t> ParseNonNegative(const std::string& flag, const std::string& text) {
+  std::int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0) {
+    return Fail(ErrorCode::kBadRequest,
+                "invalid " + flag + " '" + text + "': expected a non-negative integer");
+  }
+  return v;
+}
+
+Result<po::variables_map> ParseOptions(int argc, const char* const argv[]) {
+  po::options_description all = Describe();
+  all.add_options()("words", po::value<std::vector<std::string>>());
+  po::positional_options_description positional;
+  positional.add("words", -1);
+  // No short options, so values like "-5" stay positional; "--" ends the options.
+  auto style = po::command_line_style::unix_style ^ po::command_line_style::allow_short ^
+               po::command_line_style::allow_guessing;
+  po::variables_map vm;
+  try {
+    po::store(
+        po::command_line_parser(argc, argv).options(all).positional(positional).style(style).run(),
+        vm);
+  } catch (const po::error& e) {
+    return Fail(ErrorCode::kBadRequest, std::string(e.what()) + "; run grid-cli --help");
+  }
+  return vm;
+}
+
+Result<void> ApplyAddress(const std::string& address, grid::ClientOptions& client) {
+  auto colon = address.rfind(':');
+  std::uint32_t port = 0;
+  const char* begin = address.data() + (colon == std::string::npos ? 0 : colon + 1);
+  auto [end, ec] = std::from_chars(begin, address.data() + address.size(), port);
+  if (colon == std::string::npos || colon == 0 || ec != std::errc() ||
+      end != address.data() + address.size() || port == 0 || port > 65535) {
+    return Fail(ErrorCode::kBadRequest,
+                "invalid --address '" + address + "': expected HOST:PORT, e.g. 127.0.0.1:5701");
+  }
+  client.addresses = {address};
+  return {};
+}
+
+Result<void> ApplyConnectionOptions(const po::variables_map& vm, CliCommand& command) {
+  if (vm.count("address") != 0) {
+    auto r = ApplyAddress(vm["address"].as<std::string>(), command.client);
+    if (!r) return r;
+  }
+  if (vm.count("cluster-name") != 0)
+    command.client.cluster_name = vm["cluster-name"].as<std::string>();
+  if (vm.count("secret") != 0) command.client.secret = vm["secret"].as<std::string>();
+  if (vm.count("timeout") != 0) {
+    auto ms = ParseNonNegative("--timeout", vm["timeout"].as<std::string>());
+    if (!ms) return std::unexpected(ms.error());
+    if (*ms == 0) return Fail(ErrorCode::kBadRequest, "--timeout must be at least 1 ms");
+    command.client.connect_timeout = std::chrono::milliseconds(*ms);
+    command.client.call_timeout = std::chrono::milliseconds(*ms);
+  }
+  command.client.client_name = "grid-cli";
+  command.json = vm.count("json") != 0;
+  return {};
+}
+
+Result<void> CheckOptionsAllowed(const po::variables_map& vm, const MapCommandSpec* spec) {
+  std::string name = spec == nullptr ? "ping" : "map " + std::string(spec->name);
+  bool writes = spec != nullptr && spec->writes;
+  bool lists = spec != nullptr && spec->lists;
+  for (const char* flag : {"ttl", "record"}) {
+    if (vm.count(flag) != 0 && !writes) {
+      return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " does not apply to '" + name +
+                                              "'; run grid-cli map --help");
+    }
+  }
+  if (vm.count("limit") != 0 && !lists) {
+    return Fail(ErrorCode::kBadRequest,
+                "--limit does not apply to '" + name + "'; run grid-cli map --help");
+  }
+  return {};
+}
+
+Result<void> FillMapArguments(const std::vector<std::string>& args, const MapCommandSpec& spec,
+                              const po::variables_map& vm, CliCommand& command) {
+  command.map_name = args[0];
+  if (command.map_name.empty()) return Fail(ErrorCode::kBadRequest, "NAME must not be empty");
+  if (spec.args.size() >= 2 && spec.args[1] == "KEY") {
+    command.key = args[1];
+    if (command.key.empty()) return Fail(ErrorCode::kBadRequest, "KEY must not be empty");
+  }
+  if (spec.args.size() == 3) command.value = args[2];
+  if (vm.count("record") != 0) {
+    auto r = RecordFromJson(command.value);
+    if (!r) return std::unexpected(r.error());
+    command.value = r->Encode();
+  }
+  if (vm.count("ttl") != 0) {
+    auto ttl = ParseNonNegative("--ttl", vm["ttl"].as<std::string>());
+    if (!ttl) return std::unexpected(ttl.error());
+    command.ttl_ms = *ttl;
+  }
+  if (vm.count("limit") != 0) {
+    auto limit = ParseNonNegative("--limit", vm["limit"].as<std::string>());
+    if (!limit) return std::unexpected(limit.error());
+    command.limit = *limit;
+  }
+  return {};
+}
+
+Result<void> ParsePredicate(const std::string& text, CliCommand& command) {
+  auto p = map::Predicate::Parse(text);
+  if (!p) {
+    return Fail(ErrorCode::kBadRequest,
+                "bad predicate: " + p.error().message() + "; run grid-cli map --help for syntax");
+  }
+  command.predicate = std::move(*p);
+  command.predicate_text = text;
+  return {};
+}
+
+const MapCommandSpec* FindSpec(const std::vector<MapCommandSpec>& specs, std::string_view name) {
+  for (const auto& s : specs) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+Result<void> ParseMapCommand(const std::vector<std::string>& words, const po::variables_map& vm,
+                             CliCommand& command) {
+  auto specs = MapCommands();
+  if (words.size() < 2) {
+    return Fail(ErrorCode::kBadRequest,
+                "'map' needs a subcommand (put, get, remove, size, entries, query, "
+                "put-if-absent, clear, stats); run grid-cli map --help");
+  }
+  const MapCommandSpec* spec = FindSpec(specs, words[1]);
+  if (spec == nullptr) {
+    return Fail(ErrorCode::kBadRequest,
+                "unknown map subcommand '" + words[1] + "'; run grid-cli map --help");
+  }
+  std::vector<std::string> args(words.begin() + 2, words.end());
+  if (args.size() != spec->args.size()) {
+    std::string usage;
+    for (auto a : spec->args) usage += " " + std::string(a);
+    return Fail(ErrorCode::kBadRequest, "'map " + std::string(spec->name) + "' takes" + usage +
+                                            " (got " + std::to_string(args.size()) +
+                                            " arguments); run grid-cli map --help");
+  }
+  if (auto r = CheckOptionsAllowed(vm, spec); !r) return r;
+  command.kind = spec->kind;
+  if (auto r = FillMapArguments(args, *spec, vm, command); !r) return r;
+  if (spec->kind == CommandKind::kQuery) return ParsePredicate(args[1], command);
+  return {};
+}
+
+Result<void> ParseWords(const std::vector<std::string>& words, const po::variables_map& vm,
+                        CliCommand& command) {
+  if (words.empty()) {
+    return Fail(ErrorCode::kBadRequest, "no command given; run grid-cli --help");
+  }
+  if (words[0] == "map") return ParseMapCommand(words, vm, command);
+  if (words[0] == "ping") {
+    if (words.size() != 1) {
+      return Fail(ErrorCode::kBadRequest, "'ping' takes no arguments; run grid-cli --help");
+    }
+    command.kind = CommandKind::kPing;
+    return CheckOptionsAllowed(vm, nullptr);
+  }
+  return Fail(ErrorCode::kBadRequest,
+              "unknown command '" + words[0] + "' (use map or ping); run grid-cli --help");
+}
+
+}  // namespace
+
+Result<CliCommand> ParseCommandLine(int argc, const char* const argv[]) {
+  auto vm = ParseOptions(argc, argv);
+  if (!vm) return std::unexpected(vm.error());
+  std::vector<std::string> words;
+  if (vm->count("words") != 0) words = (*vm)["words"].as<std::vector<std::string>>();
+  CliCommand command;
+  if (vm->count("help") != 0) {
+    command.kind = CommandKind::kHelp;
+    command.help_text = !words.empty() && words[0] == "map" ? MapHelp() : GeneralHelp();
+    return command;
+  }
+  if (auto r = ApplyConnectionOptions(*vm, command); !r) return std::unexpected(r.error());
+  if (auto r = ParseWords(words, *vm, command); !r) return std::unexpected(r.error());
+  return command;
+}
+
+}  // namespace tessera::tools::cli

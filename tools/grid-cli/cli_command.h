@@ -1,0 +1,50 @@
+#pragma once
+// CliCommand: one grid-cli invocation, fully parsed and validated before any connection is
+// made, so every usage error (exit code 2) is found without touching the network.
+//
+// Thread-safety: plain functions over values; thread-compatible.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "tessera/base/clock.h"
+#include "tessera/base/error.h"
+#include "tessera/grid/client.h"
+#include "tessera/map/predicate.h"
+
+namespace tessera::tools::cli {
+
+enum class CommandKind {
+  kHelp,  // print help_text, exit 0
+  kPing,
+  kPut,
+  kGet,
+  kRemove,
+  kSize,
+  kEntries,
+  kQuery,
+  kPutIfAbsent,
+  kClear,
+  kStats,
+};
+
+struct CliCommand {
+  CommandKind kind = CommandKind::kHelp;
+  std::string help_text;  // kHelp only
+  grid::ClientOptions client;
+  bool json = false;
+  std::string map_name;
+  std::string key;
+  std::string value;  // bytes to store (a GenericRecord's encoding with --record)
+  std::optional<base::Millis> ttl_ms;
+  std::optional<std::int64_t> limit;  // entries/query: print at most this many
+  map::Predicate predicate;           // query
+  std::string predicate_text;         // query, as given
+};
+
+// Parses argv (argv[0] is the program name). Errors: kBadRequest with one line naming the
+// wrong argument and the help to read; the caller exits with code 2.
+base::Result<CliCommand> ParseCommandLine(int argc, const char* const argv[]);
+
+}  // namespace tessera::tools::cli

@@ -1,0 +1,216 @@
+// One function per command; each makes exactly one blocking call through the client, so the
+// whole run is bounded by the connect timeout plus one call timeout.
+#include "cli_runner.h"
+
+#include <fmt/format.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/null_sink.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "tessera/grid/client.h"
+#include "value_format.h"
+
+namespace tessera::tools::cli {
+namespace {
+
+using base::Result;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+json OptionalValueJson(const std::optional<std::string>& value) {
+  return value ? ValueToJson(*value) : json(nullptr);
+}
+
+std::string OptionalValueText(const std::optional<std::string>& value) {
+  return (value ? ValueToText(*value) : std::string("(nil)")) + "\n";
+}
+
+grid::WriteOptions WriteOptionsOf(const CliCommand& c) {
+  grid::WriteOptions options;
+  options.ttl_ms = c.ttl_ms;
+  return options;
+}
+
+Result<CommandOutput> RunPut(grid::Map& map, const CliCommand& c) {
+  auto previous = map.Put(c.key, c.value, WriteOptionsOf(c));
+  if (!previous) return std::unexpected(previous.error());
+  return CommandOutput{
+      OptionalValueText(*previous),
+      {{"map", c.map_name}, {"key", c.key}, {"previous", OptionalValueJson(*previous)}}};
+}
+
+Result<CommandOutput> RunPutIfAbsent(grid::Map& map, const CliCommand& c) {
+  auto existing = map.PutIfAbsent(c.key, c.value, WriteOptionsOf(c));
+  if (!existing) return std::unexpected(existing.error());
+  bool stored = !existing->has_value();
+  std::string text = stored ? "stored\n" : "exists: " + OptionalValueText(*existing);
+  return CommandOutput{text,
+                       {{"map", c.map_name},
+                        {"key", c.key},
+                        {"stored", stored},
+                        {"existing", OptionalValueJson(*existing)}}};
+}
+
+Result<CommandOutput> RunGet(grid::Map& map, const CliCommand& c) {
+  auto value = map.Get(c.key);
+  if (!value) return std::unexpected(value.error());
+  return CommandOutput{OptionalValueText(*value),
+                       {{"map", c.map_name}, {"key", c.key}, {"value", OptionalValueJson(*value)}}};
+}
+
+Result<CommandOutput> RunRemove(grid::Map& map, const CliCommand& c) {
+  auto removed = map.Remove(c.key);
+  if (!removed) return std::unexpected(removed.error());
+  return CommandOutput{
+      OptionalValueText(*removed),
+      {{"map", c.map_name}, {"key", c.key}, {"removed", OptionalValueJson(*removed)}}};
+}
+
+Result<CommandOutput> RunSize(grid::Map& map, const CliCommand& c) {
+  auto size = map.Size();
+  if (!size) return std::unexpected(size.error());
+  return CommandOutput{std::to_string(*size) + "\n", {{"map", c.map_name}, {"size", *size}}};
+}
+
+Result<CommandOutput> RunClear(grid::Map& map, const CliCommand& c) {
+  auto cleared = map.Clear();
+  if (!cleared) return std::unexpected(cleared.error());
+  return CommandOutput{fmt::format("cleared {} entries\n", *cleared),
+                       {{"map", c.map_name}, {"cleared", *cleared}}};
+}
+
+std::string EntriesTable(const grid::Entries& shown, std::size_t total) {
+  std::size_t key_width = 3;
+  for (const auto& [key, value] : shown)
+    key_width = std::max(key_width, std::min<std::size_t>(key.size(), 40));
+  std::string text = fmt::format("{:<{}}  VALUE\n", "KEY", key_width);
+  for (const auto& [key, value] : shown) {
+    text += fmt::format("{:<{}}  {}\n", key, key_width, ValueToText(value));
+  }
+  if (shown.size() == total) return text + fmt::format("({} entries)\n", total);
+  return text + fmt::format("(showing {} of {} entries)\n", shown.size(), total);
+}
+
+Result<CommandOutput> RunEntries(grid::Map& map, const CliCommand& c) {
+  auto entries = c.kind == CommandKind::kQuery ? map.EntrySet(c.predicate) : map.EntrySet();
+  if (!entries) return std::unexpected(entries.error());
+  std::sort(entries->begin(), entries->end());
+  std::size_t total = entries->size();
+  if (c.limit && static_cast<std::size_t>(*c.limit) < total) entries->resize(*c.limit);
+  json list = json::array();
+  for (const auto& [key, value] : *entries) {
+    list.push_back({{"key", key}, {"value", ValueToJson(value)}});
+  }
+  json doc = {{"map", c.map_name}, {"count", total}, {"entries", std::move(list)}};
+  if (c.kind == CommandKind::kQuery) doc["predicate"] = c.predicate.ToString();
+  return CommandOutput{EntriesTable(*entries, total), std::move(doc)};
+}
+
+Result<CommandOutput> RunStats(grid::Map& map, const CliCommand& c) {
+  auto stats = map.Stats();
+  if (!stats) return std::unexpected(stats.error());
+  const map::MapStats& s = *stats;
+  std::vector<std::pair<std::string, std::int64_t>> fields = {
+      {"entries", s.entries},
+      {"memory_bytes", s.memory_bytes},
+      {"hits", s.hits},
+      {"misses", s.misses},
+      {"gets", s.gets},
+      {"puts", s.puts},
+      {"removes", s.removes},
+      {"expirations", s.expirations},
+      {"evictions", s.evictions},
+      {"get_latency_ns", s.get_latency_ns},
+      {"put_latency_ns", s.put_latency_ns},
+      {"remove_latency_ns", s.remove_latency_ns}};
+  json doc = {{"map", c.map_name}};
+  std::string text;
+  for (const auto& [name, value] : fields) {
+    doc[name] = value;
+    text += fmt::format("{:<18} {}\n", name + ":", value);
+  }
+  return CommandOutput{text, std::move(doc)};
+}
+
+Result<CommandOutput> RunMapCommand(grid::Map& map, const CliCommand& c) {
+  switch (c.kind) {
+    case CommandKind::kPut:
+      return RunPut(map, c);
+    case CommandKind::kPutIfAbsent:
+      return RunPutIfAbsent(map, c);
+    case CommandKind::kGet:
+      return RunGet(map, c);
+    case CommandKind::kRemove:
+      return RunRemove(map, c);
+    case CommandKind::kSize:
+      return RunSize(map, c);
+    case CommandKind::kClear:
+      return RunClear(map, c);
+    case CommandKind::kEntries:
+    case CommandKind::kQuery:
+      return RunEntries(map, c);
+    case CommandKind::kStats:
+      return RunStats(map, c);
+    default:
+      break;
+  }
+  return base::Fail(base::ErrorCode::kInternal, "not a map command");
+}
+
+double MicrosSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+Result<CommandOutput> RunPing(grid::Client& client, double connect_us) {
+  auto start = Clock::now();
+  auto probe = client.GetMap("__grid_cli_ping")->ContainsKey("ping");
+  if (!probe) return std::unexpected(probe.error());
+  double rtt_us = MicrosSince(start);
+  std::string address = client.connected_address();
+  return CommandOutput{fmt::format("PONG from {}: connect {:.2f} ms, round trip {:.2f} ms\n",
+                                   address, connect_us / 1000, rtt_us / 1000),
+                       {{"address", address}, {"connect_us", connect_us}, {"rtt_us", rtt_us}}};
+}
+
+std::shared_ptr<spdlog::logger> SilentLogger() {
+  // The CLI reports exactly one line per error itself; client logs would add more.
+  auto log =
+      std::make_shared<spdlog::logger>("grid-cli", std::make_shared<spdlog::sinks::null_sink_mt>());
+  log->set_level(spdlog::level::off);
+  return log;
+}
+
+}  // namespace
+
+Result<CommandOutput> RunCommand(const CliCommand& command) {
+  auto start = Clock::now();
+  auto client = grid::Client::Connect(command.client, SilentLogger());
+  if (!client) return std::unexpected(client.error());
+  double connect_us = MicrosSince(start);
+  Result<CommandOutput> output = command.kind == CommandKind::kPing
+                                     ? RunPing(**client, connect_us)
+                                     : RunMapCommand(*(*client)->GetMap(command.map_name), command);
+  (*client)->Shutdown();
+  return output;
+}
+
+std::string HintFor(const base::Error& error, const CliCommand& command) {
+  // The member's and client's messages usually say what to do; add only what they may lack.
+  const std::string& address = command.client.addresses.front();
+  bool names_address = error.message().find(address) != std::string::npos;
+  switch (error.code()) {
+    case base::ErrorCode::kConnectionFailed:
+    case base::ErrorCode::kMemberLeft:
+      return names_address ? "" : "check --address (" + address + ") and that grid-node runs there";
+    case base::ErrorCode::kTimeout:
+      return "the member at " + address + " did not answer in time; check it or raise --timeout";
+    case base::ErrorCode::kProtocol:
+      return "is " + address + " a grid-node native port (not RESP)?";
+    default:
+      return "";
+  }
+}
+
+}  // namespace tessera::tools::cli

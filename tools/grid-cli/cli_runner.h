@@ -1,0 +1,28 @@
+#pragma once
+// RunCommand: executes a parsed grid-cli command against a member through
+// tessera::grid::Client and renders the answer twice: text for people, JSON for scripts.
+//
+// Thread-safety: each call uses its own Client; safe from any thread.
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_command.h"
+#include "tessera/base/error.h"
+
+namespace tessera::tools::cli {
+
+struct CommandOutput {
+  std::string text;     // printed without --json (ends with a newline)
+  nlohmann::json json;  // printed with --json, on one line
+};
+
+// Connects, runs `command` and shuts the client down. REQUIRES: command.kind != kHelp.
+// Errors: whatever the client reports (kConnectionFailed, kAuthFailed, kTimeout, ...) and the
+// operation's own errors; the caller prints one line and exits with code 1.
+base::Result<CommandOutput> RunCommand(const CliCommand& command);
+
+// A short "what to do" for errors whose message may not say it, or "" if none is needed.
+std::string HintFor(const base::Error& error, const CliCommand& command);
+
+}  // namespace tessera::tools::cli

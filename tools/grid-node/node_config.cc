@@ -1,0 +1,307 @@
+// Flags and YAML keys share one table of setters, each converting a string to the typed
+// MemberOptions field, so both sources validate identically. Boost.Program_options only
+// collects the strings; flags have no po defaults, so "given on the command line" is simply
+// "present in the variables map".
+#include "node_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+namespace tessera::tools::node {
+namespace {
+
+namespace po = boost::program_options;
+using base::ErrorCode;
+using base::Fail;
+using base::Result;
+
+using Setter = std::function<Result<void>(NodeConfig&, const std::string&)>;
+
+struct Setting {
+  std::string key;
+  std::string help;
+  Setter set;
+};
+
+Result<std::uint64_t> ParseUnsigned(const std::string& key, const std::string& text,
+                                    std::uint64_t max) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v > max) {
+    return Fail(ErrorCode::kBadRequest, "invalid value '" + text + "' for '" + key +
+                                            "': expected an integer from 0 to " +
+                                            std::to_string(max));
+  }
+  return v;
+}
+
+Setter PortSetter(std::uint16_t grid::MemberOptions::*field) {
+  return [field](NodeConfig& c, const std::string& text) -> Result<void> {
+    auto v = ParseUnsigned("port", text, 65535);
+    if (!v) return std::unexpected(v.error());
+    c.member.*field = static_cast<std::uint16_t>(*v);
+    return {};
+  };
+}
+
+Result<void> SetRespPort(NodeConfig& c, const std::string& text) {
+  if (text == "off" || text == "false" || text.empty()) {
+    c.member.resp_port.reset();
+    return {};
+  }
+  auto v = ParseUnsigned("resp-port", text, 65535);
+  if (!v) return std::unexpected(v.error());
+  c.member.resp_port = static_cast<std::uint16_t>(*v);
+  return {};
+}
+
+Result<void> SetThreads(NodeConfig& c, const std::string& text) {
+  auto v = ParseUnsigned("threads", text, 1024);
+  if (!v) return std::unexpected(v.error());
+  c.member.threads = *v;
+  return {};
+}
+
+Result<void> SetPartitions(NodeConfig& c, const std::string& text) {
+  auto v = ParseUnsigned("partitions", text, 65535);
+  if (!v) return std::unexpected(v.error());
+  if (*v == 0) return Fail(ErrorCode::kBadRequest, "'partitions' must be at least 1");
+  c.member.partition_count = static_cast<std::uint32_t>(*v);
+  return {};
+}
+
+Result<void> SetLogLevel(NodeConfig& c, const std::string& text) {
+  static constexpr std::string_view kLevels[] = {"trace", "debug", "info", "warn", "error"};
+  if (std::find(std::begin(kLevels), std::end(kLevels), text) == std::end(kLevels)) {
+    return Fail(ErrorCode::kBadRequest,
+                "invalid log level '" + text + "': use trace, debug, info, warn or error");
+  }
+  c.log_level = text;
+  return {};
+}
+
+Setter NonEmptyString(std::string key, std::string grid::MemberOptions::*field) {
+  return [key, field](NodeConfig& c, const std::string& text) -> Result<void> {
+    if (text.empty()) return Fail(ErrorCode::kBadRequest, "'" + key + "' must not be empty");
+    c.member.*field = text;
+    return {};
+  };
+}
+
+std::vector<Setting> Settings() {
+  using grid::MemberOptions;
+  return {
+      {"host", "address to bind the ports to (default 127.0.0.1)",
+       NonEmptyString("host", &MemberOptions::host)},
+      {"port", "native protocol port; 0 picks a free one (default 5701)",
+       PortSetter(&MemberOptions::port)},
+      {"cluster-name", "cluster name clients must present (default dev)",
+       NonEmptyString("cluster-name", &MemberOptions::cluster_name)},
+      {"secret", "shared secret clients must present (default: none)",
+       [](NodeConfig& c, const std::string& text) -> Result<void> {
+         c.member.secret = text;
+         return {};
+       }},
+      {"threads", "shard threads; 0 = one per hardware thread (default 0)", SetThreads},
+      {"partitions", "partition count (default 271)", SetPartitions},
+      {"resp-port", "RESP (Redis protocol) port; 0 picks a free one (default off)", SetRespPort},
+      {"resp-default-map", "map that RESP string commands use (default 'default')",
+       NonEmptyString("resp-default-map", &MemberOptions::resp_default_map)},
+      {"log-level", "trace|debug|info|warn|error (default info)", SetLogLevel},
+  };
+}
+
+const Setting* FindSetting(const std::vector<Setting>& settings, std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  for (const auto& s : settings) {
+    if (s.key == key) return &s;
+  }
+  return nullptr;
+}
+
+po::options_description Describe(const std::vector<Setting>& settings) {
+  po::options_description desc("Options");
+  desc.add_options()("help", "print this help and exit");
+  desc.add_options()("config", po::value<std::string>()->value_name("FILE"),
+                     "YAML file with the same keys plus per-map config; flags override it");
+  for (const auto& s : settings) {
+    desc.add_options()(s.key.c_str(), po::value<std::string>()->value_name("VALUE"),
+                       s.help.c_str());
+  }
+  return desc;
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Fail(ErrorCode::kBadRequest,
+                "cannot read config file '" + path + "': check the path and its permissions");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result<base::Millis> MapNumber(const std::string& map_name, const YAML::Node& node,
+                               const std::string& key) {
+  auto text = node.as<std::string>();
+  auto v =
+      ParseUnsigned("maps." + map_name + "." + key, text, std::numeric_limits<std::int64_t>::max());
+  if (!v) return std::unexpected(v.error());
+  return static_cast<base::Millis>(*v);
+}
+
+Result<void> ApplyMapConfig(const std::string& name, const YAML::Node& node, NodeConfig& config) {
+  if (!node.IsMap()) {
+    return Fail(ErrorCode::kBadRequest, "'maps." + name +
+                                            "' must be a mapping of default_ttl_ms, "
+                                            "max_idle_ms, max_entries");
+  }
+  map::MapConfig map_config;
+  for (const auto& item : node) {
+    auto key = item.first.as<std::string>();
+    auto v = MapNumber(name, item.second, key);
+    if (!v) return std::unexpected(v.error());
+    if (key == "default_ttl_ms") {
+      map_config.default_ttl_ms = *v;
+    } else if (key == "max_idle_ms" || key == "default_max_idle_ms") {
+      map_config.default_max_idle_ms = *v;
+    } else if (key == "max_entries") {
+      map_config.max_entries = *v;
+    } else {
+      return Fail(ErrorCode::kBadRequest, "unknown key 'maps." + name + "." + key +
+                                              "': use default_ttl_ms, max_idle_ms, max_entries");
+    }
+  }
+  config.member.maps[name] = map_config;
+  return {};
+}
+
+Result<void> ApplyMaps(const YAML::Node& maps, NodeConfig& config) {
+  if (maps.IsNull()) return {};
+  if (!maps.IsMap()) return Fail(ErrorCode::kBadRequest, "'maps' must be a mapping of map names");
+  for (const auto& item : maps) {
+    auto r = ApplyMapConfig(item.first.as<std::string>(), item.second, config);
+    if (!r) return r;
+  }
+  return {};
+}
+
+Result<void> ApplyYamlNode(const YAML::Node& root, NodeConfig& config) {
+  if (root.IsNull()) return {};  // an empty file changes nothing
+  if (!root.IsMap()) return Fail(ErrorCode::kBadRequest, "the document must be a mapping");
+  auto settings = Settings();
+  for (const auto& item : root) {
+    auto key = item.first.as<std::string>();
+    if (key == "maps") {
+      auto r = ApplyMaps(item.second, config);
+      if (!r) return r;
+      continue;
+    }
+    const Setting* setting = FindSetting(settings, key);
+    if (setting == nullptr) return Fail(ErrorCode::kBadRequest, "unknown key '" + key + "'");
+    if (!item.second.IsScalar() && !item.second.IsNull()) {
+      return Fail(ErrorCode::kBadRequest, "'" + key + "' must be a single value");
+    }
+    auto r = setting->set(config, item.second.IsNull() ? "" : item.second.as<std::string>());
+    if (!r) return r;
+  }
+  return {};
+}
+
+Result<po::variables_map> ParseFlags(int argc, const char* const argv[],
+                                     const po::options_description& desc) {
+  po::options_description all(desc);
+  all.add_options()("positional", po::value<std::vector<std::string>>());
+  po::positional_options_description positional;
+  positional.add("positional", -1);
+  po::variables_map vm;
+  try {
+    auto style = po::command_line_style::unix_style ^ po::command_line_style::allow_guessing;
+    po::store(
+        po::command_line_parser(argc, argv).options(all).positional(positional).style(style).run(),
+        vm);
+  } catch (const po::error& e) {
+    return Fail(ErrorCode::kBadRequest, std::string(e.what()) + "; see grid-node --help");
+  }
+  if (vm.count("positional") != 0) {
+    return Fail(ErrorCode::kBadRequest,
+                "unexpected argument '" + vm["positional"].as<std::vector<std::string>>()[0] +
+                    "': grid-node takes only --flags; see grid-node --help");
+  }
+  return vm;
+}
+
+Result<void> LoadConfigFile(const std::string& path, NodeConfig& config) {
+  auto text = ReadFile(path);
+  if (!text) return std::unexpected(text.error());
+  return ApplyYaml(*text, path, config);
+}
+
+}  // namespace
+
+Result<void> ApplyYaml(const std::string& text, const std::string& source, NodeConfig& config) {
+  try {
+    auto r = ApplyYamlNode(YAML::Load(text), config);
+    if (!r) {
+      return Fail(ErrorCode::kBadRequest, "config file '" + source + "': " + r.error().message());
+    }
+    return {};
+  } catch (const YAML::Exception& e) {
+    // e.what() carries "yaml-cpp: error at line L, column C: ..."
+    return Fail(ErrorCode::kBadRequest,
+                "config file '" + source + "' is not valid YAML: " + std::string(e.what()));
+  }
+}
+
+Result<NodeConfig> ParseNodeConfig(int argc, const char* const argv[]) {
+  auto settings = Settings();
+  auto desc = Describe(settings);
+  auto vm = ParseFlags(argc, argv, desc);
+  if (!vm) return std::unexpected(vm.error());
+  NodeConfig config;
+  if (vm->count("help") != 0) {
+    config.help = true;
+    return config;
+  }
+  if (vm->count("config") != 0) {
+    auto r = LoadConfigFile((*vm)["config"].as<std::string>(), config);
+    if (!r) return std::unexpected(r.error());
+  }
+  for (const auto& s : settings) {
+    if (vm->count(s.key) == 0) continue;
+    auto r = s.set(config, (*vm)[s.key].as<std::string>());
+    if (!r)
+      return r.error().message().find(s.key) == std::string::npos
+                 ? Fail(ErrorCode::kBadRequest, "--" + s.key + ": " + r.error().message())
+                 : std::unexpected(r.error());
+  }
+  return config;
+}
+
+std::string HelpText() {
+  std::ostringstream out;
+  out << "Usage: grid-node [options]\n"
+         "Starts a Tessera member and serves it until SIGINT or SIGTERM.\n"
+         "Prints 'grid-node ready: native HOST:PORT resp HOST:PORT|off cluster 'NAME' member "
+         "UUID' when serving.\n\n"
+      << Describe(Settings())
+      << "\nConfig file example (YAML):\n"
+         "  port: 5701\n"
+         "  cluster-name: prod\n"
+         "  maps:\n"
+         "    orders: {default_ttl_ms: 60000, max_idle_ms: 0, max_entries: 100000}\n"
+         "\nExit codes: 0 clean shutdown, 1 start failed (e.g. port in use), 2 bad flags or "
+         "config.\n";
+  return out.str();
+}
+
+}  // namespace tessera::tools::node

@@ -1,0 +1,102 @@
+#pragma once
+// TopicService: publish/subscribe on one member. A message published to a topic is handed to
+// every listener subscribed to that topic and to every pattern listener whose glob matches
+// the topic name (see glob.h); a listener subscribed both ways gets it twice, as in Redis.
+//
+// Delivery: each listener names the shard it wants to be called on; the message is posted to
+// that shard, so a connection living on shard s receives its messages on its own thread.
+// Messages from one publisher thread reach one listener in publish order.
+// Delivery is at-most-once: each listener has a bound on messages queued for it
+// (ListenerOptions::max_pending); a message beyond it is dropped and counted. A listener that
+// throws is logged and counted, and keeps receiving.
+//
+// Today delivery is member-local. The API is shaped for cluster-wide delivery later: Publish
+// takes the publisher id and returns the number of local receivers; a cluster-aware
+// implementation forwards to other members behind the same calls.
+//
+// Thread-safety: every method is safe to call from any thread, including from a listener.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/runtime/shard_set.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tessera::topic {
+
+using SubscriptionId = std::uint64_t;
+
+// One published message as a listener sees it.
+struct Message {
+  std::string topic;          // the topic it was published to
+  std::string payload;        // the message bytes
+  std::string publisher_id;   // who published it (free text, e.g. "resp:12" or a member id)
+  std::int64_t sequence = 0;  // member-local publish order (1, 2, ...)
+};
+
+// Called on the listener's shard. `pattern` is the glob that matched for pattern
+// subscriptions, empty for plain ones. Must not block.
+using MessageListener = std::function<void(const Message& message, std::string_view pattern)>;
+
+struct ListenerOptions {
+  std::size_t shard = 0;           // shard to deliver on; REQUIRES: < shards.size()
+  std::size_t max_pending = 4096;  // messages queued for this listener before drops begin
+};
+
+// Counters since the service started (monotonic).
+struct TopicStats {
+  std::int64_t published = 0;              // Publish calls
+  std::int64_t delivered = 0;              // listener invocations that returned normally
+  std::int64_t dropped = 0;                // messages dropped because a listener's queue was full
+  std::int64_t listener_errors = 0;        // listener invocations that threw
+  std::int64_t subscriptions = 0;          // current plain subscriptions
+  std::int64_t pattern_subscriptions = 0;  // current pattern subscriptions
+};
+
+class TopicService {
+ public:
+  // `shards` must outlive the service and every delivery it posted.
+  TopicService(runtime::ShardSet& shards, std::shared_ptr<spdlog::logger> log);
+  ~TopicService();
+  TopicService(const TopicService&) = delete;
+  TopicService& operator=(const TopicService&) = delete;
+
+  // Hands `payload` to every matching listener (posted to each listener's shard). Returns the
+  // number of listeners it was queued for (listeners whose queue was full are not counted).
+  std::int64_t Publish(std::string_view topic, std::string payload, std::string_view publisher_id);
+
+  // Subscribes `listener` to the exact topic name. Returns an id for Unsubscribe.
+  SubscriptionId Subscribe(std::string topic, ListenerOptions options, MessageListener listener);
+
+  // Subscribes `listener` to every topic matching the Redis glob `pattern`.
+  SubscriptionId PatternSubscribe(std::string pattern, ListenerOptions options,
+                                  MessageListener listener);
+
+  // Removes a subscription; returns whether it existed. Messages still queued for it are
+  // discarded: after Unsubscribe returns, the listener is not called again, except by an
+  // invocation already running on its shard.
+  bool Unsubscribe(SubscriptionId id);
+
+  // Number of plain subscriptions to exactly `topic` (PUBSUB NUMSUB).
+  std::int64_t SubscriberCount(std::string_view topic) const;
+  // Topics with at least one plain subscription, optionally filtered by a glob (PUBSUB
+  // CHANNELS); "" = all.
+  std::vector<std::string> ActiveTopics(std::string_view glob = "") const;
+
+  TopicStats Stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::topic

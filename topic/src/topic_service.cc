@@ -1,0 +1,196 @@
+// Registry under a shared_mutex (publish takes it shared, subscribe/unsubscribe exclusive);
+// each delivery is one post to the listener's shard carrying shared pointers to the message,
+// the subscription and the counters, so nothing dangles if the subscription or the service
+// goes away while deliveries are queued. The per-listener bound is an atomic in-flight count
+// taken before posting and released when the delivery runs.
+#include "tessera/topic/topic_service.h"
+
+#include <spdlog/logger.h>
+#include <exception>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "tessera/base/check.h"
+#include "tessera/topic/glob.h"
+
+namespace tessera::topic {
+
+namespace {
+
+struct Subscription {
+  SubscriptionId id = 0;
+  std::string name;  // topic or pattern
+  bool is_pattern = false;
+  ListenerOptions options;
+  MessageListener listener;
+  std::atomic<std::size_t> pending{0};
+  std::atomic<bool> active{true};
+};
+
+struct Counters {
+  std::atomic<std::int64_t> published{0};
+  std::atomic<std::int64_t> delivered{0};
+  std::atomic<std::int64_t> dropped{0};
+  std::atomic<std::int64_t> listener_errors{0};
+  std::shared_ptr<spdlog::logger> log;
+};
+
+using SubscriptionPtr = std::shared_ptr<Subscription>;
+
+void Deliver(const SubscriptionPtr& sub, const Message& message, Counters& counters) {
+  sub->pending.fetch_sub(1, std::memory_order_acq_rel);
+  if (!sub->active.load(std::memory_order_acquire)) return;
+  const std::string_view pattern = sub->is_pattern ? std::string_view(sub->name) : "";
+  try {
+    sub->listener(message, pattern);
+    counters.delivered.fetch_add(1, std::memory_order_relaxed);
+  } catch (const std::exception& e) {
+    counters.listener_errors.fetch_add(1, std::memory_order_relaxed);
+    counters.log->warn("topic listener {} on '{}' threw: {}; it keeps receiving", sub->id,
+                       message.topic, e.what());
+  } catch (...) {
+    counters.listener_errors.fetch_add(1, std::memory_order_relaxed);
+    counters.log->warn("topic listener {} on '{}' threw a non-exception; it keeps receiving",
+                       sub->id, message.topic);
+  }
+}
+
+}  // namespace
+
+struct TopicService::Impl {
+  runtime::ShardSet& shards;
+  std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  mutable std::shared_mutex mutex;
+  std::unordered_map<std::string, std::vector<SubscriptionPtr>> by_topic;
+  std::vector<SubscriptionPtr> patterns;
+  std::unordered_map<SubscriptionId, SubscriptionPtr> by_id;
+  SubscriptionId next_id = 1;
+  std::atomic<std::int64_t> next_sequence{1};
+
+  explicit Impl(runtime::ShardSet& s) : shards(s) {}
+
+  // Queues one delivery; false if the listener's queue is full.
+  bool Enqueue(const SubscriptionPtr& sub, const std::shared_ptr<const Message>& message) {
+    if (sub->pending.fetch_add(1, std::memory_order_acq_rel) >= sub->options.max_pending) {
+      sub->pending.fetch_sub(1, std::memory_order_acq_rel);
+      counters->dropped.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    shards.InvokeOn(sub->options.shard,
+                    [sub, message, counters = counters] { Deliver(sub, *message, *counters); });
+    return true;
+  }
+
+  SubscriptionId Add(std::string name, bool is_pattern, ListenerOptions options,
+                     MessageListener listener) {
+    TESSERA_CHECK(options.shard < shards.size(), "listener shard out of range");
+    auto sub = std::make_shared<Subscription>();
+    sub->name = std::move(name);
+    sub->is_pattern = is_pattern;
+    sub->options = options;
+    sub->listener = std::move(listener);
+    std::unique_lock lock(mutex);
+    sub->id = next_id++;
+    by_id.emplace(sub->id, sub);
+    if (is_pattern) {
+      patterns.push_back(sub);
+    } else {
+      by_topic[sub->name].push_back(sub);
+    }
+    return sub->id;
+  }
+};
+
+TopicService::TopicService(runtime::ShardSet& shards, std::shared_ptr<spdlog::logger> log)
+    : impl_(std::make_unique<Impl>(shards)) {
+  impl_->counters->log = std::move(log);
+}
+
+TopicService::~TopicService() = default;
+
+std::int64_t TopicService::Publish(std::string_view topic, std::string payload,
+                                   std::string_view publisher_id) {
+  impl_->counters->published.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<const Message> message;
+  std::int64_t receivers = 0;
+  std::shared_lock lock(impl_->mutex);
+  auto make_message = [&] {
+    if (message) return;
+    message = std::make_shared<const Message>(
+        Message{std::string(topic), std::move(payload), std::string(publisher_id),
+                impl_->next_sequence.fetch_add(1, std::memory_order_relaxed)});
+  };
+  if (auto it = impl_->by_topic.find(std::string(topic)); it != impl_->by_topic.end()) {
+    for (const auto& sub : it->second) {
+      make_message();
+      receivers += impl_->Enqueue(sub, message) ? 1 : 0;
+    }
+  }
+  for (const auto& sub : impl_->patterns) {
+    if (!GlobMatch(sub->name, topic)) continue;
+    make_message();
+    receivers += impl_->Enqueue(sub, message) ? 1 : 0;
+  }
+  return receivers;
+}
+
+SubscriptionId TopicService::Subscribe(std::string topic, ListenerOptions options,
+                                       MessageListener listener) {
+  return impl_->Add(std::move(topic), false, options, std::move(listener));
+}
+
+SubscriptionId TopicService::PatternSubscribe(std::string pattern, ListenerOptions options,
+                                              MessageListener listener) {
+  return impl_->Add(std::move(pattern), true, options, std::move(listener));
+}
+
+bool TopicService::Unsubscribe(SubscriptionId id) {
+  std::unique_lock lock(impl_->mutex);
+  auto it = impl_->by_id.find(id);
+  if (it == impl_->by_id.end()) return false;
+  SubscriptionPtr sub = std::move(it->second);
+  impl_->by_id.erase(it);
+  sub->active.store(false, std::memory_order_release);
+  auto remove_from = [&sub](std::vector<SubscriptionPtr>& list) {
+    std::erase_if(list, [&sub](const SubscriptionPtr& s) { return s == sub; });
+  };
+  if (sub->is_pattern) {
+    remove_from(impl_->patterns);
+  } else if (auto t = impl_->by_topic.find(sub->name); t != impl_->by_topic.end()) {
+    remove_from(t->second);
+    if (t->second.empty()) impl_->by_topic.erase(t);
+  }
+  return true;
+}
+
+std::int64_t TopicService::SubscriberCount(std::string_view topic) const {
+  std::shared_lock lock(impl_->mutex);
+  auto it = impl_->by_topic.find(std::string(topic));
+  return it == impl_->by_topic.end() ? 0 : static_cast<std::int64_t>(it->second.size());
+}
+
+std::vector<std::string> TopicService::ActiveTopics(std::string_view glob) const {
+  std::vector<std::string> topics;
+  std::shared_lock lock(impl_->mutex);
+  for (const auto& [name, subs] : impl_->by_topic) {
+    if (glob.empty() || GlobMatch(glob, name)) topics.push_back(name);
+  }
+  return topics;
+}
+
+TopicStats TopicService::Stats() const {
+  TopicStats stats;
+  const Counters& c = *impl_->counters;
+  stats.published = c.published.load(std::memory_order_relaxed);
+  stats.delivered = c.delivered.load(std::memory_order_relaxed);
+  stats.dropped = c.dropped.load(std::memory_order_relaxed);
+  stats.listener_errors = c.listener_errors.load(std::memory_order_relaxed);
+  std::shared_lock lock(impl_->mutex);
+  stats.pattern_subscriptions = static_cast<std::int64_t>(impl_->patterns.size());
+  stats.subscriptions =
+      static_cast<std::int64_t>(impl_->by_id.size()) - stats.pattern_subscriptions;
+  return stats;
+}
+
+}  // namespace tessera::topic
