@@ -81,7 +81,8 @@ base::Result<void> CheckHello(const HandshakePolicy& policy, const wire::Hello& 
     return base::Fail(ErrorCode::kAuthFailed, "cluster name mismatch: member is in '" +
                                                   policy.cluster_name + "', " + role +
                                                   " asked for '" + hello.cluster_name +
-                                                  "'; pass --cluster-name " + hello.cluster_name);
+                                                  "'; connect with --cluster-name " + policy.cluster_name +
+                                                  " to join this member's cluster");
   }
   if (!ConstantTimeEquals(hello.secret, policy.secret)) {
     return base::Fail(ErrorCode::kAuthFailed,

@@ -79,8 +79,8 @@ TEST_CASE("A wrong cluster name is rejected with a clear error on both sides", "
   REQUIRE_FALSE(client.has_value());
   CHECK(client.error() ==
         Error(ErrorCode::kAuthFailed,
-              "cluster name mismatch: member is in 'dev', client asked for 'prod'; pass "
-              "--cluster-name prod"));
+              "cluster name mismatch: member is in 'dev', client asked for 'prod'; connect "
+              "with --cluster-name dev to join this member's cluster"));
   CHECK(f.log.Contains("cluster name mismatch"));
   CHECK(f.handler.accepted_names().empty());
   CHECK(WaitFor([&f] { return f.server->connection_count() == 0; }));
