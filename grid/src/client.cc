@@ -9,7 +9,6 @@
 // kMemberLeft: it may or may not have been applied.
 #include "tessera/grid/client.h"
 
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -23,6 +22,7 @@
 
 #include "event_executor.h"
 #include "native_protocol.h"
+#include "tessera/base/log.h"
 #include "tessera/map/map_codec.h"
 #include "tessera/net/client_connection.h"
 #include "tessera/partition/partitioner.h"
@@ -74,11 +74,7 @@ bool IsRead(map::MapOp op) {
   }
 }
 
-std::shared_ptr<spdlog::logger> DefaultLogger() {
-  auto existing = spdlog::get("client");
-  if (existing) return existing;
-  return spdlog::stderr_color_mt("client");
-}
+std::shared_ptr<spdlog::logger> DefaultLogger() { return base::NamedLogger("client"); }
 
 }  // namespace
 

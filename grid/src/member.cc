@@ -3,7 +3,6 @@
 // close connections, stop services, stop shards, then drain the event thread.
 #include "tessera/grid/member.h"
 
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +15,7 @@
 #include "event_executor.h"
 #include "native_handler.h"
 #include "tessera/base/check.h"
+#include "tessera/base/log.h"
 #include "tessera/net/server.h"
 #include "tessera/resp/resp_server.h"
 #include "tessera/runtime/shard_set.h"
@@ -35,11 +35,7 @@ std::string NewUuid() {
                      a & 0xffff, b >> 48, b & 0xffffffffffffull);
 }
 
-std::shared_ptr<spdlog::logger> DefaultLogger() {
-  auto existing = spdlog::get("member");
-  if (existing) return existing;
-  return spdlog::stderr_color_mt("member");
-}
+std::shared_ptr<spdlog::logger> DefaultLogger() { return base::NamedLogger("member"); }
 
 }  // namespace
 
