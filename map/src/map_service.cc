@@ -60,27 +60,45 @@ struct ShardState {
   std::optional<boost::asio::steady_timer> timer;
 };
 
-// Counts requests in flight so Stop() can wait for them.
+// Counts requests in flight so Stop() can wait for them. Enter/Leave are one atomic each on
+// the request path; the mutex is taken only once Stop() has begun waiting.
 class InFlight {
  public:
-  void Enter() {
-    std::lock_guard lock(mu_);
-    ++count_;
-  }
+  void Enter() { count_.fetch_add(1); }
   void Leave() {
-    std::lock_guard lock(mu_);
-    if (--count_ == 0) drained_.notify_all();
+    // seq_cst pairs with WaitDrained: either the waiter sees count 0, or this sees waiting.
+    if (count_.fetch_sub(1) == 1 && waiting_.load()) {
+      std::lock_guard lock(mu_);
+      drained_.notify_all();
+    }
   }
   bool WaitDrained(std::chrono::milliseconds timeout) {
+    waiting_.store(true);
     std::unique_lock lock(mu_);
-    return drained_.wait_for(lock, timeout, [this] { return count_ == 0; });
+    return drained_.wait_for(lock, timeout, [this] { return count_.load() == 0; });
   }
 
  private:
+  std::atomic<std::int64_t> count_{0};
+  std::atomic<bool> waiting_{false};
   std::mutex mu_;
   std::condition_variable drained_;
-  std::int64_t count_ = 0;
 };
+
+// Held by a request until it completed; move-only.
+class RequestToken {
+ public:
+  explicit RequestToken(InFlight& in_flight) : in_flight_(&in_flight) { in_flight_->Enter(); }
+  RequestToken(RequestToken&& other) noexcept : in_flight_(std::exchange(other.in_flight_, nullptr)) {}
+  RequestToken& operator=(RequestToken&&) = delete;
+  ~RequestToken() {
+    if (in_flight_) in_flight_->Leave();
+  }
+
+ private:
+  InFlight* in_flight_;
+};
+
 }  // namespace
 
 std::string_view EntryEventTypeName(EntryEventType type) {
@@ -115,11 +133,8 @@ struct MapService::Impl {
       states.push_back(std::make_unique<ShardState>());
   }
 
-  // A token held by every request; leaving happens when the last copy dies.
-  std::shared_ptr<void> EnterRequest() {
-    in_flight.Enter();
-    return std::shared_ptr<void>(nullptr, [this](void*) { in_flight.Leave(); });
-  }
+  // A token held by every fan-out request; leaving happens when the last copy dies.
+  std::shared_ptr<RequestToken> EnterRequest() { return std::make_shared<RequestToken>(in_flight); }
 
   MapTable& TableOn(std::size_t shard, const std::string& name);
   RecordStore& StoreOf(MapTable& table, std::uint32_t partition_id);
@@ -130,8 +145,8 @@ struct MapService::Impl {
                                          const MapRequest& request);
   MapConfig ConfigOf(const std::string& name) const;
 
-  void ExecuteKeyed(MapRequest request, Callback done);
-  void ExecuteFanOut(MapRequest request, Callback done);
+  void ExecuteKeyed(MapRequest& request, Callback& done);
+  void ExecuteFanOut(MapRequest& request, Callback& done);
   base::Result<MapResult> RunPartsOnShard(
       std::size_t shard, const MapRequest& request,
       const std::vector<std::pair<std::uint32_t, MapRequest>>* parts);
@@ -231,13 +246,25 @@ MapConfig MapService::Impl::ConfigOf(const std::string& name) const {
   return it == configs.end() ? options.default_config : it->second;
 }
 
-void MapService::Impl::ExecuteKeyed(MapRequest request, Callback done) {
+void MapService::Impl::ExecuteKeyed(MapRequest& request, Callback& done) {
   const std::uint32_t partition_id = partitioner.PartitionOf(request.key);
   const std::size_t shard = shards.ShardOfPartition(partition_id);
-  auto token = EnterRequest();
-  shards.DispatchOn(
-      shard, [this, shard, partition_id, request = std::move(request), done = std::move(done),
-              token]() { done(RunOnPartition(shard, partition_id, request)); });
+  if (shards.OnShard(shard)) {
+    RequestToken token(in_flight);
+    done(RunOnPartition(shard, partition_id, request));
+    return;
+  }
+  // The request moves once, into a box; the posted handler carries pointers only.
+  struct Pending {
+    MapRequest request;
+    Callback done;
+    RequestToken token;
+  };
+  auto pending = std::make_unique<Pending>(
+      Pending{std::move(request), std::move(done), RequestToken(in_flight)});
+  shards.InvokeOn(shard, [this, shard, partition_id, pending = std::move(pending)] {
+    pending->done(RunOnPartition(shard, partition_id, pending->request));
+  });
 }
 
 MapService::Impl::Parts MapService::Impl::SplitByShard(const MapRequest& request) const {
@@ -295,7 +322,7 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
   return merged;
 }
 
-void MapService::Impl::ExecuteFanOut(MapRequest request, Callback done) {
+void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
   const bool has_keys = request.op == MapOp::kPutAll || request.op == MapOp::kGetAll ||
                         request.op == MapOp::kExecuteOnKeys;
   auto parts = std::make_shared<Parts>();
@@ -418,9 +445,9 @@ void MapService::Execute(MapRequest request, Callback done) {
     return done(std::unexpected(ok.error()));
   }
   if (MapOpIsKeyed(request.op)) {
-    impl_->ExecuteKeyed(std::move(request), std::move(done));
+    impl_->ExecuteKeyed(request, done);
   } else {
-    impl_->ExecuteFanOut(std::move(request), std::move(done));
+    impl_->ExecuteFanOut(request, done);
   }
 }
 

@@ -29,7 +29,7 @@ void WriteServiceError(RespWriter& writer, const base::Error& error);
 
 // Executes `request`; on success format(writer, result), on error WriteServiceError.
 template <typename Format>
-void CallMap(Connection& conn, map::MapRequest request, Format format) {
+void CallMap(Connection& conn, map::MapRequest&& request, Format format) {
   ReplySlot slot = conn.Defer();
   conn.maps().Execute(std::move(request),
                       [slot, format](base::Result<map::MapResult> result) mutable {
@@ -45,7 +45,7 @@ void CallMap(Connection& conn, map::MapRequest request, Format format) {
 
 // Executes `request`; format(writer, result) handles success and error.
 template <typename Format>
-void CallMapRaw(Connection& conn, map::MapRequest request, Format format) {
+void CallMapRaw(Connection& conn, map::MapRequest&& request, Format format) {
   ReplySlot slot = conn.Defer();
   conn.maps().Execute(
       std::move(request), [slot, format](base::Result<map::MapResult> result) mutable {
