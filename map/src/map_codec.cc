@@ -1,5 +1,5 @@
-// Map values <-> Cap'n Proto (src/map.capnp). Messages are unpacked single-segment flat
-// arrays (capnp::messageToFlatArray). Decoding copies the bytes into word-aligned storage,
+// Map values <-> Cap'n Proto (src/map.capnp). Messages are unpacked flat arrays (one segment when
+// the size estimate holds; capnp::messageToFlatArray). Decoding copies the bytes into word-aligned storage,
 // reads with limits proportional to the input (a message cannot make the reader do more than
 // a few passes over its own bytes), checks every enum code, and turns any kj::Exception into
 // kBadRequest.
@@ -9,6 +9,7 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -28,6 +29,13 @@ std::string FromData(capnp::Data::Reader d) {
   return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
 }
 std::string FromText(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+
+// First-segment size for a message carrying about `bytes` of data. Cap'n Proto's default
+// first segment is 8 KiB, zeroed on every message; for small requests that memset was a third
+// of a client's CPU time (callgrind). Underestimates only cost an extra segment.
+unsigned SegmentWords(std::size_t bytes) {
+  return static_cast<unsigned>(std::min<std::size_t>(bytes / sizeof(capnp::word) + 32, 1u << 20));
+}
 
 std::string Finish(capnp::MallocMessageBuilder& message) {
   kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
@@ -211,7 +219,11 @@ base::Result<MapResult> ResultFromWire(wire::MapResult::Reader in) {
 }  // namespace
 
 std::string EncodeRequest(const MapRequest& rq) {
-  capnp::MallocMessageBuilder message;
+  std::size_t bytes = rq.map_name.size() + rq.key.size() + rq.value.size() + rq.expected.size() +
+                      rq.processor.size();
+  for (const auto& [k, v] : rq.entries) bytes += k.size() + v.size() + 16;
+  for (const auto& k : rq.keys) bytes += k.size() + 8;
+  capnp::MallocMessageBuilder message(SegmentWords(bytes));
   auto out = message.initRoot<wire::MapRequest>();
   out.setOp(static_cast<std::uint8_t>(rq.op));
   out.setMapName(ToText(rq.map_name));
@@ -236,7 +248,10 @@ base::Result<MapRequest> DecodeRequest(std::string_view bytes) {
 }
 
 std::string EncodeResult(const MapResult& r) {
-  capnp::MallocMessageBuilder message;
+  std::size_t bytes = r.value ? r.value->size() : 0;
+  for (const auto& [k, v] : r.entries) bytes += k.size() + v.size() + 16;
+  bytes += r.processor_results.size() * 64;
+  capnp::MallocMessageBuilder message(SegmentWords(bytes));
   auto out = message.initRoot<wire::MapResult>();
   out.setHasValue(r.value.has_value());
   if (r.value) out.setValue(ToData(*r.value));
@@ -261,7 +276,8 @@ base::Result<MapResult> DecodeResult(std::string_view bytes) {
 }
 
 std::string EncodeEvent(const EntryEvent& e) {
-  capnp::MallocMessageBuilder message;
+  capnp::MallocMessageBuilder message(SegmentWords(
+      e.key.size() + (e.value ? e.value->size() : 0) + (e.old_value ? e.old_value->size() : 0)));
   auto out = message.initRoot<wire::EntryEvent>();
   out.setMapName(ToText(e.map_name));
   out.setType(static_cast<std::uint8_t>(e.type));
@@ -293,7 +309,7 @@ base::Result<EntryEvent> DecodeEvent(std::string_view bytes) {
 }
 
 std::string EncodeListenerOptions(const ListenerOptions& o) {
-  capnp::MallocMessageBuilder message;
+  capnp::MallocMessageBuilder message(SegmentWords(64));
   auto out = message.initRoot<wire::ListenerOptions>();
   out.setIncludeValues(o.include_values);
   auto types = out.initTypes(static_cast<unsigned>(o.types.size()));

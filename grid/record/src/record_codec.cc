@@ -135,7 +135,8 @@ base::Result<GenericRecord> DecodeWords(kj::ArrayPtr<const capnp::word> words) {
 }  // namespace
 
 std::string GenericRecord::Encode() const {
-  capnp::MallocMessageBuilder message;
+  // A small first segment: the default (8 KiB, zeroed) dominated encoding small records.
+  capnp::MallocMessageBuilder message(64);
   RecordToWire(*this, message.initRoot<wire::Record>());
   kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
   auto bytes = words.asBytes();
