@@ -451,6 +451,22 @@ void MapService::Execute(MapRequest request, Callback done) {
   }
 }
 
+std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapRequest& request) {
+  if (!MapOpIsKeyed(request.op)) return std::nullopt;
+  const std::uint32_t partition_id = impl_->partitioner.PartitionOf(request.key);
+  const std::size_t shard = shards_.ShardOfPartition(partition_id);
+  if (!shards_.OnShard(shard)) return std::nullopt;
+  if (impl_->stopped.load(std::memory_order_acquire)) {
+    return Fail(ErrorCode::kShuttingDown,
+                "the map service is shutting down; retry on another member");
+  }
+  if (auto ok = ValidateRequest(request, &impl_->processors); !ok) {
+    return std::unexpected(ok.error());
+  }
+  RequestToken token(impl_->in_flight);
+  return impl_->RunOnPartition(shard, partition_id, request);
+}
+
 base::Result<MapResult> MapService::ExecuteSync(MapRequest request) {
   TESSERA_CHECK(!shards_.CurrentShard().has_value(),
                 "ExecuteSync called on a shard thread; use Execute with a callback");

@@ -28,8 +28,19 @@ map::MapRequest KeyRequest(map::MapOp op, std::string_view map_name, std::string
 void WriteServiceError(RespWriter& writer, const base::Error& error);
 
 // Executes `request`; on success format(writer, result), on error WriteServiceError.
+// A key owned by this connection's shard runs at once and replies in place (no deferred
+// slot, no callback allocation); others go through MapService::Execute.
 template <typename Format>
 void CallMap(Connection& conn, map::MapRequest&& request, Format format) {
+  if (auto local = conn.maps().ExecuteIfLocal(request)) {
+    RespWriter writer = conn.Reply();
+    if (*local) {
+      format(writer, **local);
+    } else {
+      WriteServiceError(writer, local->error());
+    }
+    return;
+  }
   ReplySlot slot = conn.Defer();
   conn.maps().Execute(std::move(request),
                       [slot, format](base::Result<map::MapResult> result) mutable {
@@ -46,6 +57,11 @@ void CallMap(Connection& conn, map::MapRequest&& request, Format format) {
 // Executes `request`; format(writer, result) handles success and error.
 template <typename Format>
 void CallMapRaw(Connection& conn, map::MapRequest&& request, Format format) {
+  if (auto local = conn.maps().ExecuteIfLocal(request)) {
+    RespWriter writer = conn.Reply();
+    format(writer, *local);
+    return;
+  }
   ReplySlot slot = conn.Defer();
   conn.maps().Execute(
       std::move(request), [slot, format](base::Result<map::MapResult> result) mutable {

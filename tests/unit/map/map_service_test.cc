@@ -338,3 +338,43 @@ TEST_CASE("Execute from a shard thread runs keyed ops inline", "[map][service]")
   });
   CHECK(inline_done.get_future().get());
 }
+
+TEST_CASE("ExecuteIfLocal runs a keyed request only on the shard that owns the key") {
+  ServiceFixture f(2);
+  f.Run(ServiceFixture::Rq(MapOp::kSet, "m", "k", "v1"));
+  const auto owner = f.shards.ShardOfPartition(tessera::partition::Partitioner().PartitionOf("k"));
+
+  auto on_shard = [&f](std::size_t shard, auto fn) {
+    std::promise<decltype(fn())> p;
+    f.shards.InvokeOn(shard, [&] { p.set_value(fn()); });
+    return p.get_future().get();
+  };
+  // On the owner: runs now, with the same result Execute would give.
+  auto local = on_shard(owner, [&f] {
+    return f.service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kPut, "m", "k", "v2"));
+  });
+  REQUIRE(local.has_value());
+  REQUIRE(local->has_value());
+  CHECK((*local)->value == std::optional<std::string>("v1"));
+  CHECK(f.Run(ServiceFixture::Rq(MapOp::kGet, "m", "k")).value == std::optional<std::string>("v2"));
+
+  // On the other shard, off any shard, or for a non-keyed op: nothing runs.
+  auto remote = on_shard(1 - owner, [&f] {
+    return f.service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kSet, "m", "k", "v3"));
+  });
+  CHECK_FALSE(remote.has_value());
+  CHECK_FALSE(f.service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kSet, "m", "k", "v4")).has_value());
+  auto fan_out = on_shard(owner, [&f] {
+    return f.service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kSize, "m"));
+  });
+  CHECK_FALSE(fan_out.has_value());
+  CHECK(f.Run(ServiceFixture::Rq(MapOp::kGet, "m", "k")).value == std::optional<std::string>("v2"));
+
+  // A bad request on the owner is answered with the validation error, not run.
+  auto bad = on_shard(owner, [&f] {
+    return f.service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kSet, "", "k", "x"));
+  });
+  REQUIRE(bad.has_value());
+  REQUIRE_FALSE(bad->has_value());
+  CHECK(bad->error().code() == ErrorCode::kBadRequest);
+}

@@ -102,6 +102,12 @@ class MapService {
   // kWrongType (from processors), kBadPredicate, kShuttingDown.
   void Execute(MapRequest request, Callback done);
 
+  // Fast path for front-ends running on shard threads: when `request` is keyed and the
+  // calling thread is the shard owning its partition, runs it now and returns the result
+  // (exactly what Execute would pass to `done`); otherwise does nothing and returns nullopt
+  // (the caller then uses Execute). Validation errors and kShuttingDown are returned too.
+  std::optional<base::Result<MapResult>> ExecuteIfLocal(const MapRequest& request);
+
   // Blocking form. REQUIRES: the caller is not a shard thread.
   base::Result<MapResult> ExecuteSync(MapRequest request);
 
