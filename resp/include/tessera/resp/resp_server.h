@@ -36,7 +36,7 @@ struct RespServerOptions {
   std::int64_t max_bulk_bytes = 512LL * 1024 * 1024;  // largest accepted argument
   // A connection stops reading while this many replies are outstanding or this many reply
   // bytes wait to be written, and resumes when they drain.
-  std::size_t max_pending_replies = 64 * 1024;
+  std::size_t max_pending_replies = 4096;
   std::size_t max_output_bytes = 64 * 1024 * 1024;
 };
 
