@@ -52,8 +52,8 @@ Result<Address> ParseAddress(const std::string& text) {
   auto digits = std::string_view(text).substr(colon + 1);
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
   if (ec != std::errc() || end != digits.data() + digits.size() || port == 0 || port > 65535) {
-    return base::Fail(ErrorCode::kBadRequest, "address '" + text +
-                                                  "' has no valid port (1-65535) after ':'");
+    return base::Fail(ErrorCode::kBadRequest,
+                      "address '" + text + "' has no valid port (1-65535) after ':'");
   }
   a.port = static_cast<std::uint16_t>(port);
   return a;
@@ -87,8 +87,11 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
   };
 
   Impl(ClientOptions opts, std::vector<Address> addrs, std::shared_ptr<spdlog::logger> logger)
-      : options(std::move(opts)), addresses(std::move(addrs)), log(std::move(logger)),
-        events(log), reconnect_timer(io) {
+      : options(std::move(opts)),
+        addresses(std::move(addrs)),
+        log(std::move(logger)),
+        events(log),
+        reconnect_timer(io) {
     work.emplace(io.get_executor());
     io_thread = std::thread([this] { io.run(); });
   }
@@ -250,11 +253,13 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
     auto deadline = Clock::now() + options.call_timeout;
     auto conn = Current(deadline);
     if (!conn) {
-      boost::asio::post(io, [done = std::move(done), e = conn.error()] { done(std::unexpected(e)); });
+      boost::asio::post(io,
+                        [done = std::move(done), e = conn.error()] { done(std::unexpected(e)); });
       return;
     }
-    (*conn)->Call(Encode(request), options.call_timeout,
-                  [done = std::move(done)](Result<wire::Message> r) { done(Decode(std::move(r))); });
+    (*conn)->Call(
+        Encode(request), options.call_timeout,
+        [done = std::move(done)](Result<wire::Message> r) { done(Decode(std::move(r))); });
   }
 
   Result<map::MapResult> InvokeSync(map::MapRequest request) override {
@@ -263,7 +268,8 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
     for (;;) {
       auto conn = Current(deadline);
       if (!conn) return std::unexpected(conn.error());
-      auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      auto remaining =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (remaining.count() <= 0) remaining = std::chrono::milliseconds(1);
       auto result = Decode((*conn)->CallSync(message, remaining));
       if (result || Clock::now() >= deadline) return result;
@@ -323,9 +329,9 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
     auto conn = Current(Clock::now() + options.call_timeout);
     if (!conn) return true;  // the member dropped it with the connection
     auto payload = record::GenericRecord::Build().Int64("id", server_id).Done().Encode();
-    auto r = (*conn)->CallSync(wire::Message::MakeRequest(0, -1, wire::Service::kMap,
-                                                          native::kMapRemoveListener, payload),
-                               options.call_timeout);
+    auto r = (*conn)->CallSync(
+        wire::Message::MakeRequest(0, -1, wire::Service::kMap, native::kMapRemoveListener, payload),
+        options.call_timeout);
     if (!r) return std::unexpected(r.error());
     return true;
   }

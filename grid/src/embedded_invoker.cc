@@ -4,12 +4,10 @@ namespace tessera::grid {
 
 void EmbeddedInvoker::Invoke(map::MapRequest request, Callback done) {
   EventExecutor* events = &events_;
-  service_.Execute(std::move(request),
-                   [events, done = std::move(done)](base::Result<map::MapResult> r) mutable {
-                     events->Post([done = std::move(done), r = std::move(r)]() mutable {
-                       done(std::move(r));
-                     });
-                   });
+  service_.Execute(
+      std::move(request), [events, done = std::move(done)](base::Result<map::MapResult> r) mutable {
+        events->Post([done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
+      });
 }
 
 base::Result<map::MapResult> EmbeddedInvoker::InvokeSync(map::MapRequest request) {

@@ -53,8 +53,7 @@ Result<std::optional<std::string>> Map::Get(std::string_view key) {
 }
 
 Result<std::optional<std::string>> Map::Remove(std::string_view key) {
-  return Project(Run(Request(MapOp::kRemove, key)),
-                 [](MapResult r) { return std::move(r.value); });
+  return Project(Run(Request(MapOp::kRemove, key)), [](MapResult r) { return std::move(r.value); });
 }
 
 Result<bool> Map::Remove(std::string_view key, std::string_view expected) {
@@ -190,8 +189,7 @@ Result<std::vector<std::pair<std::string, record::GenericRecord>>> Map::ExecuteO
 }
 
 Result<std::vector<std::pair<std::string, record::GenericRecord>>> Map::ExecuteOnEntries(
-    std::string_view processor, const record::GenericRecord& argument,
-    const Predicate& predicate) {
+    std::string_view processor, const record::GenericRecord& argument, const Predicate& predicate) {
   auto req = Request(MapOp::kExecuteOnEntries);
   req.processor = std::string(processor);
   req.argument = argument;

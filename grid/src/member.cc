@@ -31,8 +31,8 @@ std::string NewUuid() {
   std::uint64_t a = gen(), b = gen();
   b = (b & 0x3fffffffffffffffull) | 0x8000000000000000ull;  // RFC 4122 variant
   a = (a & 0xffffffffffff0fffull) | 0x0000000000004000ull;  // version 4
-  return fmt::format("{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xffff,
-                     a & 0xffff, b >> 48, b & 0xffffffffffffull);
+  return fmt::format("{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xffff, a & 0xffff,
+                     b >> 48, b & 0xffffffffffffull);
 }
 
 std::shared_ptr<spdlog::logger> DefaultLogger() { return base::NamedLogger("member"); }
@@ -67,10 +67,8 @@ struct Member::Impl {
   bool stopped = false;
 };
 
-Member::Member(MemberOptions options, std::shared_ptr<spdlog::logger> log,
-               const base::Clock* clock)
-    : options_(std::move(options)), log_(log ? std::move(log) : DefaultLogger()),
-      uuid_(NewUuid()) {
+Member::Member(MemberOptions options, std::shared_ptr<spdlog::logger> log, const base::Clock* clock)
+    : options_(std::move(options)), log_(log ? std::move(log) : DefaultLogger()), uuid_(NewUuid()) {
   processors_.RegisterBuiltins();
   impl_ = std::make_unique<Impl>(options_, log_, clock, processors_);
 }
@@ -179,9 +177,7 @@ void Member::ShutdownLocked() {
   log_->info("member {} stopped", uuid_);
 }
 
-std::uint16_t Member::native_port() const {
-  return impl_->native ? impl_->native->port() : 0;
-}
+std::uint16_t Member::native_port() const { return impl_->native ? impl_->native->port() : 0; }
 
 std::uint16_t Member::resp_port() const { return impl_->resp ? impl_->resp->port() : 0; }
 

@@ -35,8 +35,7 @@ NativeHandler::NativeHandler(map::MapService& maps, std::function<std::string()>
                              std::shared_ptr<spdlog::logger> log)
     : maps_(maps), info_(std::move(info)), log_(std::move(log)) {}
 
-void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection,
-                              Message request) {
+void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection, Message request) {
   switch (request.service) {
     case wire::Service::kMap:
       return HandleMap(connection, std::move(request));
@@ -49,27 +48,26 @@ void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection
   }
 }
 
-void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection,
-                              Message request) {
+void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection, Message request) {
   if (request.op == native::kMapAddListener) return AddListener(connection, request);
   if (request.op == native::kMapRemoveListener) return RemoveListener(connection, request);
   auto decoded = map::DecodeRequest(request.payload);
-  if (!decoded) return ReplyError(connection, request, decoded.error().code(),
-                                  decoded.error().message());
+  if (!decoded)
+    return ReplyError(connection, request, decoded.error().code(), decoded.error().message());
   if (static_cast<std::uint16_t>(decoded->op) != request.op) {
-    return ReplyError(connection, request, ErrorCode::kBadRequest,
-                      "frame op " + std::to_string(request.op) +
-                          " does not match the encoded map operation");
+    return ReplyError(
+        connection, request, ErrorCode::kBadRequest,
+        "frame op " + std::to_string(request.op) + " does not match the encoded map operation");
   }
   Message header = Header(request);
-  maps_.Execute(std::move(*decoded), [connection, header = std::move(header)](
-                                         base::Result<map::MapResult> result) {
-    if (!result) {
-      connection->Send(Message::MakeErrorResponse(header, result.error()));
-    } else {
-      connection->Send(Message::MakeResponse(header, map::EncodeResult(*result)));
-    }
-  });
+  maps_.Execute(std::move(*decoded),
+                [connection, header = std::move(header)](base::Result<map::MapResult> result) {
+                  if (!result) {
+                    connection->Send(Message::MakeErrorResponse(header, result.error()));
+                  } else {
+                    connection->Send(Message::MakeResponse(header, map::EncodeResult(*result)));
+                  }
+                });
 }
 
 void NativeHandler::AddListener(const std::shared_ptr<net::Connection>& connection,
@@ -83,8 +81,8 @@ void NativeHandler::AddListener(const std::shared_ptr<net::Connection>& connecti
                       "add-listener needs {map: string, options: bytes}");
   }
   auto options = map::DecodeListenerOptions(options_record->AsBytes().data);
-  if (!options) return ReplyError(connection, request, options.error().code(),
-                                  options.error().message());
+  if (!options)
+    return ReplyError(connection, request, options.error().code(), options.error().message());
   std::weak_ptr<net::Connection> weak = connection;
   auto id_holder = std::make_shared<std::atomic<map::ListenerId>>(0);
   map::ListenerId id = maps_.AddEntryListener(
@@ -116,8 +114,9 @@ void NativeHandler::RemoveListener(const std::shared_ptr<net::Connection>& conne
                                    const Message& request) {
   auto args = record::GenericRecord::Decode(request.payload);
   auto id = args ? args->GetInt64("id") : base::Result<std::int64_t>(std::unexpected(args.error()));
-  if (!id) return ReplyError(connection, request, ErrorCode::kBadRequest,
-                             "remove-listener needs {id: int64}: " + id.error().message());
+  if (!id)
+    return ReplyError(connection, request, ErrorCode::kBadRequest,
+                      "remove-listener needs {id: int64}: " + id.error().message());
   bool owned = false;
   {
     std::lock_guard lock(mu_);

@@ -156,10 +156,11 @@ double SweepRound(std::int64_t n) {
 
 void SweepBench(std::int64_t n, int rounds) {
   const tessera::map::MapServiceOptions defaults;
-  std::printf("sweep: %lld entries, 1 s TTL, default options (%lld ms tick, %lld/tick/shard),"
-              " 2 shards\n",
-              static_cast<long long>(n), static_cast<long long>(defaults.sweep_interval_ms),
-              static_cast<long long>(defaults.sweep_budget_per_tick));
+  std::printf(
+      "sweep: %lld entries, 1 s TTL, default options (%lld ms tick, %lld/tick/shard),"
+      " 2 shards\n",
+      static_cast<long long>(n), static_cast<long long>(defaults.sweep_interval_ms),
+      static_cast<long long>(defaults.sweep_budget_per_tick));
   std::vector<double> times;
   for (int r = 0; r < rounds; ++r) {
     times.push_back(SweepRound(n));

@@ -1,7 +1,7 @@
 // Map values <-> Cap'n Proto (src/map.capnp). Messages are unpacked flat arrays (one segment when
-// the size estimate holds; capnp::messageToFlatArray). Decoding copies the bytes into word-aligned storage,
-// reads with limits proportional to the input (a message cannot make the reader do more than
-// a few passes over its own bytes), checks every enum code, and turns any kj::Exception into
+// the size estimate holds; capnp::messageToFlatArray). Decoding copies the bytes into word-aligned
+// storage, reads with limits proportional to the input (a message cannot make the reader do more
+// than a few passes over its own bytes), checks every enum code, and turns any kj::Exception into
 // kBadRequest.
 #include "tessera/map/map_codec.h"
 
@@ -276,8 +276,8 @@ base::Result<MapResult> DecodeResult(std::string_view bytes) {
 }
 
 std::string EncodeEvent(const EntryEvent& e) {
-  capnp::MallocMessageBuilder message(SegmentWords(
-      e.key.size() + (e.value ? e.value->size() : 0) + (e.old_value ? e.old_value->size() : 0)));
+  capnp::MallocMessageBuilder message(SegmentWords(e.key.size() + (e.value ? e.value->size() : 0) +
+                                                   (e.old_value ? e.old_value->size() : 0)));
   auto out = message.initRoot<wire::EntryEvent>();
   out.setMapName(ToText(e.map_name));
   out.setType(static_cast<std::uint8_t>(e.type));

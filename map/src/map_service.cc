@@ -89,7 +89,8 @@ class InFlight {
 class RequestToken {
  public:
   explicit RequestToken(InFlight& in_flight) : in_flight_(&in_flight) { in_flight_->Enter(); }
-  RequestToken(RequestToken&& other) noexcept : in_flight_(std::exchange(other.in_flight_, nullptr)) {}
+  RequestToken(RequestToken&& other) noexcept
+      : in_flight_(std::exchange(other.in_flight_, nullptr)) {}
   RequestToken& operator=(RequestToken&&) = delete;
   ~RequestToken() {
     if (in_flight_) in_flight_->Leave();

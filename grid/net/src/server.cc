@@ -78,11 +78,10 @@ base::Result<void> CheckHello(const HandshakePolicy& policy, const wire::Hello& 
                                                   " port instead");
   }
   if (hello.cluster_name != policy.cluster_name) {
-    return base::Fail(ErrorCode::kAuthFailed, "cluster name mismatch: member is in '" +
-                                                  policy.cluster_name + "', " + role +
-                                                  " asked for '" + hello.cluster_name +
-                                                  "'; connect with --cluster-name " + policy.cluster_name +
-                                                  " to join this member's cluster");
+    return base::Fail(ErrorCode::kAuthFailed,
+                      "cluster name mismatch: member is in '" + policy.cluster_name + "', " + role +
+                          " asked for '" + hello.cluster_name + "'; connect with --cluster-name " +
+                          policy.cluster_name + " to join this member's cluster");
   }
   if (!ConstantTimeEquals(hello.secret, policy.secret)) {
     return base::Fail(ErrorCode::kAuthFailed,

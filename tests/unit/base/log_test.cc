@@ -1,7 +1,7 @@
 #include "tessera/base/log.h"
 
-#include <catch2/catch.hpp>
 #include <spdlog/spdlog.h>
+#include <catch2/catch.hpp>
 
 #include <thread>
 #include <vector>

@@ -1,8 +1,8 @@
 // The shared instance: a Client talking to a Member over real loopback sockets.
 #include "tessera/grid/client.h"
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -69,7 +69,8 @@ TEST_CASE("A client sees the same map semantics as the embedded member", "[grid]
   CHECK(bad.error().code() == base::ErrorCode::kUnknownProcessor);
 }
 
-TEST_CASE("A client is refused with a clear error for a wrong cluster or secret", "[grid][client]") {
+TEST_CASE("A client is refused with a clear error for a wrong cluster or secret",
+          "[grid][client]") {
   Member member(Served());
   REQUIRE(member.Start());
   auto wrong_cluster = To(member);

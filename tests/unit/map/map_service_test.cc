@@ -363,10 +363,10 @@ TEST_CASE("ExecuteIfLocal runs a keyed request only on the shard that owns the k
     return f.service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kSet, "m", "k", "v3"));
   });
   CHECK_FALSE(remote.has_value());
-  CHECK_FALSE(f.service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kSet, "m", "k", "v4")).has_value());
-  auto fan_out = on_shard(owner, [&f] {
-    return f.service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kSize, "m"));
-  });
+  CHECK_FALSE(
+      f.service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kSet, "m", "k", "v4")).has_value());
+  auto fan_out = on_shard(
+      owner, [&f] { return f.service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kSize, "m")); });
   CHECK_FALSE(fan_out.has_value());
   CHECK(f.Run(ServiceFixture::Rq(MapOp::kGet, "m", "k")).value == std::optional<std::string>("v2"));
 

@@ -41,9 +41,8 @@ class Client final : public Instance {
   // kConnectionFailed ("cannot connect to 127.0.0.1:5701: connection refused; is grid-node
   // running?"), kAuthFailed (cluster name or secret rejected; the member's reason),
   // kProtocol (version mismatch), kTimeout.
-  static base::Result<std::unique_ptr<Client>> Connect(ClientOptions options,
-                                                       std::shared_ptr<spdlog::logger> log =
-                                                           nullptr);
+  static base::Result<std::unique_ptr<Client>> Connect(
+      ClientOptions options, std::shared_ptr<spdlog::logger> log = nullptr);
   ~Client() override;
 
   std::shared_ptr<Map> GetMap(const std::string& name) override;

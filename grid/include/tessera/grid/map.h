@@ -59,8 +59,7 @@ class Map {
   base::Result<bool> ContainsKey(std::string_view key);
   // Atomically stores value if the key is absent (or expired). Returns nullopt when it
   // stored, else the existing value (left unchanged).
-  base::Result<std::optional<std::string>> PutIfAbsent(std::string_view key,
-                                                       std::string_view value,
+  base::Result<std::optional<std::string>> PutIfAbsent(std::string_view key, std::string_view value,
                                                        WriteOptions options = {});
   // Replaces only if present; returns the previous value, or nullopt if nothing was replaced.
   base::Result<std::optional<std::string>> Replace(std::string_view key, std::string_view value,
@@ -86,8 +85,7 @@ class Map {
   base::Result<Entries> EntrySet(const Predicate& predicate = Predicate());
 
   // Runs the named entry processor on the member that owns the key, atomically.
-  base::Result<record::GenericRecord> ExecuteOnKey(std::string_view key,
-                                                   std::string_view processor,
+  base::Result<record::GenericRecord> ExecuteOnKey(std::string_view key, std::string_view processor,
                                                    const record::GenericRecord& argument = {});
   base::Result<std::vector<std::pair<std::string, record::GenericRecord>>> ExecuteOnKeys(
       const std::vector<std::string>& keys, std::string_view processor,

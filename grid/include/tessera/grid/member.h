@@ -23,7 +23,6 @@ class logger;
 
 namespace tessera::grid {
 
-
 struct MemberOptions {
   std::string host = "127.0.0.1";  // address the native port binds to
   // Native protocol port; 0 = pick a free port (read it back with native_port()).
@@ -31,8 +30,8 @@ struct MemberOptions {
   // Serve the native protocol at all (an embedded member may keep its data private).
   bool listen = true;
   std::string cluster_name = "dev";
-  std::string secret;                // empty = no secret required
-  std::size_t threads = 0;           // shards; 0 = hardware threads
+  std::string secret;       // empty = no secret required
+  std::size_t threads = 0;  // shards; 0 = hardware threads
   std::uint32_t partition_count = 271;
   std::uint32_t max_frame_bytes = 16 * 1024 * 1024;
   map::MapServiceOptions map_options;

@@ -72,9 +72,7 @@ class TypedMap {
     return DecodeOptional(map_->Remove(Codec<K>::Encode(key)));
   }
   base::Result<bool> Delete(const K& key) { return map_->Delete(Codec<K>::Encode(key)); }
-  base::Result<bool> ContainsKey(const K& key) {
-    return map_->ContainsKey(Codec<K>::Encode(key));
-  }
+  base::Result<bool> ContainsKey(const K& key) { return map_->ContainsKey(Codec<K>::Encode(key)); }
   base::Result<std::optional<V>> PutIfAbsent(const K& key, const V& value,
                                              WriteOptions options = {}) {
     return DecodeOptional(
@@ -85,8 +83,8 @@ class TypedMap {
   }
   base::Result<bool> Replace(const K& key, const V& expected, const V& value,
                              WriteOptions options = {}) {
-    return map_->Replace(Codec<K>::Encode(key), Codec<V>::Encode(expected),
-                         Codec<V>::Encode(value), options);
+    return map_->Replace(Codec<K>::Encode(key), Codec<V>::Encode(expected), Codec<V>::Encode(value),
+                         options);
   }
   base::Result<std::int64_t> Size() { return map_->Size(); }
 

@@ -38,8 +38,9 @@ struct MapConfig {
 
 struct MapServiceOptions {
   MapConfig default_config;
-  base::Millis sweep_interval_ms = 20;        // background expiry sweep period per shard
-  std::int64_t sweep_budget_per_tick = 4000;  // entries examined per shard per tick (bounds the pause)
+  base::Millis sweep_interval_ms = 20;  // background expiry sweep period per shard
+  std::int64_t sweep_budget_per_tick =
+      4000;  // entries examined per shard per tick (bounds the pause)
 };
 
 enum class EntryEventType : std::uint8_t {

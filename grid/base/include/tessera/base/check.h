@@ -10,9 +10,9 @@ namespace tessera::base {
                               const std::string& message);
 }  // namespace tessera::base
 
-#define TESSERA_CHECK(cond, message)                                           \
-  do {                                                                         \
-    if (!(cond)) [[unlikely]] {                                                \
-      ::tessera::base::CheckFailed(#cond, __FILE__, __LINE__, (message));      \
-    }                                                                          \
+#define TESSERA_CHECK(cond, message)                                      \
+  do {                                                                    \
+    if (!(cond)) [[unlikely]] {                                           \
+      ::tessera::base::CheckFailed(#cond, __FILE__, __LINE__, (message)); \
+    }                                                                     \
   } while (false)

@@ -74,8 +74,7 @@ class ShardSet {
   // Runs map(shard) on every shard, then done(results) once on the shard that finished last.
   // `results[i]` is shard i's value. T must be movable.
   template <typename T>
-  void MapReduce(std::function<T(std::size_t)> map,
-                 std::function<void(std::vector<T>)> done);
+  void MapReduce(std::function<T(std::size_t)> map, std::function<void(std::vector<T>)> done);
 
  private:
   struct Shard {
