@@ -1,0 +1,112 @@
+// A real grid-node process with --resp-port driven by the real redis-cli and redis-benchmark
+// (Debian's redis-tools), as a Redis user would: the same front-end the in-process RESP tests
+// cover, here through the member's own flags, threads and shutdown.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "child_process.h"
+
+namespace tessera::integration {
+namespace {
+
+std::uint16_t RespPort(const NodeProcess& node) {
+  std::smatch m;
+  const std::string& line = node.ready_line();
+  REQUIRE(std::regex_search(line, m, std::regex(R"(resp 127\.0\.0\.1:([0-9]+))")));
+  return static_cast<std::uint16_t>(std::stoi(m[1].str()));
+}
+
+// redis-cli against `port` with `args`; returns stdout+stderr.
+std::string Cli(std::uint16_t port, std::vector<std::string> args) {
+  std::vector<std::string> full = {"-p", std::to_string(port)};
+  full.insert(full.end(), args.begin(), args.end());
+  auto r = RunProcess("/usr/bin/redis-cli", full, 10s);
+  return r.out + r.err;
+}
+
+std::string Shell(const std::string& command, std::chrono::milliseconds timeout = 60s) {
+  auto r = RunProcess("/bin/sh", {"-c", command}, timeout);
+  return r.out + r.err;
+}
+
+}  // namespace
+
+TEST_CASE("redis-cli drives grid-node: strings, NX+PX expiry, hashes, counters, errors",
+          "[tools][resp]") {
+  auto node = NodeProcess::StartOrFail({"--resp-port", "0"});
+  const auto port = RespPort(*node);
+  CHECK(Cli(port, {"PING"}) == "PONG\n");
+  CHECK(Cli(port, {"SET", "greeting", "hello"}) == "OK\n");
+  CHECK(Cli(port, {"GET", "greeting"}) == "hello\n");
+  CHECK(Cli(port, {"SET", "lock", "me", "NX", "PX", "1500"}) == "OK\n");
+  CHECK(Cli(port, {"SET", "lock", "you", "NX", "PX", "1500"}) == "\n");  // nil: not stored
+  CHECK(Cli(port, {"GET", "lock"}) == "me\n");
+  std::this_thread::sleep_for(1800ms);  // > PX, with slack for a busy machine
+  CHECK(Cli(port, {"GET", "lock"}) == "\n");
+  CHECK(Cli(port, {"SET", "lock", "you", "NX", "PX", "1500"}) == "OK\n");  // free again
+  CHECK(Cli(port, {"HSET", "user", "name", "ada", "lang", "en"}) == "2\n");
+  CHECK(Cli(port, {"HGET", "user", "lang"}) == "en\n");
+  CHECK(Cli(port, {"INCRBY", "visits", "5"}) == "5\n");
+  CHECK(Cli(port, {"INCR", "greeting"}).find("ERR value is not an integer") != std::string::npos);
+  CHECK(Cli(port, {"NOSUCHCMD", "x"}).find("ERR unknown command 'NOSUCHCMD'") != std::string::npos);
+  CHECK(Cli(port, {"GET", "greeting"}) == "hello\n");  // errors changed nothing
+  // The same data is visible through the native protocol: one map, two front-ends.
+  auto get = RunProcess(GRID_CLI_PATH,
+                        {"--address", node->address(), "map", "get", "default", "greeting"});
+  CHECK(get.exit_code == 0);
+  CHECK(get.out.find("hello") != std::string::npos);
+  CHECK(node->Stop() == 0);
+}
+
+TEST_CASE("redis-cli --pipe loads grid-node, SUBSCRIBE receives PUBLISH", "[tools][resp]") {
+  auto node = NodeProcess::StartOrFail({"--resp-port", "0"});
+  const auto port = RespPort(*node);
+  const std::string path = "/tmp/tessera-pipe-" + std::to_string(port) + ".txt";
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 5000; ++i) out << "SET key:" << i << " value-" << i << "\r\n";
+  }
+  const auto piped =
+      Shell("timeout 20 redis-cli -p " + std::to_string(port) + " --pipe < " + path + " 2>&1");
+  std::remove(path.c_str());
+  CHECK(piped.find("errors: 0, replies: 5000") != std::string::npos);
+  CHECK(Cli(port, {"DBSIZE"}) == "5000\n");
+  CHECK(Cli(port, {"GET", "key:4999"}) == "value-4999\n");
+
+  std::string subscriber_output;
+  std::thread subscriber([&subscriber_output, port] {
+    subscriber_output =
+        Shell("timeout 3 redis-cli -p " + std::to_string(port) + " SUBSCRIBE alerts 2>&1", 10s);
+  });
+  bool subscribed = false;
+  for (int i = 0; i < 100 && !subscribed; ++i) {
+    subscribed = Cli(port, {"PUBSUB", "NUMSUB", "alerts"}) == "alerts\n1\n";
+    if (!subscribed) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(subscribed);
+  CHECK(Cli(port, {"PUBLISH", "alerts", "disk-full"}) == "1\n");
+  subscriber.join();
+  CHECK(subscriber_output.find("message\nalerts\ndisk-full\n") != std::string::npos);
+  CHECK(node->Stop() == 0);
+}
+
+TEST_CASE("redis-benchmark against grid-node completes without errors", "[tools][resp]") {
+  auto node = NodeProcess::StartOrFail({"--resp-port", "0"});
+  const auto port = RespPort(*node);
+  const auto output = Shell("timeout 90 redis-benchmark -p " + std::to_string(port) +
+                                " -t ping_inline,ping_mbulk,set,get,incr,hset,mset -n 2000 "
+                                "-c 10 -P 4 -q 2>&1",
+                            100s);
+  INFO(output);
+  CHECK(output.find("ERR") == std::string::npos);
+  for (const auto* test :
+       {"PING_INLINE:", "PING_MBULK:", "SET:", "GET:", "INCR:", "HSET:", "MSET (10 keys):"}) {
+    CHECK(output.find(test) != std::string::npos);
+  }
+  CHECK(Cli(port, {"PING"}) == "PONG\n");  // still serving
+  CHECK(node->Stop() == 0);
+}
+
+}  // namespace tessera::integration
