@@ -134,6 +134,15 @@ struct MapService::Impl {
       states.push_back(std::make_unique<ShardState>());
   }
 
+  // Whether a request may run: the service is not stopping and the request is well-formed.
+  base::Result<void> Admit(const MapRequest& request) const {
+    if (stopped.load(std::memory_order_acquire)) {
+      return Fail(ErrorCode::kShuttingDown,
+                  "the map service is shutting down; retry on another member");
+    }
+    return ValidateRequest(request, &processors);
+  }
+
   // A token held by every fan-out request; leaving happens when the last copy dies.
   std::shared_ptr<RequestToken> EnterRequest() { return std::make_shared<RequestToken>(in_flight); }
 
@@ -438,13 +447,7 @@ MapConfig MapService::ConfigOf(const std::string& map_name) const {
 }
 
 void MapService::Execute(MapRequest request, Callback done) {
-  if (impl_->stopped.load(std::memory_order_acquire)) {
-    return done(Fail(ErrorCode::kShuttingDown,
-                     "the map service is shutting down; retry on another member"));
-  }
-  if (auto ok = ValidateRequest(request, &impl_->processors); !ok) {
-    return done(std::unexpected(ok.error()));
-  }
+  if (auto ok = impl_->Admit(request); !ok) return done(std::unexpected(ok.error()));
   if (MapOpIsKeyed(request.op)) {
     impl_->ExecuteKeyed(request, done);
   } else {
@@ -457,13 +460,7 @@ std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapReque
   const std::uint32_t partition_id = impl_->partitioner.PartitionOf(request.key);
   const std::size_t shard = shards_.ShardOfPartition(partition_id);
   if (!shards_.OnShard(shard)) return std::nullopt;
-  if (impl_->stopped.load(std::memory_order_acquire)) {
-    return Fail(ErrorCode::kShuttingDown,
-                "the map service is shutting down; retry on another member");
-  }
-  if (auto ok = ValidateRequest(request, &impl_->processors); !ok) {
-    return std::unexpected(ok.error());
-  }
+  if (auto ok = impl_->Admit(request); !ok) return std::unexpected(ok.error());
   RequestToken token(impl_->in_flight);
   return impl_->RunOnPartition(shard, partition_id, request);
 }
