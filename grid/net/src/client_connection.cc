@@ -1,9 +1,11 @@
 // Connect phase: a TCP connect and the Hello exchange share one deadline timer; whichever of
 // success, failure or deadline comes first calls the connect callback (FinishConnect moves it
 // out, so later outcomes are ignored). Call phase: calls are encoded on the caller's thread,
-// then registered in `pending_` and sent on the io thread; a response, the call's own timer or
-// the loss of the connection removes the entry and calls back, whichever comes first.
-// The Connection's handlers and per-call timers hold only weak references to this object, so
+// then registered in `pending_` and sent on the io thread; a response, the timeout tick
+// finding the call past its deadline, or the loss of the connection removes the entry and
+// calls back, whichever comes first. A call therefore fails no earlier than its timeout and
+// at most kTimeoutTick later.
+// The Connection's handlers and the timers hold only weak references to this object, so
 // dropping the last reference closes the connection.
 #include "tessera/net/client_connection.h"
 
@@ -12,6 +14,7 @@
 #include <boost/asio/post.hpp>
 #include <cctype>
 #include <future>
+#include <vector>
 
 #include "tessera/base/check.h"
 
@@ -26,6 +29,8 @@ namespace {
 // Extra time the blocking helpers wait beyond the operation's own deadline before giving up
 // on an io_context that is not being run.
 constexpr auto kBlockingSlack = std::chrono::seconds(2);
+// How often pending calls are checked against their deadlines (the timeout precision).
+constexpr auto kTimeoutTick = std::chrono::milliseconds(10);
 
 std::string Lowercase(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
@@ -40,7 +45,8 @@ ClientConnection::ClientConnection(Passkey, asio::io_context& io, ClientOptions 
       options_(std::move(options)),
       log_(std::move(log)),
       address_(options_.host + ":" + std::to_string(options_.port)),
-      connect_timer_(io) {}
+      connect_timer_(io),
+      timeout_timer_(io) {}
 
 ClientConnection::~ClientConnection() {
   if (connection_) connection_->Close();
@@ -196,7 +202,6 @@ void ClientConnection::OnResponse(wire::Message message) {
   PendingCall call = std::move(it->second);
   pending_.erase(it);
   pending_count_.fetch_sub(1);
-  call.timer->cancel();
   if (message.error) {
     call.callback(std::unexpected(std::move(*message.error)));
   } else {
@@ -223,7 +228,6 @@ void ClientConnection::FailAllPending(const Error& reason) {
   pending_.clear();
   pending_count_.store(0);
   for (auto& [call_id, call] : pending) {
-    call.timer->cancel();
     call.callback(
         base::Fail(reason.code(), reason.message() + " before the reply to " + call.operation +
                                       "; the operation may or may not have been applied"));
@@ -261,27 +265,44 @@ void ClientConnection::StartCall(std::uint64_t call_id, std::string operation, s
     asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
     return;
   }
-  PendingCall call{std::move(callback), std::make_unique<asio::steady_timer>(io_, timeout),
-                   std::move(operation)};
-  call.timer->async_wait(
-      [weak = weak_from_this(), call_id, timeout](const boost::system::error_code& error) {
-        if (error) return;
-        if (auto self = weak.lock()) self->OnCallTimeout(call_id, timeout);
-      });
-  pending_.emplace(call_id, std::move(call));
+  pending_.emplace(
+      call_id, PendingCall{std::move(callback), std::chrono::steady_clock::now() + timeout, timeout,
+                           std::move(operation)});
   pending_count_.fetch_add(1);
+  ArmTimeoutTick();
   connection_->SendFrame(std::move(frame));  // if closing, on_closed fails the call
 }
 
-void ClientConnection::OnCallTimeout(std::uint64_t call_id, std::chrono::milliseconds timeout) {
-  auto it = pending_.find(call_id);
-  if (it == pending_.end()) return;
-  PendingCall call = std::move(it->second);
-  pending_.erase(it);
-  pending_count_.fetch_sub(1);
-  call.callback(base::Fail(ErrorCode::kTimeout, "no reply from " + address_ + " within " +
-                                                    std::to_string(timeout.count()) + " ms for " +
-                                                    call.operation));
+void ClientConnection::ArmTimeoutTick() {
+  if (timeout_timer_armed_) return;
+  timeout_timer_armed_ = true;
+  timeout_timer_.expires_after(kTimeoutTick);
+  timeout_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
+    auto self = weak.lock();
+    if (!self) return;
+    self->timeout_timer_armed_ = false;
+    if (!error) self->OnTimeoutTick();
+  });
+}
+
+void ClientConnection::OnTimeoutTick() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<PendingCall> expired;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.deadline <= now) {
+      expired.push_back(std::move(it->second));
+      it = pending_.erase(it);
+      pending_count_.fetch_sub(1);
+    } else {
+      ++it;
+    }
+  }
+  if (!pending_.empty()) ArmTimeoutTick();
+  for (auto& call : expired) {
+    call.callback(base::Fail(ErrorCode::kTimeout, "no reply from " + address_ + " within " +
+                                                      std::to_string(call.timeout.count()) +
+                                                      " ms for " + call.operation));
+  }
 }
 
 base::Result<wire::Message> ClientConnection::CallSync(wire::Message request,

@@ -207,6 +207,40 @@ TEST_CASE("A call without a reply times out with a message naming member and ope
   CHECK((*client)->CallSync(Echo("after"), std::chrono::seconds(5)).has_value());
 }
 
+TEST_CASE("Calls pending together each time out on their own deadline", "[net]") {
+  Fixture f;
+  auto client = f.Connect(TestClientOptions(f.server->port()));
+  REQUIRE(client.has_value());
+  using Clock = std::chrono::steady_clock;
+  struct Outcome {
+    std::promise<std::pair<tessera::base::Result<Message>, Clock::duration>> done;
+  };
+  const auto started = Clock::now();
+  auto call = [&](std::chrono::milliseconds timeout) {
+    auto outcome = std::make_shared<Outcome>();
+    (*client)->Call(Message::MakeRequest(0, 1, Service::kMap, kSilentOp, "v"), timeout,
+                    [outcome, started](tessera::base::Result<Message> r) {
+                      outcome->done.set_value({std::move(r), Clock::now() - started});
+                    });
+    return outcome->done.get_future();
+  };
+  auto slow = call(std::chrono::milliseconds(1500));
+  auto fast = call(std::chrono::milliseconds(100));
+  auto [fast_result, fast_elapsed] = fast.get();
+  REQUIRE_FALSE(fast_result.has_value());
+  CHECK(fast_result.error().code() == ErrorCode::kTimeout);
+  CHECK(fast_elapsed >= std::chrono::milliseconds(100));
+  // The slow call is still pending when the fast one has failed...
+  CHECK((*client)->pending_call_count() == 1);
+  auto [slow_result, slow_elapsed] = slow.get();
+  REQUIRE_FALSE(slow_result.has_value());
+  CHECK(slow_result.error().code() == ErrorCode::kTimeout);
+  // ...and fails on its own deadline, not the fast one's.
+  CHECK(slow_elapsed >= std::chrono::milliseconds(1500));
+  CHECK((*client)->pending_call_count() == 0);
+  CHECK((*client)->CallSync(Echo("after"), std::chrono::seconds(5)).has_value());
+}
+
 TEST_CASE("Pending calls fail with MemberLeft when the server goes away", "[net]") {
   Fixture f;
   std::promise<Error> closed_reason;

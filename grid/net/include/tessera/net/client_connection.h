@@ -71,7 +71,8 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   // calls `callback` once with the Response, or with:
   //   - the Response's error when the member answered with one (the payload is then empty),
   //   - kBadRequest when the encoded request exceeds options.max_frame_bytes (not sent),
-  //   - kTimeout "no reply from 127.0.0.1:5701 within 5000 ms for map.put",
+  //   - kTimeout "no reply from 127.0.0.1:5701 within 5000 ms for map.put", no earlier than
+  //     `timeout` after the call and at most ~10 ms later,
   //   - kMemberLeft when the connection was lost before the reply (the operation may or may
   //     not have been applied), kConnectionFailed when it was already closed.
   void Call(wire::Message request, std::chrono::milliseconds timeout, CallCallback callback);
@@ -100,7 +101,8 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
  private:
   struct PendingCall {
     CallCallback callback;
-    std::unique_ptr<boost::asio::steady_timer> timer;
+    std::chrono::steady_clock::time_point deadline;
+    std::chrono::milliseconds timeout;
     std::string operation;  // "map.put"
   };
 
@@ -113,7 +115,10 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   void FinishConnect(base::Result<std::shared_ptr<ClientConnection>> result);
   void StartCall(std::uint64_t call_id, std::string operation, std::string frame,
                  std::chrono::milliseconds timeout, CallCallback callback);
-  void OnCallTimeout(std::uint64_t call_id, std::chrono::milliseconds timeout);
+  // Deadlines: one timer per connection ticks every kTimeoutTick while calls are pending and
+  // fails those past their deadline (a timer per call cost a timerfd syscall per call).
+  void ArmTimeoutTick();
+  void OnTimeoutTick();
   void FailAllPending(const base::Error& reason);
   std::string OperationName(const wire::Message& message) const;
 
@@ -129,6 +134,8 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   // io-thread state.
   std::optional<boost::asio::ip::tcp::socket> connecting_socket_;
   boost::asio::steady_timer connect_timer_;
+  boost::asio::steady_timer timeout_timer_;
+  bool timeout_timer_armed_ = false;
   bool connect_timed_out_ = false;
   ConnectCallback connect_done_;
   std::shared_ptr<Connection> connection_;
