@@ -29,7 +29,8 @@ void WriteServiceError(RespWriter& writer, const base::Error& error);
 
 // Executes `request`; on success format(writer, result), on error WriteServiceError.
 // A key owned by this connection's shard runs at once and replies in place (no deferred
-// slot, no callback allocation); others go through MapService::Execute.
+// slot, no callback allocation); a key owned by another shard is forwarded with the rest of
+// the read batch (Connection::Forward); other requests go through MapService::Execute.
 template <typename Format>
 void CallMap(Connection& conn, map::MapRequest&& request, Format format) {
   if (auto local = conn.maps().ExecuteIfLocal(request)) {
@@ -39,6 +40,17 @@ void CallMap(Connection& conn, map::MapRequest&& request, Format format) {
     } else {
       WriteServiceError(writer, local->error());
     }
+    return;
+  }
+  if (map::MapOpIsKeyed(request.op)) {  // owned by another shard
+    conn.Forward(std::move(request),
+                 [format](RespWriter& writer, base::Result<map::MapResult>& result) {
+                   if (result) {
+                     format(writer, *result);
+                   } else {
+                     WriteServiceError(writer, result.error());
+                   }
+                 });
     return;
   }
   ReplySlot slot = conn.Defer();
@@ -60,6 +72,13 @@ void CallMapRaw(Connection& conn, map::MapRequest&& request, Format format) {
   if (auto local = conn.maps().ExecuteIfLocal(request)) {
     RespWriter writer = conn.Reply();
     format(writer, *local);
+    return;
+  }
+  if (map::MapOpIsKeyed(request.op)) {  // owned by another shard
+    conn.Forward(std::move(request),
+                 [format](RespWriter& writer, base::Result<map::MapResult>& result) {
+                   format(writer, result);
+                 });
     return;
   }
   ReplySlot slot = conn.Defer();

@@ -97,6 +97,7 @@ void Connection::ProcessInput() {
   }
   parser_.Compact();
   in_batch_ = false;
+  SendForwards();
 }
 
 void Connection::Execute(Args args) {
@@ -148,14 +149,63 @@ void Connection::Done(std::uint64_t seq) {
 void Connection::DoneWithData(std::uint64_t seq, std::string data) {
   server_->shards.InvokeOn(shard_,
                            [self = shared_from_this(), seq, data = std::move(data)]() mutable {
-                             if (self->closed_) return;
-                             if (seq == self->head_seq_) {
-                               self->out_.append(data);
-                             } else {
-                               self->slots_[seq - self->head_seq_].data = std::move(data);
-                             }
-                             self->Done(seq);
+                             self->DeliverReply(seq, std::move(data));
                            });
+}
+
+void Connection::DeliverReply(std::uint64_t seq, std::string data) {
+  if (closed_) return;
+  if (seq == head_seq_) {
+    out_.append(data);
+  } else {
+    slots_[seq - head_seq_].data = std::move(data);
+  }
+  Done(seq);
+}
+
+void Connection::Forward(map::MapRequest&& request, ForwardFormat format) {
+  deferred_ = true;
+  const auto shard =
+      server_->shards.ShardOfPartition(server_->maps.partitioner().PartitionOf(request.key));
+  if (forwards_.size() < server_->shards.size()) forwards_.resize(server_->shards.size());
+  forwards_[shard].push_back({std::move(request), current_seq_, protocol_, std::move(format)});
+  if (!in_batch_) SendForwards();
+}
+
+void Connection::SendForwards() {
+  for (std::size_t shard = 0; shard < forwards_.size(); ++shard) {
+    if (forwards_[shard].empty()) continue;
+    auto batch = std::make_shared<std::vector<Forwarded>>(std::move(forwards_[shard]));
+    forwards_[shard].clear();
+    server_->shards.InvokeOn(shard, [self = shared_from_this(), batch] {
+      auto replies = std::make_shared<std::vector<std::pair<std::uint64_t, std::string>>>();
+      replies->reserve(batch->size());
+      for (auto& f : *batch) {
+        auto local = self->server_->maps.ExecuteIfLocal(f.request);
+        if (!local) {
+          // Ownership moved since the request was routed: take the general path.
+          self->server_->maps.Execute(
+              std::move(f.request),
+              [self, seq = f.seq, protocol = f.protocol,
+               format = std::move(f.format)](base::Result<map::MapResult> result) mutable {
+                std::string data;
+                RespWriter writer(data, protocol);
+                format(writer, result);
+                self->DoneWithData(seq, std::move(data));
+              });
+          continue;
+        }
+        std::string data;
+        RespWriter writer(data, f.protocol);
+        f.format(writer, *local);
+        replies->emplace_back(f.seq, std::move(data));
+      }
+      if (replies->empty()) return;
+      self->server_->shards.InvokeOn(self->shard_, [self, replies] {
+        for (auto& [seq, data] : *replies) self->DeliverReply(seq, std::move(data));
+      });
+    });
+  }
 }
 
 void Connection::ScheduleFlush() {

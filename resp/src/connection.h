@@ -7,6 +7,11 @@
 // this shard first. Output of one read batch leaves in one write; replies arriving between
 // batches are coalesced by a posted flush.
 //
+// Keyed commands of one read batch whose keys live on other shards are grouped per shard and
+// sent in one post per shard (Forward/SendForwards); each group runs there back to back, is
+// formatted there, and its replies come back in one post: two cross-thread hand-offs per
+// shard and batch instead of two per command.
+//
 // Shard: every method runs on the connection's shard, except ReplySlot::Fill (any thread).
 
 #include <utility>  // before Asio's awaitable header (Boost 1.74)
@@ -14,9 +19,11 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "command_table.h"
 #include "server_state.h"
@@ -59,6 +66,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   RespWriter Reply() { return RespWriter(Target(current_seq_), protocol_); }
   // The current command replies later through the returned slot.
   ReplySlot Defer();
+  // The current command's keyed `request` belongs to another shard: it is sent there with
+  // the other such requests of this read batch (one post per shard), run there, formatted
+  // with format(writer, result) there, and the replies come back in one post.
+  using ForwardFormat = std::function<void(RespWriter&, base::Result<map::MapResult>&)>;
+  void Forward(map::MapRequest&& request, ForwardFormat format);
   // Closes the connection once every reply so far is written (QUIT).
   void CloseAfterReplies() { close_after_write_ = true; }
 
@@ -97,6 +109,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string data;
     bool done = false;
   };
+  struct Forwarded {
+    map::MapRequest request;
+    std::uint64_t seq;
+    int protocol;
+    ForwardFormat format;
+  };
+
+  // Sends the forwards collected during a read batch, one post per shard.
+  void SendForwards();
+  // On the home shard: releases reply `seq` with its bytes.
+  void DeliverReply(std::uint64_t seq, std::string data);
 
   void ReadMore();
   void OnRead(const boost::system::error_code& error, std::size_t bytes);
@@ -135,6 +158,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<Slot> slots_;      // slots for [head_seq_, next_seq_)
   std::uint64_t current_seq_ = 0;
   bool deferred_ = false;
+  std::vector<std::vector<Forwarded>> forwards_;  // per target shard, this read batch
 
   int protocol_ = 2;
   bool authenticated_ = false;
