@@ -183,7 +183,8 @@ void Connection::SendForwards() {
       for (auto& f : *batch) {
         auto local = self->server_->maps.ExecuteIfLocal(f.request);
         if (!local) {
-          // Ownership moved since the request was routed: take the general path.
+          // Not owned here any more (cannot happen while partitions never move; kept for
+          // migrations): take the general path.
           self->server_->maps.Execute(
               std::move(f.request),
               [self, seq = f.seq, protocol = f.protocol,
