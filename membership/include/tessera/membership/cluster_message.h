@@ -1,0 +1,66 @@
+#pragma once
+// The membership protocol's messages (one-way; a lost message is repaired by the next
+// heartbeat round) and their encoding (src/membership.capnp).
+//
+//   JoinRequest  joiner -> seed or master: who I am and my cluster settings
+//   JoinRefused  -> joiner: settings differ (reason names both values); never merged
+//   JoinRedirect -> joiner: I am not the master; ask master_address
+//   View         master -> members: the member list and partition table
+//   Heartbeat    member -> every other member, every heartbeat interval, with the sender's
+//                list and table versions (the master resends the view to a stale member)
+//   Leave        member -> master: remove me (graceful shutdown)
+//   NotMember    master -> a member it has removed: rejoin
+//
+// Value types; thread-compatible.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tessera/base/error.h"
+#include "tessera/membership/cluster_view.h"
+
+namespace tessera::membership {
+
+enum class MessageType : std::uint16_t {
+  kJoinRequest = 1,
+  kJoinRefused = 2,
+  kJoinRedirect = 3,
+  kView = 4,
+  kHeartbeat = 5,
+  kLeave = 6,
+  kNotMember = 7,
+};
+
+// Settings every member of one cluster must share. A join with different ones is refused.
+struct ClusterSettings {
+  std::string cluster_name = "dev";
+  std::uint32_t protocol_version = 1;
+  std::uint32_t partition_count = 271;
+
+  friend bool operator==(const ClusterSettings&, const ClusterSettings&) = default;
+};
+
+struct ClusterMessage {
+  MessageType type = MessageType::kHeartbeat;
+  MemberInfo from;                   // the sender
+  ClusterSettings settings;          // kJoinRequest
+  std::string reason;                // kJoinRefused
+  std::string master_address;        // kJoinRedirect
+  std::int64_t list_version = 0;     // kHeartbeat
+  std::int64_t table_version = 0;    // kHeartbeat
+  std::optional<ClusterView> view;   // kView
+
+  friend bool operator==(const ClusterMessage&, const ClusterMessage&) = default;
+};
+
+std::string_view MessageTypeName(MessageType type);
+
+// Encodes `message`. A view's partition table must name only members of its member list.
+std::string EncodeClusterMessage(const ClusterMessage& message);
+// Errors: kBadRequest naming what is wrong (not a message, unknown type, a replica index
+// outside the member list).
+base::Result<ClusterMessage> DecodeClusterMessage(std::string_view bytes);
+
+}  // namespace tessera::membership

@@ -1,0 +1,137 @@
+#pragma once
+// Membership: the cluster-membership state machine of one member. Transport and clock are
+// injected, so many members run deterministically in one process in tests (an in-memory
+// network that drops, delays and partitions messages) and over TCP in grid-node.
+//
+// Protocol (see cluster_message.h for the messages):
+//   - Join: a member with no seeds starts a cluster as its master. Otherwise it sends
+//     JoinRequest to its seeds every join interval until a View lists it. A member answers
+//     with JoinRefused (different cluster name, protocol version or partition count; logged on
+//     both sides), JoinRedirect (not the master), or, as master, admits it: appends it to the
+//     list, bumps the version, rebalances the partition table and sends the View to all.
+//     Members that find only other joiners (started together): after one join interval the
+//     one with the smallest address among them starts the cluster; the others' retries join
+//     it. No answer within join_timeout: start alone, as master.
+//   - A join from a new uuid at the address of a listed member (a restarted process) replaces
+//     the old identity.
+//   - Heartbeats every heartbeat_interval to every other member. The master removes members
+//     silent for failure_timeout; when the master is silent that long, the oldest member that
+//     is not silent takes over (removing the silent ones). Views are accepted only with a
+//     higher list version, so a late, older View never rolls a member back.
+//   - Leave: the master hands mastership to the next-oldest by sending a View without itself;
+//     another member asks the master to remove it.
+//
+// Thread-safety: none; the owner calls every method from one thread (MembershipService runs
+// it on its own event loop).
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tessera/base/clock.h"
+#include "tessera/membership/cluster_message.h"
+#include "tessera/membership/cluster_view.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tessera::membership {
+
+// Sends one-way messages to other members by address. Delivery is best effort: a message may
+// be lost, delayed or reordered; the protocol repairs that on the next heartbeat round.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual void Send(const std::string& address, const ClusterMessage& message) = 0;
+};
+
+struct MembershipOptions {
+  ClusterSettings settings;
+  std::uint32_t backup_count = 1;    // replicas beyond the owner (max partition::kMaxBackupCount)
+  std::vector<std::string> seeds;    // "host:port" of members to join through; may include self
+  base::Millis heartbeat_interval_ms = 1000;
+  base::Millis failure_timeout_ms = 5000;  // silence after which a member is removed
+  base::Millis join_interval_ms = 500;     // JoinRequest retry interval while joining
+  base::Millis join_timeout_ms = 5000;     // no cluster found by then: start one
+};
+
+enum class MemberState {
+  kJoining,  // looking for a cluster
+  kMember,   // listed in the current view
+  kLeaving,  // asked to leave; waits for a view without it
+  kLeft,     // out of the cluster; does nothing more
+};
+std::string_view MemberStateName(MemberState state);
+
+class Membership {
+ public:
+  using ViewListener = std::function<void(const ClusterView& view)>;
+
+  // `self.uuid` and `self.address` identify this member. `transport`, `clock` outlive this.
+  Membership(MemberInfo self, MembershipOptions options, Transport& transport,
+             const base::Clock& clock, std::shared_ptr<spdlog::logger> log);
+
+  // Called after every accepted change of the view (members or partition table).
+  void set_view_listener(ViewListener listener) { on_view_ = std::move(listener); }
+
+  // Starts joining (or, without seeds, starts a cluster). REQUIRES: called once, first.
+  void Start();
+  // Runs timers: join retries, heartbeats, failure detection. Call often (every ~100 ms or
+  // at most a tenth of heartbeat_interval); lateness delays detection by as much.
+  void Tick();
+  // A message from another member.
+  void OnMessage(const ClusterMessage& message);
+  // Begins a graceful leave; state() becomes kLeft once the cluster no longer lists this
+  // member (at once when it is the only member). Tick() keeps resending the request.
+  void Leave();
+
+  MemberState state() const { return state_; }
+  const MemberInfo& self() const { return self_; }
+  const ClusterView& view() const { return view_; }
+  bool is_master() const;
+
+ private:
+  void SendJoinRequests();
+  void OnJoinRequest(const ClusterMessage& m);
+  void OnView(const ClusterMessage& m);
+  void OnHeartbeat(const ClusterMessage& m);
+  void OnLeave(const ClusterMessage& m);
+  void OnNotMember(const ClusterMessage& m);
+  void StartAsMaster(const std::string& why);
+  bool MaybeStartWithJoiners();
+  void Admit(const MemberInfo& joiner);
+  // Master: installs `members` as the next list version, rebalances, broadcasts, notifies.
+  void PublishMembers(std::vector<MemberInfo> members);
+  void Broadcast();
+  void SendView(const std::string& address);
+  void SendHeartbeats();
+  void DetectFailures();
+  void Rejoin(const std::string& why);
+  bool IsSilent(const std::string& uuid) const;
+  std::string RefusalReason(const ClusterSettings& theirs) const;
+  ClusterMessage Make(MessageType type) const;
+  void InstallView(ClusterView view);
+
+  const MemberInfo self_;
+  const MembershipOptions options_;
+  Transport& transport_;
+  const base::Clock& clock_;
+  std::shared_ptr<spdlog::logger> log_;
+  ViewListener on_view_;
+
+  MemberState state_ = MemberState::kJoining;
+  ClusterView view_;
+  base::Millis join_started_ms_ = 0;
+  base::Millis next_join_ms_ = 0;
+  base::Millis next_heartbeat_ms_ = 0;
+  std::string master_hint_;  // from a JoinRedirect
+  std::vector<std::string> rejoin_addresses_;  // members of the view we were dropped from
+  std::unordered_map<std::string, base::Millis> last_heard_ms_;  // by uuid
+  std::map<std::string, base::Millis> joiners_heard_ms_;  // joining peers, by address
+};
+
+}  // namespace tessera::membership

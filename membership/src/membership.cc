@@ -1,0 +1,408 @@
+// The membership state machine. Every decision is made from the current view, the time each
+// member was last heard from, and the message at hand; nothing blocks and nothing waits for a
+// reply, so lost messages only delay convergence until the next join retry or heartbeat.
+#include "tessera/membership/membership.h"
+
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <ranges>
+
+namespace tessera::membership {
+
+std::string_view MemberStateName(MemberState state) {
+  switch (state) {
+    case MemberState::kJoining: return "joining";
+    case MemberState::kMember: return "member";
+    case MemberState::kLeaving: return "leaving";
+    case MemberState::kLeft: return "left";
+  }
+  return "unknown";
+}
+
+Membership::Membership(MemberInfo self, MembershipOptions options, Transport& transport,
+                       const base::Clock& clock, std::shared_ptr<spdlog::logger> log)
+    : self_(std::move(self)),
+      options_(std::move(options)),
+      transport_(transport),
+      clock_(clock),
+      log_(std::move(log)) {}
+
+bool Membership::is_master() const {
+  const MemberInfo* master = view_.members.master();
+  return state_ == MemberState::kMember && master && master->uuid == self_.uuid;
+}
+
+void Membership::Start() {
+  join_started_ms_ = clock_.NowMs();
+  bool has_seed = std::any_of(options_.seeds.begin(), options_.seeds.end(),
+                              [this](const std::string& s) { return s != self_.address; });
+  if (!has_seed) {
+    StartAsMaster("no seed addresses to join through");
+    return;
+  }
+  SendJoinRequests();
+}
+
+void Membership::Tick() {
+  const base::Millis now = clock_.NowMs();
+  switch (state_) {
+    case MemberState::kJoining:
+      if (now - join_started_ms_ >= options_.join_timeout_ms) {
+        StartAsMaster(fmt::format("no member answered through [{}] within {} ms",
+                                  fmt::join(options_.seeds, ", "), options_.join_timeout_ms));
+      } else if (!MaybeStartWithJoiners() && now >= next_join_ms_) {
+        SendJoinRequests();
+      }
+      return;
+    case MemberState::kMember:
+    case MemberState::kLeaving:
+      if (now >= next_heartbeat_ms_) SendHeartbeats();
+      if (state_ == MemberState::kMember) DetectFailures();
+      if (state_ == MemberState::kLeaving && now >= next_join_ms_) {
+        if (const MemberInfo* master = view_.members.master()) {
+          transport_.Send(master->address, Make(MessageType::kLeave));
+        }
+        next_join_ms_ = now + options_.join_interval_ms;
+      }
+      return;
+    case MemberState::kLeft:
+      return;
+  }
+}
+
+void Membership::OnMessage(const ClusterMessage& message) {
+  if (state_ == MemberState::kLeft) return;
+  last_heard_ms_[message.from.uuid] = clock_.NowMs();
+  switch (message.type) {
+    case MessageType::kJoinRequest: OnJoinRequest(message); return;
+    case MessageType::kJoinRefused:
+      if (state_ == MemberState::kJoining) {
+        log_->error("member {} at {} refused this member: {}", message.from.uuid,
+                    message.from.address, message.reason);
+      }
+      return;
+    case MessageType::kJoinRedirect:
+      if (state_ == MemberState::kJoining && !message.master_address.empty()) {
+        master_hint_ = message.master_address;
+        transport_.Send(master_hint_, Make(MessageType::kJoinRequest));
+      }
+      return;
+    case MessageType::kView: OnView(message); return;
+    case MessageType::kHeartbeat: OnHeartbeat(message); return;
+    case MessageType::kLeave: OnLeave(message); return;
+    case MessageType::kNotMember: OnNotMember(message); return;
+  }
+}
+
+void Membership::Leave() {
+  if (state_ == MemberState::kJoining) {
+    state_ = MemberState::kLeft;
+    return;
+  }
+  if (state_ != MemberState::kMember) return;
+  if (view_.members.members.size() == 1) {
+    state_ = MemberState::kLeft;
+    log_->info("left the cluster (it was the only member)");
+    return;
+  }
+  if (is_master()) {
+    // Hand mastership over: the next-oldest member heads the new list. If this view is lost,
+    // the others detect the silence and fail over anyway.
+    std::vector<MemberInfo> rest;
+    for (const auto& m : view_.members.members) {
+      if (m.uuid != self_.uuid) rest.push_back(m);
+    }
+    ClusterView next;
+    next.members.version = view_.members.version + 1;
+    next.members.members = std::move(rest);
+    next.partitions = partition::Rebalance(view_.partitions, next.members.Uuids(),
+                                           options_.settings.partition_count,
+                                           options_.backup_count);
+    state_ = MemberState::kLeft;
+    InstallView(std::move(next));
+    Broadcast();
+    log_->info("left the cluster; {} is the master now", view_.members.master()->address);
+    return;
+  }
+  state_ = MemberState::kLeaving;
+  transport_.Send(view_.members.master()->address, Make(MessageType::kLeave));
+  next_join_ms_ = clock_.NowMs() + options_.join_interval_ms;
+  log_->info("leaving the cluster: asked master {} to remove this member",
+             view_.members.master()->address);
+}
+
+void Membership::SendJoinRequests() {
+  std::vector<std::string> targets = options_.seeds;
+  targets.insert(targets.end(), rejoin_addresses_.begin(), rejoin_addresses_.end());
+  if (!master_hint_.empty()) targets.push_back(master_hint_);
+  std::sort(targets.begin(), targets.end());
+  targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+  const ClusterMessage request = Make(MessageType::kJoinRequest);
+  for (const auto& address : targets) {
+    if (address != self_.address) transport_.Send(address, request);
+  }
+  next_join_ms_ = clock_.NowMs() + options_.join_interval_ms;
+}
+
+bool Membership::MaybeStartWithJoiners() {
+  // Members started together find only each other, all joining. After one join interval each
+  // has heard the others' requests; the one with the smallest address among them starts the
+  // cluster and the others, still retrying, join it. Requests older than two intervals are
+  // forgotten (that joiner found a cluster or died).
+  const base::Millis now = clock_.NowMs();
+  std::erase_if(joiners_heard_ms_, [&](const auto& entry) {
+    return now - entry.second > 2 * options_.join_interval_ms;
+  });
+  if (joiners_heard_ms_.empty() || now - join_started_ms_ < options_.join_interval_ms) {
+    return false;
+  }
+  const std::string& smallest_other = joiners_heard_ms_.begin()->first;
+  if (self_.address > smallest_other) return false;
+  StartAsMaster(fmt::format("the members at [{}] are also looking for a cluster and this "
+                            "member's address is the smallest",
+                            fmt::join(joiners_heard_ms_ | std::views::keys, ", ")));
+  return true;
+}
+
+std::string Membership::RefusalReason(const ClusterSettings& theirs) const {
+  const ClusterSettings& ours = options_.settings;
+  if (theirs.cluster_name != ours.cluster_name) {
+    return fmt::format(
+        "cluster name '{}' differs from this cluster's '{}'; start the member with "
+        "--cluster-name {} to join it, or give the clusters different seed addresses",
+        theirs.cluster_name, ours.cluster_name, ours.cluster_name);
+  }
+  if (theirs.protocol_version != ours.protocol_version) {
+    return fmt::format("protocol version {} differs from this cluster's {}; run the same Tessera "
+                       "version on every member",
+                       theirs.protocol_version, ours.protocol_version);
+  }
+  if (theirs.partition_count != ours.partition_count) {
+    return fmt::format("partition count {} differs from this cluster's {}; start the member with "
+                       "--partitions {}",
+                       theirs.partition_count, ours.partition_count, ours.partition_count);
+  }
+  return {};
+}
+
+void Membership::OnJoinRequest(const ClusterMessage& m) {
+  const std::string reason = RefusalReason(m.settings);
+  if (!reason.empty()) {
+    log_->warn("refused join of member {} at {}: {}", m.from.uuid, m.from.address, reason);
+    ClusterMessage refusal = Make(MessageType::kJoinRefused);
+    refusal.reason = reason;
+    transport_.Send(m.from.address, refusal);
+    return;
+  }
+  if (state_ == MemberState::kJoining) {
+    joiners_heard_ms_[m.from.address] = clock_.NowMs();  // see MaybeStartWithJoiners
+    return;
+  }
+  if (is_master()) {
+    Admit(m.from);
+    return;
+  }
+  const MemberInfo* master = view_.members.master();
+  if (master && master->uuid != self_.uuid) {
+    ClusterMessage redirect = Make(MessageType::kJoinRedirect);
+    redirect.master_address = master->address;
+    transport_.Send(m.from.address, redirect);
+  }
+}
+
+void Membership::Admit(const MemberInfo& joiner) {
+  if (view_.members.Find(joiner.uuid)) {
+    SendView(joiner.address);  // its copy of the view was lost
+    return;
+  }
+  std::vector<MemberInfo> members = view_.members.members;
+  auto same_address = std::find_if(members.begin(), members.end(), [&](const MemberInfo& m) {
+    return m.address == joiner.address;
+  });
+  if (same_address != members.end()) {
+    log_->info("member at {} restarted: new identity {} replaces {}", joiner.address, joiner.uuid,
+               same_address->uuid);
+    members.erase(same_address);
+  }
+  log_->info("admitting member {} at {}", joiner.uuid, joiner.address);
+  members.push_back(joiner);
+  last_heard_ms_[joiner.uuid] = clock_.NowMs();
+  PublishMembers(std::move(members));
+}
+
+void Membership::StartAsMaster(const std::string& why) {
+  log_->info("starting a new cluster '{}' as its master: {}", options_.settings.cluster_name, why);
+  state_ = MemberState::kMember;
+  rejoin_addresses_.clear();
+  master_hint_.clear();
+  joiners_heard_ms_.clear();
+  PublishMembers({self_});
+}
+
+void Membership::PublishMembers(std::vector<MemberInfo> members) {
+  ClusterView next;
+  next.members.version = view_.members.version + 1;
+  next.members.members = std::move(members);
+  next.partitions =
+      partition::Rebalance(view_.partitions, next.members.Uuids(),
+                           options_.settings.partition_count, options_.backup_count);
+  InstallView(std::move(next));
+  Broadcast();
+}
+
+void Membership::Broadcast() {
+  for (const auto& m : view_.members.members) {
+    if (m.uuid != self_.uuid) SendView(m.address);
+  }
+}
+
+void Membership::SendView(const std::string& address) {
+  ClusterMessage message = Make(MessageType::kView);
+  message.view = view_;
+  transport_.Send(address, message);
+}
+
+void Membership::InstallView(ClusterView view) {
+  view_ = std::move(view);
+  const base::Millis now = clock_.NowMs();
+  std::unordered_map<std::string, base::Millis> heard;
+  for (const auto& m : view_.members.members) {
+    auto it = last_heard_ms_.find(m.uuid);
+    heard[m.uuid] = it == last_heard_ms_.end() ? now : it->second;
+  }
+  last_heard_ms_ = std::move(heard);
+  std::vector<std::string> addresses;
+  for (const auto& m : view_.members.members) addresses.push_back(m.address);
+  log_->info("members (version {}, master {}): [{}]; partition table version {}",
+             view_.members.version,
+             view_.members.master() ? view_.members.master()->address : "none",
+             fmt::join(addresses, ", "), view_.partitions.version);
+  if (on_view_) on_view_(view_);
+}
+
+void Membership::OnView(const ClusterMessage& m) {
+  if (!m.view || m.view->members.version <= view_.members.version) return;  // old news
+  const bool listed = m.view->members.Find(self_.uuid) != nullptr;
+  if (!listed) {
+    if (state_ == MemberState::kLeaving) {
+      state_ = MemberState::kLeft;
+      InstallView(*m.view);
+      log_->info("left the cluster");
+    } else if (state_ == MemberState::kMember) {
+      Rejoin(fmt::format("member list version {} from {} no longer lists this member",
+                         m.view->members.version, m.from.address));
+    }
+    return;
+  }
+  if (state_ == MemberState::kJoining) {
+    state_ = MemberState::kMember;
+    rejoin_addresses_.clear();
+    master_hint_.clear();
+    log_->info("joined cluster '{}' (master {})", options_.settings.cluster_name,
+               m.view->members.master()->address);
+  }
+  InstallView(*m.view);
+}
+
+void Membership::OnHeartbeat(const ClusterMessage& m) {
+  if (state_ != MemberState::kMember && state_ != MemberState::kLeaving) return;
+  if (!view_.members.Find(m.from.uuid)) {
+    if (is_master()) transport_.Send(m.from.address, Make(MessageType::kNotMember));
+    return;
+  }
+  if (is_master() && (m.list_version < view_.members.version ||
+                      m.table_version < view_.partitions.version)) {
+    SendView(m.from.address);
+  }
+}
+
+void Membership::OnLeave(const ClusterMessage& m) {
+  if (!is_master()) return;  // the leaver retries towards the master it knows
+  if (view_.members.Find(m.from.uuid)) {
+    log_->info("member {} at {} is leaving", m.from.uuid, m.from.address);
+    std::vector<MemberInfo> rest;
+    for (const auto& member : view_.members.members) {
+      if (member.uuid != m.from.uuid) rest.push_back(member);
+    }
+    PublishMembers(std::move(rest));
+  }
+  SendView(m.from.address);  // tells the leaver it is out
+}
+
+void Membership::OnNotMember(const ClusterMessage& m) {
+  const MemberInfo* master = view_.members.master();
+  if (!master || master->uuid != m.from.uuid) return;
+  if (state_ == MemberState::kLeaving) {
+    state_ = MemberState::kLeft;
+    log_->info("left the cluster");
+  } else if (state_ == MemberState::kMember) {
+    Rejoin(fmt::format("the master {} no longer lists this member", m.from.address));
+  }
+}
+
+void Membership::Rejoin(const std::string& why) {
+  log_->warn("{}; rejoining", why);
+  rejoin_addresses_.clear();
+  for (const auto& m : view_.members.members) {
+    if (m.uuid != self_.uuid) rejoin_addresses_.push_back(m.address);
+  }
+  state_ = MemberState::kJoining;
+  join_started_ms_ = clock_.NowMs();
+  master_hint_.clear();
+  SendJoinRequests();
+}
+
+void Membership::SendHeartbeats() {
+  const ClusterMessage heartbeat = Make(MessageType::kHeartbeat);
+  for (const auto& m : view_.members.members) {
+    if (m.uuid != self_.uuid) transport_.Send(m.address, heartbeat);
+  }
+  next_heartbeat_ms_ = clock_.NowMs() + options_.heartbeat_interval_ms;
+}
+
+bool Membership::IsSilent(const std::string& uuid) const {
+  if (uuid == self_.uuid) return false;
+  auto it = last_heard_ms_.find(uuid);
+  return it != last_heard_ms_.end() &&
+         clock_.NowMs() - it->second > options_.failure_timeout_ms;
+}
+
+void Membership::DetectFailures() {
+  const auto& members = view_.members.members;
+  if (members.empty()) return;
+  const base::Millis now = clock_.NowMs();
+  const MemberInfo& master = members.front();
+  if (!is_master()) {
+    if (!IsSilent(master.uuid)) return;
+    auto first_alive = std::find_if(members.begin(), members.end(),
+                                    [this](const MemberInfo& m) { return !IsSilent(m.uuid); });
+    if (first_alive == members.end() || first_alive->uuid != self_.uuid) return;  // not my turn
+    log_->warn("master {} at {} silent for {} ms (failure timeout {} ms); taking over as master",
+               master.uuid, master.address, now - last_heard_ms_[master.uuid],
+               options_.failure_timeout_ms);
+  }
+  std::vector<MemberInfo> alive;
+  for (const auto& m : members) {
+    if (!IsSilent(m.uuid)) {
+      alive.push_back(m);
+    } else {
+      log_->warn("member {} at {} silent for {} ms (failure timeout {} ms); removing it", m.uuid,
+                 m.address, now - last_heard_ms_[m.uuid], options_.failure_timeout_ms);
+    }
+  }
+  if (alive.size() != members.size()) PublishMembers(std::move(alive));
+}
+
+ClusterMessage Membership::Make(MessageType type) const {
+  ClusterMessage m;
+  m.type = type;
+  m.from = self_;
+  m.settings = options_.settings;
+  m.list_version = view_.members.version;
+  m.table_version = view_.partitions.version;
+  return m;
+}
+
+}  // namespace tessera::membership

@@ -1,0 +1,262 @@
+#include "tessera/membership/membership.h"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "sim_network.h"
+
+using tessera::membership::ClusterMessage;
+using tessera::membership::ClusterView;
+using tessera::membership::DecodeClusterMessage;
+using tessera::membership::EncodeClusterMessage;
+using tessera::membership::Membership;
+using tessera::membership::MembershipOptions;
+using tessera::membership::MemberState;
+using tessera::membership::MessageType;
+using tessera::membership::testing::SimNetwork;
+
+namespace {
+
+MembershipOptions Options(std::vector<std::string> seeds = {}) {
+  MembershipOptions o;
+  o.seeds = std::move(seeds);
+  o.settings.partition_count = 271;
+  o.backup_count = 1;
+  return o;
+}
+
+// Every live member is a member, all hold the same view, and it lists exactly `expected`.
+void CheckConverged(SimNetwork& net, const std::vector<std::string>& expected) {
+  const ClusterView* first = nullptr;
+  for (const auto& address : net.LiveAddresses()) {
+    Membership* m = net.Find(address);
+    INFO("member " << address << " state " << MemberStateName(m->state()));
+    REQUIRE(m->state() == MemberState::kMember);
+    if (!first) {
+      first = &m->view();
+    } else {
+      REQUIRE(m->view() == *first);
+    }
+  }
+  REQUIRE(first);
+  std::vector<std::string> addresses;
+  for (const auto& m : first->members.members) addresses.push_back(m.address);
+  CHECK(addresses == expected);
+  CHECK(first->AllReplicasPresent());
+  int masters = 0;
+  for (const auto& address : net.LiveAddresses()) masters += net.Find(address)->is_master();
+  CHECK(masters == 1);
+}
+
+}  // namespace
+
+TEST_CASE("Members join through a seed; the oldest is master; all share one view",
+          "[membership]") {
+  SimNetwork net;
+  Membership& a = net.Start("10.0.0.1:5701", Options());
+  CHECK(a.is_master());  // no seeds: starts the cluster
+  net.Start("10.0.0.2:5701", Options({"10.0.0.1:5701"}));
+  net.Run(200);
+  net.Start("10.0.0.3:5701", Options({"10.0.0.2:5701"}));  // seed is not the master: redirect
+  net.Run(500);
+  CheckConverged(net, {"10.0.0.1:5701", "10.0.0.2:5701", "10.0.0.3:5701"});
+  CHECK(a.is_master());
+  CHECK(a.view().members.version == 3);
+  // The master balanced the table: 271 owners over 3 members, 90 or 91 each.
+  for (const auto& c : tessera::partition::CountReplicas(a.view().partitions,
+                                                         a.view().members.Uuids())) {
+    CHECK(c.owned >= 90);
+    CHECK(c.owned <= 91);
+    CHECK(c.backups >= 90);
+    CHECK(c.backups <= 91);
+  }
+}
+
+TEST_CASE("Members started together with each other as seeds form one cluster", "[membership]") {
+  SimNetwork net;
+  std::vector<std::string> all = {"10.0.0.3:5701", "10.0.0.1:5701", "10.0.0.2:5701"};
+  for (const auto& address : all) net.Start(address, Options(all));
+  net.Run(1000);
+  CHECK(net.Find("10.0.0.1:5701")->is_master());  // the smallest address starts it
+  const auto& members = net.Find("10.0.0.1:5701")->view().members.members;
+  REQUIRE(members.size() == 3);
+  std::set<std::string> listed;
+  for (const auto& m : members) listed.insert(m.address);
+  CHECK(listed == std::set<std::string>(all.begin(), all.end()));
+  CheckConverged(net, {members[0].address, members[1].address, members[2].address});
+}
+
+TEST_CASE("A crashed member is removed after the failure timeout; its backups are promoted",
+          "[membership]") {
+  SimNetwork net;
+  net.Start("a:1", Options());
+  net.Start("b:1", Options({"a:1"}));
+  net.Run(100);
+  net.Start("c:1", Options({"a:1"}));
+  net.Run(300);
+  CheckConverged(net, {"a:1", "b:1", "c:1"});
+  const auto before = net.Find("a:1")->view();
+  const std::string dead = before.members.members[2].uuid;
+
+  net.Crash("c:1");
+  net.Run(4000);  // heartbeat 1 s, failure timeout 5 s: not yet
+  CHECK(net.Find("a:1")->view().members.members.size() == 3);
+  net.Run(2500);
+  CheckConverged(net, {"a:1", "b:1"});
+  const auto& after = net.Find("a:1")->view();
+  for (std::uint32_t p = 0; p < 271; ++p) {
+    if (before.partitions.replicas[p][0] == dead) {
+      CHECK(after.partitions.replicas[p][0] == before.partitions.replicas[p][1]);
+    }
+  }
+  CHECK(net.Log("a:1").find("silent for") != std::string::npos);
+}
+
+TEST_CASE("When the master dies the next-oldest member takes over", "[membership]") {
+  SimNetwork net;
+  net.Start("a:1", Options());
+  net.Start("b:1", Options({"a:1"}));
+  net.Run(100);
+  net.Start("c:1", Options({"a:1"}));
+  net.Run(100);
+  net.Start("d:1", Options({"a:1"}));
+  net.Run(300);
+  CheckConverged(net, {"a:1", "b:1", "c:1", "d:1"});
+  net.Crash("a:1");
+  net.Run(7000);
+  CheckConverged(net, {"b:1", "c:1", "d:1"});
+  CHECK(net.Find("b:1")->is_master());
+  CHECK(net.Log("b:1").find("taking over as master") != std::string::npos);
+  // The new master keeps admitting members.
+  net.Start("e:1", Options({"c:1"}));
+  net.Run(500);
+  CheckConverged(net, {"b:1", "c:1", "d:1", "e:1"});
+}
+
+TEST_CASE("Graceful leave: a member and then the master leave without a failure timeout",
+          "[membership]") {
+  SimNetwork net;
+  net.Start("a:1", Options());
+  net.Start("b:1", Options({"a:1"}));
+  net.Run(100);
+  net.Start("c:1", Options({"a:1"}));
+  net.Run(300);
+  net.Find("c:1")->Leave();
+  net.Run(200);  // far below the failure timeout
+  CHECK(net.Find("c:1")->state() == MemberState::kLeft);
+  net.Crash("c:1");
+  CheckConverged(net, {"a:1", "b:1"});
+
+  net.Find("a:1")->Leave();
+  CHECK(net.Find("a:1")->state() == MemberState::kLeft);
+  net.Run(200);
+  net.Crash("a:1");
+  CheckConverged(net, {"b:1"});
+  CHECK(net.Find("b:1")->is_master());
+  // b now holds every partition as owner.
+  for (const auto& r : net.Find("b:1")->view().partitions.replicas) {
+    REQUIRE(r.size() == 1);
+    CHECK(r[0] == net.Find("b:1")->self().uuid);
+  }
+}
+
+TEST_CASE("Different cluster names or partition counts never merge; both sides log why",
+          "[membership]") {
+  SimNetwork net;
+  net.Start("a:1", Options());
+  auto other = Options({"a:1"});
+  other.settings.cluster_name = "prod";
+  net.Start("b:1", other);
+  auto partitions = Options({"a:1"});
+  partitions.settings.partition_count = 100;
+  net.Start("c:1", partitions);
+  net.Run(6000);  // past the join timeout: each refused member starts its own cluster
+  CHECK(net.Find("a:1")->view().members.members.size() == 1);
+  CHECK(net.Find("b:1")->view().members.members.size() == 1);
+  CHECK(net.Find("c:1")->view().members.members.size() == 1);
+  CHECK(net.Find("b:1")->is_master());
+  CHECK(net.Find("c:1")->is_master());
+  CHECK(net.Log("a:1").find("refused join of member b:1#2 at b:1: cluster name 'prod' differs "
+                            "from this cluster's 'dev'") != std::string::npos);
+  CHECK(net.Log("b:1").find("refused this member: cluster name 'prod'") != std::string::npos);
+  CHECK(net.Log("c:1").find("partition count 100 differs from this cluster's 271; start the "
+                            "member with --partitions 271") != std::string::npos);
+}
+
+TEST_CASE("A member restarted at the same address gets a new identity and rejoins cleanly",
+          "[membership]") {
+  SimNetwork net;
+  net.Start("a:1", Options());
+  net.Start("b:1", Options({"a:1"}));
+  net.Run(300);
+  const std::string old_uuid = net.Find("b:1")->self().uuid;
+  net.Crash("b:1");
+  net.Run(1000);  // back well before the failure timeout
+  Membership& b = net.Start("b:1", Options({"a:1"}));
+  net.Run(500);
+  CHECK(b.self().uuid != old_uuid);
+  CheckConverged(net, {"a:1", "b:1"});
+  CHECK(!b.view().members.Find(old_uuid));
+  CHECK(net.Log("a:1").find("restarted: new identity") != std::string::npos);
+  net.Run(8000);  // no stale identity is left to time out
+  CheckConverged(net, {"a:1", "b:1"});
+}
+
+TEST_CASE("Lost and delayed messages: the cluster still converges, and detects a crash",
+          "[membership]") {
+  SimNetwork net(42);
+  net.set_drop_rate(0.2);
+  net.set_max_delay_ms(300);
+  net.Start("a:1", Options());
+  for (const char* address : {"b:1", "c:1", "d:1", "e:1"}) net.Start(address, Options({"a:1"}));
+  net.Run(4000);
+  // The join order depends on which requests got through; every member is listed once.
+  const auto& members = net.Find("a:1")->view().members.members;
+  REQUIRE(members.size() == 5);
+  std::vector<std::string> order;
+  for (const auto& m : members) order.push_back(m.address);
+  CheckConverged(net, order);
+  net.Crash("d:1");
+  order.erase(std::find(order.begin(), order.end(), "d:1"));
+  net.Run(8000);
+  CheckConverged(net, order);
+}
+
+TEST_CASE("A member cut off from the rest is removed; the rest keep one consistent view",
+          "[membership]") {
+  SimNetwork net;
+  net.Start("a:1", Options());
+  net.Start("b:1", Options({"a:1"}));
+  net.Run(100);
+  net.Start("c:1", Options({"a:1"}));
+  net.Run(300);
+  net.Partition({"c:1"}, {"a:1", "b:1"});
+  net.Run(7000);
+  const auto& view = net.Find("a:1")->view();
+  REQUIRE(view.members.members.size() == 2);
+  CHECK(net.Find("b:1")->view() == view);
+  CHECK(view.AllReplicasPresent());
+}
+
+TEST_CASE("Cluster messages round-trip through the codec; bad bytes are rejected",
+          "[membership]") {
+  ClusterMessage m;
+  m.type = MessageType::kView;
+  m.from = {"u1", "h:1", 123};
+  m.settings = {"dev", 1, 7};
+  ClusterView view;
+  view.members.version = 4;
+  view.members.members = {{"u1", "h:1", 123}, {"u2", "h:2", 456}};
+  view.partitions = tessera::partition::Rebalance({}, {"u1", "u2"}, 7, 1);
+  m.view = view;
+  auto decoded = DecodeClusterMessage(EncodeClusterMessage(m));
+  REQUIRE(decoded);
+  CHECK(*decoded == m);
+
+  CHECK(DecodeClusterMessage("").error().message().find("not a valid cluster message") == 0);
+  CHECK(!DecodeClusterMessage(std::string(16, '\xff')));
+  ClusterMessage unknown = m;
+  auto bytes = EncodeClusterMessage(unknown);
+  CHECK(DecodeClusterMessage(bytes.substr(0, 8)).has_value() == false);
+}
