@@ -22,6 +22,7 @@
 
 #include "event_executor.h"
 #include "native_protocol.h"
+#include "tessera/membership/cluster_message.h"
 #include "tessera/base/log.h"
 #include "tessera/map/map_codec.h"
 #include "tessera/net/client_connection.h"
@@ -465,6 +466,22 @@ std::shared_ptr<Map> Client::GetMap(const std::string& name) {
 }
 
 void Client::Shutdown() { impl_->Stop(); }
+
+base::Result<membership::ClusterView> Client::FetchClusterView() {
+  auto conn = impl_->Current(Clock::now() + impl_->options.call_timeout);
+  if (!conn) return std::unexpected(conn.error());
+  auto reply = (*conn)->CallSync(
+      wire::Message::MakeRequest(0, -1, wire::Service::kCluster, native::kClusterView, ""),
+      impl_->options.call_timeout);
+  if (!reply) return std::unexpected(reply.error());
+  auto message = membership::DecodeClusterMessage(reply->payload);
+  if (!message) return std::unexpected(message.error());
+  if (!message->view) {
+    return base::Fail(ErrorCode::kProtocol, "the member answered the cluster-view request "
+                                            "without a view; upgrade the member");
+  }
+  return std::move(*message->view);
+}
 
 std::string Client::connected_address() const {
   std::lock_guard lock(impl_->mu);

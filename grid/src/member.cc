@@ -16,6 +16,7 @@
 #include "native_handler.h"
 #include "tessera/base/check.h"
 #include "tessera/base/log.h"
+#include "tessera/membership/membership_service.h"
 #include "tessera/net/server.h"
 #include "tessera/resp/resp_server.h"
 #include "tessera/runtime/shard_set.h"
@@ -61,6 +62,10 @@ struct Member::Impl {
   std::unique_ptr<NativeHandler> native_handler;
   std::unique_ptr<net::Server> native;
   std::unique_ptr<resp::RespServer> resp;
+  std::unique_ptr<membership::MembershipService> membership;
+  // Read by the native handler's cluster hooks on shard threads; set once in Start.
+  std::atomic<membership::MembershipService*> membership_ptr{nullptr};
+  std::shared_ptr<const membership::ClusterView> standalone_view;  // when not listening
   std::mutex mu;  // guards proxies and started/stopped
   std::map<std::string, std::shared_ptr<Map>> proxies;
   bool started = false;
@@ -81,6 +86,17 @@ base::Result<void> Member::Start() {
   std::lock_guard lock(impl_->mu);
   TESSERA_CHECK(!impl_->started, "Member::Start called twice");
   impl_->started = true;
+  if (!options_.listen && !options_.join.empty()) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "a member that does not listen cannot join a cluster; set listen or "
+                      "remove the join addresses");
+  }
+  if (options_.backup_count > partition::kMaxBackupCount) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      fmt::format("backup count {} is above the maximum of {}; use 0 to {}",
+                                  options_.backup_count, partition::kMaxBackupCount,
+                                  partition::kMaxBackupCount));
+  }
   for (const auto& [name, config] : options_.maps) impl_->maps.Configure(name, config);
   impl_->shards.Start();
   impl_->maps.Start();
@@ -98,6 +114,10 @@ base::Result<void> Member::Start() {
       return started;
     }
   }
+  if (auto started = StartMembership(); !started) {
+    ShutdownLocked();
+    return started;
+  }
   log_->info("member {} started: {} shards, {} partitions, cluster '{}'", uuid_,
              impl_->shards.size(), options_.partition_count, options_.cluster_name);
   return {};
@@ -112,8 +132,19 @@ base::Result<void> Member::StartNative() {
   server.max_frame_bytes = options_.max_frame_bytes;
   server.member_uuid = uuid_;
   server.partition_count = static_cast<std::int32_t>(options_.partition_count);
-  impl_->native_handler = std::make_unique<NativeHandler>(
-      impl_->maps, [this] { return InfoJson(); }, log_);
+  ClusterHooks hooks;
+  hooks.info = [this] { return InfoJson(); };
+  hooks.view = [this] {
+    membership::ClusterMessage message;
+    message.type = membership::MessageType::kView;
+    message.from = {uuid_, fmt::format("{}:{}", options_.host, native_port()), 0};
+    message.view = *cluster_view();
+    return membership::EncodeClusterMessage(message);
+  };
+  hooks.message = [this](std::string bytes) {
+    if (auto* service = impl_->membership_ptr.load()) service->Deliver(std::move(bytes));
+  };
+  impl_->native_handler = std::make_unique<NativeHandler>(impl_->maps, std::move(hooks), log_);
   auto native = net::Server::Start(impl_->shards, server, *impl_->native_handler, log_);
   if (!native) return std::unexpected(native.error());
   impl_->native = std::move(*native);
@@ -138,6 +169,41 @@ base::Result<void> Member::StartResp() {
   log_->info("RESP on {}:{} (default map '{}')", options_.host, impl_->resp->port(),
              options_.resp_default_map);
   return {};
+}
+
+base::Result<void> Member::StartMembership() {
+  membership::MemberInfo self{uuid_, fmt::format("{}:{}", options_.host, native_port()),
+                              impl_->clock->WallMs()};
+  if (!options_.listen) {
+    auto view = std::make_shared<membership::ClusterView>();
+    view->members = {1, {self}};
+    view->partitions =
+        partition::Rebalance({}, {uuid_}, options_.partition_count, options_.backup_count);
+    impl_->standalone_view = std::move(view);
+    return {};
+  }
+  membership::MembershipServiceOptions cluster;
+  cluster.membership.settings = {options_.cluster_name, wire::kProtocolVersion,
+                                 options_.partition_count};
+  cluster.membership.backup_count = options_.backup_count;
+  cluster.membership.seeds = options_.join;
+  cluster.membership.heartbeat_interval_ms = options_.heartbeat_interval_ms;
+  cluster.membership.failure_timeout_ms = options_.failure_timeout_ms;
+  cluster.membership.join_timeout_ms = options_.join_timeout_ms;
+  cluster.membership.join_interval_ms = std::min<base::Millis>(500, options_.heartbeat_interval_ms);
+  cluster.secret = options_.secret;
+  cluster.max_frame_bytes = options_.max_frame_bytes;
+  impl_->membership = std::make_unique<membership::MembershipService>(
+      std::move(self), std::move(cluster), *impl_->clock, log_);
+  impl_->membership->Start();
+  impl_->membership_ptr.store(impl_->membership.get());
+  return {};
+}
+
+std::shared_ptr<const membership::ClusterView> Member::cluster_view() const {
+  if (auto* service = impl_->membership_ptr.load()) return service->view();
+  return impl_->standalone_view ? impl_->standalone_view
+                                : std::make_shared<const membership::ClusterView>();
 }
 
 std::string Member::InfoJson() const {
@@ -169,6 +235,15 @@ void Member::Shutdown() {
 void Member::ShutdownLocked() {
   if (!impl_->started || impl_->stopped) return;
   impl_->stopped = true;
+  if (impl_->membership) {
+    // Leave while the native port still receives the master's answer.
+    auto wait = std::chrono::milliseconds(std::min<std::int64_t>(options_.failure_timeout_ms, 5000));
+    if (impl_->membership->view()->members.members.size() > 1 && !impl_->membership->Leave(wait)) {
+      log_->warn("left without the master's confirmation within {} ms", wait.count());
+    }
+    impl_->membership_ptr.store(nullptr);
+    impl_->membership->Stop();
+  }
   if (impl_->resp) impl_->resp->Stop();
   if (impl_->native) impl_->native->Stop();
   impl_->maps.Stop();

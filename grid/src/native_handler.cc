@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "native_protocol.h"
+#include "tessera/membership/membership_service.h"
 #include "tessera/map/map_codec.h"
 #include "tessera/record/generic_record.h"
 
@@ -10,6 +11,8 @@ namespace tessera::grid {
 
 using base::ErrorCode;
 using wire::Message;
+
+static_assert(native::kClusterMessage == membership::kClusterMessageOp);
 
 namespace {
 
@@ -31,9 +34,9 @@ void ReplyError(const std::shared_ptr<net::Connection>& connection, const Messag
 
 }  // namespace
 
-NativeHandler::NativeHandler(map::MapService& maps, std::function<std::string()> info,
+NativeHandler::NativeHandler(map::MapService& maps, ClusterHooks cluster,
                              std::shared_ptr<spdlog::logger> log)
-    : maps_(maps), info_(std::move(info)), log_(std::move(log)) {}
+    : maps_(maps), cluster_(std::move(cluster)), log_(std::move(log)) {}
 
 void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection, Message request) {
   switch (request.service) {
@@ -140,12 +143,30 @@ void NativeHandler::HandleCluster(const std::shared_ptr<net::Connection>& connec
       connection->Send(Message::MakeResponse(request, "pong"));
       return;
     case native::kClusterInfo:
-      connection->Send(Message::MakeResponse(request, info_()));
+      connection->Send(Message::MakeResponse(request, cluster_.info()));
       return;
+    case native::kClusterView:
+      if (!cluster_.view) break;
+      connection->Send(Message::MakeResponse(request, cluster_.view()));
+      return;
+    case native::kClusterMessage: {
+      if (!cluster_.message) break;
+      const wire::Hello* hello = connection->peer_hello();
+      if (!hello || hello->role != wire::Role::kMember) {
+        return ReplyError(connection, request, ErrorCode::kBadRequest,
+                          "cluster messages are accepted only from members; connect with the "
+                          "member role");
+      }
+      cluster_.message(request.payload);
+      connection->Send(Message::MakeResponse(request, ""));
+      return;
+    }
     default:
-      ReplyError(connection, request, ErrorCode::kUnsupported,
-                 "unknown cluster op " + std::to_string(request.op));
+      break;
   }
+  ReplyError(connection, request, ErrorCode::kUnsupported,
+             "cluster op " + std::to_string(request.op) +
+                 " is not served by this member; upgrade the member or the client");
 }
 
 void NativeHandler::OnClosed(const std::shared_ptr<net::Connection>& connection) {

@@ -19,11 +19,19 @@
 
 namespace tessera::grid {
 
+// What the handler asks of the member for cluster requests.
+struct ClusterHooks {
+  std::function<std::string()> info;  // kClusterInfo: the member-info JSON
+  // kClusterView: the encoded view message (native_protocol.h).
+  std::function<std::string()> view;
+  // membership::kClusterMessageOp from a member-role connection: the encoded message; null
+  // when not clustered.
+  std::function<void(std::string)> message;
+};
+
 class NativeHandler final : public net::RequestHandler {
  public:
-  // `info` renders the cluster-info JSON on demand.
-  NativeHandler(map::MapService& maps, std::function<std::string()> info,
-                std::shared_ptr<spdlog::logger> log);
+  NativeHandler(map::MapService& maps, ClusterHooks cluster, std::shared_ptr<spdlog::logger> log);
 
   void OnRequest(const std::shared_ptr<net::Connection>& connection,
                  wire::Message request) override;
@@ -39,7 +47,7 @@ class NativeHandler final : public net::RequestHandler {
                      const wire::Message& request);
 
   map::MapService& maps_;
-  std::function<std::string()> info_;
+  ClusterHooks cluster_;
   std::shared_ptr<spdlog::logger> log_;
   std::mutex mu_;
   std::map<std::uint64_t, std::vector<map::ListenerId>> listeners_;  // by connection id

@@ -24,5 +24,11 @@ inline constexpr std::uint16_t kMapEntryEvent = 200;
 //           connections, maps: [names]}
 inline constexpr std::uint16_t kClusterPing = 1;
 inline constexpr std::uint16_t kClusterInfo = 2;
+//   view:   empty request, response membership::EncodeClusterMessage of a View message
+//           (from = the answering member, view = its member list and partition table)
+inline constexpr std::uint16_t kClusterView = 3;
+//   member to member: one encoded membership::ClusterMessage, empty response. Only from
+//   member-role connections. Same number as membership::kClusterMessageOp.
+inline constexpr std::uint16_t kClusterMessage = 10;
 
 }  // namespace tessera::grid::native

@@ -78,7 +78,8 @@ void Membership::OnMessage(const ClusterMessage& message) {
   switch (message.type) {
     case MessageType::kJoinRequest: OnJoinRequest(message); return;
     case MessageType::kJoinRefused:
-      if (state_ == MemberState::kJoining) {
+      if (state_ == MemberState::kJoining && refused_by_.insert(message.from.address).second) {
+        // Not asked again: the settings will not change while this process runs.
         log_->error("member {} at {} refused this member: {}", message.from.uuid,
                     message.from.address, message.reason);
       }
@@ -141,7 +142,7 @@ void Membership::SendJoinRequests() {
   targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
   const ClusterMessage request = Make(MessageType::kJoinRequest);
   for (const auto& address : targets) {
-    if (address != self_.address) transport_.Send(address, request);
+    if (address != self_.address && !refused_by_.count(address)) transport_.Send(address, request);
   }
   next_join_ms_ = clock_.NowMs() + options_.join_interval_ms;
 }

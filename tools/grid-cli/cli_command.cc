@@ -84,6 +84,9 @@ std::string GeneralHelp() {
   out << "Usage: grid-cli [options] <command>\n\n"
          "Commands:\n"
          "  ping                 connect and measure one round trip\n"
+         "  members              the cluster's members (oldest first; the first is master)\n"
+         "  partitions           owner and backups of every partition, and a summary per member\n"
+         "  cluster              health: members, master, migrations in flight, safe or not\n"
          "  map <subcommand>     read and write a map (grid-cli map --help)\n\n"
       << Describe()
       << "\nExit codes: 0 ok (a missing key is ok and prints (nil)), 1 runtime error, 2 usage "
@@ -170,8 +173,9 @@ Result<void> ApplyConnectionOptions(const po::variables_map& vm, CliCommand& com
   return {};
 }
 
-Result<void> CheckOptionsAllowed(const po::variables_map& vm, const MapCommandSpec* spec) {
-  std::string name = spec == nullptr ? "ping" : "map " + std::string(spec->name);
+Result<void> CheckOptionsAllowed(const po::variables_map& vm, const MapCommandSpec* spec,
+                                 const std::string& plain_name = "") {
+  std::string name = spec == nullptr ? plain_name : "map " + std::string(spec->name);
   bool writes = spec != nullptr && spec->writes;
   bool lists = spec != nullptr && spec->lists;
   for (const char* flag : {"ttl", "record"}) {
@@ -266,15 +270,23 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
     return Fail(ErrorCode::kBadRequest, "no command given; run grid-cli --help");
   }
   if (words[0] == "map") return ParseMapCommand(words, vm, command);
-  if (words[0] == "ping") {
+  static const std::pair<std::string_view, CommandKind> kPlain[] = {
+      {"ping", CommandKind::kPing},
+      {"members", CommandKind::kMembers},
+      {"partitions", CommandKind::kPartitions},
+      {"cluster", CommandKind::kCluster}};
+  for (const auto& [name, kind] : kPlain) {
+    if (words[0] != name) continue;
     if (words.size() != 1) {
-      return Fail(ErrorCode::kBadRequest, "'ping' takes no arguments; run grid-cli --help");
+      return Fail(ErrorCode::kBadRequest,
+                  "'" + words[0] + "' takes no arguments; run grid-cli --help");
     }
-    command.kind = CommandKind::kPing;
-    return CheckOptionsAllowed(vm, nullptr);
+    command.kind = kind;
+    return CheckOptionsAllowed(vm, nullptr, words[0]);
   }
   return Fail(ErrorCode::kBadRequest,
-              "unknown command '" + words[0] + "' (use map or ping); run grid-cli --help");
+              "unknown command '" + words[0] +
+                  "' (use map, ping, members, partitions or cluster); run grid-cli --help");
 }
 
 }  // namespace

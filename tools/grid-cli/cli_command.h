@@ -27,6 +27,9 @@ enum class CommandKind {
   kPutIfAbsent,
   kClear,
   kStats,
+  kMembers,     // member list of the connected member's view
+  kPartitions,  // partition table: per-member summary and owner/backups per partition
+  kCluster,     // health: members, master, migrations, safe
 };
 
 struct CliCommand {

@@ -10,6 +10,7 @@
 #include <chrono>
 
 #include "tessera/grid/client.h"
+#include "cluster_commands.h"
 #include "value_format.h"
 
 namespace tessera::tools::cli {
@@ -182,6 +183,22 @@ std::shared_ptr<spdlog::logger> SilentLogger() {
   return log;
 }
 
+Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, double connect_us) {
+  switch (command.kind) {
+    case CommandKind::kPing:
+      return RunPing(client, connect_us);
+    case CommandKind::kMembers:
+    case CommandKind::kPartitions:
+    case CommandKind::kCluster: {
+      auto view = client.FetchClusterView();
+      if (!view) return std::unexpected(view.error());
+      return RenderClusterView(command.kind, *view);
+    }
+    default:
+      return RunMapCommand(*client.GetMap(command.map_name), command);
+  }
+}
+
 }  // namespace
 
 Result<CommandOutput> RunCommand(const CliCommand& command) {
@@ -189,9 +206,7 @@ Result<CommandOutput> RunCommand(const CliCommand& command) {
   auto client = grid::Client::Connect(command.client, SilentLogger());
   if (!client) return std::unexpected(client.error());
   double connect_us = MicrosSince(start);
-  Result<CommandOutput> output = command.kind == CommandKind::kPing
-                                     ? RunPing(**client, connect_us)
-                                     : RunMapCommand(*(*client)->GetMap(command.map_name), command);
+  Result<CommandOutput> output = RunOn(**client, command, connect_us);
   (*client)->Shutdown();
   return output;
 }

@@ -88,6 +88,44 @@ Result<void> SetLogLevel(NodeConfig& c, const std::string& text) {
   return {};
 }
 
+Result<void> SetJoin(NodeConfig& c, const std::string& text) {
+  c.member.join.clear();
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string address = text.substr(start, comma - start);
+    start = comma + 1;
+    if (address.empty()) continue;
+    auto colon = address.rfind(':');
+    if (colon == std::string::npos || colon == 0 ||
+        !ParseUnsigned("join", address.substr(colon + 1), 65535) ||
+        address.substr(colon + 1) == "0") {
+      return Fail(ErrorCode::kBadRequest, "invalid join address '" + address +
+                                              "': expected host:port, e.g. 127.0.0.1:5701");
+    }
+    c.member.join.push_back(address);
+  }
+  return {};
+}
+
+Result<void> SetBackupCount(NodeConfig& c, const std::string& text) {
+  auto v = ParseUnsigned("backup-count", text, 6);
+  if (!v) return std::unexpected(v.error());
+  c.member.backup_count = static_cast<std::uint32_t>(*v);
+  return {};
+}
+
+Setter MillisSetter(std::string key, std::int64_t grid::MemberOptions::*field) {
+  return [key, field](NodeConfig& c, const std::string& text) -> Result<void> {
+    auto v = ParseUnsigned(key, text, 3'600'000);
+    if (!v) return std::unexpected(v.error());
+    if (*v < 10) return Fail(ErrorCode::kBadRequest, "'" + key + "' must be at least 10 ms");
+    c.member.*field = static_cast<std::int64_t>(*v);
+    return {};
+  };
+}
+
 Setter NonEmptyString(std::string key, std::string grid::MemberOptions::*field) {
   return [key, field](NodeConfig& c, const std::string& text) -> Result<void> {
     if (text.empty()) return Fail(ErrorCode::kBadRequest, "'" + key + "' must not be empty");
@@ -115,6 +153,15 @@ std::vector<Setting> Settings() {
       {"resp-port", "RESP (Redis protocol) port; 0 picks a free one (default off)", SetRespPort},
       {"resp-default-map", "map that RESP string commands use (default 'default')",
        NonEmptyString("resp-default-map", &MemberOptions::resp_default_map)},
+      {"join", "seed members to join, host:port[,host:port...] (default: start a new cluster)",
+       SetJoin},
+      {"backup-count", "backup replicas per partition, 0..6 (default 1)", SetBackupCount},
+      {"heartbeat-ms", "heartbeat interval between members (default 1000)",
+       MillisSetter("heartbeat-ms", &MemberOptions::heartbeat_interval_ms)},
+      {"failure-timeout-ms", "silence after which a member is removed (default 5000)",
+       MillisSetter("failure-timeout-ms", &MemberOptions::failure_timeout_ms)},
+      {"join-timeout-ms", "start a new cluster if no seed answers by then (default 5000)",
+       MillisSetter("join-timeout-ms", &MemberOptions::join_timeout_ms)},
       {"log-level", "trace|debug|info|warn|error (default info)", SetLogLevel},
   };
 }

@@ -18,6 +18,7 @@
 
 #include "tessera/base/error.h"
 #include "tessera/grid/instance.h"
+#include "tessera/membership/cluster_view.h"
 
 namespace spdlog {
 class logger;
@@ -47,6 +48,10 @@ class Client final : public Instance {
 
   std::shared_ptr<Map> GetMap(const std::string& name) override;
   void Shutdown() override;
+
+  // The connected member's view of the cluster: member list (oldest first, the first is the
+  // master) and partition table. Errors: those of a call (kTimeout, kConnectionFailed, ...).
+  base::Result<membership::ClusterView> FetchClusterView();
 
   // The address of the member currently connected to ("" when disconnected).
   std::string connected_address() const;

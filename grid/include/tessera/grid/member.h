@@ -11,11 +11,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tessera/base/clock.h"
 #include "tessera/grid/instance.h"
 #include "tessera/map/entry_processor.h"
 #include "tessera/map/map_service.h"
+#include "tessera/membership/cluster_view.h"
 
 namespace spdlog {
 class logger;
@@ -39,6 +41,12 @@ struct MemberOptions {
   std::optional<std::uint16_t> resp_port;      // RESP front-end (off when unset; 0 = any)
   std::string resp_default_map = "default";
   std::uint64_t resp_max_bulk_bytes = 512ull * 1024 * 1024;
+  // Cluster membership (needs listen = true). Empty join = start a new cluster as its master.
+  std::vector<std::string> join;         // seed members' native "host:port"
+  std::uint32_t backup_count = 1;        // replicas beyond the owner, 0..6
+  std::int64_t heartbeat_interval_ms = 1000;
+  std::int64_t failure_timeout_ms = 5000;  // silence after which a member is removed
+  std::int64_t join_timeout_ms = 5000;     // no cluster found through `join` by then: start one
 };
 
 class Member final : public Instance {
@@ -51,11 +59,15 @@ class Member final : public Instance {
   // Registry to add entry processors to. REQUIRES: before Start().
   map::EntryProcessorRegistry& processors() { return processors_; }
 
-  // Starts the shards, services and listeners. Errors: kConnectionFailed when a port cannot
-  // be bound (the message names the port and what to do). REQUIRES: called once.
+  // Starts the shards, services and listeners, then joins the cluster (in the background: the
+  // member serves at once; cluster_view() shows when it has joined). Errors:
+  // kConnectionFailed when a port cannot be bound (the message names the port and what to
+  // do); kBadRequest for join addresses without listen, or a backup count above 6.
+  // REQUIRES: called once.
   base::Result<void> Start();
 
   std::shared_ptr<Map> GetMap(const std::string& name) override;
+  // Leaves the cluster gracefully (bounded by the failure timeout), then stops everything.
   void Shutdown() override;
 
   // The native port actually bound (useful with port 0), 0 if not listening.
@@ -66,11 +78,15 @@ class Member final : public Instance {
   const std::string& uuid() const { return uuid_; }
   const MemberOptions& options() const { return options_; }
   map::MapService& map_service();
+  // The member's current view of its cluster (members, partition table); a one-member view
+  // when not listening. Never null after Start().
+  std::shared_ptr<const membership::ClusterView> cluster_view() const;
 
  private:
   struct Impl;
   base::Result<void> StartNative();
   base::Result<void> StartResp();
+  base::Result<void> StartMembership();
   void ShutdownLocked();  // REQUIRES: impl_->mu held
   std::string InfoJson() const;
   MemberOptions options_;

@@ -9,6 +9,7 @@
 //     with JoinRefused (different cluster name, protocol version or partition count; logged on
 //     both sides), JoinRedirect (not the master), or, as master, admits it: appends it to the
 //     list, bumps the version, rebalances the partition table and sends the View to all.
+//     A member that refused is not asked again by this process (its settings do not change).
 //     Members that find only other joiners (started together): after one join interval the
 //     one with the smallest address among them starts the cluster; the others' retries join
 //     it. No answer within join_timeout: start alone, as master.
@@ -26,6 +27,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -132,6 +134,7 @@ class Membership {
   std::vector<std::string> rejoin_addresses_;  // members of the view we were dropped from
   std::unordered_map<std::string, base::Millis> last_heard_ms_;  // by uuid
   std::map<std::string, base::Millis> joiners_heard_ms_;  // joining peers, by address
+  std::set<std::string> refused_by_;  // addresses that refused our settings; not asked again
 };
 
 }  // namespace tessera::membership

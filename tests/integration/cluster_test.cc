@@ -1,0 +1,181 @@
+// Clusters of real grid-node processes on loopback: join through seeds, failure detection
+// after SIGKILL, a restart at the same address, graceful leave on SIGTERM, master failover,
+// refusal of mismatched settings, and grid-cli's members/partitions/cluster commands.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "child_process.h"
+
+namespace tessera::integration {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Fast failure detection so the test takes seconds: heartbeat 200 ms, removed after 1.5 s.
+std::vector<std::string> ClusterArgs(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--heartbeat-ms", "200", "--failure-timeout-ms", "1500",
+                                   "--join-timeout-ms", "1500"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// A node on a fixed port, so that it can be restarted at the same address.
+std::unique_ptr<NodeProcess> StartAt(std::uint16_t port, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--port", std::to_string(port), "--log-level", "warn",
+                                   "--threads", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto node = NodeProcess::Start(args);
+  if (!node) FAIL(node.error().message());
+  return std::move(*node);
+}
+
+membership::ClusterView ViewOf(const NodeProcess& node) {
+  auto client = ConnectOrFail(node);
+  auto view = client->FetchClusterView();
+  REQUIRE(view);
+  return *view;
+}
+
+// Polls `node`'s view until `done(view)` holds; FAILs after `timeout`.
+template <typename Done>
+membership::ClusterView WaitForView(const NodeProcess& node, Done done,
+                                    std::chrono::milliseconds timeout = 15s) {
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    auto view = ViewOf(node);
+    if (done(view)) return view;
+    if (Clock::now() > deadline) {
+      FAIL("view of " << node.address() << " did not reach the expected state; it has "
+                      << view.members.members.size() << " member(s), version "
+                      << view.members.version);
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+membership::ClusterView WaitForMembers(const NodeProcess& node, std::size_t count) {
+  return WaitForView(node, [count](const membership::ClusterView& v) {
+    return v.members.members.size() == count;
+  });
+}
+
+std::vector<std::string> Addresses(const membership::ClusterView& view) {
+  std::vector<std::string> out;
+  for (const auto& m : view.members.members) out.push_back(m.address);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("grid-node processes form a cluster, detect a SIGKILL, rejoin and leave gracefully",
+          "[tools][cluster]") {
+  auto a = NodeProcess::StartOrFail(ClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(ClusterArgs({"--join", a->address()}));
+  const std::uint16_t c_port = UnusedPort();
+  const std::vector<std::string> c_args = ClusterArgs({"--join", b->address()});  // redirected
+  auto c = StartAt(c_port, c_args);
+
+  auto view = WaitForMembers(*a, 3);
+  CHECK(Addresses(view) == std::vector<std::string>{a->address(), b->address(), c->address()});
+  // Every member holds the same view, and the master balanced the partition table.
+  auto on_c = WaitForView(*c, [&](const auto& v) { return v.members.version == view.members.version; });
+  CHECK(on_c == view);
+  CHECK(view.AllReplicasPresent());
+  for (const auto& count : partition::CountReplicas(view.partitions, view.members.Uuids())) {
+    CHECK(count.owned >= 90);
+    CHECK(count.owned <= 91);
+  }
+  const std::string c_uuid = view.members.members[2].uuid;
+
+  SECTION("SIGKILL: removed after the failure timeout; a restart at the address rejoins") {
+    auto killed_at = Clock::now();
+    c->Stop(SIGKILL);
+    auto after = WaitForMembers(*a, 2);
+    auto detection = Clock::now() - killed_at;
+    CHECK(detection >= 1000ms);  // not before the failure timeout (1.5 s, minus tick slack)
+    CHECK(Addresses(after) == std::vector<std::string>{a->address(), b->address()});
+    CHECK(after.AllReplicasPresent());
+
+    c = StartAt(c_port, c_args);
+    auto rejoined = WaitForMembers(*a, 3);
+    CHECK(rejoined.members.members[2].address == c->address());
+    CHECK(rejoined.members.members[2].uuid != c_uuid);  // a new identity
+    CHECK(!rejoined.members.Find(c_uuid));
+  }
+
+  SECTION("SIGTERM: the member leaves at once, without waiting for the failure timeout") {
+    auto stopped_at = Clock::now();
+    CHECK(b->Stop(SIGTERM) == 0);
+    auto after = WaitForView(
+        *a, [](const auto& v) { return v.members.members.size() == 2; }, 1000ms);
+    CHECK(Clock::now() - stopped_at < 1500ms);
+    CHECK(Addresses(after) == std::vector<std::string>{a->address(), c->address()});
+  }
+
+  SECTION("The master is killed: the next-oldest member takes over") {
+    a->Stop(SIGKILL);
+    auto after = WaitForMembers(*c, 2);
+    CHECK(after.members.master()->address == b->address());
+    CHECK(after.AllReplicasPresent());
+  }
+}
+
+TEST_CASE("Members with a different partition count or cluster name never merge",
+          "[tools][cluster]") {
+  auto a = NodeProcess::StartOrFail(ClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(ClusterArgs({"--join", a->address(), "--partitions", "100"}));
+  auto c = NodeProcess::StartOrFail(
+      ClusterArgs({"--join", a->address(), "--cluster-name", "other"}));
+  std::this_thread::sleep_for(2500ms);  // past the 1.5 s join timeout
+  CHECK(ViewOf(*a).members.members.size() == 1);
+  auto b_view = ViewOf(*b);
+  CHECK(b_view.members.members.size() == 1);
+  CHECK(b_view.partitions.partition_count() == 100);
+  auto options = ClientOptionsFor(*c);
+  options.cluster_name = "other";
+  auto client = grid::Client::Connect(options);
+  REQUIRE(client);
+  auto c_view = (*client)->FetchClusterView();
+  REQUIRE(c_view);
+  CHECK(c_view->members.members.size() == 1);
+  CHECK(c_view->members.master()->address == c->address());
+}
+
+TEST_CASE("grid-cli members, partitions and cluster describe the cluster", "[tools][cluster]") {
+  auto a = NodeProcess::StartOrFail(ClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(ClusterArgs({"--join", a->address()}));
+  WaitForMembers(*a, 2);
+  WaitForMembers(*b, 2);
+
+  auto members = RunProcess(GRID_CLI_PATH, {"--address", b->address(), "--json", "members"});
+  REQUIRE(members.exit_code == 0);
+  auto doc = nlohmann::json::parse(members.out);
+  CHECK(doc["master"] == a->address());
+  REQUIRE(doc["members"].size() == 2);
+  CHECK(doc["members"][1]["address"] == b->address());
+  CHECK(doc["members"][0]["master"] == true);
+
+  auto partitions = RunProcess(GRID_CLI_PATH, {"--address", a->address(), "--json", "partitions"});
+  REQUIRE(partitions.exit_code == 0);
+  doc = nlohmann::json::parse(partitions.out);
+  REQUIRE(doc["partitions"].size() == 271);
+  for (const auto& p : doc["partitions"]) {
+    REQUIRE(p["backups"].size() == 1);
+    CHECK(p["owner"] != p["backups"][0]);
+  }
+  CHECK(doc["summary"][0]["owned"].get<int>() + doc["summary"][1]["owned"].get<int>() == 271);
+
+  auto text = RunProcess(GRID_CLI_PATH, {"--address", a->address(), "cluster"});
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("members: 2\nmaster: " + a->address()) != std::string::npos);
+  CHECK(text.out.find("safe: yes") != std::string::npos);
+
+  auto usage = RunProcess(GRID_CLI_PATH, {"--address", a->address(), "members", "extra"});
+  CHECK(usage.exit_code == 2);
+  CHECK(usage.err.find("'members' takes no arguments") != std::string::npos);
+}
+
+}  // namespace tessera::integration
