@@ -22,9 +22,9 @@
 
 #include "event_executor.h"
 #include "native_protocol.h"
-#include "tessera/membership/cluster_message.h"
 #include "tessera/base/log.h"
 #include "tessera/map/map_codec.h"
+#include "tessera/membership/cluster_message.h"
 #include "tessera/net/client_connection.h"
 #include "tessera/partition/partitioner.h"
 
@@ -477,8 +477,9 @@ base::Result<membership::ClusterView> Client::FetchClusterView() {
   auto message = membership::DecodeClusterMessage(reply->payload);
   if (!message) return std::unexpected(message.error());
   if (!message->view) {
-    return base::Fail(ErrorCode::kProtocol, "the member answered the cluster-view request "
-                                            "without a view; upgrade the member");
+    return base::Fail(ErrorCode::kProtocol,
+                      "the member answered the cluster-view request "
+                      "without a view; upgrade the member");
   }
   return std::move(*message->view);
 }

@@ -92,10 +92,10 @@ base::Result<void> Member::Start() {
                       "remove the join addresses");
   }
   if (options_.backup_count > partition::kMaxBackupCount) {
-    return base::Fail(base::ErrorCode::kBadRequest,
-                      fmt::format("backup count {} is above the maximum of {}; use 0 to {}",
-                                  options_.backup_count, partition::kMaxBackupCount,
-                                  partition::kMaxBackupCount));
+    return base::Fail(
+        base::ErrorCode::kBadRequest,
+        fmt::format("backup count {} is above the maximum of {}; use 0 to {}",
+                    options_.backup_count, partition::kMaxBackupCount, partition::kMaxBackupCount));
   }
   for (const auto& [name, config] : options_.maps) impl_->maps.Configure(name, config);
   impl_->shards.Start();
@@ -237,7 +237,8 @@ void Member::ShutdownLocked() {
   impl_->stopped = true;
   if (impl_->membership) {
     // Leave while the native port still receives the master's answer.
-    auto wait = std::chrono::milliseconds(std::min<std::int64_t>(options_.failure_timeout_ms, 5000));
+    auto wait =
+        std::chrono::milliseconds(std::min<std::int64_t>(options_.failure_timeout_ms, 5000));
     if (impl_->membership->view()->members.members.size() > 1 && !impl_->membership->Leave(wait)) {
       log_->warn("left without the master's confirmation within {} ms", wait.count());
     }

@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "native_protocol.h"
-#include "tessera/membership/membership_service.h"
 #include "tessera/map/map_codec.h"
+#include "tessera/membership/membership_service.h"
 #include "tessera/record/generic_record.h"
 
 namespace tessera::grid {

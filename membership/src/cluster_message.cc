@@ -46,7 +46,8 @@ void WriteView(schema::View::Builder out, const ClusterView& view) {
   const auto& replicas = view.partitions.replicas;
   auto partitions = out.initPartitions(static_cast<unsigned>(replicas.size()));
   for (std::size_t p = 0; p < replicas.size(); ++p) {
-    auto slots = partitions.init(static_cast<unsigned>(p), static_cast<unsigned>(replicas[p].size()));
+    auto slots =
+        partitions.init(static_cast<unsigned>(p), static_cast<unsigned>(replicas[p].size()));
     for (std::size_t i = 0; i < replicas[p].size(); ++i) {
       auto it = index.find(replicas[p][i]);
       slots.set(static_cast<unsigned>(i), it == index.end() ? 0xffff : it->second);
@@ -80,13 +81,20 @@ base::Result<ClusterView> ReadView(schema::View::Reader in) {
 
 std::string_view MessageTypeName(MessageType type) {
   switch (type) {
-    case MessageType::kJoinRequest: return "JoinRequest";
-    case MessageType::kJoinRefused: return "JoinRefused";
-    case MessageType::kJoinRedirect: return "JoinRedirect";
-    case MessageType::kView: return "View";
-    case MessageType::kHeartbeat: return "Heartbeat";
-    case MessageType::kLeave: return "Leave";
-    case MessageType::kNotMember: return "NotMember";
+    case MessageType::kJoinRequest:
+      return "JoinRequest";
+    case MessageType::kJoinRefused:
+      return "JoinRefused";
+    case MessageType::kJoinRedirect:
+      return "JoinRedirect";
+    case MessageType::kView:
+      return "View";
+    case MessageType::kHeartbeat:
+      return "Heartbeat";
+    case MessageType::kLeave:
+      return "Leave";
+    case MessageType::kNotMember:
+      return "NotMember";
   }
   return "Unknown";
 }
@@ -114,9 +122,9 @@ std::string EncodeClusterMessage(const ClusterMessage& message) {
 
 base::Result<ClusterMessage> DecodeClusterMessage(std::string_view bytes) {
   if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
-    return Fail(ErrorCode::kBadRequest, "not a valid cluster message: " +
-                                            std::to_string(bytes.size()) +
-                                            " bytes is not a whole number of 8-byte words");
+    return Fail(ErrorCode::kBadRequest,
+                "not a valid cluster message: " + std::to_string(bytes.size()) +
+                    " bytes is not a whole number of 8-byte words");
   }
   auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
   std::memcpy(words.begin(), bytes.data(), bytes.size());
@@ -133,8 +141,7 @@ base::Result<ClusterMessage> DecodeClusterMessage(std::string_view bytes) {
     }
     out.type = static_cast<MessageType>(type);
     out.from = ReadMember(in.getFrom());
-    out.settings = {FromText(in.getClusterName()), in.getProtocolVersion(),
-                    in.getPartitionCount()};
+    out.settings = {FromText(in.getClusterName()), in.getProtocolVersion(), in.getPartitionCount()};
     out.reason = FromText(in.getReason());
     out.master_address = FromText(in.getMasterAddress());
     out.list_version = in.getListVersion();

@@ -13,10 +13,14 @@ namespace tessera::membership {
 
 std::string_view MemberStateName(MemberState state) {
   switch (state) {
-    case MemberState::kJoining: return "joining";
-    case MemberState::kMember: return "member";
-    case MemberState::kLeaving: return "leaving";
-    case MemberState::kLeft: return "left";
+    case MemberState::kJoining:
+      return "joining";
+    case MemberState::kMember:
+      return "member";
+    case MemberState::kLeaving:
+      return "leaving";
+    case MemberState::kLeft:
+      return "left";
   }
   return "unknown";
 }
@@ -76,7 +80,9 @@ void Membership::OnMessage(const ClusterMessage& message) {
   if (state_ == MemberState::kLeft) return;
   last_heard_ms_[message.from.uuid] = clock_.NowMs();
   switch (message.type) {
-    case MessageType::kJoinRequest: OnJoinRequest(message); return;
+    case MessageType::kJoinRequest:
+      OnJoinRequest(message);
+      return;
     case MessageType::kJoinRefused:
       if (state_ == MemberState::kJoining && refused_by_.insert(message.from.address).second) {
         // Not asked again: the settings will not change while this process runs.
@@ -90,10 +96,18 @@ void Membership::OnMessage(const ClusterMessage& message) {
         transport_.Send(master_hint_, Make(MessageType::kJoinRequest));
       }
       return;
-    case MessageType::kView: OnView(message); return;
-    case MessageType::kHeartbeat: OnHeartbeat(message); return;
-    case MessageType::kLeave: OnLeave(message); return;
-    case MessageType::kNotMember: OnNotMember(message); return;
+    case MessageType::kView:
+      OnView(message);
+      return;
+    case MessageType::kHeartbeat:
+      OnHeartbeat(message);
+      return;
+    case MessageType::kLeave:
+      OnLeave(message);
+      return;
+    case MessageType::kNotMember:
+      OnNotMember(message);
+      return;
   }
 }
 
@@ -118,9 +132,9 @@ void Membership::Leave() {
     ClusterView next;
     next.members.version = view_.members.version + 1;
     next.members.members = std::move(rest);
-    next.partitions = partition::Rebalance(view_.partitions, next.members.Uuids(),
-                                           options_.settings.partition_count,
-                                           options_.backup_count);
+    next.partitions =
+        partition::Rebalance(view_.partitions, next.members.Uuids(),
+                             options_.settings.partition_count, options_.backup_count);
     state_ = MemberState::kLeft;
     InstallView(std::move(next));
     Broadcast();
@@ -161,9 +175,10 @@ bool Membership::MaybeStartWithJoiners() {
   }
   const std::string& smallest_other = joiners_heard_ms_.begin()->first;
   if (self_.address > smallest_other) return false;
-  StartAsMaster(fmt::format("the members at [{}] are also looking for a cluster and this "
-                            "member's address is the smallest",
-                            fmt::join(joiners_heard_ms_ | std::views::keys, ", ")));
+  StartAsMaster(
+      fmt::format("the members at [{}] are also looking for a cluster and this "
+                  "member's address is the smallest",
+                  fmt::join(joiners_heard_ms_ | std::views::keys, ", ")));
   return true;
 }
 
@@ -176,14 +191,16 @@ std::string Membership::RefusalReason(const ClusterSettings& theirs) const {
         theirs.cluster_name, ours.cluster_name, ours.cluster_name);
   }
   if (theirs.protocol_version != ours.protocol_version) {
-    return fmt::format("protocol version {} differs from this cluster's {}; run the same Tessera "
-                       "version on every member",
-                       theirs.protocol_version, ours.protocol_version);
+    return fmt::format(
+        "protocol version {} differs from this cluster's {}; run the same Tessera "
+        "version on every member",
+        theirs.protocol_version, ours.protocol_version);
   }
   if (theirs.partition_count != ours.partition_count) {
-    return fmt::format("partition count {} differs from this cluster's {}; start the member with "
-                       "--partitions {}",
-                       theirs.partition_count, ours.partition_count, ours.partition_count);
+    return fmt::format(
+        "partition count {} differs from this cluster's {}; start the member with "
+        "--partitions {}",
+        theirs.partition_count, ours.partition_count, ours.partition_count);
   }
   return {};
 }
@@ -246,9 +263,8 @@ void Membership::PublishMembers(std::vector<MemberInfo> members) {
   ClusterView next;
   next.members.version = view_.members.version + 1;
   next.members.members = std::move(members);
-  next.partitions =
-      partition::Rebalance(view_.partitions, next.members.Uuids(),
-                           options_.settings.partition_count, options_.backup_count);
+  next.partitions = partition::Rebalance(view_.partitions, next.members.Uuids(),
+                                         options_.settings.partition_count, options_.backup_count);
   InstallView(std::move(next));
   Broadcast();
 }
@@ -313,8 +329,8 @@ void Membership::OnHeartbeat(const ClusterMessage& m) {
     if (is_master()) transport_.Send(m.from.address, Make(MessageType::kNotMember));
     return;
   }
-  if (is_master() && (m.list_version < view_.members.version ||
-                      m.table_version < view_.partitions.version)) {
+  if (is_master() &&
+      (m.list_version < view_.members.version || m.table_version < view_.partitions.version)) {
     SendView(m.from.address);
   }
 }
@@ -366,8 +382,7 @@ void Membership::SendHeartbeats() {
 bool Membership::IsSilent(const std::string& uuid) const {
   if (uuid == self_.uuid) return false;
   auto it = last_heard_ms_.find(uuid);
-  return it != last_heard_ms_.end() &&
-         clock_.NowMs() - it->second > options_.failure_timeout_ms;
+  return it != last_heard_ms_.end() && clock_.NowMs() - it->second > options_.failure_timeout_ms;
 }
 
 void Membership::DetectFailures() {

@@ -78,8 +78,8 @@ class TcpTransport final : public Transport {
     Peer& peer = peers_[address];
     auto colon = address.rfind(':');
     unsigned port = 0;
-    if (colon == std::string::npos ||
-        std::sscanf(address.c_str() + colon + 1, "%u", &port) != 1 || port == 0 || port > 65535) {
+    if (colon == std::string::npos || std::sscanf(address.c_str() + colon + 1, "%u", &port) != 1 ||
+        port == 0 || port > 65535) {
       ReportError(peer, address, "not a host:port address");
       peer.queue.clear();
       return;
@@ -120,13 +120,12 @@ class TcpTransport final : public Transport {
   void Call(const std::string& address, Peer& peer, std::string payload) {
     auto request = wire::Message::MakeRequest(0, -1, wire::Service::kCluster, kClusterMessageOp,
                                               std::move(payload));
-    peer.connection->Call(std::move(request), kCallTimeout,
-                          [log = log_, address](base::Result<wire::Message> reply) {
-                            if (!reply) {
-                              log->debug("cluster message to {} failed: {}", address,
-                                         reply.error().ToString());
-                            }
-                          });
+    peer.connection->Call(
+        std::move(request), kCallTimeout, [log = log_, address](base::Result<wire::Message> reply) {
+          if (!reply) {
+            log->debug("cluster message to {} failed: {}", address, reply.error().ToString());
+          }
+        });
   }
 
   void ReportError(Peer& peer, const std::string& address, const std::string& error) {
@@ -162,8 +161,7 @@ struct MembershipService::Loop {
 };
 
 MembershipService::MembershipService(MemberInfo self, MembershipServiceOptions options,
-                                     const base::Clock& clock,
-                                     std::shared_ptr<spdlog::logger> log)
+                                     const base::Clock& clock, std::shared_ptr<spdlog::logger> log)
     : self_(std::move(self)),
       log_(std::move(log)),
       loop_(std::make_unique<Loop>(self_, std::move(options), clock, log_)),

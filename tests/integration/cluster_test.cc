@@ -16,7 +16,7 @@ using Clock = std::chrono::steady_clock;
 
 // Fast failure detection so the test takes seconds: heartbeat 200 ms, removed after 1.5 s.
 std::vector<std::string> ClusterArgs(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"--heartbeat-ms", "200", "--failure-timeout-ms", "1500",
+  std::vector<std::string> args = {"--heartbeat-ms",    "200", "--failure-timeout-ms", "1500",
                                    "--join-timeout-ms", "1500"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
@@ -24,8 +24,8 @@ std::vector<std::string> ClusterArgs(std::vector<std::string> extra) {
 
 // A node on a fixed port, so that it can be restarted at the same address.
 std::unique_ptr<NodeProcess> StartAt(std::uint16_t port, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"--port", std::to_string(port), "--log-level", "warn",
-                                   "--threads", "2"};
+  std::vector<std::string> args = {"--port", std::to_string(port), "--log-level",
+                                   "warn",   "--threads",          "2"};
   args.insert(args.end(), extra.begin(), extra.end());
   auto node = NodeProcess::Start(args);
   if (!node) FAIL(node.error().message());
@@ -81,7 +81,8 @@ TEST_CASE("grid-node processes form a cluster, detect a SIGKILL, rejoin and leav
   auto view = WaitForMembers(*a, 3);
   CHECK(Addresses(view) == std::vector<std::string>{a->address(), b->address(), c->address()});
   // Every member holds the same view, and the master balanced the partition table.
-  auto on_c = WaitForView(*c, [&](const auto& v) { return v.members.version == view.members.version; });
+  auto on_c =
+      WaitForView(*c, [&](const auto& v) { return v.members.version == view.members.version; });
   CHECK(on_c == view);
   CHECK(view.AllReplicasPresent());
   for (const auto& count : partition::CountReplicas(view.partitions, view.members.Uuids())) {
@@ -127,8 +128,8 @@ TEST_CASE("Members with a different partition count or cluster name never merge"
           "[tools][cluster]") {
   auto a = NodeProcess::StartOrFail(ClusterArgs({}));
   auto b = NodeProcess::StartOrFail(ClusterArgs({"--join", a->address(), "--partitions", "100"}));
-  auto c = NodeProcess::StartOrFail(
-      ClusterArgs({"--join", a->address(), "--cluster-name", "other"}));
+  auto c =
+      NodeProcess::StartOrFail(ClusterArgs({"--join", a->address(), "--cluster-name", "other"}));
   std::this_thread::sleep_for(2500ms);  // past the 1.5 s join timeout
   CHECK(ViewOf(*a).members.members.size() == 1);
   auto b_view = ViewOf(*b);

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "tessera/grid/client.h"
 #include "cluster_commands.h"
+#include "tessera/grid/client.h"
 #include "value_format.h"
 
 namespace tessera::tools::cli {

@@ -22,9 +22,9 @@ std::string MasterAddress(const membership::ClusterView& view) {
 
 CommandOutput Members(const membership::ClusterView& view) {
   json members = json::array();
-  std::string text = fmt::format("{} member(s), list version {}, master {}\n",
-                                 view.members.members.size(), view.members.version,
-                                 MasterAddress(view));
+  std::string text =
+      fmt::format("{} member(s), list version {}, master {}\n", view.members.members.size(),
+                  view.members.version, MasterAddress(view));
   for (const auto& m : view.members.members) {
     bool master = view.members.master() == &m;
     members.push_back({{"uuid", m.uuid},
@@ -104,9 +104,12 @@ CommandOutput Health(const membership::ClusterView& view) {
 
 CommandOutput RenderClusterView(CommandKind kind, const membership::ClusterView& view) {
   switch (kind) {
-    case CommandKind::kMembers: return Members(view);
-    case CommandKind::kPartitions: return Partitions(view);
-    default: return Health(view);
+    case CommandKind::kMembers:
+      return Members(view);
+    case CommandKind::kPartitions:
+      return Partitions(view);
+    default:
+      return Health(view);
   }
 }
 

@@ -51,8 +51,7 @@ void CheckConverged(SimNetwork& net, const std::vector<std::string>& expected) {
 
 }  // namespace
 
-TEST_CASE("Members join through a seed; the oldest is master; all share one view",
-          "[membership]") {
+TEST_CASE("Members join through a seed; the oldest is master; all share one view", "[membership]") {
   SimNetwork net;
   Membership& a = net.Start("10.0.0.1:5701", Options());
   CHECK(a.is_master());  // no seeds: starts the cluster
@@ -64,8 +63,8 @@ TEST_CASE("Members join through a seed; the oldest is master; all share one view
   CHECK(a.is_master());
   CHECK(a.view().members.version == 3);
   // The master balanced the table: 271 owners over 3 members, 90 or 91 each.
-  for (const auto& c : tessera::partition::CountReplicas(a.view().partitions,
-                                                         a.view().members.Uuids())) {
+  for (const auto& c :
+       tessera::partition::CountReplicas(a.view().partitions, a.view().members.Uuids())) {
     CHECK(c.owned >= 90);
     CHECK(c.owned <= 91);
     CHECK(c.backups >= 90);
@@ -239,8 +238,7 @@ TEST_CASE("A member cut off from the rest is removed; the rest keep one consiste
   CHECK(view.AllReplicasPresent());
 }
 
-TEST_CASE("Cluster messages round-trip through the codec; bad bytes are rejected",
-          "[membership]") {
+TEST_CASE("Cluster messages round-trip through the codec; bad bytes are rejected", "[membership]") {
   ClusterMessage m;
   m.type = MessageType::kView;
   m.from = {"u1", "h:1", 123};

@@ -31,8 +31,8 @@ class SimNetwork {
     node->log = std::make_shared<spdlog::logger>(
         address, std::make_shared<spdlog::sinks::ostream_sink_mt>(node->log_text));
     MemberInfo self{address + "#" + std::to_string(++starts_), address, clock_.WallMs()};
-    node->membership = std::make_unique<Membership>(self, std::move(options), node->transport,
-                                                    clock_, node->log);
+    node->membership =
+        std::make_unique<Membership>(self, std::move(options), node->transport, clock_, node->log);
     Membership& m = *node->membership;
     nodes_[address] = std::move(node);
     m.Start();

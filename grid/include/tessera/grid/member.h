@@ -42,8 +42,8 @@ struct MemberOptions {
   std::string resp_default_map = "default";
   std::uint64_t resp_max_bulk_bytes = 512ull * 1024 * 1024;
   // Cluster membership (needs listen = true). Empty join = start a new cluster as its master.
-  std::vector<std::string> join;         // seed members' native "host:port"
-  std::uint32_t backup_count = 1;        // replicas beyond the owner, 0..6
+  std::vector<std::string> join;   // seed members' native "host:port"
+  std::uint32_t backup_count = 1;  // replicas beyond the owner, 0..6
   std::int64_t heartbeat_interval_ms = 1000;
   std::int64_t failure_timeout_ms = 5000;  // silence after which a member is removed
   std::int64_t join_timeout_ms = 5000;     // no cluster found through `join` by then: start one

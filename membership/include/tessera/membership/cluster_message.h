@@ -44,13 +44,13 @@ struct ClusterSettings {
 
 struct ClusterMessage {
   MessageType type = MessageType::kHeartbeat;
-  MemberInfo from;                   // the sender
-  ClusterSettings settings;          // kJoinRequest
-  std::string reason;                // kJoinRefused
-  std::string master_address;        // kJoinRedirect
-  std::int64_t list_version = 0;     // kHeartbeat
-  std::int64_t table_version = 0;    // kHeartbeat
-  std::optional<ClusterView> view;   // kView
+  MemberInfo from;                  // the sender
+  ClusterSettings settings;         // kJoinRequest
+  std::string reason;               // kJoinRefused
+  std::string master_address;       // kJoinRedirect
+  std::int64_t list_version = 0;    // kHeartbeat
+  std::int64_t table_version = 0;   // kHeartbeat
+  std::optional<ClusterView> view;  // kView
 
   friend bool operator==(const ClusterMessage&, const ClusterMessage&) = default;
 };

@@ -14,16 +14,16 @@
 namespace tessera::membership {
 
 struct MemberInfo {
-  std::string uuid;       // fresh at every start of a member process
-  std::string address;    // advertised native-protocol "host:port"
+  std::string uuid;                // fresh at every start of a member process
+  std::string address;             // advertised native-protocol "host:port"
   base::Millis start_wall_ms = 0;  // wall clock at start, for people
 
   friend bool operator==(const MemberInfo&, const MemberInfo&) = default;
 };
 
 struct MemberList {
-  std::int64_t version = 0;          // bumped by the master at every change; 0 = none yet
-  std::vector<MemberInfo> members;   // in join order: [0] is the oldest, the master
+  std::int64_t version = 0;         // bumped by the master at every change; 0 = none yet
+  std::vector<MemberInfo> members;  // in join order: [0] is the oldest, the master
 
   const MemberInfo* Find(const std::string& uuid) const;
   const MemberInfo* FindByAddress(const std::string& address) const;

@@ -27,8 +27,8 @@
 
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,8 +53,8 @@ class Transport {
 
 struct MembershipOptions {
   ClusterSettings settings;
-  std::uint32_t backup_count = 1;    // replicas beyond the owner (max partition::kMaxBackupCount)
-  std::vector<std::string> seeds;    // "host:port" of members to join through; may include self
+  std::uint32_t backup_count = 1;  // replicas beyond the owner (max partition::kMaxBackupCount)
+  std::vector<std::string> seeds;  // "host:port" of members to join through; may include self
   base::Millis heartbeat_interval_ms = 1000;
   base::Millis failure_timeout_ms = 5000;  // silence after which a member is removed
   base::Millis join_interval_ms = 500;     // JoinRequest retry interval while joining
@@ -130,10 +130,10 @@ class Membership {
   base::Millis join_started_ms_ = 0;
   base::Millis next_join_ms_ = 0;
   base::Millis next_heartbeat_ms_ = 0;
-  std::string master_hint_;  // from a JoinRedirect
+  std::string master_hint_;                    // from a JoinRedirect
   std::vector<std::string> rejoin_addresses_;  // members of the view we were dropped from
   std::unordered_map<std::string, base::Millis> last_heard_ms_;  // by uuid
-  std::map<std::string, base::Millis> joiners_heard_ms_;  // joining peers, by address
+  std::map<std::string, base::Millis> joiners_heard_ms_;         // joining peers, by address
   std::set<std::string> refused_by_;  // addresses that refused our settings; not asked again
 };
 

@@ -65,7 +65,7 @@ class MembershipService {
   const MemberInfo& self() const { return self_; }
 
  private:
-  struct Loop;  // the event loop, transport and state machine; private to the .cc
+  struct Loop;     // the event loop, transport and state machine; private to the .cc
   void Publish();  // on the loop thread: copies state for the accessors
   void ArmTick();  // on the loop thread
 
