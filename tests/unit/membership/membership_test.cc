@@ -49,6 +49,14 @@ void CheckConverged(SimNetwork& net, const std::vector<std::string>& expected) {
   CHECK(masters == 1);
 }
 
+// Starts the members 100 ms apart, each joining through the first, so list order = this order.
+void StartInOrder(SimNetwork& net, const std::vector<std::string>& addresses) {
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    if (i > 0) net.Run(100);
+    net.Start(addresses[i], i == 0 ? Options() : Options({addresses[0]}));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("Members join through a seed; the oldest is master; all share one view", "[membership]") {
@@ -89,10 +97,7 @@ TEST_CASE("Members started together with each other as seeds form one cluster", 
 TEST_CASE("A crashed member is removed after the failure timeout; its backups are promoted",
           "[membership]") {
   SimNetwork net;
-  net.Start("a:1", Options());
-  net.Start("b:1", Options({"a:1"}));
-  net.Run(100);
-  net.Start("c:1", Options({"a:1"}));
+  StartInOrder(net, {"a:1", "b:1", "c:1"});
   net.Run(300);
   CheckConverged(net, {"a:1", "b:1", "c:1"});
   const auto before = net.Find("a:1")->view();
@@ -114,10 +119,7 @@ TEST_CASE("A crashed member is removed after the failure timeout; its backups ar
 
 TEST_CASE("When the master dies the next-oldest member takes over", "[membership]") {
   SimNetwork net;
-  net.Start("a:1", Options());
-  net.Start("b:1", Options({"a:1"}));
-  net.Run(100);
-  net.Start("c:1", Options({"a:1"}));
+  StartInOrder(net, {"a:1", "b:1", "c:1"});
   net.Run(100);
   net.Start("d:1", Options({"a:1"}));
   net.Run(300);
@@ -136,10 +138,7 @@ TEST_CASE("When the master dies the next-oldest member takes over", "[membership
 TEST_CASE("Graceful leave: a member and then the master leave without a failure timeout",
           "[membership]") {
   SimNetwork net;
-  net.Start("a:1", Options());
-  net.Start("b:1", Options({"a:1"}));
-  net.Run(100);
-  net.Start("c:1", Options({"a:1"}));
+  StartInOrder(net, {"a:1", "b:1", "c:1"});
   net.Run(300);
   net.Find("c:1")->Leave();
   net.Run(200);  // far below the failure timeout
@@ -225,10 +224,7 @@ TEST_CASE("Lost and delayed messages: the cluster still converges, and detects a
 TEST_CASE("A member cut off from the rest is removed; the rest keep one consistent view",
           "[membership]") {
   SimNetwork net;
-  net.Start("a:1", Options());
-  net.Start("b:1", Options({"a:1"}));
-  net.Run(100);
-  net.Start("c:1", Options({"a:1"}));
+  StartInOrder(net, {"a:1", "b:1", "c:1"});
   net.Run(300);
   net.Partition({"c:1"}, {"a:1", "b:1"});
   net.Run(7000);
