@@ -172,8 +172,9 @@ base::Result<void> Member::StartResp() {
 }
 
 base::Result<void> Member::StartMembership() {
+  // Membership runs on real time even when a test drives TTLs with a manual clock.
   membership::MemberInfo self{uuid_, fmt::format("{}:{}", options_.host, native_port()),
-                              impl_->clock->WallMs()};
+                              impl_->steady.WallMs()};
   if (!options_.listen) {
     auto view = std::make_shared<membership::ClusterView>();
     view->members = {1, {self}};
@@ -194,7 +195,7 @@ base::Result<void> Member::StartMembership() {
   cluster.secret = options_.secret;
   cluster.max_frame_bytes = options_.max_frame_bytes;
   impl_->membership = std::make_unique<membership::MembershipService>(
-      std::move(self), std::move(cluster), *impl_->clock, log_);
+      std::move(self), std::move(cluster), impl_->steady, log_);
   impl_->membership->Start();
   impl_->membership_ptr.store(impl_->membership.get());
   return {};

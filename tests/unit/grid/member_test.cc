@@ -127,3 +127,56 @@ TEST_CASE("Embedded entry processors, predicates and listeners", "[grid]") {
   }
   CHECK(people->RemoveEntryListener(*id).value());
 }
+
+TEST_CASE("Two listening members in one process form a cluster; shutdown leaves it", "[grid]") {
+  auto options = [] {
+    MemberOptions o;
+    o.port = 0;
+    o.threads = 1;
+    o.heartbeat_interval_ms = 100;
+    o.failure_timeout_ms = 2000;
+    return o;
+  };
+  Member a(options());
+  REQUIRE(a.Start());
+  auto b_options = options();
+  b_options.join = {"127.0.0.1:" + std::to_string(a.native_port())};
+  Member b(b_options);
+  REQUIRE(b.Start());
+  auto wait_for = [](Member& m, std::size_t count) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (m.cluster_view()->members.members.size() != count &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return m.cluster_view();
+  };
+  auto view = wait_for(a, 2);
+  REQUIRE(view->members.members.size() == 2);
+  CHECK(view->members.master()->uuid == a.uuid());
+  CHECK(view->members.members[1].uuid == b.uuid());
+  CHECK(*wait_for(b, 2) == *view);
+  CHECK(view->AllReplicasPresent());
+
+  b.Shutdown();  // graceful: a drops b at once, well before the 2 s failure timeout
+  auto after = wait_for(a, 1);
+  CHECK(after->members.members.size() == 1);
+  CHECK(after->partitions.replicas[0] == std::vector<std::string>{a.uuid()});
+}
+
+TEST_CASE("Bad cluster options are refused at Start", "[grid]") {
+  auto join_without_listen = Embedded();
+  join_without_listen.join = {"127.0.0.1:5701"};
+  Member a(join_without_listen);
+  auto started = a.Start();
+  REQUIRE(!started);
+  CHECK(started.error().message().find("does not listen cannot join") != std::string::npos);
+
+  auto too_many = Embedded();
+  too_many.backup_count = 7;
+  Member b(too_many);
+  started = b.Start();
+  REQUIRE(!started);
+  CHECK(started.error().message().find("backup count 7 is above the maximum of 6") !=
+        std::string::npos);
+}
