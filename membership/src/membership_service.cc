@@ -12,132 +12,50 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <deque>
-#include <map>
 
-#include "tessera/net/client_connection.h"
+#include "tessera/net/peer_pool.h"
 #include "tessera/wire/message.h"
 
 namespace tessera::membership {
 namespace {
 
-// Sends each message as a request on a member-role connection to the target, opened on first
-// use and reopened after a loss. While a connection is being opened messages queue (a few;
-// older ones are dropped: the protocol resends what matters on the next round).
+// Sends each message as a request on the member-role connection PeerPool keeps to the target.
+// Failures are only logged (by the pool, once per peer): the protocol resends what matters.
 class TcpTransport final : public Transport {
  public:
-  static constexpr std::size_t kMaxQueued = 16;
   static constexpr std::chrono::milliseconds kCallTimeout{5000};
-  // A member that rejected our hello (other cluster name or secret, other protocol version) is
-  // not dialled again for this long: its settings will hardly change, and each attempt costs a
-  // log line on both sides.
-  static constexpr std::chrono::seconds kRefusedBackoff{30};
 
   TcpTransport(boost::asio::io_context& io, const MemberInfo& self,
                const MembershipServiceOptions& options, std::shared_ptr<spdlog::logger> log)
-      : io_(io), log_(std::move(log)) {
-    client_.hello.cluster_name = options.membership.settings.cluster_name;
-    client_.hello.role = wire::Role::kMember;
-    client_.hello.secret = options.secret;
-    client_.hello.client_name = self.address;
-    client_.max_frame_bytes = options.max_frame_bytes;
-    client_.connect_timeout = std::chrono::milliseconds(
+      : log_(log) {
+    wire::Hello hello;
+    hello.cluster_name = options.membership.settings.cluster_name;
+    hello.role = wire::Role::kMember;
+    hello.secret = options.secret;
+    hello.client_name = self.address;
+    auto connect_timeout = std::chrono::milliseconds(
         std::max<base::Millis>(200, options.membership.heartbeat_interval_ms));
+    pool_ = net::PeerPool::Create(io, std::move(hello), connect_timeout, options.max_frame_bytes,
+                                  std::move(log));
   }
 
   void Send(const std::string& address, const ClusterMessage& message) override {
-    Peer& peer = peers_[address];
-    std::string payload = EncodeClusterMessage(message);
-    if (peer.connection && peer.connection->is_open()) {
-      Call(address, peer, std::move(payload));
-      return;
-    }
-    if (std::chrono::steady_clock::now() < peer.refused_until) return;  // see kRefusedBackoff
-    if (peer.queue.size() == kMaxQueued) peer.queue.pop_front();
-    peer.queue.push_back(std::move(payload));
-    if (!peer.connecting) Connect(address);
+    auto request = wire::Message::MakeRequest(0, -1, wire::Service::kCluster, kClusterMessageOp,
+                                              EncodeClusterMessage(message));
+    pool_->Call(address, std::move(request), kCallTimeout,
+                [log = log_, address](base::Result<wire::Message> reply) {
+                  if (!reply) {
+                    log->debug("cluster message to {} failed: {}", address,
+                               reply.error().ToString());
+                  }
+                });
   }
 
-  void CloseAll() {
-    for (auto& [address, peer] : peers_) {
-      if (peer.connection) peer.connection->Close();
-    }
-    peers_.clear();
-  }
+  void CloseAll() { pool_->CloseAll(); }
 
  private:
-  struct Peer {
-    std::shared_ptr<net::ClientConnection> connection;
-    bool connecting = false;
-    std::deque<std::string> queue;
-    std::string last_error;  // logged once until the next success
-    std::chrono::steady_clock::time_point refused_until;
-  };
-
-  void Connect(const std::string& address) {
-    Peer& peer = peers_[address];
-    auto colon = address.rfind(':');
-    unsigned port = 0;
-    if (colon == std::string::npos || std::sscanf(address.c_str() + colon + 1, "%u", &port) != 1 ||
-        port == 0 || port > 65535) {
-      ReportError(peer, address, "not a host:port address");
-      peer.queue.clear();
-      return;
-    }
-    net::ClientOptions options = client_;
-    options.host = address.substr(0, colon);
-    options.port = static_cast<std::uint16_t>(port);
-    peer.connecting = true;
-    net::ClientConnection::AsyncConnect(
-        io_, std::move(options), log_,
-        [this, address](base::Result<std::shared_ptr<net::ClientConnection>> result) {
-          auto it = peers_.find(address);
-          if (it == peers_.end()) {
-            if (result) (*result)->Close();
-            return;  // closed meanwhile
-          }
-          Peer& p = it->second;
-          p.connecting = false;
-          if (!result) {
-            ReportError(p, address, result.error().ToString());
-            p.queue.clear();
-            const auto code = result.error().code();
-            if (code == base::ErrorCode::kAuthFailed || code == base::ErrorCode::kProtocol) {
-              p.refused_until = std::chrono::steady_clock::now() + kRefusedBackoff;
-            }
-            return;
-          }
-          if (!p.last_error.empty()) log_->info("member at {} reachable again", address);
-          p.last_error.clear();
-          p.connection = std::move(*result);
-          while (!p.queue.empty()) {
-            Call(address, p, std::move(p.queue.front()));
-            p.queue.pop_front();
-          }
-        });
-  }
-
-  void Call(const std::string& address, Peer& peer, std::string payload) {
-    auto request = wire::Message::MakeRequest(0, -1, wire::Service::kCluster, kClusterMessageOp,
-                                              std::move(payload));
-    peer.connection->Call(
-        std::move(request), kCallTimeout, [log = log_, address](base::Result<wire::Message> reply) {
-          if (!reply) {
-            log->debug("cluster message to {} failed: {}", address, reply.error().ToString());
-          }
-        });
-  }
-
-  void ReportError(Peer& peer, const std::string& address, const std::string& error) {
-    if (peer.last_error == error) return;
-    peer.last_error = error;
-    log_->warn("cannot reach member at {}: {}", address, error);
-  }
-
-  boost::asio::io_context& io_;
   std::shared_ptr<spdlog::logger> log_;
-  net::ClientOptions client_;
-  std::map<std::string, Peer> peers_;
+  std::shared_ptr<net::PeerPool> pool_;
 };
 
 }  // namespace
