@@ -10,9 +10,11 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
 #include "embedded_invoker.h"
 #include "event_executor.h"
+#include "member_router.h"
 #include "native_handler.h"
 #include "tessera/base/check.h"
 #include "tessera/base/log.h"
@@ -63,6 +65,7 @@ struct Member::Impl {
   std::unique_ptr<net::Server> native;
   std::unique_ptr<resp::RespServer> resp;
   std::unique_ptr<membership::MembershipService> membership;
+  std::unique_ptr<MemberRouter> router;  // sends requests for other members' partitions
   // Read by the native handler's cluster hooks on shard threads; set once in Start.
   std::atomic<membership::MembershipService*> membership_ptr{nullptr};
   std::shared_ptr<const membership::ClusterView> standalone_view;  // when not listening
@@ -194,8 +197,28 @@ base::Result<void> Member::StartMembership() {
   cluster.membership.join_interval_ms = std::min<base::Millis>(500, options_.heartbeat_interval_ms);
   cluster.secret = options_.secret;
   cluster.max_frame_bytes = options_.max_frame_bytes;
+  wire::Hello hello;
+  hello.cluster_name = options_.cluster_name;
+  hello.role = wire::Role::kMember;
+  hello.secret = options_.secret;
+  hello.client_name = self.address;
+  impl_->router = std::make_unique<MemberRouter>(
+      std::move(hello), partition::Partitioner(options_.partition_count),
+      std::chrono::milliseconds(4000), options_.max_frame_bytes, log_);
+  const std::string self_address = self.address;
   impl_->membership = std::make_unique<membership::MembershipService>(
       std::move(self), std::move(cluster), impl_->steady, log_);
+  impl_->membership->set_view_listener([this, self_address](const membership::ClusterView& view) {
+    // Route every partition to its owner's address.
+    std::unordered_map<std::string, std::string> address;
+    for (const auto& m : view.members.members) address[m.uuid] = m.address;
+    std::vector<std::string> owners(options_.partition_count);
+    for (std::uint32_t p = 0; p < view.partitions.partition_count() && p < owners.size(); ++p) {
+      auto it = address.find(view.partitions.Owner(p));
+      if (it != address.end()) owners[p] = it->second;
+    }
+    impl_->maps.SetOwnership(std::move(owners), self_address, impl_->router.get());
+  });
   impl_->membership->Start();
   impl_->membership_ptr.store(impl_->membership.get());
   return {};
@@ -249,6 +272,7 @@ void Member::ShutdownLocked() {
   if (impl_->resp) impl_->resp->Stop();
   if (impl_->native) impl_->native->Stop();
   impl_->maps.Stop();
+  if (impl_->router) impl_->router->Stop();  // after the map service: forwards finish first
   impl_->shards.Stop();
   impl_->events.Stop();
   log_->info("member {} stopped", uuid_);

@@ -62,6 +62,9 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
         connection, request, ErrorCode::kBadRequest,
         "frame op " + std::to_string(request.op) + " does not match the encoded map operation");
   }
+  // A member forwards only to the owner it knows; we run it here or say we are not the owner.
+  const wire::Hello* hello = connection->peer_hello();
+  decoded->local_only = hello != nullptr && hello->role == wire::Role::kMember;
   Message header = Header(request);
   maps_.Execute(std::move(*decoded),
                 [connection, header = std::move(header)](base::Result<map::MapResult> result) {

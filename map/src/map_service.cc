@@ -132,6 +132,8 @@ struct MapService::Impl {
         options(options) {
     for (std::size_t i = 0; i < shards.size(); ++i)
       states.push_back(std::make_unique<ShardState>());
+    local = std::make_unique<std::atomic<bool>[]>(partitioner.partition_count());
+    for (std::uint32_t p = 0; p < partitioner.partition_count(); ++p) local[p].store(true);
   }
 
   // Whether a request may run: the service is not stopping and the request is well-formed.
@@ -167,6 +169,24 @@ struct MapService::Impl {
   void ArmSweeper(std::size_t shard, std::chrono::milliseconds delay);
   void SweepTick(std::size_t shard);
 
+  // Cluster routing (see SetOwnership).
+  bool IsLocal(std::uint32_t partition) const {
+    return local[partition].load(std::memory_order_relaxed);
+  }
+  struct Routing {
+    std::vector<std::string> owners;
+    std::string self;
+    ClusterRouting* routing = nullptr;
+  };
+  Routing CurrentRouting() const {
+    std::lock_guard lock(ownership_mu);
+    return routing;
+  }
+  void Route(MapRequest request, Callback done, int attempt);
+  void ForwardKeyed(std::uint32_t partition, MapRequest request, Callback done, int attempt);
+  void RetryLater(MapRequest request, Callback done, int attempt);
+  void ExecuteAcrossMembers(MapRequest request, Callback done, int attempt);
+
   runtime::ShardSet& shards;
   partition::Partitioner partitioner;
   const base::Clock& clock;
@@ -184,6 +204,9 @@ struct MapService::Impl {
   std::atomic<bool> stopped{false};
   bool started = false;
   InFlight in_flight;
+  std::unique_ptr<std::atomic<bool>[]> local;  // per partition: owned by this member
+  mutable std::mutex ownership_mu;
+  Routing routing;  // guarded by ownership_mu; routing.routing null = not clustered
 };
 
 MapTable& MapService::Impl::TableOn(std::size_t shard, const std::string& name) {
@@ -325,8 +348,9 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
   if (existing == states[shard]->maps.end()) return merged;
   MapTable& table = *existing->second;
   for (std::size_t i = 0; i < table.stores.size(); ++i) {
-    if (!table.stores[i]) continue;
-    auto ok = run(static_cast<std::uint32_t>(i * shards.size() + shard), request);
+    const auto partition_id = static_cast<std::uint32_t>(i * shards.size() + shard);
+    if (!table.stores[i] || !IsLocal(partition_id)) continue;  // another member's partition
+    auto ok = run(partition_id, request);
     if (!ok) return std::unexpected(ok.error());
   }
   return merged;
@@ -351,6 +375,160 @@ void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
         }
         done(std::move(merged));
       });
+}
+
+// --- cluster routing -------------------------------------------------------------------------
+// A keyed request for another member's partition is sent to the owner as a local_only request;
+// a whole-map request runs here over the owned partitions and on every other owner, merged.
+// kNotOwner (the table moved under the request) and kConnectionFailed (never sent) are retried
+// with a growing delay while the ownership settles.
+
+namespace {
+constexpr int kMaxRouteAttempts = 15;  // 20 ms, 40 ms, ... : about 2.4 s in all
+
+bool RetryableRouteError(ErrorCode code) {
+  return code == ErrorCode::kNotOwner || code == ErrorCode::kConnectionFailed;
+}
+}  // namespace
+
+void MapService::Impl::Route(MapRequest request, Callback done, int attempt) {
+  if (MapOpIsKeyed(request.op)) {
+    const std::uint32_t partition_id = partitioner.PartitionOf(request.key);
+    if (IsLocal(partition_id)) return ExecuteKeyed(request, done);
+    return ForwardKeyed(partition_id, std::move(request), std::move(done), attempt);
+  }
+  if (request.local_only) {
+    // Keys another member sent here must be ours; if the table moved, the sender retries.
+    auto foreign = [this](const std::string& key) { return !IsLocal(partitioner.PartitionOf(key)); };
+    bool any_foreign = std::any_of(request.keys.begin(), request.keys.end(), foreign) ||
+                       std::any_of(request.entries.begin(), request.entries.end(),
+                                   [&](const auto& e) { return foreign(e.first); });
+    if (any_foreign) {
+      return done(Fail(ErrorCode::kNotOwner,
+                       "some keys of this " + std::string(MapOpName(request.op)) +
+                           " belong to partitions this member does not own; the sender retries"));
+    }
+    return ExecuteFanOut(request, done);
+  }
+  if (CurrentRouting().routing == nullptr) return ExecuteFanOut(request, done);
+  ExecuteAcrossMembers(std::move(request), std::move(done), attempt);
+}
+
+void MapService::Impl::ForwardKeyed(std::uint32_t partition_id, MapRequest request, Callback done,
+                                    int attempt) {
+  Routing current = CurrentRouting();
+  if (request.local_only) {
+    return done(Fail(ErrorCode::kNotOwner,
+                     fmt::format("partition {} is not owned by member {}; the sender retries with "
+                                 "the current partition table",
+                                 partition_id, current.self)));
+  }
+  const std::string& owner = current.owners.empty() ? current.self : current.owners[partition_id];
+  if (current.routing == nullptr || owner.empty()) return RetryLater(std::move(request), std::move(done), attempt);
+  MapRequest remote = request;
+  remote.local_only = true;
+  current.routing->Send(owner, std::move(remote),
+                        [this, request = std::move(request), done = std::move(done), attempt,
+                         token = EnterRequest()](base::Result<MapResult> result) mutable {
+                          if (!result && RetryableRouteError(result.error().code())) {
+                            return RetryLater(std::move(request), std::move(done), attempt);
+                          }
+                          done(std::move(result));
+                        });
+}
+
+void MapService::Impl::RetryLater(MapRequest request, Callback done, int attempt) {
+  if (attempt + 1 >= kMaxRouteAttempts) {
+    return done(Fail(ErrorCode::kNotOwner,
+                     fmt::format("no member took {} on map '{}' after {} attempts (the partition "
+                                 "table is changing or the owner is unreachable); retry later",
+                                 MapOpName(request.op), request.map_name, kMaxRouteAttempts)));
+  }
+  auto timer = std::make_shared<boost::asio::steady_timer>(
+      shards.Context(0), std::chrono::milliseconds(20 * (attempt + 1)));
+  timer->async_wait([this, timer, request = std::move(request), done = std::move(done), attempt,
+                     token = EnterRequest()](const boost::system::error_code&) mutable {
+    if (stopped.load()) {
+      return done(Fail(ErrorCode::kShuttingDown, "the map service is shutting down"));
+    }
+    Route(std::move(request), std::move(done), attempt + 1);
+  });
+}
+
+void MapService::Impl::ExecuteAcrossMembers(MapRequest request, Callback done, int attempt) {
+  Routing current = CurrentRouting();
+  // One sub-request per member: the keys (or entries) it owns, or the whole request.
+  std::map<std::string, MapRequest> by_member;
+  auto part_for = [&](const std::string& member) -> MapRequest& {
+    auto [it, fresh] = by_member.try_emplace(member);
+    if (fresh) {
+      it->second = request;
+      it->second.entries.clear();
+      it->second.keys.clear();
+      it->second.local_only = true;
+    }
+    return it->second;
+  };
+  const bool has_keys = request.op == MapOp::kPutAll || request.op == MapOp::kGetAll ||
+                        request.op == MapOp::kExecuteOnKeys;
+  bool unowned = false;
+  if (has_keys) {
+    for (const auto& entry : request.entries) {
+      const auto& owner = current.owners[partitioner.PartitionOf(entry.first)];
+      unowned |= owner.empty();
+      part_for(owner).entries.push_back(entry);
+    }
+    for (const auto& key : request.keys) {
+      const auto& owner = current.owners[partitioner.PartitionOf(key)];
+      unowned |= owner.empty();
+      part_for(owner).keys.push_back(key);
+    }
+  } else {
+    for (const auto& owner : current.owners) {
+      if (owner.empty()) continue;
+      part_for(owner);
+    }
+  }
+  if (unowned) return RetryLater(std::move(request), std::move(done), attempt);
+  struct Gather {
+    std::mutex mu;
+    std::vector<base::Result<MapResult>> parts;
+    std::size_t remaining;
+    MapRequest request;
+    Callback done;
+    int attempt;
+  };
+  auto gather = std::make_shared<Gather>();
+  gather->remaining = by_member.size();
+  gather->request = std::move(request);
+  gather->done = std::move(done);
+  gather->attempt = attempt;
+  if (by_member.empty()) return gather->done(MapResult{});
+  auto collect = [this, gather](base::Result<MapResult> part) {
+    std::unique_lock lock(gather->mu);
+    gather->parts.push_back(std::move(part));
+    if (--gather->remaining != 0) return;
+    lock.unlock();
+    MapResult merged;
+    for (auto& p : gather->parts) {
+      if (!p) {
+        if (RetryableRouteError(p.error().code())) {
+          return RetryLater(std::move(gather->request), std::move(gather->done), gather->attempt);
+        }
+        return gather->done(std::unexpected(p.error()));
+      }
+      MergeResult(gather->request.op, merged, std::move(*p));
+    }
+    gather->done(std::move(merged));
+  };
+  for (auto& [member, part] : by_member) {
+    if (member == current.self) {
+      Callback local = collect;
+      ExecuteFanOut(part, local);
+    } else {
+      current.routing->Send(member, std::move(part), collect);
+    }
+  }
 }
 
 void MapService::Impl::ArmSweeper(std::size_t shard, std::chrono::milliseconds delay) {
@@ -448,18 +626,27 @@ MapConfig MapService::ConfigOf(const std::string& map_name) const {
 
 void MapService::Execute(MapRequest request, Callback done) {
   if (auto ok = impl_->Admit(request); !ok) return done(std::unexpected(ok.error()));
-  if (MapOpIsKeyed(request.op)) {
-    impl_->ExecuteKeyed(request, done);
-  } else {
-    impl_->ExecuteFanOut(request, done);
-  }
+  impl_->Route(std::move(request), std::move(done), 0);
+}
+
+void MapService::SetOwnership(std::vector<std::string> owners, std::string self,
+                              ClusterRouting* routing) {
+  TESSERA_CHECK(owners.size() == partitioner_.partition_count(),
+                "ownership must name an owner for every partition");
+  std::lock_guard lock(impl_->ownership_mu);
+  for (std::uint32_t p = 0; p < owners.size(); ++p) impl_->local[p].store(owners[p] == self);
+  impl_->routing = {std::move(owners), std::move(self), routing};
+}
+
+bool MapService::OwnsPartition(std::uint32_t partition) const {
+  return partition < partitioner_.partition_count() && impl_->IsLocal(partition);
 }
 
 std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapRequest& request) {
   if (!MapOpIsKeyed(request.op)) return std::nullopt;
   const std::uint32_t partition_id = impl_->partitioner.PartitionOf(request.key);
   const std::size_t shard = shards_.ShardOfPartition(partition_id);
-  if (!shards_.OnShard(shard)) return std::nullopt;
+  if (!shards_.OnShard(shard) || !impl_->IsLocal(partition_id)) return std::nullopt;
   if (auto ok = impl_->Admit(request); !ok) return std::unexpected(ok.error());
   RequestToken token(impl_->in_flight);
   return impl_->RunOnPartition(shard, partition_id, request);

@@ -78,6 +78,9 @@ struct MapRequest {
   record::GenericRecord argument;                            // executeOn*
   Predicate predicate;                                       // query, executeOnEntries
   Projection projection = Projection::kEntries;              // query
+  // Run on this member only, over the partitions it owns; never forward (set on requests
+  // another member forwarded here). Not encoded: it is a property of where a request came from.
+  bool local_only = false;
 };
 
 // Metadata of one entry.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tessera/base/clock.h"
 #include "tessera/base/error.h"
@@ -76,6 +77,17 @@ using ListenerId = std::uint64_t;
 // work to another thread if it may.
 using EntryListener = std::function<void(const EntryEvent&)>;
 
+// How requests reach the partitions other members own (installed by a clustered member).
+class ClusterRouting {
+ public:
+  using Callback = std::function<void(base::Result<MapResult>)>;
+  virtual ~ClusterRouting() = default;
+  // Runs `request` (local_only is set) on the member `address`; `done` runs once, on any
+  // thread. Errors: the remote member's (kNotOwner when it does not own a partition any more),
+  // connection errors (kConnectionFailed: not sent; kMemberLeft: may have been applied).
+  virtual void Send(const std::string& address, MapRequest request, Callback done) = 0;
+};
+
 class MapService {
  public:
   using Callback = std::function<void(base::Result<MapResult>)>;
@@ -98,16 +110,29 @@ class MapService {
   MapConfig ConfigOf(const std::string& map_name) const;
 
   // Executes `request`; calls `done` exactly once with the result. `done` runs inline when
-  // the caller is on the owning shard (keyed ops), else on some shard thread.
+  // the caller is on the owning shard (keyed ops), else on some shard thread (or, for
+  // partitions of other members, the routing's thread).
   // Errors: kBadRequest (empty map name, missing key, bad options), kUnknownProcessor,
-  // kWrongType (from processors), kBadPredicate, kShuttingDown.
+  // kWrongType (from processors), kBadPredicate, kShuttingDown; in a cluster kNotOwner (a
+  // local_only request for a partition owned elsewhere, or ownership that did not settle) and
+  // the routing's connection errors.
   void Execute(MapRequest request, Callback done);
 
   // Fast path for front-ends running on shard threads: when `request` is keyed and the
   // calling thread is the shard owning its partition, runs it now and returns the result
-  // (exactly what Execute would pass to `done`); otherwise does nothing and returns nullopt
-  // (the caller then uses Execute). Validation errors and kShuttingDown are returned too.
+  // (exactly what Execute would pass to `done`); otherwise (another shard, or a partition
+  // another member owns) does nothing and returns nullopt (the caller then uses Execute). Validation errors and kShuttingDown are returned too.
   std::optional<base::Result<MapResult>> ExecuteIfLocal(const MapRequest& request);
+
+  // Cluster routing. `owners[p]` is the address of the member owning partition p; those equal
+  // to `self` run here, the others are sent through `routing` (keyed requests to the owner,
+  // whole-map requests to every owner, merged). A forwarded request that finds its partition
+  // owned elsewhere is retried (up to ~3 s) as the ownership settles. Until the first call
+  // every partition is local. REQUIRES: owners.size() == partition count; `routing` outlives
+  // the service. Thread-safe.
+  void SetOwnership(std::vector<std::string> owners, std::string self, ClusterRouting* routing);
+  // Whether this member owns `partition` (true for all until SetOwnership).
+  bool OwnsPartition(std::uint32_t partition) const;
 
   // Blocking form. REQUIRES: the caller is not a shard thread.
   base::Result<MapResult> ExecuteSync(MapRequest request);

@@ -1,0 +1,42 @@
+#include "member_router.h"
+
+#include <boost/asio/post.hpp>
+
+#include "tessera/map/map_codec.h"
+
+namespace tessera::grid {
+
+MemberRouter::MemberRouter(wire::Hello hello, partition::Partitioner partitioner,
+                           std::chrono::milliseconds call_timeout, std::size_t max_frame_bytes,
+                           std::shared_ptr<spdlog::logger> log)
+    : partitioner_(partitioner), call_timeout_(call_timeout), work_(io_.get_executor()) {
+  pool_ = net::PeerPool::Create(io_, std::move(hello), std::min(call_timeout, std::chrono::milliseconds(2000)),
+                                max_frame_bytes, std::move(log));
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+MemberRouter::~MemberRouter() { Stop(); }
+
+void MemberRouter::Send(const std::string& address, map::MapRequest request, Callback done) {
+  const std::int32_t partition =
+      map::MapOpIsKeyed(request.op) ? static_cast<std::int32_t>(partitioner_.PartitionOf(request.key))
+                                    : -1;
+  auto message = wire::Message::MakeRequest(0, partition, wire::Service::kMap,
+                                            static_cast<std::uint16_t>(request.op),
+                                            map::EncodeRequest(request));
+  pool_->Call(address, std::move(message), call_timeout_,
+              [done = std::move(done)](base::Result<wire::Message> reply) {
+                if (!reply) return done(std::unexpected(reply.error()));
+                done(map::DecodeResult(reply->payload));
+              });
+}
+
+void MemberRouter::Stop() {
+  if (!thread_.joinable()) return;
+  pool_->CloseAll();
+  work_.reset();
+  boost::asio::post(io_, [this] { io_.stop(); });
+  thread_.join();
+}
+
+}  // namespace tessera::grid
