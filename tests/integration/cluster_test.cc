@@ -180,3 +180,42 @@ TEST_CASE("grid-cli members, partitions and cluster describe the cluster", "[too
 }
 
 }  // namespace tessera::integration
+
+namespace tessera::integration {
+
+TEST_CASE("A cluster serves one data set: any member reaches every key", "[tools][cluster]") {
+  auto a = NodeProcess::StartOrFail(ClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(ClusterArgs({"--join", a->address()}));
+  auto c = NodeProcess::StartOrFail(ClusterArgs({"--join", a->address()}));
+  for (const auto* node : {a.get(), b.get(), c.get()}) WaitForMembers(*node, 3);
+
+  auto via_a = ConnectOrFail(*a);
+  auto via_c = ConnectOrFail(*c);
+  auto orders_a = via_a->GetMap("orders");
+  auto orders_c = via_c->GetMap("orders");
+  constexpr int kKeys = 600;
+  for (int i = 0; i < kKeys; ++i) {
+    REQUIRE(orders_a->Set("order-" + std::to_string(i), "v" + std::to_string(i)));
+  }
+  // Every key is readable through another member, and whole-map operations see all of them
+  // exactly once, whichever member is asked.
+  for (int i = 0; i < kKeys; i += 7) {
+    CHECK(orders_c->Get("order-" + std::to_string(i)).value() == "v" + std::to_string(i));
+  }
+  CHECK(orders_c->Size().value() == kKeys);
+  CHECK(ConnectOrFail(*b)->GetMap("orders")->Size().value() == kKeys);
+  auto all = orders_c->GetAll({"order-1", "order-2", "order-599", "missing"});
+  REQUIRE(all);
+  CHECK(all->size() == 3);
+  // putIfAbsent through two members on the same key: one winner.
+  auto first = orders_a->PutIfAbsent("lock", "a");
+  auto second = orders_c->PutIfAbsent("lock", "c");
+  REQUIRE(first);
+  REQUIRE(second);
+  CHECK(!first->has_value());
+  CHECK(second->value() == "a");
+  CHECK(orders_c->Clear().value() == kKeys + 1);
+  CHECK(orders_a->Size().value() == 0);
+}
+
+}  // namespace tessera::integration
