@@ -209,15 +209,22 @@ base::Result<void> Member::StartMembership() {
   impl_->membership = std::make_unique<membership::MembershipService>(
       std::move(self), std::move(cluster), impl_->steady, log_);
   impl_->membership->set_view_listener([this, self_address](const membership::ClusterView& view) {
-    // Route every partition to its owner's address.
+    // The partition table as addresses, for routing, backups and migration.
     std::unordered_map<std::string, std::string> address;
-    for (const auto& m : view.members.members) address[m.uuid] = m.address;
-    std::vector<std::string> owners(options_.partition_count);
-    for (std::uint32_t p = 0; p < view.partitions.partition_count() && p < owners.size(); ++p) {
-      auto it = address.find(view.partitions.Owner(p));
-      if (it != address.end()) owners[p] = it->second;
+    std::vector<std::string> members;
+    for (const auto& m : view.members.members) {
+      address[m.uuid] = m.address;
+      members.push_back(m.address);
     }
-    impl_->maps.SetOwnership(std::move(owners), self_address, impl_->router.get());
+    std::vector<std::vector<std::string>> replicas(options_.partition_count);
+    for (std::uint32_t p = 0; p < view.partitions.partition_count() && p < replicas.size(); ++p) {
+      for (const auto& uuid : view.partitions.replicas[p]) {
+        auto it = address.find(uuid);
+        if (it != address.end()) replicas[p].push_back(it->second);
+      }
+    }
+    impl_->maps.SetPartitionTable(std::move(replicas), members, self_address,
+                                  impl_->router.get());
   });
   impl_->membership->Start();
   impl_->membership_ptr.store(impl_->membership.get());

@@ -2,6 +2,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include "native_protocol.h"
 #include "tessera/map/map_codec.h"
 
 namespace tessera::grid {
@@ -28,6 +29,20 @@ void MemberRouter::Send(const std::string& address, map::MapRequest request, Cal
               [done = std::move(done)](base::Result<wire::Message> reply) {
                 if (!reply) return done(std::unexpected(reply.error()));
                 done(map::DecodeResult(reply->payload));
+              });
+}
+
+void MemberRouter::SendReplica(const std::string& address, std::vector<map::ReplicaUpdate> updates,
+                               std::function<void(base::Result<void>)> done) {
+  const std::int32_t partition =
+      updates.empty() ? -1 : static_cast<std::int32_t>(updates.front().partition_id);
+  auto message = wire::Message::MakeRequest(0, partition, wire::Service::kMap,
+                                            native::kMapReplica,
+                                            map::EncodeReplicaUpdates(updates));
+  pool_->Call(address, std::move(message), call_timeout_,
+              [done = std::move(done)](base::Result<wire::Message> reply) {
+                if (!reply) return done(std::unexpected(reply.error()));
+                done({});
               });
 }
 

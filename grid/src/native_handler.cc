@@ -54,6 +54,7 @@ void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection
 void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection, Message request) {
   if (request.op == native::kMapAddListener) return AddListener(connection, request);
   if (request.op == native::kMapRemoveListener) return RemoveListener(connection, request);
+  if (request.op == native::kMapReplica) return ApplyReplica(connection, request);
   auto decoded = map::DecodeRequest(request.payload);
   if (!decoded)
     return ReplyError(connection, request, decoded.error().code(), decoded.error().message());
@@ -74,6 +75,23 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
                     connection->Send(Message::MakeResponse(header, map::EncodeResult(*result)));
                   }
                 });
+}
+
+void NativeHandler::ApplyReplica(const std::shared_ptr<net::Connection>& connection,
+                                 const Message& request) {
+  const wire::Hello* hello = connection->peer_hello();
+  if (!hello || hello->role != wire::Role::kMember) {
+    return ReplyError(connection, request, ErrorCode::kBadRequest,
+                      "replica updates are accepted only from members; connect with the member "
+                      "role");
+  }
+  auto updates = map::DecodeReplicaUpdates(request.payload);
+  if (!updates) {
+    return ReplyError(connection, request, updates.error().code(), updates.error().message());
+  }
+  maps_.ApplyReplica(std::move(*updates), [connection, header = Header(request)] {
+    connection->Send(Message::MakeResponse(header, ""));
+  });
 }
 
 void NativeHandler::AddListener(const std::shared_ptr<net::Connection>& connection,

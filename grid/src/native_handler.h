@@ -43,6 +43,8 @@ class NativeHandler final : public net::RequestHandler {
                    const wire::Message& request);
   void RemoveListener(const std::shared_ptr<net::Connection>& connection,
                       const wire::Message& request);
+  void ApplyReplica(const std::shared_ptr<net::Connection>& connection,
+                    const wire::Message& request);
   void HandleCluster(const std::shared_ptr<net::Connection>& connection,
                      const wire::Message& request);
 

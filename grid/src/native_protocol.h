@@ -15,6 +15,10 @@ namespace tessera::grid::native {
 //   remove: request {id: int64}  response {removed: bool}
 inline constexpr std::uint16_t kMapAddListener = 100;
 inline constexpr std::uint16_t kMapRemoveListener = 101;
+// Service kMap, member to member only: apply replica updates (backup writes, migration
+// copies) for partitions the sender owns. Request map::EncodeReplicaUpdates bytes, empty
+// response once applied.
+inline constexpr std::uint16_t kMapReplica = 102;
 // Service kMap event frames: payload {listener: int64, event: bytes (map::EncodeEvent)}.
 inline constexpr std::uint16_t kMapEntryEvent = 200;
 

@@ -102,3 +102,18 @@ struct ListenerOptions {
   types @1 :List(UInt8);   # EntryEventType codes to deliver; empty = all
   key @2 :Data;            # only events of this key; empty = every key
 }
+
+# tessera::map::ReplicaUpdate: one change to a backup's copy of a partition.
+struct ReplicaUpdate {
+  kind @0 :UInt8;          # 1 set, 2 delete, 3 clear partition, 4 partition copy complete
+  mapName @1 :Text;        # empty with kind 3: every map
+  partitionId @2 :UInt32;
+  key @3 :Data;
+  value @4 :Data;
+  ttlLeftMs @5 :Int64;     # 0 = no TTL deadline
+  maxIdleMs @6 :Int64;     # 0 = none
+}
+
+struct ReplicaUpdates {
+  updates @0 :List(ReplicaUpdate);
+}

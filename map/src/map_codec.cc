@@ -337,4 +337,43 @@ base::Result<ListenerOptions> DecodeListenerOptions(std::string_view bytes) {
       });
 }
 
+std::string EncodeReplicaUpdates(const std::vector<ReplicaUpdate>& updates) {
+  std::size_t bytes = 0;
+  for (const auto& u : updates) bytes += u.key.size() + u.value.size() + u.map_name.size() + 64;
+  capnp::MallocMessageBuilder message(SegmentWords(bytes));
+  auto list = message.initRoot<wire::ReplicaUpdates>().initUpdates(
+      static_cast<unsigned>(updates.size()));
+  for (unsigned i = 0; i < list.size(); ++i) {
+    const ReplicaUpdate& u = updates[i];
+    auto out = list[i];
+    out.setKind(static_cast<std::uint8_t>(u.kind));
+    out.setMapName(ToText(u.map_name));
+    out.setPartitionId(u.partition_id);
+    out.setKey(ToData(u.key));
+    out.setValue(ToData(u.value));
+    out.setTtlLeftMs(u.ttl_left_ms);
+    out.setMaxIdleMs(u.max_idle_ms);
+  }
+  return Finish(message);
+}
+
+base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view bytes) {
+  return Read<wire::ReplicaUpdates, std::vector<ReplicaUpdate>>(
+      bytes, "replica update list",
+      [](wire::ReplicaUpdates::Reader in) -> base::Result<std::vector<ReplicaUpdate>> {
+        std::vector<ReplicaUpdate> out;
+        out.reserve(in.getUpdates().size());
+        for (auto u : in.getUpdates()) {
+          if (u.getKind() < 1 || u.getKind() > 4) {
+            return Fail(ErrorCode::kBadRequest,
+                        "unknown replica update kind " + std::to_string(u.getKind()));
+          }
+          out.push_back({static_cast<ReplicaUpdate::Kind>(u.getKind()), FromText(u.getMapName()),
+                         u.getPartitionId(), FromData(u.getKey()), FromData(u.getValue()),
+                         u.getTtlLeftMs(), u.getMaxIdleMs()});
+        }
+        return out;
+      });
+}
+
 }  // namespace tessera::map

@@ -23,84 +23,12 @@
 // the in-flight ones, then cancels the timers on their shards.
 #include "tessera/map/map_service.h"
 
-#include <spdlog/spdlog.h>
-#include <boost/asio/steady_timer.hpp>
-#include <chrono>
-#include <condition_variable>
 #include <future>
-#include <map>
-#include <mutex>
-#include <set>
-#include <unordered_map>
 
-#include "listener_registry.h"
+#include "map_service_impl.h"
 #include "tessera/base/check.h"
-#include "tessera/map/map_ops.h"
 
 namespace tessera::map {
-namespace {
-using base::ErrorCode;
-using base::Fail;
-constexpr auto kDrainTimeout = std::chrono::seconds(10);
-
-struct MapTable {
-  std::string name;
-  std::vector<std::unique_ptr<RecordStore>> stores;  // local index = partition / shards
-  MapConfig config;
-  std::uint64_t config_version = 0;
-  ListenerRegistry::Snapshot listeners;
-  std::uint64_t listeners_version = 0;
-};
-
-struct ShardState {
-  std::unordered_map<std::string, std::unique_ptr<MapTable>> maps;
-  std::vector<MapTable*> sweep_order;  // creation order; tables are never dropped
-  std::size_t sweep_table = 0;
-  std::size_t sweep_store = 0;
-  std::optional<boost::asio::steady_timer> timer;
-};
-
-// Counts requests in flight so Stop() can wait for them. Enter/Leave are one atomic each on
-// the request path; the mutex is taken only once Stop() has begun waiting.
-class InFlight {
- public:
-  void Enter() { count_.fetch_add(1); }
-  void Leave() {
-    // seq_cst pairs with WaitDrained: either the waiter sees count 0, or this sees waiting.
-    if (count_.fetch_sub(1) == 1 && waiting_.load()) {
-      std::lock_guard lock(mu_);
-      drained_.notify_all();
-    }
-  }
-  bool WaitDrained(std::chrono::milliseconds timeout) {
-    waiting_.store(true);
-    std::unique_lock lock(mu_);
-    return drained_.wait_for(lock, timeout, [this] { return count_.load() == 0; });
-  }
-
- private:
-  std::atomic<std::int64_t> count_{0};
-  std::atomic<bool> waiting_{false};
-  std::mutex mu_;
-  std::condition_variable drained_;
-};
-
-// Held by a request until it completed; move-only.
-class RequestToken {
- public:
-  explicit RequestToken(InFlight& in_flight) : in_flight_(&in_flight) { in_flight_->Enter(); }
-  RequestToken(RequestToken&& other) noexcept
-      : in_flight_(std::exchange(other.in_flight_, nullptr)) {}
-  RequestToken& operator=(RequestToken&&) = delete;
-  ~RequestToken() {
-    if (in_flight_) in_flight_->Leave();
-  }
-
- private:
-  InFlight* in_flight_;
-};
-
-}  // namespace
 
 std::string_view EntryEventTypeName(EntryEventType type) {
   switch (type) {
@@ -120,94 +48,6 @@ std::string_view EntryEventTypeName(EntryEventType type) {
   return "unknown";
 }
 
-struct MapService::Impl {
-  Impl(runtime::ShardSet& shards, partition::Partitioner partitioner, const base::Clock& clock,
-       const EntryProcessorRegistry& processors, std::shared_ptr<spdlog::logger> log,
-       MapServiceOptions options)
-      : shards(shards),
-        partitioner(partitioner),
-        clock(clock),
-        processors(processors),
-        log(std::move(log)),
-        options(options) {
-    for (std::size_t i = 0; i < shards.size(); ++i)
-      states.push_back(std::make_unique<ShardState>());
-    local = std::make_unique<std::atomic<bool>[]>(partitioner.partition_count());
-    for (std::uint32_t p = 0; p < partitioner.partition_count(); ++p) local[p].store(true);
-  }
-
-  // Whether a request may run: the service is not stopping and the request is well-formed.
-  base::Result<void> Admit(const MapRequest& request) const {
-    if (stopped.load(std::memory_order_acquire)) {
-      return Fail(ErrorCode::kShuttingDown,
-                  "the map service is shutting down; retry on another member");
-    }
-    return ValidateRequest(request, &processors);
-  }
-
-  // A token held by every fan-out request; leaving happens when the last copy dies.
-  std::shared_ptr<RequestToken> EnterRequest() { return std::make_shared<RequestToken>(in_flight); }
-
-  MapTable& TableOn(std::size_t shard, const std::string& name);
-  RecordStore& StoreOf(MapTable& table, std::uint32_t partition_id);
-  void Refresh(MapTable& table);
-  OpContext ContextFor(MapTable& table, std::uint32_t partition_id,
-                       std::vector<EntryEvent>* events);
-  base::Result<MapResult> RunOnPartition(std::size_t shard, std::uint32_t partition_id,
-                                         const MapRequest& request);
-  MapConfig ConfigOf(const std::string& name) const;
-
-  void ExecuteKeyed(MapRequest& request, Callback& done);
-  void ExecuteFanOut(MapRequest& request, Callback& done);
-  base::Result<MapResult> RunPartsOnShard(
-      std::size_t shard, const MapRequest& request,
-      const std::vector<std::pair<std::uint32_t, MapRequest>>* parts);
-  // Per shard: (partition id, the part of the request for that partition).
-  using Parts = std::vector<std::vector<std::pair<std::uint32_t, MapRequest>>>;
-  Parts SplitByShard(const MapRequest& request) const;
-
-  void ArmSweeper(std::size_t shard, std::chrono::milliseconds delay);
-  void SweepTick(std::size_t shard);
-
-  // Cluster routing (see SetOwnership).
-  bool IsLocal(std::uint32_t partition) const {
-    return local[partition].load(std::memory_order_relaxed);
-  }
-  struct Routing {
-    std::vector<std::string> owners;
-    std::string self;
-    ClusterRouting* routing = nullptr;
-  };
-  Routing CurrentRouting() const {
-    std::lock_guard lock(ownership_mu);
-    return routing;
-  }
-  void Route(MapRequest request, Callback done, int attempt);
-  void ForwardKeyed(std::uint32_t partition, MapRequest request, Callback done, int attempt);
-  void RetryLater(MapRequest request, Callback done, int attempt);
-  void ExecuteAcrossMembers(MapRequest request, Callback done, int attempt);
-
-  runtime::ShardSet& shards;
-  partition::Partitioner partitioner;
-  const base::Clock& clock;
-  const EntryProcessorRegistry& processors;
-  std::shared_ptr<spdlog::logger> log;
-  MapServiceOptions options;
-
-  std::vector<std::unique_ptr<ShardState>> states;  // states[i] touched only on shard i
-  ListenerRegistry listeners;
-  mutable std::mutex config_mu;
-  std::map<std::string, MapConfig, std::less<>> configs;  // guarded by config_mu
-  std::atomic<std::uint64_t> config_version{1};
-  mutable std::mutex names_mu;
-  std::set<std::string> names;  // guarded by names_mu
-  std::atomic<bool> stopped{false};
-  bool started = false;
-  InFlight in_flight;
-  std::unique_ptr<std::atomic<bool>[]> local;  // per partition: owned by this member
-  mutable std::mutex ownership_mu;
-  Routing routing;  // guarded by ownership_mu; routing.routing null = not clustered
-};
 
 MapTable& MapService::Impl::TableOn(std::size_t shard, const std::string& name) {
 #ifndef NDEBUG
@@ -264,12 +104,17 @@ OpContext MapService::Impl::ContextFor(MapTable& table, std::uint32_t partition_
 
 base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
                                                          std::uint32_t partition_id,
-                                                         const MapRequest& request) {
+                                                         const MapRequest& request,
+                                                         std::vector<ReplicaUpdate>* replica_out) {
   MapTable& table = TableOn(shard, request.map_name);
   std::vector<EntryEvent> events;
   OpContext ctx = ContextFor(table, partition_id, &events);
+  if (replica_out != nullptr) ctx.events = &events;  // backups need to know what changed
   auto result = ExecuteOnStore(StoreOf(table, partition_id), request, ctx);
-  for (const auto& event : events) ListenerRegistry::Deliver(table.listeners, event);
+  if (replica_out != nullptr) AppendUpdates(table, partition_id, ctx.now_ms, events, *replica_out);
+  if (table.listeners) {
+    for (const auto& event : events) ListenerRegistry::Deliver(table.listeners, event);
+  }
   return result;
 }
 
@@ -284,7 +129,7 @@ void MapService::Impl::ExecuteKeyed(MapRequest& request, Callback& done) {
   const std::size_t shard = shards.ShardOfPartition(partition_id);
   if (shards.OnShard(shard)) {
     RequestToken token(in_flight);
-    done(RunOnPartition(shard, partition_id, request));
+    RunKeyedOnShard(shard, partition_id, request, done);
     return;
   }
   // The request moves once, into a box; the posted handler carries pointers only.
@@ -296,7 +141,7 @@ void MapService::Impl::ExecuteKeyed(MapRequest& request, Callback& done) {
   auto pending = std::make_unique<Pending>(
       Pending{std::move(request), std::move(done), RequestToken(in_flight)});
   shards.InvokeOn(shard, [this, shard, partition_id, pending = std::move(pending)] {
-    pending->done(RunOnPartition(shard, partition_id, pending->request));
+    RunKeyedOnShard(shard, partition_id, pending->request, pending->done);
   });
 }
 
@@ -327,11 +172,12 @@ MapService::Impl::Parts MapService::Impl::SplitByShard(const MapRequest& request
 
 base::Result<MapResult> MapService::Impl::RunPartsOnShard(
     std::size_t shard, const MapRequest& request,
-    const std::vector<std::pair<std::uint32_t, MapRequest>>* parts) {
+    const std::vector<std::pair<std::uint32_t, MapRequest>>* parts,
+    std::vector<ReplicaUpdate>* replica_out) {
   MapResult merged;
-  auto run = [this, shard, &merged, &request](std::uint32_t p,
-                                              const MapRequest& rq) -> base::Result<void> {
-    auto part = RunOnPartition(shard, p, rq);
+  auto run = [this, shard, &merged, &request, replica_out](
+                 std::uint32_t p, const MapRequest& rq) -> base::Result<void> {
+    auto part = RunOnPartition(shard, p, rq, HasBackups(p) ? replica_out : nullptr);
     if (!part) return std::unexpected(part.error());
     MergeResult(request.op, merged, std::move(*part));
     return {};
@@ -363,172 +209,31 @@ void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
   if (has_keys) *parts = SplitByShard(request);
   auto shared_request = std::make_shared<const MapRequest>(std::move(request));
   auto token = EnterRequest();
+  // What the parts changed on partitions with backups; slot i is written only by shard i.
+  auto updates = std::make_shared<std::vector<std::vector<ReplicaUpdate>>>(shards.size());
   shards.MapReduce<base::Result<MapResult>>(
-      [this, parts, shared_request, has_keys, token](std::size_t shard) {
-        return RunPartsOnShard(shard, *shared_request, has_keys ? &(*parts)[shard] : nullptr);
+      [this, parts, shared_request, has_keys, token, updates](std::size_t shard) {
+        return RunPartsOnShard(shard, *shared_request, has_keys ? &(*parts)[shard] : nullptr,
+                               &(*updates)[shard]);
       },
-      [shared_request, done = std::move(done), token](std::vector<base::Result<MapResult>> all) {
+      [this, shared_request, done = std::move(done), token,
+       updates](std::vector<base::Result<MapResult>> all) {
         MapResult merged;
+        std::vector<ReplicaUpdate> changed;
+        for (auto& shard_updates : *updates) {
+          std::move(shard_updates.begin(), shard_updates.end(), std::back_inserter(changed));
+        }
         for (auto& part : all) {
-          if (!part) return done(std::unexpected(part.error()));
+          if (!part) {
+            if (!changed.empty()) ReplicateThen(std::move(changed), std::unexpected(part.error()), done);
+            else done(std::unexpected(part.error()));
+            return;
+          }
           MergeResult(shared_request->op, merged, std::move(*part));
         }
-        done(std::move(merged));
+        if (changed.empty()) return done(std::move(merged));
+        ReplicateThen(std::move(changed), std::move(merged), done);
       });
-}
-
-// --- cluster routing -------------------------------------------------------------------------
-// A keyed request for another member's partition is sent to the owner as a local_only request;
-// a whole-map request runs here over the owned partitions and on every other owner, merged.
-// kNotOwner (the table moved under the request) and kConnectionFailed (never sent) are retried
-// with a growing delay while the ownership settles.
-
-namespace {
-constexpr int kMaxRouteAttempts = 15;  // 20 ms, 40 ms, ... : about 2.4 s in all
-
-bool RetryableRouteError(ErrorCode code) {
-  return code == ErrorCode::kNotOwner || code == ErrorCode::kConnectionFailed;
-}
-}  // namespace
-
-void MapService::Impl::Route(MapRequest request, Callback done, int attempt) {
-  if (MapOpIsKeyed(request.op)) {
-    const std::uint32_t partition_id = partitioner.PartitionOf(request.key);
-    if (IsLocal(partition_id)) return ExecuteKeyed(request, done);
-    return ForwardKeyed(partition_id, std::move(request), std::move(done), attempt);
-  }
-  if (request.local_only) {
-    // Keys another member sent here must be ours; if the table moved, the sender retries.
-    auto foreign = [this](const std::string& key) { return !IsLocal(partitioner.PartitionOf(key)); };
-    bool any_foreign = std::any_of(request.keys.begin(), request.keys.end(), foreign) ||
-                       std::any_of(request.entries.begin(), request.entries.end(),
-                                   [&](const auto& e) { return foreign(e.first); });
-    if (any_foreign) {
-      return done(Fail(ErrorCode::kNotOwner,
-                       "some keys of this " + std::string(MapOpName(request.op)) +
-                           " belong to partitions this member does not own; the sender retries"));
-    }
-    return ExecuteFanOut(request, done);
-  }
-  if (CurrentRouting().routing == nullptr) return ExecuteFanOut(request, done);
-  ExecuteAcrossMembers(std::move(request), std::move(done), attempt);
-}
-
-void MapService::Impl::ForwardKeyed(std::uint32_t partition_id, MapRequest request, Callback done,
-                                    int attempt) {
-  Routing current = CurrentRouting();
-  if (request.local_only) {
-    return done(Fail(ErrorCode::kNotOwner,
-                     fmt::format("partition {} is not owned by member {}; the sender retries with "
-                                 "the current partition table",
-                                 partition_id, current.self)));
-  }
-  const std::string& owner = current.owners.empty() ? current.self : current.owners[partition_id];
-  if (current.routing == nullptr || owner.empty()) return RetryLater(std::move(request), std::move(done), attempt);
-  MapRequest remote = request;
-  remote.local_only = true;
-  current.routing->Send(owner, std::move(remote),
-                        [this, request = std::move(request), done = std::move(done), attempt,
-                         token = EnterRequest()](base::Result<MapResult> result) mutable {
-                          if (!result && RetryableRouteError(result.error().code())) {
-                            return RetryLater(std::move(request), std::move(done), attempt);
-                          }
-                          done(std::move(result));
-                        });
-}
-
-void MapService::Impl::RetryLater(MapRequest request, Callback done, int attempt) {
-  if (attempt + 1 >= kMaxRouteAttempts) {
-    return done(Fail(ErrorCode::kNotOwner,
-                     fmt::format("no member took {} on map '{}' after {} attempts (the partition "
-                                 "table is changing or the owner is unreachable); retry later",
-                                 MapOpName(request.op), request.map_name, kMaxRouteAttempts)));
-  }
-  auto timer = std::make_shared<boost::asio::steady_timer>(
-      shards.Context(0), std::chrono::milliseconds(20 * (attempt + 1)));
-  timer->async_wait([this, timer, request = std::move(request), done = std::move(done), attempt,
-                     token = EnterRequest()](const boost::system::error_code&) mutable {
-    if (stopped.load()) {
-      return done(Fail(ErrorCode::kShuttingDown, "the map service is shutting down"));
-    }
-    Route(std::move(request), std::move(done), attempt + 1);
-  });
-}
-
-void MapService::Impl::ExecuteAcrossMembers(MapRequest request, Callback done, int attempt) {
-  Routing current = CurrentRouting();
-  // One sub-request per member: the keys (or entries) it owns, or the whole request.
-  std::map<std::string, MapRequest> by_member;
-  auto part_for = [&](const std::string& member) -> MapRequest& {
-    auto [it, fresh] = by_member.try_emplace(member);
-    if (fresh) {
-      it->second = request;
-      it->second.entries.clear();
-      it->second.keys.clear();
-      it->second.local_only = true;
-    }
-    return it->second;
-  };
-  const bool has_keys = request.op == MapOp::kPutAll || request.op == MapOp::kGetAll ||
-                        request.op == MapOp::kExecuteOnKeys;
-  bool unowned = false;
-  if (has_keys) {
-    for (const auto& entry : request.entries) {
-      const auto& owner = current.owners[partitioner.PartitionOf(entry.first)];
-      unowned |= owner.empty();
-      part_for(owner).entries.push_back(entry);
-    }
-    for (const auto& key : request.keys) {
-      const auto& owner = current.owners[partitioner.PartitionOf(key)];
-      unowned |= owner.empty();
-      part_for(owner).keys.push_back(key);
-    }
-  } else {
-    for (const auto& owner : current.owners) {
-      if (owner.empty()) continue;
-      part_for(owner);
-    }
-  }
-  if (unowned) return RetryLater(std::move(request), std::move(done), attempt);
-  struct Gather {
-    std::mutex mu;
-    std::vector<base::Result<MapResult>> parts;
-    std::size_t remaining;
-    MapRequest request;
-    Callback done;
-    int attempt;
-  };
-  auto gather = std::make_shared<Gather>();
-  gather->remaining = by_member.size();
-  gather->request = std::move(request);
-  gather->done = std::move(done);
-  gather->attempt = attempt;
-  if (by_member.empty()) return gather->done(MapResult{});
-  auto collect = [this, gather](base::Result<MapResult> part) {
-    std::unique_lock lock(gather->mu);
-    gather->parts.push_back(std::move(part));
-    if (--gather->remaining != 0) return;
-    lock.unlock();
-    MapResult merged;
-    for (auto& p : gather->parts) {
-      if (!p) {
-        if (RetryableRouteError(p.error().code())) {
-          return RetryLater(std::move(gather->request), std::move(gather->done), gather->attempt);
-        }
-        return gather->done(std::unexpected(p.error()));
-      }
-      MergeResult(gather->request.op, merged, std::move(*p));
-    }
-    gather->done(std::move(merged));
-  };
-  for (auto& [member, part] : by_member) {
-    if (member == current.self) {
-      Callback local = collect;
-      ExecuteFanOut(part, local);
-    } else {
-      current.routing->Send(member, std::move(part), collect);
-    }
-  }
 }
 
 void MapService::Impl::ArmSweeper(std::size_t shard, std::chrono::milliseconds delay) {
@@ -629,24 +334,13 @@ void MapService::Execute(MapRequest request, Callback done) {
   impl_->Route(std::move(request), std::move(done), 0);
 }
 
-void MapService::SetOwnership(std::vector<std::string> owners, std::string self,
-                              ClusterRouting* routing) {
-  TESSERA_CHECK(owners.size() == partitioner_.partition_count(),
-                "ownership must name an owner for every partition");
-  std::lock_guard lock(impl_->ownership_mu);
-  for (std::uint32_t p = 0; p < owners.size(); ++p) impl_->local[p].store(owners[p] == self);
-  impl_->routing = {std::move(owners), std::move(self), routing};
-}
-
-bool MapService::OwnsPartition(std::uint32_t partition) const {
-  return partition < partitioner_.partition_count() && impl_->IsLocal(partition);
-}
-
 std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapRequest& request) {
   if (!MapOpIsKeyed(request.op)) return std::nullopt;
   const std::uint32_t partition_id = impl_->partitioner.PartitionOf(request.key);
   const std::size_t shard = shards_.ShardOfPartition(partition_id);
-  if (!shards_.OnShard(shard) || !impl_->IsLocal(partition_id)) return std::nullopt;
+  if (!shards_.OnShard(shard) || !impl_->IsLocal(partition_id) || impl_->HasBackups(partition_id)) {
+    return std::nullopt;  // another shard or member, or backups to wait for: use Execute
+  }
   if (auto ok = impl_->Admit(request); !ok) return std::unexpected(ok.error());
   RequestToken token(impl_->in_flight);
   return impl_->RunOnPartition(shard, partition_id, request);

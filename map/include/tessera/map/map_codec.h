@@ -14,6 +14,7 @@
 
 #include "tessera/base/error.h"
 #include "tessera/map/map_request.h"
+#include "tessera/map/replica.h"
 #include "tessera/map/map_service.h"
 
 namespace tessera::map {
@@ -29,5 +30,6 @@ base::Result<EntryEvent> DecodeEvent(std::string_view bytes);
 
 std::string EncodeListenerOptions(const ListenerOptions& options);
 base::Result<ListenerOptions> DecodeListenerOptions(std::string_view bytes);
+// ReplicaUpdate lists: see replica.h.
 
 }  // namespace tessera::map

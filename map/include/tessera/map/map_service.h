@@ -16,6 +16,7 @@
 #include "tessera/base/clock.h"
 #include "tessera/base/error.h"
 #include "tessera/map/map_request.h"
+#include "tessera/map/replica.h"
 #include "tessera/partition/partitioner.h"
 #include "tessera/runtime/shard_set.h"
 
@@ -86,6 +87,10 @@ class ClusterRouting {
   // thread. Errors: the remote member's (kNotOwner when it does not own a partition any more),
   // connection errors (kConnectionFailed: not sent; kMemberLeft: may have been applied).
   virtual void Send(const std::string& address, MapRequest request, Callback done) = 0;
+  // Applies `updates` on the member `address` (a backup, or a migration target); `done` runs
+  // once with its acknowledgement or the error.
+  virtual void SendReplica(const std::string& address, std::vector<ReplicaUpdate> updates,
+                           std::function<void(base::Result<void>)> done) = 0;
 };
 
 class MapService {
@@ -124,15 +129,25 @@ class MapService {
   // another member owns) does nothing and returns nullopt (the caller then uses Execute). Validation errors and kShuttingDown are returned too.
   std::optional<base::Result<MapResult>> ExecuteIfLocal(const MapRequest& request);
 
-  // Cluster routing. `owners[p]` is the address of the member owning partition p; those equal
-  // to `self` run here, the others are sent through `routing` (keyed requests to the owner,
-  // whole-map requests to every owner, merged). A forwarded request that finds its partition
-  // owned elsewhere is retried (up to ~3 s) as the ownership settles. Until the first call
-  // every partition is local. REQUIRES: owners.size() == partition count; `routing` outlives
-  // the service. Thread-safe.
-  void SetOwnership(std::vector<std::string> owners, std::string self, ClusterRouting* routing);
-  // Whether this member owns `partition` (true for all until SetOwnership).
+  // Cluster: installs the partition table as member addresses (replicas[p] = owner, then
+  // backups; `members` = the live members; `self` = this member's address). Partitions owned
+  // here run here; keyed requests for others go to their owner through `routing`, whole-map
+  // requests run on every owner and merge. Writes on owned partitions are replicated to their
+  // backups before they are answered. Partitions that gain a replica holder are copied to it by
+  // their previous owner (or first surviving replica); a new owner serves a partition once its
+  // copy arrived (requests wait, retrying, meanwhile). A request that meets a moving partition
+  // is retried for up to ~2.4 s. Until the first call every partition is local.
+  // REQUIRES: replicas.size() == partition count; `routing` outlives the service. Thread-safe.
+  void SetPartitionTable(std::vector<std::vector<std::string>> replicas,
+                         const std::vector<std::string>& members, std::string self,
+                         ClusterRouting* routing);
+  // Applies updates the owner of their partitions sent (backup writes, migration copies);
+  // `done` runs once they are applied, on some shard thread. Thread-safe.
+  void ApplyReplica(std::vector<ReplicaUpdate> updates, std::function<void()> done);
+  // Whether this member serves `partition` (true for all until SetPartitionTable).
   bool OwnsPartition(std::uint32_t partition) const;
+  // Partitions this member owns whose migrated data has not arrived yet.
+  std::size_t AwaitingPartitionCount() const;
 
   // Blocking form. REQUIRES: the caller is not a shard thread.
   base::Result<MapResult> ExecuteSync(MapRequest request);

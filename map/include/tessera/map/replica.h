@@ -1,0 +1,42 @@
+#pragma once
+// ReplicaUpdate: one change to a partition's copy on a backup member. The owner sends the
+// resulting state of every key a write touched (not the operation), so applying an update
+// twice, or an entry processor's result, is the same as applying it once. A partition snapshot
+// (migration) is a kClearPartition update with an empty map name, kSet updates, and a
+// kPartitionComplete update.
+//
+// Value types; thread-compatible.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/base/clock.h"
+#include "tessera/base/error.h"
+
+namespace tessera::map {
+
+struct ReplicaUpdate {
+  enum class Kind : std::uint8_t {
+    kSet = 1,             // key := value, with the TTL left and the max-idle given
+    kDelete = 2,          // key removed (removed, expired, evicted)
+    kClearPartition = 3,  // every entry of the partition in map_name (empty: in every map)
+    kPartitionComplete = 4,  // the end of a partition copy (migration): it may be served now
+  };
+  Kind kind = Kind::kSet;
+  std::string map_name;
+  std::uint32_t partition_id = 0;
+  std::string key;
+  std::string value;
+  base::Millis ttl_left_ms = 0;  // 0 = no TTL deadline
+  base::Millis max_idle_ms = 0;  // 0 = none
+
+  friend bool operator==(const ReplicaUpdate&, const ReplicaUpdate&) = default;
+};
+
+std::string EncodeReplicaUpdates(const std::vector<ReplicaUpdate>& updates);
+// Errors: kBadRequest naming the problem (not a message, unknown kind).
+base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view bytes);
+
+}  // namespace tessera::map

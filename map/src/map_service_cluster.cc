@@ -1,0 +1,463 @@
+// MapService in a cluster: routing to owners, synchronous backups, migration copies.
+//
+// Ownership is a set of per-partition atomic flags read without a lock on every request, plus
+// a Routing snapshot (the table as addresses) replaced whole by SetPartitionTable.
+//
+// Routing: a keyed request for a partition another member owns goes to it as local_only (the
+// receiver runs it or answers kNotOwner); a whole-map request runs on every owner over the
+// partitions each owns, and the parts merge as the shards' parts do. kNotOwner (the table moved
+// under the request) and kConnectionFailed (never sent) are retried with a growing delay.
+//
+// Backups: a write on an owned partition with backups records what it changed (its entry
+// events, turned into the resulting state of each key) and sends that to every backup; the
+// caller's answer waits for all their acks. Backups apply state, not operations, so an entry
+// processor runs once, on the owner.
+//
+// Migration: when the table changes, the previous owner of each partition (or its first
+// surviving replica) copies it to every member that newly holds a replica: clear, every live
+// entry, complete. The copy is taken on the partition's shard after the flags flipped, so
+// every write accepted before the flip is in it, and every later write reaches the new holder
+// after it (one connection per peer keeps order). A new owner serves the partition only after
+// the copy completed; requests wait meanwhile, and give up waiting after kAwaitLimit.
+#include <algorithm>
+#include <iterator>
+
+#include "map_service_impl.h"
+#include "tessera/base/check.h"
+
+namespace tessera::map {
+namespace {
+
+constexpr int kMaxRouteAttempts = 15;  // 20 ms, 40 ms, ...: about 2.4 s in all
+constexpr base::Millis kAwaitLimit = 10'000;
+constexpr std::size_t kCopyChunkBytes = 4 << 20;  // one replica message of a partition copy
+
+bool RetryableRouteError(ErrorCode code) {
+  return code == ErrorCode::kNotOwner || code == ErrorCode::kConnectionFailed;
+}
+
+bool Contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+base::Millis SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+const std::string& MapService::Impl::Routing::Owner(std::uint32_t p) const {
+  static const std::string kNone;
+  return p < replicas.size() && !replicas[p].empty() ? replicas[p][0] : kNone;
+}
+
+void MapService::Impl::Route(MapRequest request, Callback done, int attempt) {
+  if (MapOpIsKeyed(request.op)) {
+    const std::uint32_t partition_id = partitioner.PartitionOf(request.key);
+    if (IsLocal(partition_id)) return ExecuteKeyed(request, done);
+    return ForwardKeyed(partition_id, std::move(request), std::move(done), attempt);
+  }
+  if (request.local_only) {
+    // Keys another member sent here must be ours; if the table moved, the sender retries.
+    auto foreign = [this](const std::string& key) {
+      return !IsLocal(partitioner.PartitionOf(key));
+    };
+    bool any_foreign = std::any_of(request.keys.begin(), request.keys.end(), foreign) ||
+                       std::any_of(request.entries.begin(), request.entries.end(),
+                                   [&](const auto& e) { return foreign(e.first); });
+    if (any_foreign) {
+      return done(Fail(ErrorCode::kNotOwner,
+                       "some keys of this " + std::string(MapOpName(request.op)) +
+                           " belong to partitions this member does not serve; the sender retries"));
+    }
+    return ExecuteFanOut(request, done);
+  }
+  if (!CurrentRouting()) return ExecuteFanOut(request, done);
+  ExecuteAcrossMembers(std::move(request), std::move(done), attempt);
+}
+
+void MapService::Impl::ForwardKeyed(std::uint32_t partition_id, MapRequest request, Callback done,
+                                    int attempt) {
+  auto current = CurrentRouting();
+  const std::string owner = current ? current->Owner(partition_id) : std::string();
+  if (current && owner == current->self) {  // ours, but its copy has not arrived yet
+    auto& f = flags[partition_id];
+    if (SteadyMs() - f.awaiting_since_ms.load() > kAwaitLimit && f.awaiting.exchange(false)) {
+      log->warn("partition {}: its data did not arrive within {} ms; serving what this member "
+                "has (entries written meanwhile elsewhere may be missing)",
+                partition_id, kAwaitLimit);
+      f.local.store(true);
+      return Route(std::move(request), std::move(done), attempt);
+    }
+    if (request.local_only) {
+      return done(Fail(ErrorCode::kNotOwner,
+                       fmt::format("partition {} is migrating to this member; retry shortly",
+                                   partition_id)));
+    }
+    return RetryLater(std::move(request), std::move(done), attempt);
+  }
+  if (request.local_only) {
+    return done(Fail(ErrorCode::kNotOwner,
+                     fmt::format("partition {} is not owned by this member ({}); the sender "
+                                 "retries with the current partition table",
+                                 partition_id, current ? current->self : "")));
+  }
+  if (!current || current->routing == nullptr || owner.empty()) {
+    return RetryLater(std::move(request), std::move(done), attempt);
+  }
+  MapRequest remote = request;
+  remote.local_only = true;
+  current->routing->Send(owner, std::move(remote),
+                         [this, request = std::move(request), done = std::move(done), attempt,
+                          token = EnterRequest()](base::Result<MapResult> result) mutable {
+                           if (!result && RetryableRouteError(result.error().code())) {
+                             return RetryLater(std::move(request), std::move(done), attempt);
+                           }
+                           done(std::move(result));
+                         });
+}
+
+void MapService::Impl::RetryLater(MapRequest request, Callback done, int attempt) {
+  if (attempt + 1 >= kMaxRouteAttempts) {
+    return done(Fail(ErrorCode::kNotOwner,
+                     fmt::format("no member took {} on map '{}' after {} attempts (the partition "
+                                 "table is changing or the owner is unreachable); retry later",
+                                 MapOpName(request.op), request.map_name, kMaxRouteAttempts)));
+  }
+  auto timer = std::make_shared<boost::asio::steady_timer>(
+      shards.Context(0), std::chrono::milliseconds(20 * (attempt + 1)));
+  timer->async_wait([this, timer, request = std::move(request), done = std::move(done), attempt,
+                     token = EnterRequest()](const boost::system::error_code&) mutable {
+    if (stopped.load()) {
+      return done(Fail(ErrorCode::kShuttingDown, "the map service is shutting down"));
+    }
+    Route(std::move(request), std::move(done), attempt + 1);
+  });
+}
+
+void MapService::Impl::ExecuteAcrossMembers(MapRequest request, Callback done, int attempt) {
+  auto current = CurrentRouting();
+  // One sub-request per member: the keys (or entries) it owns, or the whole request.
+  std::map<std::string, MapRequest> by_member;
+  auto part_for = [&](const std::string& member) -> MapRequest& {
+    auto [it, fresh] = by_member.try_emplace(member);
+    if (fresh) {
+      it->second = request;
+      it->second.entries.clear();
+      it->second.keys.clear();
+      it->second.local_only = true;
+    }
+    return it->second;
+  };
+  const bool has_keys = request.op == MapOp::kPutAll || request.op == MapOp::kGetAll ||
+                        request.op == MapOp::kExecuteOnKeys;
+  bool unowned = false;
+  if (has_keys) {
+    for (const auto& entry : request.entries) {
+      const auto& owner = current->Owner(partitioner.PartitionOf(entry.first));
+      unowned |= owner.empty();
+      part_for(owner).entries.push_back(entry);
+    }
+    for (const auto& key : request.keys) {
+      const auto& owner = current->Owner(partitioner.PartitionOf(key));
+      unowned |= owner.empty();
+      part_for(owner).keys.push_back(key);
+    }
+  } else {
+    for (std::uint32_t p = 0; p < current->replicas.size(); ++p) {
+      if (!current->Owner(p).empty()) part_for(current->Owner(p));
+    }
+  }
+  if (unowned) return RetryLater(std::move(request), std::move(done), attempt);
+  if (by_member.empty()) return done(MapResult{});
+  struct Gather {
+    std::mutex mu;
+    std::vector<base::Result<MapResult>> parts;
+    std::size_t remaining = 0;
+    MapRequest request;
+    Callback done;
+    int attempt = 0;
+  };
+  auto gather = std::make_shared<Gather>();
+  gather->remaining = by_member.size();
+  gather->request = std::move(request);
+  gather->done = std::move(done);
+  gather->attempt = attempt;
+  Callback collect = [this, gather](base::Result<MapResult> part) {
+    std::unique_lock lock(gather->mu);
+    gather->parts.push_back(std::move(part));
+    if (--gather->remaining != 0) return;
+    lock.unlock();
+    MapResult merged;
+    for (auto& p : gather->parts) {
+      if (!p) {
+        if (RetryableRouteError(p.error().code())) {
+          return RetryLater(std::move(gather->request), std::move(gather->done), gather->attempt);
+        }
+        return gather->done(std::unexpected(p.error()));
+      }
+      MergeResult(gather->request.op, merged, std::move(*p));
+    }
+    gather->done(std::move(merged));
+  };
+  for (auto& [member, part] : by_member) {
+    if (member == current->self) {
+      Callback local = collect;
+      ExecuteFanOut(part, local);
+    } else {
+      current->routing->Send(member, std::move(part), collect);
+    }
+  }
+}
+
+void MapService::Impl::RunKeyedOnShard(std::size_t shard, std::uint32_t partition_id,
+                                       MapRequest& request, Callback& done) {
+  if (!IsLocal(partition_id)) {  // the table moved while the request was on its way here
+    return Route(std::move(request), std::move(done), 1);
+  }
+  if (!HasBackups(partition_id)) return done(RunOnPartition(shard, partition_id, request));
+  std::vector<ReplicaUpdate> updates;
+  auto result = RunOnPartition(shard, partition_id, request, &updates);
+  if (updates.empty()) return done(std::move(result));
+  ReplicateThen(std::move(updates), std::move(result), std::move(done));
+}
+
+void MapService::Impl::AppendUpdates(MapTable& table, std::uint32_t partition_id,
+                                     base::Millis now_ms, const std::vector<EntryEvent>& events,
+                                     std::vector<ReplicaUpdate>& out) {
+  RecordStore& store = StoreOf(table, partition_id);
+  for (const auto& e : events) {
+    ReplicaUpdate u;
+    u.map_name = table.name;
+    u.partition_id = partition_id;
+    switch (e.type) {
+      case EntryEventType::kAdded:
+      case EntryEventType::kUpdated: {
+        const Record* r = store.Find(e.key);
+        u.key = e.key;
+        if (r == nullptr || r->ExpiredAt(now_ms)) {
+          u.kind = ReplicaUpdate::Kind::kDelete;
+          break;
+        }
+        u.kind = ReplicaUpdate::Kind::kSet;
+        u.value = std::string(r->value());
+        u.ttl_left_ms = r->expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r->expire_at_ms() - now_ms);
+        u.max_idle_ms = r->max_idle_ms();
+        break;
+      }
+      case EntryEventType::kRemoved:
+      case EntryEventType::kExpired:
+      case EntryEventType::kEvicted:
+        u.kind = ReplicaUpdate::Kind::kDelete;
+        u.key = e.key;
+        break;
+      case EntryEventType::kCleared:
+        u.kind = ReplicaUpdate::Kind::kClearPartition;
+        break;
+    }
+    out.push_back(std::move(u));
+  }
+}
+
+void MapService::Impl::ReplicateThen(std::vector<ReplicaUpdate> updates,
+                                     base::Result<MapResult> result, Callback done) {
+  auto current = CurrentRouting();
+  std::map<std::string, std::vector<ReplicaUpdate>> by_backup;
+  if (current && current->routing) {
+    for (const auto& u : updates) {
+      const auto& replicas = current->replicas[u.partition_id];
+      for (std::size_t i = 1; i < replicas.size(); ++i) by_backup[replicas[i]].push_back(u);
+    }
+  }
+  if (by_backup.empty()) return done(std::move(result));
+  struct Gather {
+    Gather(std::size_t n, base::Result<MapResult> r, Callback d, InFlight& in_flight)
+        : remaining(n), result(std::move(r)), done(std::move(d)), token(in_flight) {}
+    std::mutex mu;
+    std::size_t remaining;
+    std::optional<base::Error> failure;
+    base::Result<MapResult> result;
+    Callback done;
+    RequestToken token;
+  };
+  auto gather =
+      std::make_shared<Gather>(by_backup.size(), std::move(result), std::move(done), in_flight);
+  for (auto& [backup, list] : by_backup) {
+    current->routing->SendReplica(
+        backup, std::move(list), [gather, backup = backup](base::Result<void> ack) {
+          std::unique_lock lock(gather->mu);
+          if (!ack && !gather->failure) {
+            const auto code = ack.error().code() == ErrorCode::kTimeout ? ErrorCode::kTimeout
+                                                                        : ErrorCode::kMemberLeft;
+            gather->failure = base::Error(
+                code, "the write was applied on the owner but its backup at " + backup +
+                          " did not confirm it (" + ack.error().ToString() +
+                          "); the partition is not safe until it is re-replicated");
+          }
+          if (--gather->remaining != 0) return;
+          lock.unlock();
+          if (gather->failure) return gather->done(std::unexpected(*gather->failure));
+          gather->done(std::move(gather->result));
+        });
+  }
+}
+
+std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
+                                                             std::uint32_t partition_id) {
+  std::vector<ReplicaUpdate> out;
+  out.push_back({ReplicaUpdate::Kind::kClearPartition, "", partition_id, "", "", 0, 0});
+  const base::Millis now = clock.NowMs();
+  for (auto& [name, table] : states[shard]->maps) {
+    auto& slot = table->stores[partition_id / shards.size()];
+    if (!slot) continue;
+    slot->ForEach([&](const Record& r) {
+      if (r.ExpiredAt(now)) return;
+      out.push_back({ReplicaUpdate::Kind::kSet, name, partition_id, std::string(r.key()),
+                     std::string(r.value()),
+                     r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now),
+                     r.max_idle_ms()});
+    });
+  }
+  out.push_back({ReplicaUpdate::Kind::kPartitionComplete, "", partition_id, "", "", 0, 0});
+  return out;
+}
+
+void MapService::Impl::ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates) {
+  const base::Millis now = clock.NowMs();
+  for (const auto& u : updates) {
+    switch (u.kind) {
+      case ReplicaUpdate::Kind::kSet: {
+        RecordStore& store = StoreOf(TableOn(shard, u.map_name), u.partition_id);
+        auto [record, inserted] = store.Write(u.key, u.value, now);
+        record->SetTtl(u.ttl_left_ms, now);
+        record->SetMaxIdle(u.max_idle_ms);
+        break;
+      }
+      case ReplicaUpdate::Kind::kDelete:
+        StoreOf(TableOn(shard, u.map_name), u.partition_id).Erase(u.key);
+        break;
+      case ReplicaUpdate::Kind::kClearPartition:
+        for (auto& [name, table] : states[shard]->maps) {
+          if (!u.map_name.empty() && name != u.map_name) continue;
+          auto& slot = table->stores[u.partition_id / shards.size()];
+          if (slot) slot->Clear();
+        }
+        break;
+      case ReplicaUpdate::Kind::kPartitionComplete: {
+        auto& f = flags[u.partition_id];
+        if (f.awaiting.exchange(false)) {
+          auto current = CurrentRouting();
+          f.local.store(current && current->Owner(u.partition_id) == current->self);
+        }
+        break;
+      }
+    }
+  }
+}
+
+void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replicas,
+                                   const std::vector<std::string>& members, std::string self,
+                                   ClusterRouting* routing) {
+  TESSERA_CHECK(replicas.size() == partitioner_.partition_count(),
+                "the partition table must list replicas for every partition");
+  std::vector<std::pair<std::uint32_t, std::vector<std::string>>> copies;  // partition, to
+  {
+    std::lock_guard lock(impl_->ownership_mu);
+    auto previous = impl_->routing;
+    auto next = std::make_shared<Impl::Routing>(
+        Impl::Routing{std::move(replicas), std::move(self), routing});
+    const base::Millis now = SteadyMs();
+    static const std::vector<std::string> kNone;
+    for (std::uint32_t p = 0; p < next->replicas.size(); ++p) {
+      const auto& after = next->replicas[p];
+      const auto& before = previous ? previous->replicas[p] : kNone;
+      const bool owner = !after.empty() && after[0] == next->self;
+      // Who copies the partition to new holders: its previous owner if alive, else the first
+      // surviving previous replica. Without a previous table (this member just joined) some
+      // member that had one will.
+      std::string source;
+      for (const auto& m : before) {
+        if (Contains(members, m)) {
+          source = m;
+          break;
+        }
+      }
+      const bool had = Contains(before, next->self);
+      const bool data_elsewhere =
+          previous ? !source.empty() && source != next->self : members.size() > 1;
+      auto& f = impl_->flags[p];
+      bool awaiting = owner && (f.awaiting.load() || (!had && data_elsewhere));
+      if (awaiting && !f.awaiting.load()) f.awaiting_since_ms.store(now);
+      f.awaiting.store(awaiting);
+      f.local.store(owner && !awaiting);
+      f.has_backups.store(owner && after.size() > 1);
+      if (!source.empty() && source == next->self) {
+        std::vector<std::string> to;
+        for (const auto& m : after) {
+          if (m != next->self && !Contains(before, m)) to.push_back(m);
+        }
+        if (!to.empty()) copies.emplace_back(p, std::move(to));
+      }
+    }
+    impl_->routing = std::move(next);
+  }
+  if (copies.empty() || routing == nullptr) return;
+  if (impl_->log) impl_->log->info("copying {} partition(s) to their new replica holders", copies.size());
+  for (auto& [p, to] : copies) {
+    const std::size_t shard = shards_.ShardOfPartition(p);
+    shards_.InvokeOn(shard, [impl = impl_.get(), shard, p = p, to = std::move(to), routing,
+                             token = impl_->EnterRequest()] {
+      auto updates = impl->ExportPartition(shard, p);
+      // Chunks bounded by bytes; the last carries kPartitionComplete.
+      std::vector<std::vector<ReplicaUpdate>> chunks(1);
+      std::size_t bytes = 0;
+      for (auto& u : updates) {
+        bytes += u.key.size() + u.value.size() + 32;
+        if (bytes > kCopyChunkBytes && !chunks.back().empty()) {
+          chunks.emplace_back();
+          bytes = 0;
+        }
+        chunks.back().push_back(std::move(u));
+      }
+      for (const auto& target : to) {
+        for (const auto& chunk : chunks) {
+          routing->SendReplica(target, chunk, [impl, target, p](base::Result<void> ack) {
+            if (!ack && impl->log) {
+              impl->log->warn("copy of partition {} to {} failed: {}", p, target,
+                              ack.error().ToString());
+            }
+          });
+        }
+      }
+    });
+  }
+}
+
+void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates, std::function<void()> done) {
+  std::vector<std::vector<ReplicaUpdate>> by_shard(shards_.size());
+  for (auto& u : updates) by_shard[shards_.ShardOfPartition(u.partition_id)].push_back(std::move(u));
+  auto parts = std::make_shared<std::vector<std::vector<ReplicaUpdate>>>(std::move(by_shard));
+  auto token = impl_->EnterRequest();
+  shards_.MapReduce<bool>(
+      [impl = impl_.get(), parts, token](std::size_t shard) {
+        if (!(*parts)[shard].empty()) impl->ApplyOnShard(shard, (*parts)[shard]);
+        return true;
+      },
+      [done = std::move(done), token](std::vector<bool>) { done(); });
+}
+
+bool MapService::OwnsPartition(std::uint32_t partition) const {
+  return partition < partitioner_.partition_count() && impl_->IsLocal(partition);
+}
+
+std::size_t MapService::AwaitingPartitionCount() const {
+  std::size_t n = 0;
+  for (std::uint32_t p = 0; p < partitioner_.partition_count(); ++p) {
+    n += impl_->flags[p].awaiting.load(std::memory_order_relaxed);
+  }
+  return n;
+}
+
+}  // namespace tessera::map

@@ -1,0 +1,217 @@
+#pragma once
+// Private to map/: MapService::Impl and the per-shard state it owns, shared by
+// map_service.cc (local execution, sweeper) and map_service_cluster.cc (routing to other
+// members, backups, migration).
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "listener_registry.h"
+#include "tessera/map/map_ops.h"
+#include "tessera/map/map_service.h"
+#include "tessera/map/replica.h"
+
+namespace tessera::map::internal {
+using base::ErrorCode;
+using base::Fail;
+constexpr auto kDrainTimeout = std::chrono::seconds(10);
+
+struct MapTable {
+  std::string name;
+  std::vector<std::unique_ptr<RecordStore>> stores;  // local index = partition / shards
+  MapConfig config;
+  std::uint64_t config_version = 0;
+  ListenerRegistry::Snapshot listeners;
+  std::uint64_t listeners_version = 0;
+};
+
+struct ShardState {
+  std::unordered_map<std::string, std::unique_ptr<MapTable>> maps;
+  std::vector<MapTable*> sweep_order;  // creation order; tables are never dropped
+  std::size_t sweep_table = 0;
+  std::size_t sweep_store = 0;
+  std::optional<boost::asio::steady_timer> timer;
+};
+
+// Counts requests in flight so Stop() can wait for them. Enter/Leave are one atomic each on
+// the request path; the mutex is taken only once Stop() has begun waiting.
+class InFlight {
+ public:
+  void Enter() { count_.fetch_add(1); }
+  void Leave() {
+    // seq_cst pairs with WaitDrained: either the waiter sees count 0, or this sees waiting.
+    if (count_.fetch_sub(1) == 1 && waiting_.load()) {
+      std::lock_guard lock(mu_);
+      drained_.notify_all();
+    }
+  }
+  bool WaitDrained(std::chrono::milliseconds timeout) {
+    waiting_.store(true);
+    std::unique_lock lock(mu_);
+    return drained_.wait_for(lock, timeout, [this] { return count_.load() == 0; });
+  }
+
+ private:
+  std::atomic<std::int64_t> count_{0};
+  std::atomic<bool> waiting_{false};
+  std::mutex mu_;
+  std::condition_variable drained_;
+};
+
+// Held by a request until it completed; move-only.
+class RequestToken {
+ public:
+  explicit RequestToken(InFlight& in_flight) : in_flight_(&in_flight) { in_flight_->Enter(); }
+  RequestToken(RequestToken&& other) noexcept
+      : in_flight_(std::exchange(other.in_flight_, nullptr)) {}
+  RequestToken& operator=(RequestToken&&) = delete;
+  ~RequestToken() {
+    if (in_flight_) in_flight_->Leave();
+  }
+
+ private:
+  InFlight* in_flight_;
+};
+
+
+}  // namespace tessera::map::internal
+
+namespace tessera::map {
+
+using internal::InFlight;
+using internal::MapTable;
+using internal::RequestToken;
+using internal::ShardState;
+using internal::kDrainTimeout;
+using base::ErrorCode;
+using base::Fail;
+
+struct MapService::Impl {
+  Impl(runtime::ShardSet& shards, partition::Partitioner partitioner, const base::Clock& clock,
+       const EntryProcessorRegistry& processors, std::shared_ptr<spdlog::logger> log,
+       MapServiceOptions options)
+      : shards(shards),
+        partitioner(partitioner),
+        clock(clock),
+        processors(processors),
+        log(std::move(log)),
+        options(options) {
+    for (std::size_t i = 0; i < shards.size(); ++i)
+      states.push_back(std::make_unique<ShardState>());
+    flags = std::make_unique<PartitionFlags[]>(partitioner.partition_count());
+  }
+
+  // Whether a request may run: the service is not stopping and the request is well-formed.
+  base::Result<void> Admit(const MapRequest& request) const {
+    if (stopped.load(std::memory_order_acquire)) {
+      return Fail(ErrorCode::kShuttingDown,
+                  "the map service is shutting down; retry on another member");
+    }
+    return ValidateRequest(request, &processors);
+  }
+
+  // A token held by every fan-out request; leaving happens when the last copy dies.
+  std::shared_ptr<RequestToken> EnterRequest() { return std::make_shared<RequestToken>(in_flight); }
+
+  MapTable& TableOn(std::size_t shard, const std::string& name);
+  RecordStore& StoreOf(MapTable& table, std::uint32_t partition_id);
+  void Refresh(MapTable& table);
+  OpContext ContextFor(MapTable& table, std::uint32_t partition_id,
+                       std::vector<EntryEvent>* events);
+  // Runs `request` on the partition's store. With `replica_out`, also appends the resulting
+  // state of every key it changed (for the backups).
+  base::Result<MapResult> RunOnPartition(std::size_t shard, std::uint32_t partition_id,
+                                         const MapRequest& request,
+                                         std::vector<ReplicaUpdate>* replica_out = nullptr);
+  MapConfig ConfigOf(const std::string& name) const;
+
+  void ExecuteKeyed(MapRequest& request, Callback& done);
+  void ExecuteFanOut(MapRequest& request, Callback& done);
+  base::Result<MapResult> RunPartsOnShard(
+      std::size_t shard, const MapRequest& request,
+      const std::vector<std::pair<std::uint32_t, MapRequest>>* parts,
+      std::vector<ReplicaUpdate>* replica_out);
+  // Per shard: (partition id, the part of the request for that partition).
+  using Parts = std::vector<std::vector<std::pair<std::uint32_t, MapRequest>>>;
+  Parts SplitByShard(const MapRequest& request) const;
+
+  void ArmSweeper(std::size_t shard, std::chrono::milliseconds delay);
+  void SweepTick(std::size_t shard);
+
+  // --- cluster (map_service_cluster.cc) ---------------------------------------------------
+  // Per partition, read on every request without a lock.
+  struct PartitionFlags {
+    std::atomic<bool> local{true};         // served here: owned, and its data is here
+    std::atomic<bool> awaiting{false};     // owned, but the migration has not delivered yet
+    std::atomic<bool> has_backups{false};  // owned, with backups to replicate writes to
+    std::atomic<std::int64_t> awaiting_since_ms{0};
+  };
+  // The partition table as addresses, replaced whole on every change.
+  struct Routing {
+    std::vector<std::vector<std::string>> replicas;  // [p] = owner, backups...
+    std::string self;
+    ClusterRouting* routing = nullptr;
+    const std::string& Owner(std::uint32_t p) const;
+  };
+  bool IsLocal(std::uint32_t partition) const {
+    return flags[partition].local.load(std::memory_order_relaxed);
+  }
+  bool HasBackups(std::uint32_t partition) const {
+    return flags[partition].has_backups.load(std::memory_order_relaxed);
+  }
+  std::shared_ptr<const Routing> CurrentRouting() const {
+    std::lock_guard lock(ownership_mu);
+    return routing;
+  }
+  void Route(MapRequest request, Callback done, int attempt);
+  void ForwardKeyed(std::uint32_t partition, MapRequest request, Callback done, int attempt);
+  void RetryLater(MapRequest request, Callback done, int attempt);
+  void ExecuteAcrossMembers(MapRequest request, Callback done, int attempt);
+  // Keyed request on its shard: runs it, replicates what it changed to the backups (waiting
+  // for their acks), then calls done.
+  void RunKeyedOnShard(std::size_t shard, std::uint32_t partition_id, MapRequest& request,
+                       Callback& done);
+  // Sends `updates` to the backups of their partitions, then calls done(result), or done with
+  // an error naming the backup that did not confirm.
+  void ReplicateThen(std::vector<ReplicaUpdate> updates, base::Result<MapResult> result,
+                     Callback done);
+  // On partition p's shard: clear + every live entry of every map, for a migration.
+  std::vector<ReplicaUpdate> ExportPartition(std::size_t shard, std::uint32_t partition_id);
+  void ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates);
+  // Turns the events of one operation into the resulting state of each key it touched.
+  void AppendUpdates(MapTable& table, std::uint32_t partition_id, base::Millis now_ms,
+                     const std::vector<EntryEvent>& events, std::vector<ReplicaUpdate>& out);
+
+  runtime::ShardSet& shards;
+  partition::Partitioner partitioner;
+  const base::Clock& clock;
+  const EntryProcessorRegistry& processors;
+  std::shared_ptr<spdlog::logger> log;
+  MapServiceOptions options;
+
+  std::vector<std::unique_ptr<ShardState>> states;  // states[i] touched only on shard i
+  ListenerRegistry listeners;
+  mutable std::mutex config_mu;
+  std::map<std::string, MapConfig, std::less<>> configs;  // guarded by config_mu
+  std::atomic<std::uint64_t> config_version{1};
+  mutable std::mutex names_mu;
+  std::set<std::string> names;  // guarded by names_mu
+  std::atomic<bool> stopped{false};
+  bool started = false;
+  InFlight in_flight;
+  std::unique_ptr<PartitionFlags[]> flags;  // per partition
+  mutable std::mutex ownership_mu;
+  std::shared_ptr<const Routing> routing;  // guarded by ownership_mu; null = not clustered
+};
+
+}  // namespace tessera::map
