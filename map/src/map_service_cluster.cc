@@ -18,7 +18,8 @@
 // entry, complete. The copy is taken on the partition's shard after the flags flipped, so
 // every write accepted before the flip is in it, and every later write reaches the new holder
 // after it (one connection per peer keeps order). A new owner serves the partition only after
-// the copy completed; requests wait meanwhile, and give up waiting after kAwaitLimit.
+// the copy completed (a backup that becomes owner before its copy arrived waits too); requests
+// wait meanwhile, and the member gives up waiting after kAwaitLimit.
 #include <algorithm>
 #include <iterator>
 
@@ -84,7 +85,7 @@ void MapService::Impl::ForwardKeyed(std::uint32_t partition_id, MapRequest reque
   const std::string owner = current ? current->Owner(partition_id) : std::string();
   if (current && owner == current->self) {  // ours, but its copy has not arrived yet
     auto& f = flags[partition_id];
-    if (SteadyMs() - f.awaiting_since_ms.load() > kAwaitLimit && f.awaiting.exchange(false)) {
+    if (SteadyMs() - f.pending_since_ms.load() > kAwaitLimit && f.pending.exchange(false)) {
       log->warn("partition {}: its data did not arrive within {} ms; serving what this member "
                 "has (entries written meanwhile elsewhere may be missing)",
                 partition_id, kAwaitLimit);
@@ -346,10 +347,13 @@ void MapService::Impl::ApplyOnShard(std::size_t shard, const std::vector<Replica
         }
         break;
       case ReplicaUpdate::Kind::kPartitionComplete: {
+        // Atomic with SetPartitionTable: the copy may complete before this member installed
+        // the table that made it a holder (copies and views travel on different connections).
+        std::lock_guard lock(ownership_mu);
         auto& f = flags[u.partition_id];
-        if (f.awaiting.exchange(false)) {
-          auto current = CurrentRouting();
-          f.local.store(current && current->Owner(u.partition_id) == current->self);
+        f.copy_arrived.store(true);
+        if (f.pending.exchange(false)) {
+          f.local.store(routing && routing->Owner(u.partition_id) == routing->self);
         }
         break;
       }
@@ -384,14 +388,19 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
           break;
         }
       }
+      const bool holder = Contains(after, next->self);
       const bool had = Contains(before, next->self);
       const bool data_elsewhere =
           previous ? !source.empty() && source != next->self : members.size() > 1;
       auto& f = impl_->flags[p];
-      bool awaiting = owner && (f.awaiting.load() || (!had && data_elsewhere));
-      if (awaiting && !f.awaiting.load()) f.awaiting_since_ms.store(now);
-      f.awaiting.store(awaiting);
-      f.local.store(owner && !awaiting);
+      if (!holder) {
+        f.pending.store(false);
+        f.copy_arrived.store(false);
+      } else if (!had && data_elsewhere && !f.copy_arrived.load() && !f.pending.load()) {
+        f.pending.store(true);  // a new holder: wait for the copy (it may serve nothing before)
+        f.pending_since_ms.store(now);
+      }
+      f.local.store(owner && !f.pending.load());
       f.has_backups.store(owner && after.size() > 1);
       if (!source.empty() && source == next->self) {
         std::vector<std::string> to;
@@ -455,7 +464,7 @@ bool MapService::OwnsPartition(std::uint32_t partition) const {
 std::size_t MapService::AwaitingPartitionCount() const {
   std::size_t n = 0;
   for (std::uint32_t p = 0; p < partitioner_.partition_count(); ++p) {
-    n += impl_->flags[p].awaiting.load(std::memory_order_relaxed);
+    n += impl_->flags[p].pending.load(std::memory_order_relaxed);
   }
   return n;
 }

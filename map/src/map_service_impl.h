@@ -152,9 +152,10 @@ struct MapService::Impl {
   // Per partition, read on every request without a lock.
   struct PartitionFlags {
     std::atomic<bool> local{true};         // served here: owned, and its data is here
-    std::atomic<bool> awaiting{false};     // owned, but the migration has not delivered yet
+    std::atomic<bool> pending{false};      // a replica here whose migration copy is on its way
+    std::atomic<bool> copy_arrived{false};  // a copy completed (maybe before its table did)
     std::atomic<bool> has_backups{false};  // owned, with backups to replicate writes to
-    std::atomic<std::int64_t> awaiting_since_ms{0};
+    std::atomic<std::int64_t> pending_since_ms{0};
   };
   // The partition table as addresses, replaced whole on every change.
   struct Routing {

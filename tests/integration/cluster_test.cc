@@ -195,7 +195,9 @@ TEST_CASE("A cluster serves one data set: any member reaches every key", "[tools
   auto orders_c = via_c->GetMap("orders");
   constexpr int kKeys = 600;
   for (int i = 0; i < kKeys; ++i) {
-    REQUIRE(orders_a->Set("order-" + std::to_string(i), "v" + std::to_string(i)));
+    auto set = orders_a->Set("order-" + std::to_string(i), "v" + std::to_string(i));
+    INFO("set " << i << ": " << (set ? "ok" : set.error().ToString()));
+    REQUIRE(set);
   }
   // Every key is readable through another member, and whole-map operations see all of them
   // exactly once, whichever member is asked.

@@ -146,7 +146,7 @@ class MapService {
   void ApplyReplica(std::vector<ReplicaUpdate> updates, std::function<void()> done);
   // Whether this member serves `partition` (true for all until SetPartitionTable).
   bool OwnsPartition(std::uint32_t partition) const;
-  // Partitions this member owns whose migrated data has not arrived yet.
+  // Replicas on this member (owned or backup) whose migration copy has not arrived yet.
   std::size_t AwaitingPartitionCount() const;
 
   // Blocking form. REQUIRES: the caller is not a shard thread.
