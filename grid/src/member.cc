@@ -223,8 +223,7 @@ base::Result<void> Member::StartMembership() {
         if (it != address.end()) replicas[p].push_back(it->second);
       }
     }
-    impl_->maps.SetPartitionTable(std::move(replicas), members, self_address,
-                                  impl_->router.get());
+    impl_->maps.SetPartitionTable(std::move(replicas), members, self_address, impl_->router.get());
   });
   impl_->membership->Start();
   impl_->membership_ptr.store(impl_->membership.get());

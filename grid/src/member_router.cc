@@ -11,7 +11,8 @@ MemberRouter::MemberRouter(wire::Hello hello, partition::Partitioner partitioner
                            std::chrono::milliseconds call_timeout, std::size_t max_frame_bytes,
                            std::shared_ptr<spdlog::logger> log)
     : partitioner_(partitioner), call_timeout_(call_timeout), work_(io_.get_executor()) {
-  pool_ = net::PeerPool::Create(io_, std::move(hello), std::min(call_timeout, std::chrono::milliseconds(2000)),
+  pool_ = net::PeerPool::Create(io_, std::move(hello),
+                                std::min(call_timeout, std::chrono::milliseconds(2000)),
                                 max_frame_bytes, std::move(log));
   thread_ = std::thread([this] { io_.run(); });
 }
@@ -20,8 +21,9 @@ MemberRouter::~MemberRouter() { Stop(); }
 
 void MemberRouter::Send(const std::string& address, map::MapRequest request, Callback done) {
   const std::int32_t partition =
-      map::MapOpIsKeyed(request.op) ? static_cast<std::int32_t>(partitioner_.PartitionOf(request.key))
-                                    : -1;
+      map::MapOpIsKeyed(request.op)
+          ? static_cast<std::int32_t>(partitioner_.PartitionOf(request.key))
+          : -1;
   auto message = wire::Message::MakeRequest(0, partition, wire::Service::kMap,
                                             static_cast<std::uint16_t>(request.op),
                                             map::EncodeRequest(request));
@@ -36,8 +38,7 @@ void MemberRouter::SendReplica(const std::string& address, std::vector<map::Repl
                                std::function<void(base::Result<void>)> done) {
   const std::int32_t partition =
       updates.empty() ? -1 : static_cast<std::int32_t>(updates.front().partition_id);
-  auto message = wire::Message::MakeRequest(0, partition, wire::Service::kMap,
-                                            native::kMapReplica,
+  auto message = wire::Message::MakeRequest(0, partition, wire::Service::kMap, native::kMapReplica,
                                             map::EncodeReplicaUpdates(updates));
   pool_->Call(address, std::move(message), call_timeout_,
               [done = std::move(done)](base::Result<wire::Message> reply) {

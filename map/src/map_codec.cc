@@ -341,8 +341,8 @@ std::string EncodeReplicaUpdates(const std::vector<ReplicaUpdate>& updates) {
   std::size_t bytes = 0;
   for (const auto& u : updates) bytes += u.key.size() + u.value.size() + u.map_name.size() + 64;
   capnp::MallocMessageBuilder message(SegmentWords(bytes));
-  auto list = message.initRoot<wire::ReplicaUpdates>().initUpdates(
-      static_cast<unsigned>(updates.size()));
+  auto list =
+      message.initRoot<wire::ReplicaUpdates>().initUpdates(static_cast<unsigned>(updates.size()));
   for (unsigned i = 0; i < list.size(); ++i) {
     const ReplicaUpdate& u = updates[i];
     auto out = list[i];

@@ -48,7 +48,6 @@ std::string_view EntryEventTypeName(EntryEventType type) {
   return "unknown";
 }
 
-
 MapTable& MapService::Impl::TableOn(std::size_t shard, const std::string& name) {
 #ifndef NDEBUG
   TESSERA_CHECK(shards.OnShard(shard), "map table touched off its shard");
@@ -225,8 +224,10 @@ void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
         }
         for (auto& part : all) {
           if (!part) {
-            if (!changed.empty()) ReplicateThen(std::move(changed), std::unexpected(part.error()), done);
-            else done(std::unexpected(part.error()));
+            if (!changed.empty())
+              ReplicateThen(std::move(changed), std::unexpected(part.error()), done);
+            else
+              done(std::unexpected(part.error()));
             return;
           }
           MergeResult(shared_request->op, merged, std::move(*part));

@@ -86,16 +86,17 @@ void MapService::Impl::ForwardKeyed(std::uint32_t partition_id, MapRequest reque
   if (current && owner == current->self) {  // ours, but its copy has not arrived yet
     auto& f = flags[partition_id];
     if (SteadyMs() - f.pending_since_ms.load() > kAwaitLimit && f.pending.exchange(false)) {
-      log->warn("partition {}: its data did not arrive within {} ms; serving what this member "
-                "has (entries written meanwhile elsewhere may be missing)",
-                partition_id, kAwaitLimit);
+      log->warn(
+          "partition {}: its data did not arrive within {} ms; serving what this member "
+          "has (entries written meanwhile elsewhere may be missing)",
+          partition_id, kAwaitLimit);
       f.local.store(true);
       return Route(std::move(request), std::move(done), attempt);
     }
     if (request.local_only) {
-      return done(Fail(ErrorCode::kNotOwner,
-                       fmt::format("partition {} is migrating to this member; retry shortly",
-                                   partition_id)));
+      return done(Fail(
+          ErrorCode::kNotOwner,
+          fmt::format("partition {} is migrating to this member; retry shortly", partition_id)));
     }
     return RetryLater(std::move(request), std::move(done), attempt);
   }
@@ -244,7 +245,8 @@ void MapService::Impl::AppendUpdates(MapTable& table, std::uint32_t partition_id
         }
         u.kind = ReplicaUpdate::Kind::kSet;
         u.value = std::string(r->value());
-        u.ttl_left_ms = r->expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r->expire_at_ms() - now_ms);
+        u.ttl_left_ms =
+            r->expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r->expire_at_ms() - now_ms);
         u.max_idle_ms = r->max_idle_ms();
         break;
       }
@@ -292,10 +294,10 @@ void MapService::Impl::ReplicateThen(std::vector<ReplicaUpdate> updates,
           if (!ack && !gather->failure) {
             const auto code = ack.error().code() == ErrorCode::kTimeout ? ErrorCode::kTimeout
                                                                         : ErrorCode::kMemberLeft;
-            gather->failure = base::Error(
-                code, "the write was applied on the owner but its backup at " + backup +
-                          " did not confirm it (" + ack.error().ToString() +
-                          "); the partition is not safe until it is re-replicated");
+            gather->failure =
+                base::Error(code, "the write was applied on the owner but its backup at " + backup +
+                                      " did not confirm it (" + ack.error().ToString() +
+                                      "); the partition is not safe until it is re-replicated");
           }
           if (--gather->remaining != 0) return;
           lock.unlock();
@@ -413,7 +415,8 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     impl_->routing = std::move(next);
   }
   if (copies.empty() || routing == nullptr) return;
-  if (impl_->log) impl_->log->info("copying {} partition(s) to their new replica holders", copies.size());
+  if (impl_->log)
+    impl_->log->info("copying {} partition(s) to their new replica holders", copies.size());
   for (auto& [p, to] : copies) {
     const std::size_t shard = shards_.ShardOfPartition(p);
     shards_.InvokeOn(shard, [impl = impl_.get(), shard, p = p, to = std::move(to), routing,
@@ -446,7 +449,8 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
 
 void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates, std::function<void()> done) {
   std::vector<std::vector<ReplicaUpdate>> by_shard(shards_.size());
-  for (auto& u : updates) by_shard[shards_.ShardOfPartition(u.partition_id)].push_back(std::move(u));
+  for (auto& u : updates)
+    by_shard[shards_.ShardOfPartition(u.partition_id)].push_back(std::move(u));
   auto parts = std::make_shared<std::vector<std::vector<ReplicaUpdate>>>(std::move(by_shard));
   auto token = impl_->EnterRequest();
   shards_.MapReduce<bool>(

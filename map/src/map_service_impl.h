@@ -83,18 +83,17 @@ class RequestToken {
   InFlight* in_flight_;
 };
 
-
 }  // namespace tessera::map::internal
 
 namespace tessera::map {
 
+using base::ErrorCode;
+using base::Fail;
 using internal::InFlight;
+using internal::kDrainTimeout;
 using internal::MapTable;
 using internal::RequestToken;
 using internal::ShardState;
-using internal::kDrainTimeout;
-using base::ErrorCode;
-using base::Fail;
 
 struct MapService::Impl {
   Impl(runtime::ShardSet& shards, partition::Partitioner partitioner, const base::Clock& clock,
@@ -151,10 +150,10 @@ struct MapService::Impl {
   // --- cluster (map_service_cluster.cc) ---------------------------------------------------
   // Per partition, read on every request without a lock.
   struct PartitionFlags {
-    std::atomic<bool> local{true};         // served here: owned, and its data is here
-    std::atomic<bool> pending{false};      // a replica here whose migration copy is on its way
+    std::atomic<bool> local{true};          // served here: owned, and its data is here
+    std::atomic<bool> pending{false};       // a replica here whose migration copy is on its way
     std::atomic<bool> copy_arrived{false};  // a copy completed (maybe before its table did)
-    std::atomic<bool> has_backups{false};  // owned, with backups to replicate writes to
+    std::atomic<bool> has_backups{false};   // owned, with backups to replicate writes to
     std::atomic<std::int64_t> pending_since_ms{0};
   };
   // The partition table as addresses, replaced whole on every change.
