@@ -484,6 +484,16 @@ base::Result<membership::ClusterView> Client::FetchClusterView() {
   return std::move(*message->view);
 }
 
+base::Result<std::string> Client::FetchMemberInfoJson() {
+  auto conn = impl_->Current(Clock::now() + impl_->options.call_timeout);
+  if (!conn) return std::unexpected(conn.error());
+  auto reply = (*conn)->CallSync(
+      wire::Message::MakeRequest(0, -1, wire::Service::kCluster, native::kClusterInfo, ""),
+      impl_->options.call_timeout);
+  if (!reply) return std::unexpected(reply.error());
+  return std::move(reply->payload);
+}
+
 std::string Client::connected_address() const {
   std::lock_guard lock(impl_->mu);
   return impl_->connection ? impl_->connection->address() : "";

@@ -247,6 +247,7 @@ std::string Member::InfoJson() const {
   info["connections"] = impl_->native ? impl_->native->connection_count() : 0;
   info["resp_port"] = resp_port();
   info["maps"] = impl_->maps.MapNames();
+  info["migrations_pending"] = impl_->maps.AwaitingPartitionCount();
   return info.dump();
 }
 

@@ -25,7 +25,8 @@ inline constexpr std::uint16_t kMapEntryEvent = 200;
 // Service kCluster.
 //   ping:   empty request, response "pong"
 //   info:   empty request, response JSON {uuid, address, cluster, version, shards, partitions,
-//           connections, maps: [names]}
+//           connections, resp_port, maps: [names], migrations_pending (replicas here whose
+//           migration copy has not arrived)}
 inline constexpr std::uint16_t kClusterPing = 1;
 inline constexpr std::uint16_t kClusterInfo = 2;
 //   view:   empty request, response membership::EncodeClusterMessage of a View message

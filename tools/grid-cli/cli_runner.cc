@@ -183,6 +183,26 @@ std::shared_ptr<spdlog::logger> SilentLogger() {
   return log;
 }
 
+// Migration copies not yet arrived, summed over every member of `view` (each asked directly);
+// nullopt when a member could not be asked.
+std::optional<std::int64_t> PendingMigrations(const membership::ClusterView& view,
+                                              const CliCommand& command) {
+  std::int64_t total = 0;
+  for (const auto& member : view.members.members) {
+    auto options = command.client;
+    options.addresses = {member.address};
+    auto client = grid::Client::Connect(options, SilentLogger());
+    if (!client) return std::nullopt;
+    auto info = (*client)->FetchMemberInfoJson();
+    (*client)->Shutdown();
+    if (!info) return std::nullopt;
+    auto doc = json::parse(*info, nullptr, false);
+    if (doc.is_discarded() || !doc.contains("migrations_pending")) return std::nullopt;
+    total += doc["migrations_pending"].get<std::int64_t>();
+  }
+  return total;
+}
+
 Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, double connect_us) {
   switch (command.kind) {
     case CommandKind::kPing:
@@ -192,7 +212,9 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
     case CommandKind::kCluster: {
       auto view = client.FetchClusterView();
       if (!view) return std::unexpected(view.error());
-      return RenderClusterView(command.kind, *view);
+      std::optional<std::int64_t> pending;
+      if (command.kind == CommandKind::kCluster) pending = PendingMigrations(*view, command);
+      return RenderClusterView(command.kind, *view, pending);
     }
     default:
       return RunMapCommand(*client.GetMap(command.map_name), command);

@@ -80,36 +80,47 @@ CommandOutput Partitions(const membership::ClusterView& view) {
            {"partitions", std::move(partitions)}}};
 }
 
-CommandOutput Health(const membership::ClusterView& view) {
-  const bool safe = view.AllReplicasPresent();
+CommandOutput Health(const membership::ClusterView& view, std::optional<std::int64_t> pending) {
+  const bool replicas_assigned = view.AllReplicasPresent();
+  const bool safe = replicas_assigned && pending && *pending == 0;
   const std::size_t replicas =
       std::min<std::size_t>(view.partitions.backup_count + 1, view.members.members.size());
+  std::string why;
+  if (!replicas_assigned) {
+    why = "some partition lacks a replica";
+  } else if (!pending) {
+    why = "a member did not report its migrations";
+  } else if (*pending > 0) {
+    why = fmt::format("{} replica copies still migrating", *pending);
+  } else {
+    why = fmt::format("every partition has {} replica(s), all copied", replicas);
+  }
   std::string text = fmt::format(
       "members: {}\nmaster: {}\nmember list version: {}\npartition table version: {}\n"
-      "migrations in flight: 0\nsafe: {}\n",
+      "migrations in flight: {}\nsafe: {} ({})\n",
       view.members.members.size(), MasterAddress(view), view.members.version,
-      view.partitions.version,
-      safe ? fmt::format("yes (every partition has {} replica(s) on listed members)", replicas)
-           : std::string("no (some partition lacks a replica)"));
+      view.partitions.version, pending ? std::to_string(*pending) : std::string("unknown"),
+      safe ? "yes" : "no", why);
   return {text,
           {{"members", view.members.members.size()},
            {"master", MasterAddress(view)},
            {"list_version", view.members.version},
            {"table_version", view.partitions.version},
-           {"migrations_in_flight", 0},
+           {"migrations_in_flight", pending ? json(*pending) : json(nullptr)},
            {"safe", safe}}};
 }
 
 }  // namespace
 
-CommandOutput RenderClusterView(CommandKind kind, const membership::ClusterView& view) {
+CommandOutput RenderClusterView(CommandKind kind, const membership::ClusterView& view,
+                                std::optional<std::int64_t> migrations_pending) {
   switch (kind) {
     case CommandKind::kMembers:
       return Members(view);
     case CommandKind::kPartitions:
       return Partitions(view);
     default:
-      return Health(view);
+      return Health(view, migrations_pending);
   }
 }
 

@@ -52,6 +52,9 @@ class Client final : public Instance {
   // The connected member's view of the cluster: member list (oldest first, the first is the
   // master) and partition table. Errors: those of a call (kTimeout, kConnectionFailed, ...).
   base::Result<membership::ClusterView> FetchClusterView();
+  // The connected member's status as JSON: {uuid, address, cluster, version, shards,
+  // partitions, connections, resp_port, maps, migrations_pending}.
+  base::Result<std::string> FetchMemberInfoJson();
 
   // The address of the member currently connected to ("" when disconnected).
   std::string connected_address() const;
