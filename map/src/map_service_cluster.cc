@@ -390,6 +390,8 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
           break;
         }
       }
+      // Leaving (not listed any more) while still holding the only copy: hand it over.
+      if (source.empty() && Contains(before, next->self)) source = next->self;
       const bool holder = Contains(after, next->self);
       const bool had = Contains(before, next->self);
       const bool data_elsewhere =
@@ -435,7 +437,9 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       }
       for (const auto& target : to) {
         for (const auto& chunk : chunks) {
-          routing->SendReplica(target, chunk, [impl, target, p](base::Result<void> ack) {
+          // The token keeps Stop() waiting for the copy's acknowledgement (a leaving member
+          // hands its partitions over before it stops).
+          routing->SendReplica(target, chunk, [impl, target, p, token](base::Result<void> ack) {
             if (!ack && impl->log) {
               impl->log->warn("copy of partition {} to {} failed: {}", p, target,
                               ack.error().ToString());

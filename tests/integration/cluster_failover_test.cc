@@ -18,7 +18,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::vector<std::string> FastFailover(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"--heartbeat-ms", "200", "--failure-timeout-ms", "1500",
+  std::vector<std::string> args = {"--heartbeat-ms",    "200", "--failure-timeout-ms", "1500",
                                    "--join-timeout-ms", "1500"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
@@ -188,6 +188,24 @@ TEST_CASE("putIfAbsent across members has exactly one winner per key, even as a 
     stored_by_winner += *v == winner_of[i];
   }
   CHECK(stored_by_winner == kKeys);
+}
+
+}  // namespace tessera::integration
+
+namespace tessera::integration {
+
+TEST_CASE("SIGTERM hands a member's partitions over even without backups",
+          "[tools][cluster][failover]") {
+  auto a = NodeProcess::StartOrFail(FastFailover({"--backup-count", "0"}));
+  auto b = NodeProcess::StartOrFail(FastFailover({"--backup-count", "0", "--join", a->address()}));
+  WaitForMembers(*a, 2);
+  auto client = ConnectOrFail(*a);
+  auto map = client->GetMap("orders");
+  constexpr int kKeys = 2'000;
+  for (int i = 0; i < kKeys; ++i) REQUIRE(map->Set(Key(i), Value(i)));
+  CHECK(b->Stop(SIGTERM) == 0);  // b owned about half of the partitions, with no backup
+  WaitForMembers(*a, 1);
+  VerifyAll(*map, kKeys);
 }
 
 }  // namespace tessera::integration
