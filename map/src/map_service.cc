@@ -248,6 +248,7 @@ void MapService::Impl::ArmSweeper(std::size_t shard, std::chrono::milliseconds d
 }
 
 void MapService::Impl::SweepTick(std::size_t shard) {
+  GiveUpStaleCopies(shard);
   ShardState& state = *states[shard];
   const auto budget =
       static_cast<std::size_t>(std::max<std::int64_t>(options.sweep_budget_per_tick, 1));

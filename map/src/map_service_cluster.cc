@@ -84,15 +84,6 @@ void MapService::Impl::ForwardKeyed(std::uint32_t partition_id, MapRequest reque
   auto current = CurrentRouting();
   const std::string owner = current ? current->Owner(partition_id) : std::string();
   if (current && owner == current->self) {  // ours, but its copy has not arrived yet
-    auto& f = flags[partition_id];
-    if (SteadyMs() - f.pending_since_ms.load() > kAwaitLimit && f.pending.exchange(false)) {
-      log->warn(
-          "partition {}: its data did not arrive within {} ms; serving what this member "
-          "has (entries written meanwhile elsewhere may be missing)",
-          partition_id, kAwaitLimit);
-      f.local.store(true);
-      return Route(std::move(request), std::move(done), attempt);
-    }
     if (request.local_only) {
       return done(Fail(
           ErrorCode::kNotOwner,
@@ -325,6 +316,28 @@ std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
   }
   out.push_back({ReplicaUpdate::Kind::kPartitionComplete, "", partition_id, "", "", 0, 0});
   return out;
+}
+
+void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
+  const base::Millis now = SteadyMs();
+  for (auto p = static_cast<std::uint32_t>(shard); p < partitioner.partition_count();
+       p += static_cast<std::uint32_t>(shards.size())) {
+    auto& f = flags[p];
+    if (!f.pending.load(std::memory_order_relaxed) ||
+        now - f.pending_since_ms.load() <= kAwaitLimit) {
+      continue;
+    }
+    std::lock_guard lock(ownership_mu);
+    if (!f.pending.exchange(false)) continue;
+    f.local.store(routing && routing->Owner(p) == routing->self);
+    if (log) {
+      log->warn(
+          "partition {}: its migration copy did not arrive within {} ms; serving and "
+          "backing it up with what this member has (entries written elsewhere meanwhile "
+          "may be missing)",
+          p, kAwaitLimit);
+    }
+  }
 }
 
 void MapService::Impl::ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates) {

@@ -188,6 +188,9 @@ struct MapService::Impl {
   // On partition p's shard: clear + every live entry of every map, for a migration.
   std::vector<ReplicaUpdate> ExportPartition(std::size_t shard, std::uint32_t partition_id);
   void ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates);
+  // Stops waiting for migration copies of this shard's partitions pending for longer than the
+  // limit (their source died or never knew): logs, and serves what the member has.
+  void GiveUpStaleCopies(std::size_t shard);
   // Turns the events of one operation into the resulting state of each key it touched.
   void AppendUpdates(MapTable& table, std::uint32_t partition_id, base::Millis now_ms,
                      const std::vector<EntryEvent>& events, std::vector<ReplicaUpdate>& out);

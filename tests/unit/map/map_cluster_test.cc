@@ -1,0 +1,255 @@
+// MapService in a cluster, in one process: several services (each with its own shards) joined
+// by an in-memory ClusterRouting that can "kill" a member. Covers routing to owners, whole-map
+// fan-out, synchronous backups, promotion, and migration under concurrent writes.
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "tessera/map/entry_processor.h"
+#include "tessera/map/map_service.h"
+#include "tessera/partition/partition_table.h"
+
+using namespace tessera::map;  // NOLINT
+using tessera::base::ErrorCode;
+
+namespace {
+
+class Network;
+
+// One member: shards + map service + its routing into the network.
+struct Node {
+  Node(Network& net, std::string address);
+  ~Node() {
+    service.Stop();
+    shards.Stop();
+  }
+  std::string address;
+  tessera::base::SteadyClock clock;
+  EntryProcessorRegistry processors;
+  tessera::runtime::ShardSet shards{2};
+  MapService service;
+  std::unique_ptr<ClusterRouting> routing;
+};
+
+class Network {
+ public:
+  Node& Add(const std::string& address) {
+    auto node = std::make_unique<Node>(*this, address);
+    Node& ref = *node;
+    std::lock_guard lock(mu_);
+    nodes_[address] = std::move(node);
+    return ref;
+  }
+  // The member stops answering: calls to it fail as a dead peer's would.
+  void Kill(const std::string& address) {
+    std::lock_guard lock(mu_);
+    dead_.insert(address);
+  }
+  MapService* Find(const std::string& address) {
+    std::lock_guard lock(mu_);
+    if (dead_.count(address)) return nullptr;
+    auto it = nodes_.find(address);
+    return it == nodes_.end() ? nullptr : &it->second->service;
+  }
+  // Computes the table for `members` (from the previous one) and installs it on each live
+  // member, in the order given.
+  void Install(const std::vector<std::string>& members, const std::vector<std::string>& order,
+               std::uint32_t backups = 1) {
+    table_ = tessera::partition::Rebalance(table_, members, 271, backups);
+    for (const auto& address : order) {
+      std::lock_guard lock(mu_);
+      nodes_.at(address)->service.SetPartitionTable(table_.replicas, members, address,
+                                                    nodes_.at(address)->routing.get());
+    }
+  }
+  Node& node(const std::string& address) {
+    std::lock_guard lock(mu_);
+    return *nodes_.at(address);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Node>> nodes_;
+  std::set<std::string> dead_;
+  tessera::partition::PartitionTable table_;
+};
+
+class InMemoryRouting final : public ClusterRouting {
+ public:
+  explicit InMemoryRouting(Network& net) : net_(net) {}
+  void Send(const std::string& address, MapRequest request, Callback done) override {
+    MapService* target = net_.Find(address);
+    if (!target) {
+      return done(tessera::base::Fail(ErrorCode::kConnectionFailed, address + " is down"));
+    }
+    target->Execute(std::move(request), std::move(done));
+  }
+  void SendReplica(const std::string& address, std::vector<ReplicaUpdate> updates,
+                   std::function<void(tessera::base::Result<void>)> done) override {
+    MapService* target = net_.Find(address);
+    if (!target) {
+      return done(tessera::base::Fail(ErrorCode::kMemberLeft, address + " is down"));
+    }
+    target->ApplyReplica(std::move(updates), [done = std::move(done)] { done({}); });
+  }
+
+ private:
+  Network& net_;
+};
+
+Node::Node(Network& net, std::string address_in)
+    : address(std::move(address_in)),
+      service(shards, tessera::partition::Partitioner(), clock, processors,
+              std::make_shared<spdlog::logger>("cluster-test",
+                                               std::make_shared<spdlog::sinks::null_sink_mt>())),
+      routing(std::make_unique<InMemoryRouting>(net)) {
+  processors.RegisterBuiltins();
+  shards.Start();
+  service.Start();
+}
+
+MapRequest Rq(MapOp op, std::string key = "", std::string value = "") {
+  MapRequest rq;
+  rq.op = op;
+  rq.map_name = "orders";
+  rq.key = std::move(key);
+  rq.value = std::move(value);
+  return rq;
+}
+
+// Sets key := value through `via`, retrying failed calls (a client sees at most a retry).
+void SetAcked(MapService& via, const std::string& key, const std::string& value) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    if (via.ExecuteSync(Rq(MapOp::kSet, key, value))) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  FAIL("set " << key << " never succeeded");
+}
+
+// Every key reads back, through `via`, with the last value acknowledged for it.
+void Verify(MapService& via, const std::map<std::string, std::string>& acked) {
+  int wrong = 0;
+  for (const auto& [key, value] : acked) {
+    auto r = via.ExecuteSync(Rq(MapOp::kGet, key));
+    REQUIRE(r);
+    wrong += r->value != value;
+  }
+  CHECK(wrong == 0);
+  auto size = via.ExecuteSync(Rq(MapOp::kSize));
+  REQUIRE(size);
+  CHECK(size->count == static_cast<std::int64_t>(acked.size()));
+}
+
+}  // namespace
+
+TEST_CASE("Keyed requests reach their owner and whole-map requests every owner", "[map][cluster]") {
+  Network net;
+  net.Add("m1");
+  net.Add("m2");
+  net.Install({"m1"}, {"m1"});  // the first member starts alone, as in a real cluster
+  net.Install({"m1", "m2"}, {"m1", "m2"});
+  std::map<std::string, std::string> acked;
+  for (int i = 0; i < 500; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    SetAcked(net.node(i % 2 ? "m1" : "m2").service, key, "v" + std::to_string(i));
+    acked[key] = "v" + std::to_string(i);
+  }
+  Verify(net.node("m1").service, acked);
+  Verify(net.node("m2").service, acked);
+  // A member answers only for its own partitions when asked as a member (local_only).
+  auto rq = Rq(MapOp::kGet, "k1");
+  rq.local_only = true;
+  auto p = net.node("m1").service.partitioner().PartitionOf("k1");
+  auto direct = net.node("m1").service.ExecuteSync(rq);
+  if (net.node("m1").service.OwnsPartition(p)) {
+    CHECK(direct);
+  } else {
+    REQUIRE(!direct);
+    CHECK(direct.error().code() == ErrorCode::kNotOwner);
+  }
+}
+
+TEST_CASE("A member that joins during writes receives its partitions; nothing acked is lost",
+          "[map][cluster]") {
+  Network net;
+  net.Add("m1");
+  net.Add("m2");
+  net.Install({"m1"}, {"m1"});  // the first member starts alone, as in a real cluster
+  net.Install({"m1", "m2"}, {"m1", "m2"});
+  std::mutex mu;
+  std::map<std::string, std::string> acked;
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int round = 0; !stop.load() || round < 2; ++round) {
+      for (int i = 0; i < 400; ++i) {
+        const std::string key = "k" + std::to_string(i);
+        const std::string value = "r" + std::to_string(round) + "-" + std::to_string(i);
+        SetAcked(net.node("m1").service, key, value);
+        std::lock_guard lock(mu);
+        acked[key] = value;
+      }
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  net.Add("m3");
+  // The joiner installs the table first, the old members later: copies may arrive first.
+  net.Install({"m1", "m2", "m3"}, {"m3", "m2", "m1"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  stop = true;
+  writer.join();
+  for (const char* via : {"m1", "m2", "m3"}) Verify(net.node(via).service, acked);
+  CHECK(net.node("m3").service.AwaitingPartitionCount() == 0);
+}
+
+TEST_CASE("A dead member's backups are promoted with its data; writes wait for backups",
+          "[map][cluster]") {
+  Network net;
+  for (const char* m : {"m1", "m2", "m3"}) net.Add(m);
+  net.Install({"m1"}, {"m1"});
+  net.Install({"m1", "m2", "m3"}, {"m1", "m2", "m3"});
+  std::map<std::string, std::string> acked;
+  for (int i = 0; i < 600; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    SetAcked(net.node("m1").service, key, "v" + std::to_string(i));
+    acked[key] = "v" + std::to_string(i);
+  }
+  net.Kill("m2");
+  // Until the table changes, a write whose owner or backup is m2 fails clearly.
+  int failed = 0;
+  for (int i = 0; i < 50; ++i) {
+    auto r = net.node("m1").service.ExecuteSync(Rq(MapOp::kSet, "k" + std::to_string(i), "x"));
+    if (!r) {
+      ++failed;
+      CHECK(
+          (r.error().code() == ErrorCode::kMemberLeft || r.error().code() == ErrorCode::kNotOwner));
+    } else {
+      acked["k" + std::to_string(i)] = "x";
+    }
+  }
+  CHECK(failed > 0);
+  net.Install({"m1", "m3"}, {"m1", "m3"});
+  for (int i = 0; i < 50; ++i) {  // retried after the failover
+    SetAcked(net.node("m3").service, "k" + std::to_string(i), "y");
+    acked["k" + std::to_string(i)] = "y";
+  }
+  Verify(net.node("m1").service, acked);
+  Verify(net.node("m3").service, acked);
+  // m3 dies too: m1 is left with everything, thanks to the backups re-created after m2 died.
+  // The new backups' copies have arrived (bounded wait).
+  for (int i = 0; i < 500 && (net.node("m1").service.AwaitingPartitionCount() > 0 ||
+                              net.node("m3").service.AwaitingPartitionCount() > 0);
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(net.node("m1").service.AwaitingPartitionCount() == 0);
+  CHECK(net.node("m3").service.AwaitingPartitionCount() == 0);
+  net.Kill("m3");
+  net.Install({"m1"}, {"m1"});
+  Verify(net.node("m1").service, acked);
+}
