@@ -110,3 +110,38 @@ TEST_CASE("redis-benchmark against grid-node completes without errors", "[tools]
 }
 
 }  // namespace tessera::integration
+
+namespace tessera::integration {
+
+TEST_CASE("RESP on any member of a cluster serves every key", "[tools][resp][cluster]") {
+  const std::vector<std::string> fast = {"--heartbeat-ms", "200", "--failure-timeout-ms", "1500"};
+  auto args = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), fast.begin(), fast.end());
+    extra.insert(extra.end(), {"--resp-port", "0"});
+    return extra;
+  };
+  auto a = NodeProcess::StartOrFail(args({}));
+  auto b = NodeProcess::StartOrFail(args({"--join", a->address()}));
+  auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (ConnectOrFail(*b)->FetchClusterView()->members.members.size() != 2) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(50ms);
+  }
+  const auto port_a = RespPort(*a), port_b = RespPort(*b);
+  std::string script;
+  for (int i = 0; i < 200; ++i)
+    script += "SET key" + std::to_string(i) + " v" + std::to_string(i) + "\n";
+  CHECK(Shell("printf '" + script + "' | redis-cli -p " + std::to_string(port_a) + " --pipe")
+            .find("errors: 0, replies: 200") != std::string::npos);
+  // Half of those keys live on b's partitions; a RESP client of b reads all of them, and
+  // DBSIZE counts the cluster's keys once.
+  CHECK(Cli(port_b, {"DBSIZE"}) == "200\n");
+  CHECK(Cli(port_a, {"DBSIZE"}) == "200\n");
+  CHECK(Cli(port_b, {"MGET", "key0", "key1", "key2", "key199"}) == "v0\nv1\nv2\nv199\n");
+  CHECK(Cli(port_b, {"INCR", "counter"}) == "1\n");
+  CHECK(Cli(port_a, {"INCR", "counter"}) == "2\n");
+  CHECK(Cli(port_b, {"SET", "lock", "b", "NX"}) == "OK\n");
+  CHECK(Cli(port_a, {"SET", "lock", "a", "NX"}) == "\n");  // one winner across members
+}
+
+}  // namespace tessera::integration
