@@ -55,8 +55,8 @@ void PeerPool::CallOnIo(const std::string& address, Waiting call) {
     return;
   }
   if (peer.waiting.size() == kMaxWaiting) {
-    peer.waiting.front().done(base::Fail(
-        ErrorCode::kOverloaded, "too many calls waiting for a connection to " + address));
+    peer.waiting.front().done(base::Fail(ErrorCode::kOverloaded,
+                                         "too many calls waiting for a connection to " + address));
     peer.waiting.pop_front();
   }
   peer.waiting.push_back(std::move(call));

@@ -14,8 +14,8 @@
 
 #include "tessera/base/error.h"
 #include "tessera/map/map_request.h"
-#include "tessera/map/replica.h"
 #include "tessera/map/map_service.h"
+#include "tessera/map/replica.h"
 
 namespace tessera::map {
 

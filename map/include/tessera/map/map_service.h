@@ -126,7 +126,8 @@ class MapService {
   // Fast path for front-ends running on shard threads: when `request` is keyed and the
   // calling thread is the shard owning its partition, runs it now and returns the result
   // (exactly what Execute would pass to `done`); otherwise (another shard, or a partition
-  // another member owns) does nothing and returns nullopt (the caller then uses Execute). Validation errors and kShuttingDown are returned too.
+  // another member owns) does nothing and returns nullopt (the caller then uses Execute).
+  // Validation errors and kShuttingDown are returned too.
   std::optional<base::Result<MapResult>> ExecuteIfLocal(const MapRequest& request);
 
   // Cluster: installs the partition table as member addresses (replicas[p] = owner, then

@@ -19,9 +19,9 @@ namespace tessera::map {
 
 struct ReplicaUpdate {
   enum class Kind : std::uint8_t {
-    kSet = 1,             // key := value, with the TTL left and the max-idle given
-    kDelete = 2,          // key removed (removed, expired, evicted)
-    kClearPartition = 3,  // every entry of the partition in map_name (empty: in every map)
+    kSet = 1,                // key := value, with the TTL left and the max-idle given
+    kDelete = 2,             // key removed (removed, expired, evicted)
+    kClearPartition = 3,     // every entry of the partition in map_name (empty: in every map)
     kPartitionComplete = 4,  // the end of a partition copy (migration): it may be served now
   };
   Kind kind = Kind::kSet;
