@@ -467,14 +467,22 @@ std::shared_ptr<Map> Client::GetMap(const std::string& name) {
 
 void Client::Shutdown() { impl_->Stop(); }
 
-base::Result<membership::ClusterView> Client::FetchClusterView() {
-  auto conn = impl_->Current(Clock::now() + impl_->options.call_timeout);
+namespace {
+// One blocking cluster-service call (empty request) on the client's current connection.
+Result<std::string> ClusterCall(Client::Impl& impl, std::uint16_t op) {
+  auto conn = impl.Current(Clock::now() + impl.options.call_timeout);
   if (!conn) return std::unexpected(conn.error());
-  auto reply = (*conn)->CallSync(
-      wire::Message::MakeRequest(0, -1, wire::Service::kCluster, native::kClusterView, ""),
-      impl_->options.call_timeout);
+  auto reply = (*conn)->CallSync(wire::Message::MakeRequest(0, -1, wire::Service::kCluster, op, ""),
+                                 impl.options.call_timeout);
   if (!reply) return std::unexpected(reply.error());
-  auto message = membership::DecodeClusterMessage(reply->payload);
+  return std::move(reply->payload);
+}
+}  // namespace
+
+base::Result<membership::ClusterView> Client::FetchClusterView() {
+  auto payload = ClusterCall(*impl_, native::kClusterView);
+  if (!payload) return std::unexpected(payload.error());
+  auto message = membership::DecodeClusterMessage(*payload);
   if (!message) return std::unexpected(message.error());
   if (!message->view) {
     return base::Fail(ErrorCode::kProtocol,
@@ -485,13 +493,7 @@ base::Result<membership::ClusterView> Client::FetchClusterView() {
 }
 
 base::Result<std::string> Client::FetchMemberInfoJson() {
-  auto conn = impl_->Current(Clock::now() + impl_->options.call_timeout);
-  if (!conn) return std::unexpected(conn.error());
-  auto reply = (*conn)->CallSync(
-      wire::Message::MakeRequest(0, -1, wire::Service::kCluster, native::kClusterInfo, ""),
-      impl_->options.call_timeout);
-  if (!reply) return std::unexpected(reply.error());
-  return std::move(reply->payload);
+  return ClusterCall(*impl_, native::kClusterInfo);
 }
 
 std::string Client::connected_address() const {
