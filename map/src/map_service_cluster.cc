@@ -75,7 +75,9 @@ void MapService::Impl::Route(MapRequest request, Callback done, int attempt) {
     }
     return ExecuteFanOut(request, done);
   }
-  if (!CurrentRouting()) return ExecuteFanOut(request, done);
+  if (auto current = CurrentRouting(); !current || current->routing == nullptr) {
+    return ExecuteFanOut(request, done);  // not clustered
+  }
   ExecuteAcrossMembers(std::move(request), std::move(done), attempt);
 }
 
