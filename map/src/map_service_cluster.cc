@@ -20,6 +20,9 @@
 // after it (one connection per peer keeps order). A new owner serves the partition only after
 // the copy completed (a backup that becomes owner before its copy arrived waits too); requests
 // wait meanwhile, and the member gives up waiting after kAwaitLimit.
+//
+// Resync: a backup that did not acknowledge an update (timeout, lost connection) is sent the
+// whole partition again, every second until it confirms or the table no longer lists it.
 #include <algorithm>
 #include <iterator>
 
@@ -32,6 +35,8 @@ namespace {
 constexpr int kMaxRouteAttempts = 15;  // 20 ms, 40 ms, ...: about 2.4 s in all
 constexpr base::Millis kAwaitLimit = 10'000;
 constexpr std::size_t kCopyChunkBytes = 4 << 20;  // one replica message of a partition copy
+constexpr int kResyncRetryMs = 1000;  // between attempts to re-copy a partition to a backup
+constexpr int kResyncAttempts = 30;
 
 bool RetryableRouteError(ErrorCode code) {
   return code == ErrorCode::kNotOwner || code == ErrorCode::kConnectionFailed;
@@ -281,8 +286,16 @@ void MapService::Impl::ReplicateThen(std::vector<ReplicaUpdate> updates,
   auto gather =
       std::make_shared<Gather>(by_backup.size(), std::move(result), std::move(done), in_flight);
   for (auto& [backup, list] : by_backup) {
+    std::set<std::uint32_t> partitions;
+    for (const auto& u : list) partitions.insert(u.partition_id);
     current->routing->SendReplica(
-        backup, std::move(list), [gather, backup = backup](base::Result<void> ack) {
+        backup, std::move(list),
+        [this, gather, backup = backup, partitions](base::Result<void> ack) {
+          // A backup that missed an update gets the whole partition again (until it confirms
+          // or stops being the backup), so a later promotion does not serve stale data.
+          if (!ack) {
+            for (auto p : partitions) ResyncBackup(p, backup, 0);
+          }
           std::unique_lock lock(gather->mu);
           if (!ack && !gather->failure) {
             const auto code = ack.error().code() == ErrorCode::kTimeout ? ErrorCode::kTimeout
@@ -298,6 +311,77 @@ void MapService::Impl::ReplicateThen(std::vector<ReplicaUpdate> updates,
           gather->done(std::move(gather->result));
         });
   }
+}
+
+void MapService::Impl::CopyPartition(std::size_t shard, std::uint32_t partition_id,
+                                     const std::string& target, ClusterRouting* routing,
+                                     std::function<void(base::Result<void>)> done) {
+  // Chunks bounded by bytes; the last carries kPartitionComplete.
+  std::vector<std::vector<ReplicaUpdate>> chunks(1);
+  std::size_t bytes = 0;
+  for (auto& u : ExportPartition(shard, partition_id)) {
+    bytes += u.key.size() + u.value.size() + 32;
+    if (bytes > kCopyChunkBytes && !chunks.back().empty()) {
+      chunks.emplace_back();
+      bytes = 0;
+    }
+    chunks.back().push_back(std::move(u));
+  }
+  struct Acks {
+    Acks(std::size_t n, std::function<void(base::Result<void>)> d, InFlight& in_flight)
+        : remaining(n), done(std::move(d)), token(in_flight) {}
+    std::mutex mu;
+    std::size_t remaining;
+    std::optional<base::Error> failure;
+    std::function<void(base::Result<void>)> done;
+    RequestToken token;  // Stop() waits for the acks (a leaving member hands over first)
+  };
+  auto acks = std::make_shared<Acks>(chunks.size(), std::move(done), in_flight);
+  for (auto& chunk : chunks) {
+    routing->SendReplica(target, std::move(chunk), [acks](base::Result<void> ack) {
+      std::unique_lock lock(acks->mu);
+      if (!ack && !acks->failure) acks->failure = ack.error();
+      if (--acks->remaining != 0) return;
+      lock.unlock();
+      if (acks->failure) return acks->done(std::unexpected(*acks->failure));
+      acks->done({});
+    });
+  }
+}
+
+void MapService::Impl::ResyncBackup(std::uint32_t partition_id, std::string backup, int attempt) {
+  const std::size_t shard = shards.ShardOfPartition(partition_id);
+  auto timer = std::make_shared<boost::asio::steady_timer>(
+      shards.Context(shard), std::chrono::milliseconds(attempt == 0 ? 0 : kResyncRetryMs));
+  timer->async_wait([this, timer, shard, partition_id, backup = std::move(backup), attempt,
+                     token = EnterRequest()](const boost::system::error_code&) {
+    auto current = CurrentRouting();
+    if (stopped.load() || !current || !current->routing) return;
+    const auto& replicas = current->replicas[partition_id];
+    const bool still_ours =
+        !replicas.empty() && replicas[0] == current->self &&
+        std::find(replicas.begin() + 1, replicas.end(), backup) != replicas.end();
+    if (!still_ours) return;  // a new table re-replicates it
+    CopyPartition(shard, partition_id, backup, current->routing,
+                  [this, partition_id, backup, attempt](base::Result<void> ack) {
+                    if (ack) {
+                      if (log) {
+                        log->info("partition {}: backup {} resynchronized after a missed update",
+                                  partition_id, backup);
+                      }
+                      return;
+                    }
+                    if (attempt + 1 < kResyncAttempts) {
+                      return ResyncBackup(partition_id, backup, attempt + 1);
+                    }
+                    if (log) {
+                      log->warn(
+                          "partition {}: backup {} still not resynchronized after {} "
+                          "attempts ({}); it is stale until the table changes",
+                          partition_id, backup, kResyncAttempts, ack.error().ToString());
+                    }
+                  });
+  });
 }
 
 std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
@@ -438,29 +522,13 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     const std::size_t shard = shards_.ShardOfPartition(p);
     shards_.InvokeOn(shard, [impl = impl_.get(), shard, p = p, to = std::move(to), routing,
                              token = impl_->EnterRequest()] {
-      auto updates = impl->ExportPartition(shard, p);
-      // Chunks bounded by bytes; the last carries kPartitionComplete.
-      std::vector<std::vector<ReplicaUpdate>> chunks(1);
-      std::size_t bytes = 0;
-      for (auto& u : updates) {
-        bytes += u.key.size() + u.value.size() + 32;
-        if (bytes > kCopyChunkBytes && !chunks.back().empty()) {
-          chunks.emplace_back();
-          bytes = 0;
-        }
-        chunks.back().push_back(std::move(u));
-      }
       for (const auto& target : to) {
-        for (const auto& chunk : chunks) {
-          // The token keeps Stop() waiting for the copy's acknowledgement (a leaving member
-          // hands its partitions over before it stops).
-          routing->SendReplica(target, chunk, [impl, target, p, token](base::Result<void> ack) {
-            if (!ack && impl->log) {
-              impl->log->warn("copy of partition {} to {} failed: {}", p, target,
-                              ack.error().ToString());
-            }
-          });
-        }
+        impl->CopyPartition(shard, p, target, routing, [impl, target, p](base::Result<void> ack) {
+          if (!ack && impl->log) {
+            impl->log->warn("copy of partition {} to {} failed: {}", p, target,
+                            ack.error().ToString());
+          }
+        });
       }
     });
   }

@@ -185,6 +185,12 @@ struct MapService::Impl {
   // an error naming the backup that did not confirm.
   void ReplicateThen(std::vector<ReplicaUpdate> updates, base::Result<MapResult> result,
                      Callback done);
+  // On partition p's shard: exports it and sends it to `target` in bounded chunks; done runs
+  // once, after every chunk was acknowledged or with the first error.
+  void CopyPartition(std::size_t shard, std::uint32_t partition_id, const std::string& target,
+                     ClusterRouting* routing, std::function<void(base::Result<void>)> done);
+  // Re-copies a partition to a backup that missed an update (see map_service_cluster.cc).
+  void ResyncBackup(std::uint32_t partition_id, std::string backup, int attempt);
   // On partition p's shard: clear + every live entry of every map, for a migration.
   std::vector<ReplicaUpdate> ExportPartition(std::size_t shard, std::uint32_t partition_id);
   void ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates);

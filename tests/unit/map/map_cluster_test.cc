@@ -51,6 +51,18 @@ class Network {
     std::lock_guard lock(mu_);
     dead_.insert(address);
   }
+  // The next `count` replica messages to `address` are lost (the member stays up).
+  void LoseReplicas(const std::string& address, int count) {
+    std::lock_guard lock(mu_);
+    lose_[address] = count;
+  }
+  bool TakeLoss(const std::string& address) {
+    std::lock_guard lock(mu_);
+    auto it = lose_.find(address);
+    if (it == lose_.end() || it->second == 0) return false;
+    --it->second;
+    return true;
+  }
   MapService* Find(const std::string& address) {
     std::lock_guard lock(mu_);
     if (dead_.count(address)) return nullptr;
@@ -77,6 +89,7 @@ class Network {
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Node>> nodes_;
   std::set<std::string> dead_;
+  std::map<std::string, int> lose_;
   tessera::partition::PartitionTable table_;
 };
 
@@ -95,6 +108,9 @@ class InMemoryRouting final : public ClusterRouting {
     MapService* target = net_.Find(address);
     if (!target) {
       return done(tessera::base::Fail(ErrorCode::kMemberLeft, address + " is down"));
+    }
+    if (net_.TakeLoss(address)) {
+      return done(tessera::base::Fail(ErrorCode::kTimeout, "no reply from " + address));
     }
     target->ApplyReplica(std::move(updates), [done = std::move(done)] { done({}); });
   }
@@ -252,4 +268,39 @@ TEST_CASE("A dead member's backups are promoted with its data; writes wait for b
   net.Kill("m3");
   net.Install({"m1"}, {"m1"});
   Verify(net.node("m1").service, acked);
+}
+
+TEST_CASE("A backup that missed an update is resynchronized before it could be promoted",
+          "[map][cluster]") {
+  Network net;
+  net.Add("m1");
+  net.Add("m2");
+  net.Install({"m1"}, {"m1"});
+  net.Install({"m1", "m2"}, {"m1", "m2"});
+  // A key m1 owns (so m2 is its backup).
+  std::string key;
+  for (int i = 0; key.empty(); ++i) {
+    auto k = "k" + std::to_string(i);
+    if (net.node("m1").service.OwnsPartition(net.node("m1").service.partitioner().PartitionOf(k))) {
+      key = k;
+    }
+  }
+  SetAcked(net.node("m1").service, key, "old");
+  // The join's copies have all arrived, so the one lost message is our write's.
+  for (int i = 0; i < 500 && net.node("m2").service.AwaitingPartitionCount() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(net.node("m2").service.AwaitingPartitionCount() == 0);
+  net.LoseReplicas("m2", 1);
+  auto r = net.node("m1").service.ExecuteSync(Rq(MapOp::kSet, key, "new"));
+  REQUIRE(!r);  // applied on the owner, not confirmed by the backup: the caller is told
+  CHECK(r.error().code() == ErrorCode::kTimeout);
+  CHECK(r.error().message().find("backup at m2 did not confirm") != std::string::npos);
+  // The owner re-copies the partition to m2; then m1 dies and m2 serves the owner's state.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the re-copy is immediate
+  net.Kill("m1");
+  net.Install({"m2"}, {"m2"});
+  auto v = net.node("m2").service.ExecuteSync(Rq(MapOp::kGet, key));
+  REQUIRE(v);
+  CHECK(v->value == "new");
 }
