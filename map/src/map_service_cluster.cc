@@ -394,7 +394,7 @@ std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
     if (!slot) continue;
     slot->ForEach([&](const Record& r) {
       if (r.ExpiredAt(now)) return;
-      out.push_back({ReplicaUpdate::Kind::kSet, name, partition_id, std::string(r.key()),
+      out.push_back({ReplicaUpdate::Kind::kCopySet, name, partition_id, std::string(r.key()),
                      std::string(r.value()),
                      r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now),
                      r.max_idle_ms()});
@@ -429,8 +429,13 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
 void MapService::Impl::ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates) {
   const base::Millis now = clock.NowMs();
   for (const auto& u : updates) {
+    const bool copy = u.kind == ReplicaUpdate::Kind::kCopySet ||
+                      u.kind == ReplicaUpdate::Kind::kPartitionComplete ||
+                      (u.kind == ReplicaUpdate::Kind::kClearPartition && u.map_name.empty());
+    if (copy && IsLocal(u.partition_id)) continue;  // we serve it: a stale sender's copy
     switch (u.kind) {
-      case ReplicaUpdate::Kind::kSet: {
+      case ReplicaUpdate::Kind::kSet:
+      case ReplicaUpdate::Kind::kCopySet: {
         RecordStore& store = StoreOf(TableOn(shard, u.map_name), u.partition_id);
         auto [record, inserted] = store.Write(u.key, u.value, now);
         record->SetTtl(u.ttl_left_ms, now);

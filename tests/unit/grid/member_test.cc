@@ -128,7 +128,7 @@ TEST_CASE("Embedded entry processors, predicates and listeners", "[grid]") {
   CHECK(people->RemoveEntryListener(*id).value());
 }
 
-TEST_CASE("Two listening members in one process form a cluster; shutdown leaves it", "[grid]") {
+TEST_CASE("Two listening members in one process form a cluster, shutdown leaves it", "[grid]") {
   auto options = [] {
     MemberOptions o;
     o.port = 0;

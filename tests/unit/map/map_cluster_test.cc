@@ -191,7 +191,7 @@ TEST_CASE("Keyed requests reach their owner and whole-map requests every owner",
   }
 }
 
-TEST_CASE("A member that joins during writes receives its partitions; nothing acked is lost",
+TEST_CASE("A member that joins during writes receives its partitions, nothing acked is lost",
           "[map][cluster]") {
   Network net;
   net.Add("m1");
@@ -223,7 +223,7 @@ TEST_CASE("A member that joins during writes receives its partitions; nothing ac
   CHECK(net.node("m3").service.AwaitingPartitionCount() == 0);
 }
 
-TEST_CASE("A dead member's backups are promoted with its data; writes wait for backups",
+TEST_CASE("A dead member's backups are promoted with its data, writes wait for backups",
           "[map][cluster]") {
   Network net;
   for (const char* m : {"m1", "m2", "m3"}) net.Add(m);

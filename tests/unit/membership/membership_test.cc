@@ -59,7 +59,7 @@ void StartInOrder(SimNetwork& net, const std::vector<std::string>& addresses) {
 
 }  // namespace
 
-TEST_CASE("Members join through a seed; the oldest is master; all share one view", "[membership]") {
+TEST_CASE("Members join through a seed, the oldest is master, all share one view", "[membership]") {
   SimNetwork net;
   Membership& a = net.Start("10.0.0.1:5701", Options());
   CHECK(a.is_master());  // no seeds: starts the cluster
@@ -94,7 +94,7 @@ TEST_CASE("Members started together with each other as seeds form one cluster", 
   CheckConverged(net, {members[0].address, members[1].address, members[2].address});
 }
 
-TEST_CASE("A crashed member is removed after the failure timeout; its backups are promoted",
+TEST_CASE("A crashed member is removed after the failure timeout, its backups are promoted",
           "[membership]") {
   SimNetwork net;
   StartInOrder(net, {"a:1", "b:1", "c:1"});
@@ -159,7 +159,7 @@ TEST_CASE("Graceful leave: a member and then the master leave without a failure 
   }
 }
 
-TEST_CASE("Different cluster names or partition counts never merge; both sides log why",
+TEST_CASE("Different cluster names or partition counts never merge, both sides log why",
           "[membership]") {
   SimNetwork net;
   net.Start("a:1", Options());
@@ -221,7 +221,7 @@ TEST_CASE("Lost and delayed messages: the cluster still converges, and detects a
   CheckConverged(net, order);
 }
 
-TEST_CASE("A member cut off from the rest is removed; the rest keep one consistent view",
+TEST_CASE("A member cut off from the rest is removed, the rest keep one consistent view",
           "[membership]") {
   SimNetwork net;
   StartInOrder(net, {"a:1", "b:1", "c:1"});
@@ -234,7 +234,7 @@ TEST_CASE("A member cut off from the rest is removed; the rest keep one consiste
   CHECK(view.AllReplicasPresent());
 }
 
-TEST_CASE("Cluster messages round-trip through the codec; bad bytes are rejected", "[membership]") {
+TEST_CASE("Cluster messages round-trip through the codec, bad bytes are rejected", "[membership]") {
   ClusterMessage m;
   m.type = MessageType::kView;
   m.from = {"u1", "h:1", 123};

@@ -38,7 +38,7 @@ TEST_CASE("SET NX and XX follow putIfAbsent/replace semantics", "[resp][strings]
   CHECK(c.Call({"SET", "k", "x", "BOGUS"}) == "-ERR syntax error\r\n");
 }
 
-TEST_CASE("SET with PX expires; NX PX is putIfAbsent with TTL", "[resp][strings][ttl]") {
+TEST_CASE("SET with PX expires, NX PX is putIfAbsent with TTL", "[resp][strings][ttl]") {
   TestServer server;
   RespClient c(server.port());
   CHECK(c.Call({"SET", "lock", "owner-1", "NX", "PX", "1000"}) == kOk);

@@ -2,8 +2,9 @@
 // ReplicaUpdate: one change to a partition's copy on a backup member. The owner sends the
 // resulting state of every key a write touched (not the operation), so applying an update
 // twice, or an entry processor's result, is the same as applying it once. A partition snapshot
-// (migration) is a kClearPartition update with an empty map name, kSet updates, and a
-// kPartitionComplete update.
+// (migration, resync) is a kClearPartition update with an empty map name, kCopySet updates and
+// a kPartitionComplete update; a member that serves the partition as its owner ignores copies
+// (they come from a member with an older table and would erase newer writes).
 //
 // Value types; thread-compatible.
 
@@ -23,6 +24,7 @@ struct ReplicaUpdate {
     kDelete = 2,             // key removed (removed, expired, evicted)
     kClearPartition = 3,     // every entry of the partition in map_name (empty: in every map)
     kPartitionComplete = 4,  // the end of a partition copy (migration): it may be served now
+    kCopySet = 5,            // like kSet, as part of a partition copy
   };
   Kind kind = Kind::kSet;
   std::string map_name;
