@@ -315,11 +315,13 @@ void MapService::Impl::ReplicateThen(std::vector<ReplicaUpdate> updates,
 
 void MapService::Impl::CopyPartition(std::size_t shard, std::uint32_t partition_id,
                                      const std::string& target, ClusterRouting* routing,
-                                     std::function<void(base::Result<void>)> done) {
+                                     std::function<void(base::Result<void>)> done, bool resync) {
   // Chunks bounded by bytes; the last carries kPartitionComplete.
   std::vector<std::vector<ReplicaUpdate>> chunks(1);
   std::size_t bytes = 0;
-  for (auto& u : ExportPartition(shard, partition_id)) {
+  auto updates = ExportPartition(shard, partition_id);
+  if (resync) updates.front().kind = ReplicaUpdate::Kind::kResyncBegin;
+  for (auto& u : updates) {
     bytes += u.key.size() + u.value.size() + 32;
     if (bytes > kCopyChunkBytes && !chunks.back().empty()) {
       chunks.emplace_back();
@@ -362,25 +364,27 @@ void MapService::Impl::ResyncBackup(std::uint32_t partition_id, std::string back
         !replicas.empty() && replicas[0] == current->self &&
         std::find(replicas.begin() + 1, replicas.end(), backup) != replicas.end();
     if (!still_ours) return;  // a new table re-replicates it
-    CopyPartition(shard, partition_id, backup, current->routing,
-                  [this, partition_id, backup, attempt](base::Result<void> ack) {
-                    if (ack) {
-                      if (log) {
-                        log->info("partition {}: backup {} resynchronized after a missed update",
-                                  partition_id, backup);
-                      }
-                      return;
-                    }
-                    if (attempt + 1 < kResyncAttempts) {
-                      return ResyncBackup(partition_id, backup, attempt + 1);
-                    }
-                    if (log) {
-                      log->warn(
-                          "partition {}: backup {} still not resynchronized after {} "
-                          "attempts ({}); it is stale until the table changes",
-                          partition_id, backup, kResyncAttempts, ack.error().ToString());
-                    }
-                  });
+    CopyPartition(
+        shard, partition_id, backup, current->routing,
+        [this, partition_id, backup, attempt](base::Result<void> ack) {
+          if (ack) {
+            if (log) {
+              log->info("partition {}: backup {} resynchronized after a missed update",
+                        partition_id, backup);
+            }
+            return;
+          }
+          if (attempt + 1 < kResyncAttempts) {
+            return ResyncBackup(partition_id, backup, attempt + 1);
+          }
+          if (log) {
+            log->warn(
+                "partition {}: backup {} still not resynchronized after {} "
+                "attempts ({}); it is stale until the table changes",
+                partition_id, backup, kResyncAttempts, ack.error().ToString());
+          }
+        },
+        /*resync=*/true);
   });
 }
 
@@ -428,11 +432,18 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
 
 void MapService::Impl::ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates) {
   const base::Millis now = clock.NowMs();
+  // Before the first table every partition counts as local, yet a joiner's copies may arrive
+  // before its first table: only a member with a table can be a serving owner.
+  const bool has_table = CurrentRouting() != nullptr;
+  std::set<std::uint32_t> ignoring;  // resyncs of partitions this member serves as owner
   for (const auto& u : updates) {
-    const bool copy = u.kind == ReplicaUpdate::Kind::kCopySet ||
-                      u.kind == ReplicaUpdate::Kind::kPartitionComplete ||
-                      (u.kind == ReplicaUpdate::Kind::kClearPartition && u.map_name.empty());
-    if (copy && IsLocal(u.partition_id)) continue;  // we serve it: a stale sender's copy
+    if (u.kind == ReplicaUpdate::Kind::kResyncBegin && has_table && IsLocal(u.partition_id)) {
+      ignoring.insert(u.partition_id);  // its sender's table is older than ours
+    }
+    if (ignoring.count(u.partition_id) != 0 && u.kind != ReplicaUpdate::Kind::kSet &&
+        u.kind != ReplicaUpdate::Kind::kDelete) {
+      continue;
+    }
     switch (u.kind) {
       case ReplicaUpdate::Kind::kSet:
       case ReplicaUpdate::Kind::kCopySet: {
@@ -446,6 +457,7 @@ void MapService::Impl::ApplyOnShard(std::size_t shard, const std::vector<Replica
         StoreOf(TableOn(shard, u.map_name), u.partition_id).Erase(u.key);
         break;
       case ReplicaUpdate::Kind::kClearPartition:
+      case ReplicaUpdate::Kind::kResyncBegin:
         for (auto& [name, table] : states[shard]->maps) {
           if (!u.map_name.empty() && name != u.map_name) continue;
           auto& slot = table->stores[u.partition_id / shards.size()];

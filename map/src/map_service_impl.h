@@ -188,7 +188,8 @@ struct MapService::Impl {
   // On partition p's shard: exports it and sends it to `target` in bounded chunks; done runs
   // once, after every chunk was acknowledged or with the first error.
   void CopyPartition(std::size_t shard, std::uint32_t partition_id, const std::string& target,
-                     ClusterRouting* routing, std::function<void(base::Result<void>)> done);
+                     ClusterRouting* routing, std::function<void(base::Result<void>)> done,
+                     bool resync = false);
   // Re-copies a partition to a backup that missed an update (see map_service_cluster.cc).
   void ResyncBackup(std::uint32_t partition_id, std::string backup, int attempt);
   // On partition p's shard: clear + every live entry of every map, for a migration.

@@ -2,9 +2,9 @@
 // ReplicaUpdate: one change to a partition's copy on a backup member. The owner sends the
 // resulting state of every key a write touched (not the operation), so applying an update
 // twice, or an entry processor's result, is the same as applying it once. A partition snapshot
-// (migration, resync) is a kClearPartition update with an empty map name, kCopySet updates and
-// a kPartitionComplete update; a member that serves the partition as its owner ignores copies
-// (they come from a member with an older table and would erase newer writes).
+// (migration) is a kClearPartition update with an empty map name, kCopySet updates and a
+// kPartitionComplete update; a resync of a backup starts with kResyncBegin instead, and a
+// member that serves the partition as its owner ignores it (its sender's table is older).
 //
 // Value types; thread-compatible.
 
@@ -25,6 +25,7 @@ struct ReplicaUpdate {
     kClearPartition = 3,     // every entry of the partition in map_name (empty: in every map)
     kPartitionComplete = 4,  // the end of a partition copy (migration): it may be served now
     kCopySet = 5,            // like kSet, as part of a partition copy
+    kResyncBegin = 6,        // like kClearPartition (all maps), starting a resync of a backup
   };
   Kind kind = Kind::kSet;
   std::string map_name;
