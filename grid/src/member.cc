@@ -103,6 +103,9 @@ base::Result<void> Member::Start() {
   for (const auto& [name, config] : options_.maps) impl_->maps.Configure(name, config);
   impl_->shards.Start();
   impl_->maps.Start();
+  // A listening member is a cluster member (maybe of one): until its first partition table
+  // it must not serve from its empty stores what other members own.
+  if (options_.listen) impl_->maps.ExpectPartitionTable();
   if (options_.listen) {
     auto started = StartNative();
     if (!started) {

@@ -32,7 +32,11 @@
 namespace tessera::map {
 namespace {
 
-constexpr int kMaxRouteAttempts = 15;  // 20 ms, 40 ms, ...: about 2.4 s in all
+// Retries of a request whose partition is migrating or whose owner is unreachable: 20 ms,
+// 40 ms, ... up to 200 ms apart, about 12 s in all, which outlasts kAwaitLimit (a new owner
+// waiting for its copy) and a failure timeout's worth of a dead owner.
+constexpr int kMaxRouteAttempts = 65;
+constexpr int kMaxRouteDelayMs = 200;
 constexpr base::Millis kAwaitLimit = 10'000;
 constexpr std::size_t kCopyChunkBytes = 4 << 20;  // one replica message of a partition copy
 constexpr int kResyncRetryMs = 1000;  // between attempts to re-copy a partition to a backup
@@ -60,6 +64,12 @@ const std::string& MapService::Impl::Routing::Owner(std::uint32_t p) const {
 }
 
 void MapService::Impl::Route(MapRequest request, Callback done, int attempt) {
+  if (request.local_only && CurrentRouting() == nullptr) {
+    // Another member sent this, so we are in a cluster, but our first table has not arrived
+    // (see ExpectPartitionTable): our stores may still be empty.
+    return done(Fail(ErrorCode::kNotOwner,
+                     "this member has not received the partition table yet; the sender retries"));
+  }
   if (MapOpIsKeyed(request.op)) {
     const std::uint32_t partition_id = partitioner.PartitionOf(request.key);
     if (IsLocal(partition_id)) return ExecuteKeyed(request, done);
@@ -81,6 +91,9 @@ void MapService::Impl::Route(MapRequest request, Callback done, int attempt) {
     return ExecuteFanOut(request, done);
   }
   if (auto current = CurrentRouting(); !current || current->routing == nullptr) {
+    if (!current && expects_table.load()) {  // joining: wait for the first table
+      return RetryLater(std::move(request), std::move(done), attempt);
+    }
     return ExecuteFanOut(request, done);  // not clustered
   }
   ExecuteAcrossMembers(std::move(request), std::move(done), attempt);
@@ -127,7 +140,7 @@ void MapService::Impl::RetryLater(MapRequest request, Callback done, int attempt
                                  MapOpName(request.op), request.map_name, kMaxRouteAttempts)));
   }
   auto timer = std::make_shared<boost::asio::steady_timer>(
-      shards.Context(0), std::chrono::milliseconds(20 * (attempt + 1)));
+      shards.Context(0), std::chrono::milliseconds(std::min(20 * (attempt + 1), kMaxRouteDelayMs)));
   timer->async_wait([this, timer, request = std::move(request), done = std::move(done), attempt,
                      token = EnterRequest()](const boost::system::error_code&) mutable {
     if (stopped.load()) {
@@ -476,6 +489,15 @@ void MapService::Impl::ApplyOnShard(std::size_t shard, const std::vector<Replica
         break;
       }
     }
+  }
+}
+
+void MapService::ExpectPartitionTable() {
+  std::lock_guard lock(impl_->ownership_mu);
+  if (impl_->routing) return;
+  impl_->expects_table.store(true);
+  for (std::uint32_t p = 0; p < partitioner_.partition_count(); ++p) {
+    impl_->flags[p].local.store(false);
   }
 }
 

@@ -163,6 +163,8 @@ struct MapService::Impl {
     ClusterRouting* routing = nullptr;
     const std::string& Owner(std::uint32_t p) const;
   };
+  // Set by ExpectPartitionTable: a cluster member, which serves nothing before its first table.
+  std::atomic<bool> expects_table{false};
   bool IsLocal(std::uint32_t partition) const {
     return flags[partition].local.load(std::memory_order_relaxed);
   }

@@ -7,10 +7,12 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "child_process.h"
+#include "tessera/partition/partitioner.h"
 
 namespace tessera::integration {
 namespace {
@@ -79,9 +81,14 @@ std::vector<int> WriteAll(grid::Map& map, int count, int window,
   return failed;
 }
 
-// Every key in [0, count) reads back with its value.
-void VerifyAll(grid::Map& map, int count) {
+// Every key in [0, count) reads back with its value. `phase` names the check in a failure,
+// which also lists the partitions of the first missing keys.
+void VerifyAll(grid::Map& map, int count, const std::string& phase) {
+  INFO(phase);
+  partition::Partitioner partitioner;
   int missing = 0, wrong = 0;
+  std::map<std::uint32_t, int> missing_by_partition;
+  std::string first_missing;
   for (int start = 0; start < count; start += 1000) {
     std::vector<std::string> keys;
     for (int i = start; i < std::min(count, start + 1000); ++i) keys.push_back(Key(i));
@@ -91,11 +98,18 @@ void VerifyAll(grid::Map& map, int count) {
       auto it = values->find(Key(i));
       if (it == values->end()) {
         ++missing;
+        ++missing_by_partition[partitioner.PartitionOf(Key(i))];
+        if (missing <= 10) first_missing += " " + std::to_string(i);
       } else if (it->second != Value(i)) {
         ++wrong;
       }
     }
   }
+  std::string where;
+  for (auto [p, n] : missing_by_partition) {
+    where += " p" + std::to_string(p) + "x" + std::to_string(n);
+  }
+  INFO("missing keys by partition:" << where << "; the first:" << first_missing);
   CHECK(missing == 0);
   CHECK(wrong == 0);
   auto size = map.Size();
@@ -136,14 +150,14 @@ TEST_CASE("SIGKILL of a member during 100k writes loses no acknowledged write, a
     REQUIRE(r);
   }
   WaitForMembers(*a, 2);
-  VerifyAll(*map, kKeys);
+  VerifyAll(*map, kKeys, "after the SIGKILL");
 
   // A fourth member joins: partitions move to it, and every key still reads back.
   auto d = NodeProcess::StartOrFail(FastFailover({"--join", a->address()}));
   WaitForMembers(*a, 3);
-  VerifyAll(*map, kKeys);
+  VerifyAll(*map, kKeys, "after the join, via the first member");
   auto via_d = ConnectOrFail(*d);
-  VerifyAll(*via_d->GetMap("orders"), kKeys);
+  VerifyAll(*via_d->GetMap("orders"), kKeys, "after the join, via the joiner");
 }
 
 TEST_CASE("putIfAbsent across members has exactly one winner per key, even as a member dies",
@@ -194,10 +208,6 @@ TEST_CASE("putIfAbsent across members has exactly one winner per key, even as a 
   CHECK(stored_by_winner == kKeys);
 }
 
-}  // namespace tessera::integration
-
-namespace tessera::integration {
-
 TEST_CASE("SIGTERM hands a member's partitions over even without backups",
           "[tools][cluster][failover]") {
   auto a = NodeProcess::StartOrFail(FastFailover({"--backup-count", "0"}));
@@ -209,7 +219,7 @@ TEST_CASE("SIGTERM hands a member's partitions over even without backups",
   for (int i = 0; i < kKeys; ++i) REQUIRE(map->Set(Key(i), Value(i)));
   CHECK(b->Stop(SIGTERM) == 0);  // b owned about half of the partitions, with no backup
   WaitForMembers(*a, 1);
-  VerifyAll(*map, kKeys);
+  VerifyAll(*map, kKeys, "after the SIGTERM");
 }
 
 }  // namespace tessera::integration

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -56,6 +57,28 @@ class Network {
     std::lock_guard lock(mu_);
     lose_[address] = count;
   }
+  // Replica messages to `address` wait (in order) until Release: copies still on their way.
+  void Hold(const std::string& address) {
+    std::lock_guard lock(mu_);
+    held_[address];
+  }
+  // Queues `deliver` if `address` is held; false if it is not.
+  bool HoldIfHeld(const std::string& address, std::function<void()>& deliver) {
+    std::lock_guard lock(mu_);
+    auto it = held_.find(address);
+    if (it == held_.end()) return false;
+    it->second.push_back(std::move(deliver));
+    return true;
+  }
+  void Release(const std::string& address) {
+    std::vector<std::function<void()>> queued;
+    {
+      std::lock_guard lock(mu_);
+      queued = std::move(held_[address]);
+      held_.erase(address);
+    }
+    for (auto& deliver : queued) deliver();
+  }
   bool TakeLoss(const std::string& address) {
     std::lock_guard lock(mu_);
     auto it = lose_.find(address);
@@ -80,6 +103,18 @@ class Network {
                                                     nodes_.at(address)->routing.get());
     }
   }
+  // Installs the table computed by the last Install on `address` too (a member the master's
+  // push reached late).
+  void InstallLate(const std::string& address, const std::vector<std::string>& members) {
+    std::lock_guard lock(mu_);
+    nodes_.at(address)->service.SetPartitionTable(table_.replicas, members, address,
+                                                  nodes_.at(address)->routing.get());
+  }
+  // The replicas (owner first) of `key`'s partition in the last table computed.
+  std::vector<std::string> ReplicasOf(const std::string& key) {
+    std::lock_guard lock(mu_);
+    return table_.replicas[tessera::partition::Partitioner().PartitionOf(key)];
+  }
   Node& node(const std::string& address) {
     std::lock_guard lock(mu_);
     return *nodes_.at(address);
@@ -90,6 +125,7 @@ class Network {
   std::map<std::string, std::unique_ptr<Node>> nodes_;
   std::set<std::string> dead_;
   std::map<std::string, int> lose_;
+  std::map<std::string, std::vector<std::function<void()>>> held_;
   tessera::partition::PartitionTable table_;
 };
 
@@ -112,7 +148,11 @@ class InMemoryRouting final : public ClusterRouting {
     if (net_.TakeLoss(address)) {
       return done(tessera::base::Fail(ErrorCode::kTimeout, "no reply from " + address));
     }
-    target->ApplyReplica(std::move(updates), [done = std::move(done)] { done({}); });
+    std::function<void()> deliver = [target, updates = std::move(updates),
+                                     done = std::move(done)]() mutable {
+      target->ApplyReplica(std::move(updates), [done = std::move(done)] { done({}); });
+    };
+    if (!net_.HoldIfHeld(address, deliver)) deliver();
   }
 
  private:
@@ -223,6 +263,41 @@ TEST_CASE("A member that joins during writes receives its partitions, nothing ac
   CHECK(net.node("m3").service.AwaitingPartitionCount() == 0);
 }
 
+TEST_CASE("A joiner answers other members only once its table and copies are in",
+          "[map][cluster]") {
+  Network net;
+  net.Add("m1");
+  net.Add("m2");
+  net.Install({"m1"}, {"m1"});
+  net.Install({"m1", "m2"}, {"m1", "m2"});
+  std::map<std::string, std::string> acked;
+  for (int i = 0; i < 400; ++i) {
+    SetAcked(net.node("m1").service, "k" + std::to_string(i), "v" + std::to_string(i));
+    acked["k" + std::to_string(i)] = "v" + std::to_string(i);
+  }
+  net.Add("m3");
+  // The master pushes the table: the old members have it while the joiner does not yet, so
+  // they forward the joiner's new partitions to it while its copies are still on their way.
+  const std::vector<std::string> members = {"m1", "m2", "m3"};
+  net.Hold("m3");
+  net.Install(members, {"m1", "m2"});
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    net.InstallLate("m3", members);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    net.Release("m3");
+  });
+  Verify(net.node("m1").service, acked);  // single gets, forwarded
+  auto all = Rq(MapOp::kGetAll);
+  for (const auto& [key, value] : acked) all.keys.push_back(key);
+  auto values = net.node("m2").service.ExecuteSync(all);  // fanned out by owner
+  late.join();
+  REQUIRE(values);
+  CHECK(std::map<std::string, std::string>(values->entries.begin(), values->entries.end()) ==
+        acked);
+  for (const char* via : {"m1", "m2", "m3"}) Verify(net.node(via).service, acked);
+}
+
 TEST_CASE("A dead member's backups are promoted with its data, writes wait for backups",
           "[map][cluster]") {
   Network net;
@@ -235,24 +310,37 @@ TEST_CASE("A dead member's backups are promoted with its data, writes wait for b
     SetAcked(net.node("m1").service, key, "v" + std::to_string(i));
     acked[key] = "v" + std::to_string(i);
   }
-  net.Kill("m2");
-  // Until the table changes, a write whose owner or backup is m2 fails clearly.
-  int failed = 0;
-  for (int i = 0; i < 50; ++i) {
-    auto r = net.node("m1").service.ExecuteSync(Rq(MapOp::kSet, "k" + std::to_string(i), "x"));
-    if (!r) {
-      ++failed;
-      CHECK(
-          (r.error().code() == ErrorCode::kMemberLeft || r.error().code() == ErrorCode::kNotOwner));
-    } else {
-      acked["k" + std::to_string(i)] = "x";
-    }
+  // Keys with m2 as backup, and one m2 owns.
+  std::vector<std::string> backed_by_m2;
+  std::string owned_by_m2;
+  for (int i = 0; i < 600; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    auto replicas = net.ReplicasOf(key);
+    if (replicas == std::vector<std::string>{"m1", "m2"}) backed_by_m2.push_back(key);
+    if (replicas[0] == "m2" && owned_by_m2.empty()) owned_by_m2 = key;
   }
-  CHECK(failed > 0);
+  REQUIRE(!backed_by_m2.empty());
+  REQUIRE(!owned_by_m2.empty());
+  net.Kill("m2");
+  // Until the table changes, a write whose backup is m2 fails clearly...
+  for (const auto& key : backed_by_m2) {
+    auto r = net.node("m1").service.ExecuteSync(Rq(MapOp::kSet, key, "x"));
+    REQUIRE(!r);
+    CHECK(r.error().code() == ErrorCode::kMemberLeft);
+    CHECK(r.error().message().find("backup at m2 did not confirm") != std::string::npos);
+  }
+  // ...and one whose owner is m2 waits, retrying, until the new table names another owner.
+  std::promise<tessera::base::Result<MapResult>> waited;
+  net.node("m1").service.Execute(Rq(MapOp::kSet, owned_by_m2, "x"),
+                                 [&](tessera::base::Result<MapResult> r) { waited.set_value(r); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   net.Install({"m1", "m3"}, {"m1", "m3"});
-  for (int i = 0; i < 50; ++i) {  // retried after the failover
-    SetAcked(net.node("m3").service, "k" + std::to_string(i), "y");
-    acked["k" + std::to_string(i)] = "y";
+  auto r = waited.get_future().get();
+  CHECK(r);
+  acked[owned_by_m2] = "x";
+  for (const auto& key : backed_by_m2) {  // the failed writes, retried after the failover
+    SetAcked(net.node("m3").service, key, "y");
+    acked[key] = "y";
   }
   Verify(net.node("m1").service, acked);
   Verify(net.node("m3").service, acked);

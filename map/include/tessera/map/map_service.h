@@ -130,6 +130,11 @@ class MapService {
   // Validation errors and kShuttingDown are returned too.
   std::optional<base::Result<MapResult>> ExecuteIfLocal(const MapRequest& request);
 
+  // Cluster: this service belongs to a cluster member and serves nothing until its first
+  // SetPartitionTable: requests wait (retrying, as for a migrating partition), and requests
+  // from other members get kNotOwner. Without it, a member starts serving every partition,
+  // as a standalone member does. Call before serving requests. Thread-safe.
+  void ExpectPartitionTable();
   // Cluster: installs the partition table as member addresses (replicas[p] = owner, then
   // backups; `members` = the live members; `self` = this member's address). Partitions owned
   // here run here; keyed requests for others go to their owner through `routing`, whole-map
@@ -137,7 +142,9 @@ class MapService {
   // backups before they are answered. Partitions that gain a replica holder are copied to it by
   // their previous owner (or first surviving replica); a new owner serves a partition once its
   // copy arrived (requests wait, retrying, meanwhile). A request that meets a moving partition
-  // is retried for up to ~2.4 s. Until the first call every partition is local.
+  // is retried for up to ~12 s. Until the first call every partition is local (unless
+  // ExpectPartitionTable was called), except that requests from other members (local_only)
+  // are answered kNotOwner: the sender retries.
   // REQUIRES: replicas.size() == partition count; `routing` outlives the service. Thread-safe.
   void SetPartitionTable(std::vector<std::vector<std::string>> replicas,
                          const std::vector<std::string>& members, std::string self,
