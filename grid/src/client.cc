@@ -1,12 +1,20 @@
-// Client design: one I/O thread runs the connection; a background reconnect loop (timers on
-// that thread) is the only thing that (re)connects after the first connect. Calls made while
-// disconnected wait for it, bounded by their timeout. After each reconnect the entry
-// listeners are registered again under fresh server ids; users keep their client-side ids.
+// Client design: one I/O thread runs every connection.
+//   - The control connection (to one of the configured addresses, or any member the last view
+//     listed) subscribes to the member's cluster view: member list + partition table, pushed
+//     on every change. A background reconnect loop (timers on the I/O thread) is the only
+//     thing that reopens it; calls made while it is down wait for it, bounded by their timeout.
+//   - One connection per listed member (a "peer"), opened as the view lists it, reopened with
+//     backoff while it stays listed, closed when it leaves. A keyed call goes straight to its
+//     partition's owner over that member's connection; whole-map calls, and keyed calls whose
+//     owner is unknown or unreachable, go over the control connection (its member forwards or
+//     fans out and merges).
+//   - Entry listeners are registered on every peer (each member reports the events of the
+//     partitions it owns), again on every (re)opened peer, logged; users keep their ids.
 //
-// Retries: a call that was never sent (kConnectionFailed) is retried after the reconnect
-// within its timeout; a read that was sent but lost its connection (kMemberLeft) is retried
-// too, since reading twice is harmless. A write that lost its connection is reported as
-// kMemberLeft: it may or may not have been applied.
+// Retries within the call's timeout: a call never sent (kConnectionFailed), one no member took
+// (kNotOwner), and a read whose connection was lost (kMemberLeft; reading twice is harmless).
+// A write whose connection was lost is reported as kMemberLeft: it may or may not have been
+// applied.
 #include "tessera/grid/client.h"
 
 #include <spdlog/spdlog.h>
@@ -19,6 +27,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "event_executor.h"
 #include "native_protocol.h"
@@ -84,7 +93,17 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
     std::string map_name;
     map::ListenerOptions options;
     std::shared_ptr<map::EntryListener> listener;
-    std::int64_t server_id = 0;  // 0 while not registered on the current connection
+  };
+  // A connection to one member of the current view (by its advertised address).
+  struct Peer {
+    std::shared_ptr<net::ClientConnection> conn;  // open, or null
+    bool connecting = false;
+    bool wanted = true;        // listed in the current view
+    std::uint64_t generation = 0;  // of the connection attempt `conn` came from
+    std::chrono::milliseconds backoff{100};
+    std::string last_error;  // logged once until the next success
+    // Listeners registered on `conn`: client id -> the member's id (0 while registering).
+    std::map<map::ListenerId, std::int64_t> server_ids;
   };
 
   Impl(ClientOptions opts, std::vector<Address> addrs, std::shared_ptr<spdlog::logger> logger)
@@ -99,9 +118,12 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
 
   ~Impl() override { Stop(); }
 
-  // --- connection management -------------------------------------------------------------
+  // --- connections -------------------------------------------------------------------------
 
-  net::ClientOptions ConnectionOptions(const Address& address) {
+  // Options for a connection to `address`; events and closes go to the control connection's
+  // handlers (`peer` empty) or to the peer `peer` of generation `generation`.
+  net::ClientOptions ConnectionOptions(const Address& address, const std::string& peer = "",
+                                       std::uint64_t generation = 0) {
     net::ClientOptions o;
     o.host = address.host;
     o.port = address.port;
@@ -118,22 +140,33 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
       return wire::ServiceName(service) + ".op" + std::to_string(op);
     };
     std::weak_ptr<Impl> weak = weak_from_this();
-    o.on_event = [weak](wire::Message event) {
-      if (auto self = weak.lock()) self->OnEvent(std::move(event));
-    };
-    o.on_closed = [weak](const base::Error& reason) {
-      if (auto self = weak.lock()) self->OnClosed(reason);
-    };
+    if (peer.empty()) {
+      o.on_event = [weak](wire::Message event) {
+        if (auto self = weak.lock()) self->OnControlEvent(std::move(event));
+      };
+      o.on_closed = [weak](const base::Error& reason) {
+        if (auto self = weak.lock()) self->OnClosed(reason);
+      };
+    } else {
+      o.on_event = [weak, peer](wire::Message event) {
+        if (auto self = weak.lock()) self->OnPeerEvent(peer, std::move(event));
+      };
+      o.on_closed = [weak, peer, generation](const base::Error& reason) {
+        if (auto self = weak.lock()) self->OnPeerClosed(peer, generation, reason);
+      };
+    }
     return o;
   }
 
-  // First connect: tries each address once, blocking. Returns the last error if none works.
+  // First connect: tries each address once, blocking, then takes the member list and opens a
+  // connection to every member (waiting up to the connect timeout for them). Returns the last
+  // error if no address works.
   Result<void> ConnectFirst() {
     std::optional<base::Error> last;
     for (std::size_t i = 0; i < addresses.size(); ++i) {
       auto conn = net::ClientConnection::Connect(io, ConnectionOptions(addresses[i]), log);
       if (conn) {
-        Adopt(*conn, i);
+        Adopt(*conn, i, /*blocking=*/true);
         return {};
       }
       last = conn.error();
@@ -141,7 +174,8 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
     return std::unexpected(*last);
   }
 
-  void Adopt(std::shared_ptr<net::ClientConnection> conn, std::size_t address_index) {
+  void Adopt(std::shared_ptr<net::ClientConnection> conn, std::size_t address_index,
+             bool blocking) {
     {
       std::lock_guard lock(mu);
       connection = conn;
@@ -149,9 +183,209 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
       partitioner.emplace(static_cast<std::uint32_t>(
           std::max<std::int32_t>(1, conn->hello_reply().partition_count)));
       reconnect_backoff = std::chrono::milliseconds(50);
+      view_version = {0, 0};  // maybe another cluster incarnation: take its view as it is
     }
     connected_cv.notify_all();
-    RegisterListeners(conn);
+    SubscribeView(conn, blocking);
+  }
+
+  // Asks the control connection's member for the view and its changes (native_protocol.h).
+  void SubscribeView(const std::shared_ptr<net::ClientConnection>& conn, bool blocking) {
+    auto request = wire::Message::MakeRequest(0, -1, wire::Service::kCluster,
+                                              native::kClusterViewSubscribe, "");
+    if (blocking) {
+      auto reply = conn->CallSync(std::move(request), options.call_timeout);
+      OnViewReply(conn, std::move(reply));
+      WaitForPeers(Clock::now() + options.connect_timeout);
+      return;
+    }
+    std::weak_ptr<Impl> weak = weak_from_this();
+    conn->Call(std::move(request), options.call_timeout,
+               [weak, conn](Result<wire::Message> reply) {
+                 if (auto self = weak.lock()) self->OnViewReply(conn, std::move(reply));
+               });
+  }
+
+  void OnViewReply(const std::shared_ptr<net::ClientConnection>& conn,
+                   Result<wire::Message> reply) {
+    if (reply && ApplyView(reply->payload)) return;
+    // No view (an older member, or the call failed): the connected member alone is known.
+    log->warn("no cluster view from {} ({}); sending every call through it", conn->address(),
+              reply ? "undecodable" : reply.error().message());
+    UpdatePeers({conn->address()});
+  }
+
+  void OnControlEvent(wire::Message event) {
+    if (event.service == wire::Service::kCluster && event.op == native::kClusterViewEvent) {
+      ApplyView(event.payload);
+    }
+  }
+
+  // Installs a view (ignoring one older than the current): partition owners, member
+  // connections. Returns false if `payload` is not a view.
+  bool ApplyView(const std::string& payload) {
+    auto message = membership::DecodeClusterMessage(payload);
+    if (!message || !message->view) return false;
+    const membership::ClusterView& view = *message->view;
+    std::unordered_map<std::string, std::string> address_of;
+    std::vector<std::string> members;
+    for (const auto& m : view.members.members) {
+      address_of[m.uuid] = m.address;
+      members.push_back(m.address);
+    }
+    std::vector<std::string> owners(view.partitions.partition_count());
+    for (std::uint32_t p = 0; p < owners.size(); ++p) {
+      auto it = address_of.find(view.partitions.Owner(p));
+      if (it != address_of.end()) owners[p] = it->second;
+    }
+    {
+      std::lock_guard lock(mu);
+      std::pair<std::int64_t, std::int64_t> version{view.members.version,
+                                                    view.partitions.version};
+      if (version < view_version) return true;
+      view_version = version;
+      if (!partitioner || owners.size() != partitioner->partition_count()) owners.clear();
+      owner_of = std::move(owners);
+      view_members = members;
+      view_addresses.clear();
+      for (const auto& a : members) {
+        if (auto parsed = ParseAddress(a)) view_addresses.push_back(*parsed);
+      }
+    }
+    UpdatePeers(members);
+    return true;
+  }
+
+  // Keeps one connection per listed member: opens new ones, closes those of members gone.
+  void UpdatePeers(const std::vector<std::string>& members) {
+    std::vector<std::shared_ptr<net::ClientConnection>> to_close;
+    std::vector<std::string> to_open;
+    {
+      std::lock_guard lock(mu);
+      if (stopping) return;
+      for (auto it = peers.begin(); it != peers.end();) {
+        if (std::find(members.begin(), members.end(), it->first) == members.end()) {
+          if (it->second.conn) to_close.push_back(it->second.conn);
+          log->info("member {} left the cluster view; closing its connection", it->first);
+          it = peers.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      for (const auto& m : members) {
+        auto [it, fresh] = peers.try_emplace(m);
+        if (fresh) to_open.push_back(m);
+      }
+    }
+    for (auto& conn : to_close) conn->Close();
+    for (const auto& m : to_open) ConnectPeer(m);
+  }
+
+  void ConnectPeer(const std::string& address) {
+    auto parsed = ParseAddress(address);
+    std::uint64_t generation = 0;
+    {
+      std::lock_guard lock(mu);
+      auto it = peers.find(address);
+      if (stopping || it == peers.end() || !parsed) {
+        if (!parsed) log->warn("member address '{}' is not host:port; not connecting", address);
+        return;
+      }
+      it->second.connecting = true;
+      generation = ++peer_generation;
+      it->second.generation = generation;
+    }
+    std::weak_ptr<Impl> weak = weak_from_this();
+    net::ClientConnection::AsyncConnect(
+        io, ConnectionOptions(*parsed, address, generation), log,
+        [weak, address, generation](Result<std::shared_ptr<net::ClientConnection>> conn) {
+          if (auto self = weak.lock()) self->OnPeerConnected(address, generation, std::move(conn));
+        });
+  }
+
+  void OnPeerConnected(const std::string& address, std::uint64_t generation,
+                       Result<std::shared_ptr<net::ClientConnection>> conn) {
+    std::vector<std::pair<map::ListenerId, wire::Message>> registrations;
+    {
+      std::unique_lock lock(mu);
+      auto it = peers.find(address);
+      if (stopping || it == peers.end() || it->second.generation != generation) {
+        lock.unlock();
+        if (conn) (*conn)->Close();
+        return;
+      }
+      Peer& peer = it->second;
+      peer.connecting = false;
+      if (!conn) {
+        if (peer.last_error != conn.error().message()) {
+          log->warn("cannot connect to member {} ({}); its calls go through {} meanwhile",
+                    address, conn.error().message(),
+                    connection ? connection->address() : "another member");
+        }
+        peer.last_error = conn.error().message();
+        auto delay = peer.backoff;
+        peer.backoff = std::min(peer.backoff * 2, std::chrono::milliseconds(2000));
+        lock.unlock();
+        connected_cv.notify_all();
+        RetryPeerAfter(address, delay);
+        return;
+      }
+      if (!peer.last_error.empty()) log->info("member {} reachable again", address);
+      peer.last_error.clear();
+      peer.backoff = std::chrono::milliseconds(100);
+      peer.conn = *conn;
+      peer.server_ids.clear();
+      for (auto& [id, entry] : listeners) {
+        peer.server_ids[id] = 0;
+        registrations.emplace_back(id, AddListenerMessage(entry));
+      }
+    }
+    connected_cv.notify_all();
+    if (registrations.empty()) return;
+    log->info("registering {} entry listener(s) on member {}", registrations.size(), address);
+    std::weak_ptr<Impl> weak = weak_from_this();
+    for (auto& [id, message] : registrations) {
+      (*conn)->Call(std::move(message), options.call_timeout,
+                    [weak, address, generation, id = id](Result<wire::Message> r) {
+                      if (auto self = weak.lock()) {
+                        self->OnRegistered(address, generation, id, ServerIdOf(std::move(r)));
+                      }
+                    });
+    }
+  }
+
+  void RetryPeerAfter(const std::string& address, std::chrono::milliseconds delay) {
+    auto timer = std::make_shared<boost::asio::steady_timer>(io, delay);
+    std::weak_ptr<Impl> weak = weak_from_this();
+    timer->async_wait([weak, timer, address](const boost::system::error_code& ec) {
+      if (ec) return;
+      if (auto self = weak.lock()) self->ConnectPeer(address);
+    });
+  }
+
+  void OnPeerClosed(const std::string& address, std::uint64_t generation,
+                    const base::Error& reason) {
+    {
+      std::lock_guard lock(mu);
+      auto it = peers.find(address);
+      if (stopping || it == peers.end() || it->second.generation != generation) return;
+      it->second.conn.reset();
+      it->second.server_ids.clear();
+      if (it->second.connecting) return;
+    }
+    log->warn("connection to member {} lost ({}); reconnecting while it is listed",
+              address, reason.message());
+    RetryPeerAfter(address, std::chrono::milliseconds(100));
+  }
+
+  // Waits until no member connection is being opened, or `deadline`.
+  void WaitForPeers(Clock::time_point deadline) {
+    std::unique_lock lock(mu);
+    connected_cv.wait_until(lock, deadline, [this] {
+      if (stopping) return true;
+      return std::none_of(peers.begin(), peers.end(),
+                          [](const auto& p) { return p.second.connecting; });
+    });
   }
 
   void OnClosed(const base::Error& reason) {
@@ -159,7 +393,6 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
       std::lock_guard lock(mu);
       if (stopping) return;
       connection.reset();
-      for (auto& [id, entry] : listeners) entry.server_id = 0;
     }
     log->warn("connection to the member lost ({}); reconnecting", reason.message());
     ScheduleReconnect();
@@ -181,32 +414,42 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
     });
   }
 
+  // Reconnects through the configured addresses and every member the last view listed.
   void TryReconnect() {
+    Address target;
     std::size_t index;
     {
       std::lock_guard lock(mu);
       if (stopping) return;
-      index = next_address;
-      next_address = (next_address + 1) % addresses.size();
+      std::vector<Address> candidates = addresses;
+      for (const auto& a : view_addresses) {
+        bool known = std::any_of(candidates.begin(), candidates.end(), [&](const Address& c) {
+          return c.host == a.host && c.port == a.port;
+        });
+        if (!known) candidates.push_back(a);
+      }
+      index = next_address % candidates.size();
+      next_address = index + 1;
+      target = candidates[index];
     }
     std::weak_ptr<Impl> weak = weak_from_this();
     net::ClientConnection::AsyncConnect(
-        io, ConnectionOptions(addresses[index]), log,
-        [weak, index](Result<std::shared_ptr<net::ClientConnection>> conn) {
+        io, ConnectionOptions(target), log,
+        [weak, index, target](Result<std::shared_ptr<net::ClientConnection>> conn) {
           auto self = weak.lock();
           if (!self) return;
           if (!conn) {
-            self->log->debug("reconnect to {}:{} failed: {}", self->addresses[index].host,
-                             self->addresses[index].port, conn.error().message());
+            self->log->debug("reconnect to {}:{} failed: {}", target.host, target.port,
+                              conn.error().message());
             self->ScheduleReconnect();
             return;
           }
           self->log->info("reconnected to {}", (*conn)->address());
-          self->Adopt(std::move(*conn), index);
+          self->Adopt(std::move(*conn), index + 1, /*blocking=*/false);
         });
   }
 
-  // The open connection, waiting for the reconnect loop until `deadline` if needed.
+  // The control connection, waiting for the reconnect loop until `deadline` if needed.
   // On the I/O thread it never waits.
   Result<std::shared_ptr<net::ClientConnection>> Current(Clock::time_point deadline) {
     std::unique_lock lock(mu);
@@ -221,6 +464,23 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
                             "; is grid-node running? (the client keeps reconnecting)");
     }
     return connection;
+  }
+
+  // Where `request` goes: a keyed request to its partition's owner when that connection is
+  // open; anything else (and a key whose owner is unknown or unreachable) to the control
+  // connection, whose member forwards or fans out.
+  Result<std::shared_ptr<net::ClientConnection>> Target(const map::MapRequest& request,
+                                                        Clock::time_point deadline) {
+    if (map::MapOpIsKeyed(request.op)) {
+      std::lock_guard lock(mu);
+      if (partitioner && !owner_of.empty()) {
+        auto it = peers.find(owner_of[partitioner->PartitionOf(request.key)]);
+        if (it != peers.end() && it->second.conn && it->second.conn->is_open()) {
+          return it->second.conn;
+        }
+      }
+    }
+    return Current(deadline);
   }
 
   std::string AddressList() const {
@@ -250,39 +510,75 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
     return map::DecodeResult(response->payload);
   }
 
+  // Whether a failed call is sent again (within its deadline): never sent (connection failed),
+  // no member took it (not owner), or a read whose connection was lost. A write whose
+  // connection was lost may have been applied: the caller is told (kMemberLeft).
+  static bool Retryable(const base::Error& error, map::MapOp op) {
+    const auto code = error.code();
+    return code == ErrorCode::kConnectionFailed || code == ErrorCode::kNotOwner ||
+           (code == ErrorCode::kMemberLeft && IsRead(op));
+  }
+
+  static std::chrono::milliseconds Remaining(Clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return std::max(left, std::chrono::milliseconds(1));
+  }
+
   void Invoke(map::MapRequest request, Callback done) override {
-    auto deadline = Clock::now() + options.call_timeout;
-    auto conn = Current(deadline);
+    InvokeUntil(std::make_shared<const map::MapRequest>(std::move(request)),
+                Clock::now() + options.call_timeout, std::move(done));
+  }
+
+  void InvokeUntil(std::shared_ptr<const map::MapRequest> request, Clock::time_point deadline,
+                   Callback done) {
+    auto conn = Target(*request, deadline);
     if (!conn) {
       boost::asio::post(io,
                         [done = std::move(done), e = conn.error()] { done(std::unexpected(e)); });
       return;
     }
-    (*conn)->Call(
-        Encode(request), options.call_timeout,
-        [done = std::move(done)](Result<wire::Message> r) { done(Decode(std::move(r))); });
+    std::weak_ptr<Impl> weak = weak_from_this();
+    (*conn)->Call(Encode(*request), Remaining(deadline),
+                  [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
+                    auto result = Decode(std::move(r));
+                    auto self = weak.lock();
+                    if (result || !self || Clock::now() >= deadline ||
+                        !Retryable(result.error(), request->op)) {
+                      return done(std::move(result));
+                    }
+                    self->log->debug("retrying {} after: {}", map::MapOpName(request->op),
+                                     result.error().message());
+                    self->RetryAfter(std::chrono::milliseconds(20), [weak, request, deadline,
+                                                                     done = std::move(done)] {
+                      if (auto again = weak.lock()) again->InvokeUntil(request, deadline, done);
+                    });
+                  });
+  }
+
+  void RetryAfter(std::chrono::milliseconds delay, std::function<void()> fn) {
+    auto timer = std::make_shared<boost::asio::steady_timer>(io, delay);
+    timer->async_wait(
+        [timer, fn = std::move(fn)](const boost::system::error_code& ec) { if (!ec) fn(); });
   }
 
   Result<map::MapResult> InvokeSync(map::MapRequest request) override {
     auto deadline = Clock::now() + options.call_timeout;
-    wire::Message message = Encode(request);
     for (;;) {
-      auto conn = Current(deadline);
+      auto conn = Target(request, deadline);
       if (!conn) return std::unexpected(conn.error());
-      auto remaining =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (remaining.count() <= 0) remaining = std::chrono::milliseconds(1);
-      auto result = Decode((*conn)->CallSync(message, remaining));
-      if (result || Clock::now() >= deadline) return result;
-      auto code = result.error().code();
-      bool retry = code == ErrorCode::kConnectionFailed ||
-                   (code == ErrorCode::kMemberLeft && IsRead(request.op));
-      if (!retry) return result;
+      auto result = Decode((*conn)->CallSync(Encode(request), Remaining(deadline)));
+      if (result || Clock::now() >= deadline || !Retryable(result.error(), request.op)) {
+        return result;
+      }
       log->debug("retrying {} after: {}", map::MapOpName(request.op), result.error().message());
+      if (result.error().code() == ErrorCode::kNotOwner) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
     }
   }
 
-  // --- listeners ---------------------------------------------------------------------------
+  // --- listeners: registered on every member, since each member reports the events of the
+  // partitions it owns ------------------------------------------------------------------------
 
   wire::Message AddListenerMessage(const ListenerEntry& entry) {
     std::string payload = record::GenericRecord::Build()
@@ -301,73 +597,126 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
     return rec->GetInt64("id");
   }
 
+  static wire::Message RemoveListenerMessage(std::int64_t server_id) {
+    auto payload = record::GenericRecord::Build().Int64("id", server_id).Done().Encode();
+    return wire::Message::MakeRequest(0, -1, wire::Service::kMap, native::kMapRemoveListener,
+                                      std::move(payload));
+  }
+
+  // A registration on `address` answered: keeps its id, or undoes it if the listener was
+  // removed or the connection replaced meanwhile.
+  void OnRegistered(const std::string& address, std::uint64_t generation, map::ListenerId id,
+                    Result<std::int64_t> server_id) {
+    if (!server_id) {
+      log->warn("could not register entry listener {} on member {}: {}", id, address,
+                server_id.error().message());
+      return;
+    }
+    std::shared_ptr<net::ClientConnection> undo;
+    {
+      std::lock_guard lock(mu);
+      auto it = peers.find(address);
+      if (it == peers.end() || it->second.generation != generation) return;
+      if (listeners.count(id) == 0) {
+        undo = it->second.conn;
+        it->second.server_ids.erase(id);
+      } else {
+        it->second.server_ids[id] = *server_id;
+      }
+    }
+    if (undo) undo->Call(RemoveListenerMessage(*server_id), options.call_timeout, [](auto) {});
+  }
+
   Result<map::ListenerId> AddEntryListener(const std::string& map_name,
                                            map::ListenerOptions options_in,
                                            map::EntryListener listener) override {
     ListenerEntry entry{map_name, std::move(options_in),
-                        std::make_shared<map::EntryListener>(std::move(listener)), 0};
-    auto conn = Current(Clock::now() + options.call_timeout);
-    if (!conn) return std::unexpected(conn.error());
-    auto server_id = ServerIdOf((*conn)->CallSync(AddListenerMessage(entry), options.call_timeout));
-    if (!server_id) return std::unexpected(server_id.error());
-    std::lock_guard lock(mu);
-    map::ListenerId id = next_listener_id++;
-    entry.server_id = *server_id;
-    listeners.emplace(id, std::move(entry));
+                        std::make_shared<map::EntryListener>(std::move(listener))};
+    auto message = AddListenerMessage(entry);
+    struct On {
+      std::string address;
+      std::uint64_t generation;
+      std::shared_ptr<net::ClientConnection> conn;
+    };
+    std::vector<On> on;
+    map::ListenerId id = 0;
+    {
+      std::lock_guard lock(mu);
+      id = next_listener_id++;
+      listeners.emplace(id, std::move(entry));
+      for (auto& [address, peer] : peers) {
+        if (!peer.conn || !peer.conn->is_open()) continue;  // registered when it connects
+        peer.server_ids[id] = 0;
+        on.push_back({address, peer.generation, peer.conn});
+      }
+    }
+    // Every member at once; each answers before our call returns, so events of writes made
+    // after this call are reported.
+    struct Pending {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::size_t remaining;
+      std::optional<base::Error> error;
+    };
+    auto pending = std::make_shared<Pending>();
+    pending->remaining = on.size();
+    std::weak_ptr<Impl> weak = weak_from_this();
+    for (auto& o : on) {
+      o.conn->Call(message, options.call_timeout,
+                   [weak, pending, address = o.address, generation = o.generation,
+                    id](Result<wire::Message> r) {
+                     auto server_id = ServerIdOf(std::move(r));
+                     if (auto self = weak.lock(); self && server_id) {
+                       self->OnRegistered(address, generation, id, server_id);
+                     }
+                     std::lock_guard lock(pending->mu);
+                     if (!server_id && !pending->error) {
+                       pending->error = base::Error(
+                           server_id.error().code(), "registering the listener on member " +
+                                                         address + ": " +
+                                                         server_id.error().message());
+                     }
+                     if (--pending->remaining == 0) pending->cv.notify_all();
+                   });
+    }
+    std::unique_lock lock(pending->mu);
+    pending->cv.wait(lock, [&] { return pending->remaining == 0; });
+    if (pending->error) {
+      auto error = *pending->error;
+      lock.unlock();
+      (void)RemoveEntryListener(id);
+      return std::unexpected(error);
+    }
     return id;
   }
 
   Result<bool> RemoveEntryListener(map::ListenerId id) override {
-    std::int64_t server_id = 0;
+    std::vector<std::pair<std::shared_ptr<net::ClientConnection>, std::int64_t>> registered;
     {
       std::lock_guard lock(mu);
-      auto it = listeners.find(id);
-      if (it == listeners.end()) return false;
-      server_id = it->second.server_id;
-      listeners.erase(it);
+      if (listeners.erase(id) == 0) return false;
+      for (auto& [address, peer] : peers) {
+        auto it = peer.server_ids.find(id);
+        if (it == peer.server_ids.end()) continue;
+        // 0: still registering; OnRegistered undoes it when the answer comes.
+        if (it->second != 0 && peer.conn) registered.emplace_back(peer.conn, it->second);
+        if (it->second != 0) peer.server_ids.erase(it);
+      }
     }
-    if (server_id == 0) return true;  // not registered on the current connection
-    auto conn = Current(Clock::now() + options.call_timeout);
-    if (!conn) return true;  // the member dropped it with the connection
-    auto payload = record::GenericRecord::Build().Int64("id", server_id).Done().Encode();
-    auto r = (*conn)->CallSync(
-        wire::Message::MakeRequest(0, -1, wire::Service::kMap, native::kMapRemoveListener, payload),
-        options.call_timeout);
-    if (!r) return std::unexpected(r.error());
+    std::optional<base::Error> error;
+    for (auto& [conn, server_id] : registered) {
+      auto r = conn->CallSync(RemoveListenerMessage(server_id), options.call_timeout);
+      // A member that went away dropped the listener with the connection.
+      if (!r && r.error().code() != ErrorCode::kMemberLeft &&
+          r.error().code() != ErrorCode::kConnectionFailed && !error) {
+        error = r.error();
+      }
+    }
+    if (error) return std::unexpected(*error);
     return true;
   }
 
-  // After a (re)connect: registers every listener on the new connection (asynchronously).
-  void RegisterListeners(const std::shared_ptr<net::ClientConnection>& conn) {
-    std::vector<std::pair<map::ListenerId, wire::Message>> pending;
-    {
-      std::lock_guard lock(mu);
-      for (auto& [id, entry] : listeners) {
-        if (entry.server_id == 0) pending.emplace_back(id, AddListenerMessage(entry));
-      }
-    }
-    if (pending.empty()) return;
-    log->info("re-registering {} entry listener(s) on {}", pending.size(), conn->address());
-    std::weak_ptr<Impl> weak = weak_from_this();
-    for (auto& [id, message] : pending) {
-      conn->Call(std::move(message), options.call_timeout,
-                 [weak, id = id](Result<wire::Message> r) {
-                   auto self = weak.lock();
-                   if (!self) return;
-                   auto server_id = ServerIdOf(std::move(r));
-                   if (!server_id) {
-                     self->log->warn("could not re-register listener {}: {}", id,
-                                     server_id.error().message());
-                     return;
-                   }
-                   std::lock_guard lock(self->mu);
-                   auto it = self->listeners.find(id);
-                   if (it != self->listeners.end()) it->second.server_id = *server_id;
-                 });
-    }
-  }
-
-  void OnEvent(wire::Message event) {
+  void OnPeerEvent(const std::string& address, wire::Message event) {
     if (event.service != wire::Service::kMap || event.op != native::kMapEntryEvent) return;
     auto rec = record::GenericRecord::Decode(event.payload);
     if (!rec) return;
@@ -382,8 +731,12 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
     std::shared_ptr<map::EntryListener> target;
     {
       std::lock_guard lock(mu);
-      for (auto& [id, entry] : listeners) {
-        if (entry.server_id == *server_id) target = entry.listener;
+      auto peer = peers.find(address);
+      if (peer == peers.end()) return;
+      for (auto& [id, sid] : peer->second.server_ids) {
+        if (sid != *server_id) continue;
+        auto it = listeners.find(id);
+        if (it != listeners.end()) target = it->second.listener;
       }
     }
     if (!target) return;
@@ -391,15 +744,19 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
   }
 
   void Stop() {
-    std::shared_ptr<net::ClientConnection> conn;
+    std::vector<std::shared_ptr<net::ClientConnection>> conns;
     {
       std::lock_guard lock(mu);
       if (stopping) return;
       stopping = true;
-      conn = std::move(connection);
+      if (connection) conns.push_back(std::move(connection));
+      for (auto& [address, peer] : peers) {
+        if (peer.conn) conns.push_back(std::move(peer.conn));
+      }
+      peers.clear();
     }
     connected_cv.notify_all();
-    if (conn) conn->Close();
+    for (auto& conn : conns) conn->Close();
     boost::asio::post(io, [this] { reconnect_timer.cancel(); });
     work.reset();
     if (io_thread.joinable()) {
@@ -424,10 +781,16 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
 
   mutable std::mutex mu;  // guards everything below
   std::condition_variable connected_cv;
-  std::shared_ptr<net::ClientConnection> connection;
+  std::shared_ptr<net::ClientConnection> connection;  // control: view, fallback, whole-map
   std::optional<partition::Partitioner> partitioner;
   std::size_t next_address = 0;
   std::chrono::milliseconds reconnect_backoff{50};
+  std::pair<std::int64_t, std::int64_t> view_version{0, 0};  // member list, table
+  std::vector<std::string> owner_of;  // partition -> owner address; empty without a view
+  std::vector<Address> view_addresses;
+  std::vector<std::string> view_members;
+  std::map<std::string, Peer> peers;  // by member address
+  std::uint64_t peer_generation = 0;
   std::map<map::ListenerId, ListenerEntry> listeners;
   map::ListenerId next_listener_id = 1;
   bool stopping = false;
@@ -499,6 +862,27 @@ base::Result<std::string> Client::FetchMemberInfoJson() {
 std::string Client::connected_address() const {
   std::lock_guard lock(impl_->mu);
   return impl_->connection ? impl_->connection->address() : "";
+}
+
+}  // namespace tessera::grid
+
+namespace tessera::grid {
+
+std::vector<std::string> Client::member_addresses() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->view_members;
+}
+
+std::vector<std::string> Client::connected_members() const {
+  std::lock_guard lock(impl_->mu);
+  std::vector<std::string> out;
+  for (const auto& address : impl_->view_members) {
+    auto it = impl_->peers.find(address);
+    if (it != impl_->peers.end() && it->second.conn && it->second.conn->is_open()) {
+      out.push_back(address);
+    }
+  }
+  return out;
 }
 
 }  // namespace tessera::grid

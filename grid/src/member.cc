@@ -140,13 +140,7 @@ base::Result<void> Member::StartNative() {
   server.partition_count = static_cast<std::int32_t>(options_.partition_count);
   ClusterHooks hooks;
   hooks.info = [this] { return InfoJson(); };
-  hooks.view = [this] {
-    membership::ClusterMessage message;
-    message.type = membership::MessageType::kView;
-    message.from = {uuid_, fmt::format("{}:{}", options_.host, native_port()), 0};
-    message.view = *cluster_view();
-    return membership::EncodeClusterMessage(message);
-  };
+  hooks.view = [this] { return EncodedView(); };
   hooks.message = [this](std::string bytes) {
     if (auto* service = impl_->membership_ptr.load()) service->Deliver(std::move(bytes));
   };
@@ -227,10 +221,20 @@ base::Result<void> Member::StartMembership() {
       }
     }
     impl_->maps.SetPartitionTable(std::move(replicas), members, self_address, impl_->router.get());
+    // Clients keep the table to send each key to its owner (see client.h).
+    if (impl_->native_handler) impl_->native_handler->PublishView(EncodedView(&view));
   });
   impl_->membership->Start();
   impl_->membership_ptr.store(impl_->membership.get());
   return {};
+}
+
+std::string Member::EncodedView(const membership::ClusterView* view) const {
+  membership::ClusterMessage message;
+  message.type = membership::MessageType::kView;
+  message.from = {uuid_, fmt::format("{}:{}", options_.host, native_port()), 0};
+  message.view = view ? *view : *cluster_view();
+  return membership::EncodeClusterMessage(message);
 }
 
 std::shared_ptr<const membership::ClusterView> Member::cluster_view() const {
@@ -251,6 +255,7 @@ std::string Member::InfoJson() const {
   info["resp_port"] = resp_port();
   info["maps"] = impl_->maps.MapNames();
   info["migrations_pending"] = impl_->maps.AwaitingPartitionCount();
+  info["forwarded_requests"] = impl_->maps.ForwardedCount();
   return info.dump();
 }
 

@@ -170,6 +170,16 @@ void NativeHandler::HandleCluster(const std::shared_ptr<net::Connection>& connec
       if (!cluster_.view) break;
       connection->Send(Message::MakeResponse(request, cluster_.view()));
       return;
+    case native::kClusterViewSubscribe: {
+      if (!cluster_.view) break;
+      {
+        // Subscribed before the answer is taken: a change meanwhile is pushed, never lost.
+        std::lock_guard lock(mu_);
+        view_subscribers_[connection->id()] = connection;
+      }
+      connection->Send(Message::MakeResponse(request, cluster_.view()));
+      return;
+    }
     case native::kClusterMessage: {
       if (!cluster_.message) break;
       const wire::Hello* hello = connection->peer_hello();
@@ -190,10 +200,25 @@ void NativeHandler::HandleCluster(const std::shared_ptr<net::Connection>& connec
                  " is not served by this member; upgrade the member or the client");
 }
 
+void NativeHandler::PublishView(const std::string& encoded_view) {
+  std::vector<std::shared_ptr<net::Connection>> to;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, weak] : view_subscribers_) {
+      if (auto conn = weak.lock()) to.push_back(std::move(conn));
+    }
+  }
+  for (auto& conn : to) {
+    conn->Send(Message::MakeEvent(wire::Service::kCluster, native::kClusterViewEvent, -1,
+                                  encoded_view));
+  }
+}
+
 void NativeHandler::OnClosed(const std::shared_ptr<net::Connection>& connection) {
   std::vector<map::ListenerId> ids;
   {
     std::lock_guard lock(mu_);
+    view_subscribers_.erase(connection->id());
     auto it = listeners_.find(connection->id());
     if (it == listeners_.end()) return;
     ids = std::move(it->second);

@@ -36,6 +36,9 @@ class NativeHandler final : public net::RequestHandler {
   void OnRequest(const std::shared_ptr<net::Connection>& connection,
                  wire::Message request) override;
   void OnClosed(const std::shared_ptr<net::Connection>& connection) override;
+  // Pushes `encoded_view` (as answered to kClusterView) to every connection subscribed with
+  // kClusterViewSubscribe. Thread-safe.
+  void PublishView(const std::string& encoded_view);
 
  private:
   void HandleMap(const std::shared_ptr<net::Connection>& connection, wire::Message request);
@@ -53,6 +56,7 @@ class NativeHandler final : public net::RequestHandler {
   std::shared_ptr<spdlog::logger> log_;
   std::mutex mu_;
   std::map<std::uint64_t, std::vector<map::ListenerId>> listeners_;  // by connection id
+  std::map<std::uint64_t, std::weak_ptr<net::Connection>> view_subscribers_;  // by id
 };
 
 }  // namespace tessera::grid

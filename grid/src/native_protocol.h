@@ -25,13 +25,19 @@ inline constexpr std::uint16_t kMapEntryEvent = 200;
 // Service kCluster.
 //   ping:   empty request, response "pong"
 //   info:   empty request, response JSON {uuid, address, cluster, version, shards, partitions,
-//           connections, resp_port, maps: [names], migrations_pending (replicas here whose
+//           connections, resp_port, maps: [names], forwarded_requests (keyed requests sent
+//           on to their owner), migrations_pending (replicas here whose
 //           migration copy has not arrived)}
 inline constexpr std::uint16_t kClusterPing = 1;
 inline constexpr std::uint16_t kClusterInfo = 2;
 //   view:   empty request, response membership::EncodeClusterMessage of a View message
 //           (from = the answering member, view = its member list and partition table)
 inline constexpr std::uint16_t kClusterView = 3;
+//   view subscription (clients): empty request, response as for view; afterwards the member
+//   pushes an event frame (service kCluster, op kClusterViewEvent, same payload) on this
+//   connection whenever its view changes.
+inline constexpr std::uint16_t kClusterViewSubscribe = 4;
+inline constexpr std::uint16_t kClusterViewEvent = 201;
 //   member to member: one encoded membership::ClusterMessage, empty response. Only from
 //   member-role connections. Same number as membership::kClusterMessageOp.
 inline constexpr std::uint16_t kClusterMessage = 10;

@@ -120,6 +120,7 @@ void MapService::Impl::ForwardKeyed(std::uint32_t partition_id, MapRequest reque
   if (!current || current->routing == nullptr || owner.empty()) {
     return RetryLater(std::move(request), std::move(done), attempt);
   }
+  forwarded.fetch_add(1, std::memory_order_relaxed);
   MapRequest remote = request;
   remote.local_only = true;
   current->routing->Send(owner, std::move(remote),
@@ -585,6 +586,10 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates, std::function<
         return true;
       },
       [done = std::move(done), token](std::vector<bool>) { done(); });
+}
+
+std::uint64_t MapService::ForwardedCount() const {
+  return impl_->forwarded.load(std::memory_order_relaxed);
 }
 
 bool MapService::OwnsPartition(std::uint32_t partition) const {

@@ -165,6 +165,7 @@ struct MapService::Impl {
   };
   // Set by ExpectPartitionTable: a cluster member, which serves nothing before its first table.
   std::atomic<bool> expects_table{false};
+  std::atomic<std::uint64_t> forwarded{0};  // keyed requests sent on to their owner
   bool IsLocal(std::uint32_t partition) const {
     return flags[partition].local.load(std::memory_order_relaxed);
   }

@@ -1,10 +1,16 @@
 #pragma once
-// Client: a connection to a shared cluster, offering the same Instance API as the embedded
-// member. It connects to the first reachable address of its list, performs the Hello
-// handshake (cluster name, secret, protocol version), and reconnects when the member
-// restarts: a call made while disconnected first tries to reconnect (rotating through the
-// addresses, with backoff) within its timeout. Entry listeners are re-registered after a
-// reconnect (logged).
+// Client: a "smart" client of a shared cluster, offering the same Instance API as the
+// embedded member. It connects to the first reachable address of its list, performs the Hello
+// handshake (cluster name, secret, protocol version), and keeps the cluster's member list and
+// partition table (pushed by that member on every change). It holds one connection per member
+// and sends each keyed call straight to its partition's owner; whole-map calls (size, values,
+// queries, executeOnEntries, getAll/putAll) go to one member, which fans them out and merges.
+// Calls are retried within their timeout when never sent, when no member took them (not
+// owner), and reads when their member left; a write whose member left mid-call fails with
+// kMemberLeft (it may have been applied). When the first member goes away the client
+// reconnects (rotating through its addresses and every member the last view listed, with
+// backoff); a call made meanwhile waits within its timeout. Entry listeners are registered on
+// every member, and again on members that join or come back (logged).
 //
 // Thread-safety: safe to use from many threads at once. Callbacks run on the client's I/O
 // thread (async results) or its event thread (entry listeners).
@@ -53,11 +59,15 @@ class Client final : public Instance {
   // master) and partition table. Errors: those of a call (kTimeout, kConnectionFailed, ...).
   base::Result<membership::ClusterView> FetchClusterView();
   // The connected member's status as JSON: {uuid, address, cluster, version, shards,
-  // partitions, connections, resp_port, maps, migrations_pending}.
+  // partitions, connections, resp_port, maps, migrations_pending, forwarded_requests}.
   base::Result<std::string> FetchMemberInfoJson();
 
   // The address of the member currently connected to ("" when disconnected).
   std::string connected_address() const;
+  // The members of the last cluster view received, oldest first (empty before one), and of
+  // those the ones this client has an open connection to.
+  std::vector<std::string> member_addresses() const;
+  std::vector<std::string> connected_members() const;
 
   struct Impl;  // private to client.cc
   explicit Client(std::shared_ptr<Impl> impl);

@@ -89,6 +89,8 @@ class Member final : public Instance {
   base::Result<void> StartMembership();
   void ShutdownLocked();  // REQUIRES: impl_->mu held
   std::string InfoJson() const;
+  // `view` (or the current view) as the View message clients receive (native_protocol.h).
+  std::string EncodedView(const membership::ClusterView* view = nullptr) const;
   MemberOptions options_;
   std::shared_ptr<spdlog::logger> log_;
   std::string uuid_;

@@ -156,6 +156,9 @@ class MapService {
   bool OwnsPartition(std::uint32_t partition) const;
   // Replicas on this member (owned or backup) whose migration copy has not arrived yet.
   std::size_t AwaitingPartitionCount() const;
+  // Keyed requests this member sent on to another member (their partition's owner) since
+  // start: clients that send each key to its owner keep this near zero.
+  std::uint64_t ForwardedCount() const;
 
   // Blocking form. REQUIRES: the caller is not a shard thread.
   base::Result<MapResult> ExecuteSync(MapRequest request);

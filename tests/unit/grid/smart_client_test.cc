@@ -1,0 +1,157 @@
+// The smart client against in-process members of one cluster (real sockets on loopback):
+// keyed calls go straight to their owner (no member forwards them), entry listeners hear the
+// events of every member's partitions, and the client follows members that join and leave.
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "tessera/grid/client.h"
+#include "tessera/grid/member.h"
+
+using namespace tessera;
+using grid::Client;
+using grid::ClientOptions;
+using grid::Member;
+using grid::MemberOptions;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+MemberOptions ClusterMember(std::vector<std::string> join = {}) {
+  MemberOptions o;
+  o.port = 0;
+  o.threads = 1;
+  o.heartbeat_interval_ms = 100;
+  o.failure_timeout_ms = 2000;
+  o.join_timeout_ms = 2000;
+  o.join = std::move(join);
+  return o;
+}
+
+std::string AddressOf(const Member& m) { return "127.0.0.1:" + std::to_string(m.native_port()); }
+
+// Waits (bounded) until `done` holds; returns its last value.
+template <typename Pred>
+bool WaitUntil(Pred done, std::chrono::seconds limit = std::chrono::seconds(15)) {
+  auto deadline = Clock::now() + limit;
+  while (!done()) {
+    if (Clock::now() > deadline) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// Every member lists `count` members and has received every migration copy.
+bool Settled(const std::vector<Member*>& members, std::size_t count) {
+  for (auto* m : members) {
+    if (m->cluster_view()->members.members.size() != count ||
+        m->map_service().AwaitingPartitionCount() != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::uint64_t Forwarded(const std::vector<Member*>& members) {
+  std::uint64_t n = 0;
+  for (auto* m : members) n += m->map_service().ForwardedCount();
+  return n;
+}
+
+// Counts entry events per key.
+struct Heard {
+  std::mutex mu;
+  std::set<std::string> keys;
+  void Add(const map::EntryEvent& e) {
+    std::lock_guard lock(mu);
+    keys.insert(e.key);
+  }
+  bool HasAll(const std::string& prefix, int count) {
+    std::lock_guard lock(mu);
+    for (int i = 0; i < count; ++i) {
+      if (!keys.count(prefix + std::to_string(i))) return false;
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("A smart client sends each key to its owner and hears every member's events",
+          "[grid][client][cluster]") {
+  Member a(ClusterMember());
+  REQUIRE(a.Start());
+  Member b(ClusterMember({AddressOf(a)}));
+  REQUIRE(b.Start());
+  REQUIRE(WaitUntil([&] { return Settled({&a, &b}, 2); }));
+
+  ClientOptions options;
+  options.addresses = {AddressOf(a)};  // knows one member only
+  auto client = Client::Connect(options);
+  REQUIRE(client);
+  REQUIRE(WaitUntil([&] { return (*client)->connected_members().size() == 2; }));
+  CHECK((*client)->member_addresses() == std::vector<std::string>{AddressOf(a), AddressOf(b)});
+
+  auto orders = (*client)->GetMap("orders");
+  Heard heard;
+  REQUIRE(orders->AddEntryListener([&](const map::EntryEvent& e) { heard.Add(e); }));
+  const auto forwarded_before = Forwarded({&a, &b});
+  for (int i = 0; i < 1000; ++i) REQUIRE(orders->Set("k" + std::to_string(i), "v"));
+  for (int i = 0; i < 1000; ++i) REQUIRE(orders->Get("k" + std::to_string(i)).value() == "v");
+  // Both members own about half of the keys; none was forwarded between them.
+  CHECK(Forwarded({&a, &b}) - forwarded_before == 0);
+  // The listener hears the events of both members' partitions.
+  CHECK(WaitUntil([&] { return heard.HasAll("k", 1000); }, std::chrono::seconds(10)));
+  CHECK(orders->Size().value() == 1000);
+}
+
+TEST_CASE("A smart client follows members that join and leave, with its listeners",
+          "[grid][client][cluster]") {
+  Member a(ClusterMember());
+  REQUIRE(a.Start());
+  auto b = std::make_unique<Member>(ClusterMember({AddressOf(a)}));
+  REQUIRE(b->Start());
+  REQUIRE(WaitUntil([&] { return Settled({&a, b.get()}, 2); }));
+
+  std::ostringstream log_text;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text);
+  auto log = std::make_shared<spdlog::logger>("smart-client-test", sink);
+  log->set_level(spdlog::level::info);
+  ClientOptions options;
+  options.addresses = {AddressOf(a)};
+  auto client = Client::Connect(options, log);
+  REQUIRE(client);
+  auto orders = (*client)->GetMap("orders");
+  Heard heard;
+  REQUIRE(orders->AddEntryListener([&](const map::EntryEvent& e) { heard.Add(e); }));
+
+  // A third member joins: the client connects to it and registers the listener there.
+  Member c(ClusterMember({AddressOf(a)}));
+  REQUIRE(c.Start());
+  REQUIRE(WaitUntil([&] { return Settled({&a, b.get(), &c}, 3); }));
+  REQUIRE(WaitUntil([&] { return (*client)->connected_members().size() == 3; }));
+  CHECK(WaitUntil([&] {
+    return log_text.str().find("registering 1 entry listener(s) on member " + AddressOf(c)) !=
+           std::string::npos;
+  }));
+  const auto forwarded_before = Forwarded({&a, b.get(), &c});
+  for (int i = 0; i < 600; ++i) REQUIRE(orders->Set("j" + std::to_string(i), "v"));
+  CHECK(Forwarded({&a, b.get(), &c}) - forwarded_before == 0);
+  CHECK(WaitUntil([&] { return heard.HasAll("j", 600); }, std::chrono::seconds(10)));
+
+  // b leaves: the client drops it and keeps working, listener included.
+  const std::string b_address = AddressOf(*b);
+  b->Shutdown();
+  REQUIRE(WaitUntil([&] { return (*client)->member_addresses().size() == 2; }));
+  CHECK((*client)->member_addresses() == std::vector<std::string>{AddressOf(a), AddressOf(c)});
+  for (int i = 0; i < 600; ++i) REQUIRE(orders->Set("after" + std::to_string(i), "v"));
+  CHECK(WaitUntil([&] { return heard.HasAll("after", 600); }, std::chrono::seconds(10)));
+  CHECK(orders->Size().value() == 1200);
+  CHECK(log_text.str().find("member " + b_address + " left the cluster view") != std::string::npos);
+}
