@@ -532,12 +532,20 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
   void InvokeUntil(std::shared_ptr<const map::MapRequest> request, Clock::time_point deadline,
                    Callback done) {
     auto conn = Target(*request, deadline);
+    std::weak_ptr<Impl> weak = weak_from_this();
     if (!conn) {
+      // A retry on the I/O thread does not wait for the reconnect loop: it polls.
+      if (conn.error().code() == ErrorCode::kConnectionFailed && Clock::now() < deadline &&
+          std::this_thread::get_id() == io_thread.get_id()) {
+        return RetryAfter(std::chrono::milliseconds(50),
+                          [weak, request, deadline, done = std::move(done)] {
+                            if (auto again = weak.lock()) again->InvokeUntil(request, deadline, done);
+                          });
+      }
       boost::asio::post(io,
                         [done = std::move(done), e = conn.error()] { done(std::unexpected(e)); });
       return;
     }
-    std::weak_ptr<Impl> weak = weak_from_this();
     (*conn)->Call(Encode(*request), Remaining(deadline),
                   [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
                     auto result = Decode(std::move(r));

@@ -35,7 +35,7 @@ void MemberRouter::Send(const std::string& address, map::MapRequest request, Cal
 }
 
 void MemberRouter::SendReplica(const std::string& address, std::vector<map::ReplicaUpdate> updates,
-                               std::function<void(base::Result<void>)> done) {
+                               std::function<void(base::Result<map::StalePartitions>)> done) {
   const std::int32_t partition =
       updates.empty() ? -1 : static_cast<std::int32_t>(updates.front().partition_id);
   auto message = wire::Message::MakeRequest(0, partition, wire::Service::kMap, native::kMapReplica,
@@ -43,7 +43,7 @@ void MemberRouter::SendReplica(const std::string& address, std::vector<map::Repl
   pool_->Call(address, std::move(message), call_timeout_,
               [done = std::move(done)](base::Result<wire::Message> reply) {
                 if (!reply) return done(std::unexpected(reply.error()));
-                done({});
+                done(map::DecodeReplicaAck(reply->payload));
               });
 }
 

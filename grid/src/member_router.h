@@ -30,7 +30,7 @@ class MemberRouter final : public map::ClusterRouting {
 
   void Send(const std::string& address, map::MapRequest request, Callback done) override;
   void SendReplica(const std::string& address, std::vector<map::ReplicaUpdate> updates,
-                   std::function<void(base::Result<void>)> done) override;
+                   std::function<void(base::Result<map::StalePartitions>)> done) override;
 
   // Closes the connections and joins the thread; calls still pending fail or are dropped.
   // Idempotent. REQUIRES: no further Send.

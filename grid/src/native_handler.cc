@@ -89,9 +89,10 @@ void NativeHandler::ApplyReplica(const std::shared_ptr<net::Connection>& connect
   if (!updates) {
     return ReplyError(connection, request, updates.error().code(), updates.error().message());
   }
-  maps_.ApplyReplica(std::move(*updates), [connection, header = Header(request)] {
-    connection->Send(Message::MakeResponse(header, ""));
-  });
+  maps_.ApplyReplica(std::move(*updates),
+                     [connection, header = Header(request)](map::StalePartitions stale) {
+                       connection->Send(Message::MakeResponse(header, map::EncodeReplicaAck(stale)));
+                     });
 }
 
 void NativeHandler::AddListener(const std::shared_ptr<net::Connection>& connection,

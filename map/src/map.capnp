@@ -112,8 +112,14 @@ struct ReplicaUpdate {
   value @4 :Data;
   ttlLeftMs @5 :Int64;     # 0 = no TTL deadline
   maxIdleMs @6 :Int64;     # 0 = none
+  version @7 :UInt64;      # replica version (see replica.h); 0 = unversioned
 }
 
 struct ReplicaUpdates {
   updates @0 :List(ReplicaUpdate);
+}
+
+# A backup's acknowledgement of ReplicaUpdates.
+struct ReplicaAck {
+  stale @0 :List(UInt32);  # partitions whose updates it found it had missed
 }

@@ -353,6 +353,7 @@ std::string EncodeReplicaUpdates(const std::vector<ReplicaUpdate>& updates) {
     out.setValue(ToData(u.value));
     out.setTtlLeftMs(u.ttl_left_ms);
     out.setMaxIdleMs(u.max_idle_ms);
+    out.setVersion(u.version);
   }
   return Finish(message);
 }
@@ -370,8 +371,27 @@ base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view b
           }
           out.push_back({static_cast<ReplicaUpdate::Kind>(u.getKind()), FromText(u.getMapName()),
                          u.getPartitionId(), FromData(u.getKey()), FromData(u.getValue()),
-                         u.getTtlLeftMs(), u.getMaxIdleMs()});
+                         u.getTtlLeftMs(), u.getMaxIdleMs(), u.getVersion()});
         }
+        return out;
+      });
+}
+
+std::string EncodeReplicaAck(const StalePartitions& stale) {
+  if (stale.empty()) return "";
+  capnp::MallocMessageBuilder message(SegmentWords(stale.size() * 4 + 16));
+  auto list = message.initRoot<wire::ReplicaAck>().initStale(static_cast<unsigned>(stale.size()));
+  for (unsigned i = 0; i < list.size(); ++i) list.set(i, stale[i]);
+  return Finish(message);
+}
+
+base::Result<StalePartitions> DecodeReplicaAck(std::string_view bytes) {
+  if (bytes.empty()) return StalePartitions{};
+  return Read<wire::ReplicaAck, StalePartitions>(
+      bytes, "replica acknowledgement",
+      [](wire::ReplicaAck::Reader in) -> base::Result<StalePartitions> {
+        StalePartitions out;
+        for (auto p : in.getStale()) out.push_back(p);
         return out;
       });
 }

@@ -242,10 +242,13 @@ void MapService::Impl::AppendUpdates(MapTable& table, std::uint32_t partition_id
                                      base::Millis now_ms, const std::vector<EntryEvent>& events,
                                      std::vector<ReplicaUpdate>& out) {
   RecordStore& store = StoreOf(table, partition_id);
+  if (events.empty()) return;
+  const std::uint64_t version = flags[partition_id].version.fetch_add(1) + 1;
   for (const auto& e : events) {
     ReplicaUpdate u;
     u.map_name = table.name;
     u.partition_id = partition_id;
+    u.version = version;
     switch (e.type) {
       case EntryEventType::kAdded:
       case EntryEventType::kUpdated: {
@@ -287,6 +290,12 @@ void MapService::Impl::ReplicateThen(std::vector<ReplicaUpdate> updates,
     }
   }
   if (by_backup.empty()) return done(std::move(result));
+  // One request writes one map; its config says whether the caller waits for the backups.
+  if (ConfigOf(updates.front().map_name).async_backups) {
+    done(std::move(result));
+    done = [](base::Result<MapResult>) {};
+    result = MapResult{};
+  }
   struct Gather {
     Gather(std::size_t n, base::Result<MapResult> r, Callback d, InFlight& in_flight)
         : remaining(n), result(std::move(r)), done(std::move(d)), token(in_flight) {}
@@ -304,11 +313,14 @@ void MapService::Impl::ReplicateThen(std::vector<ReplicaUpdate> updates,
     for (const auto& u : list) partitions.insert(u.partition_id);
     current->routing->SendReplica(
         backup, std::move(list),
-        [this, gather, backup = backup, partitions](base::Result<void> ack) {
+        [this, gather, backup = backup, partitions](base::Result<StalePartitions> ack) {
           // A backup that missed an update gets the whole partition again (until it confirms
-          // or stops being the backup), so a later promotion does not serve stale data.
+          // or stops being the backup), so a later promotion does not serve stale data. One
+          // that applied this write but found it had missed an earlier one confirms the write.
           if (!ack) {
             for (auto p : partitions) ResyncBackup(p, backup, 0);
+          } else {
+            for (auto p : *ack) ResyncBackup(p, backup, 0);
           }
           std::unique_lock lock(gather->mu);
           if (!ack && !gather->failure) {
@@ -354,7 +366,7 @@ void MapService::Impl::CopyPartition(std::size_t shard, std::uint32_t partition_
   };
   auto acks = std::make_shared<Acks>(chunks.size(), std::move(done), in_flight);
   for (auto& chunk : chunks) {
-    routing->SendReplica(target, std::move(chunk), [acks](base::Result<void> ack) {
+    routing->SendReplica(target, std::move(chunk), [acks](base::Result<StalePartitions> ack) {
       std::unique_lock lock(acks->mu);
       if (!ack && !acks->failure) acks->failure = ack.error();
       if (--acks->remaining != 0) return;
@@ -405,7 +417,7 @@ void MapService::Impl::ResyncBackup(std::uint32_t partition_id, std::string back
 std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
                                                              std::uint32_t partition_id) {
   std::vector<ReplicaUpdate> out;
-  out.push_back({ReplicaUpdate::Kind::kClearPartition, "", partition_id, "", "", 0, 0});
+  out.push_back({ReplicaUpdate::Kind::kClearPartition, "", partition_id, "", "", 0, 0, 0});
   const base::Millis now = clock.NowMs();
   for (auto& [name, table] : states[shard]->maps) {
     auto& slot = table->stores[partition_id / shards.size()];
@@ -415,10 +427,11 @@ std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
       out.push_back({ReplicaUpdate::Kind::kCopySet, name, partition_id, std::string(r.key()),
                      std::string(r.value()),
                      r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now),
-                     r.max_idle_ms()});
+                     r.max_idle_ms(), 0});
     });
   }
-  out.push_back({ReplicaUpdate::Kind::kPartitionComplete, "", partition_id, "", "", 0, 0});
+  out.push_back({ReplicaUpdate::Kind::kPartitionComplete, "", partition_id, "", "", 0, 0,
+                 flags[partition_id].version.load()});
   return out;
 }
 
@@ -444,12 +457,15 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
   }
 }
 
-void MapService::Impl::ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates) {
+StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
+                                               const std::vector<ReplicaUpdate>& updates) {
   const base::Millis now = clock.NowMs();
   // Before the first table every partition counts as local, yet a joiner's copies may arrive
   // before its first table: only a member with a table can be a serving owner.
   const bool has_table = CurrentRouting() != nullptr;
   std::set<std::uint32_t> ignoring;  // resyncs of partitions this member serves as owner
+  std::set<std::uint32_t> stale;
+  std::map<std::uint32_t, std::uint64_t> write_version;  // of the write being applied
   for (const auto& u : updates) {
     if (u.kind == ReplicaUpdate::Kind::kResyncBegin && has_table && IsLocal(u.partition_id)) {
       ignoring.insert(u.partition_id);  // its sender's table is older than ours
@@ -457,6 +473,19 @@ void MapService::Impl::ApplyOnShard(std::size_t shard, const std::vector<Replica
     if (ignoring.count(u.partition_id) != 0 && u.kind != ReplicaUpdate::Kind::kSet &&
         u.kind != ReplicaUpdate::Kind::kDelete) {
       continue;
+    }
+    if (u.version != 0 && u.kind != ReplicaUpdate::Kind::kPartitionComplete) {
+      auto [it, first] = write_version.try_emplace(u.partition_id, u.version);
+      if (first || it->second != u.version) {  // the first update of a write: check its version
+        it->second = u.version;
+        auto& f = flags[u.partition_id];
+        // A serving owner (whose sender has an older table) keeps its own count.
+        if (!(has_table && f.local.load())) {
+          const std::uint64_t current = f.version.load();
+          if (f.versioned.load() && u.version != current + 1) stale.insert(u.partition_id);
+          f.version.store(std::max(current, u.version));
+        }
+      }
     }
     switch (u.kind) {
       case ReplicaUpdate::Kind::kSet:
@@ -483,6 +512,8 @@ void MapService::Impl::ApplyOnShard(std::size_t shard, const std::vector<Replica
         // the table that made it a holder (copies and views travel on different connections).
         std::lock_guard lock(ownership_mu);
         auto& f = flags[u.partition_id];
+        f.version.store(u.version);
+        f.versioned.store(true);
         f.copy_arrived.store(true);
         if (f.pending.exchange(false)) {
           f.local.store(routing && routing->Owner(u.partition_id) == routing->self);
@@ -491,6 +522,7 @@ void MapService::Impl::ApplyOnShard(std::size_t shard, const std::vector<Replica
       }
     }
   }
+  return {stale.begin(), stale.end()};
 }
 
 void MapService::ExpectPartitionTable() {
@@ -539,11 +571,13 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       if (!holder) {
         f.pending.store(false);
         f.copy_arrived.store(false);
+        f.versioned.store(false);
       } else if (!had && data_elsewhere && !f.copy_arrived.load() && !f.pending.load()) {
         f.pending.store(true);  // a new holder: wait for the copy (it may serve nothing before)
         f.pending_since_ms.store(now);
       }
       f.local.store(owner && !f.pending.load());
+      if (owner && !f.pending.load()) f.versioned.store(true);
       f.has_backups.store(owner && after.size() > 1);
       if (!source.empty() && source == next->self) {
         std::vector<std::string> to;
@@ -574,18 +608,23 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   }
 }
 
-void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates, std::function<void()> done) {
+void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
+                              std::function<void(StalePartitions)> done) {
   std::vector<std::vector<ReplicaUpdate>> by_shard(shards_.size());
   for (auto& u : updates)
     by_shard[shards_.ShardOfPartition(u.partition_id)].push_back(std::move(u));
   auto parts = std::make_shared<std::vector<std::vector<ReplicaUpdate>>>(std::move(by_shard));
   auto token = impl_->EnterRequest();
-  shards_.MapReduce<bool>(
+  shards_.MapReduce<StalePartitions>(
       [impl = impl_.get(), parts, token](std::size_t shard) {
-        if (!(*parts)[shard].empty()) impl->ApplyOnShard(shard, (*parts)[shard]);
-        return true;
+        if ((*parts)[shard].empty()) return StalePartitions{};
+        return impl->ApplyOnShard(shard, (*parts)[shard]);
       },
-      [done = std::move(done), token](std::vector<bool>) { done(); });
+      [done = std::move(done), token](std::vector<StalePartitions> per_shard) {
+        StalePartitions stale;
+        for (auto& s : per_shard) stale.insert(stale.end(), s.begin(), s.end());
+        done(std::move(stale));
+      });
 }
 
 std::uint64_t MapService::ForwardedCount() const {

@@ -155,6 +155,12 @@ struct MapService::Impl {
     std::atomic<bool> copy_arrived{false};  // a copy completed (maybe before its table did)
     std::atomic<bool> has_backups{false};   // owned, with backups to replicate writes to
     std::atomic<std::int64_t> pending_since_ms{0};
+    // Replica version (replica.h): the owner's count of replicated writes, or on a backup the
+    // last one applied. Written on the partition's shard only.
+    std::atomic<std::uint64_t> version{0};
+    // `version` counts from this member's own state: it owned the partition or a copy of it
+    // completed here. Only then does a gap mean missed updates.
+    std::atomic<bool> versioned{false};
   };
   // The partition table as addresses, replaced whole on every change.
   struct Routing {
@@ -197,7 +203,8 @@ struct MapService::Impl {
   void ResyncBackup(std::uint32_t partition_id, std::string backup, int attempt);
   // On partition p's shard: clear + every live entry of every map, for a migration.
   std::vector<ReplicaUpdate> ExportPartition(std::size_t shard, std::uint32_t partition_id);
-  void ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates);
+  // Returns the partitions whose versions showed missed updates.
+  StalePartitions ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates);
   // Stops waiting for migration copies of this shard's partitions pending for longer than the
   // limit (their source died or never knew): logs, and serves what the member has.
   void GiveUpStaleCopies(std::size_t shard);

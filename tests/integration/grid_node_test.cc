@@ -96,6 +96,9 @@ TEST_CASE("grid-node rejects unreadable or invalid config files with exit code 2
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--config", unknown.path()}), 2, "flavour");
   TempFile bad_map("maps:\n  orders: {default_ttl_ms: soon}\n");
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--config", bad_map.path()}), 2, "soon");
+  TempFile bad_async("maps:\n  orders: {async_backups: maybe}\n");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--config", bad_async.path()}), 2,
+                      "async_backups' is 'maybe'; use true or false");
 }
 
 TEST_CASE("grid-node exits 1 with one line when its port is in use", "[tools][node]") {
@@ -120,7 +123,7 @@ TEST_CASE("grid-node applies per-map config from YAML and flags override the fil
       "cluster-name: from-file\n"
       "log-level: warn\n"
       "maps:\n"
-      "  short: {default_ttl_ms: 300, max_idle_ms: 0, max_entries: 0}\n");
+      "  short: {default_ttl_ms: 300, max_idle_ms: 0, max_entries: 0, async_backups: true}\n");
   auto node = NodeProcess::StartOrFail({"--config", config.path(), "--cluster-name", "flag"});
   CHECK(node->ready_line().find("cluster 'flag'") != std::string::npos);
   auto options = ClientOptionsFor(*node);

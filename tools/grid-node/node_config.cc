@@ -210,11 +210,20 @@ Result<void> ApplyMapConfig(const std::string& name, const YAML::Node& node, Nod
   if (!node.IsMap()) {
     return Fail(ErrorCode::kBadRequest, "'maps." + name +
                                             "' must be a mapping of default_ttl_ms, "
-                                            "max_idle_ms, max_entries");
+                                            "max_idle_ms, max_entries, async_backups");
   }
   map::MapConfig map_config;
   for (const auto& item : node) {
     auto key = item.first.as<std::string>();
+    if (key == "async_backups") {
+      auto text = item.second.as<std::string>();
+      if (text != "true" && text != "false") {
+        return Fail(ErrorCode::kBadRequest, "'maps." + name + ".async_backups' is '" + text +
+                                                "'; use true or false");
+      }
+      map_config.async_backups = text == "true";
+      continue;
+    }
     auto v = MapNumber(name, item.second, key);
     if (!v) return std::unexpected(v.error());
     if (key == "default_ttl_ms") {
@@ -225,7 +234,8 @@ Result<void> ApplyMapConfig(const std::string& name, const YAML::Node& node, Nod
       map_config.max_entries = *v;
     } else {
       return Fail(ErrorCode::kBadRequest, "unknown key 'maps." + name + "." + key +
-                                              "': use default_ttl_ms, max_idle_ms, max_entries");
+                                              "': use default_ttl_ms, max_idle_ms, max_entries, "
+                                              "async_backups");
     }
   }
   config.member.maps[name] = map_config;
@@ -346,6 +356,7 @@ std::string HelpText() {
          "  cluster-name: prod\n"
          "  maps:\n"
          "    orders: {default_ttl_ms: 60000, max_idle_ms: 0, max_entries: 100000}\n"
+         "    events: {async_backups: true}   # writes do not wait for backups\n"
          "\nExit codes: 0 clean shutdown, 1 start failed (e.g. port in use), 2 bad flags or "
          "config.\n";
   return out.str();

@@ -36,6 +36,12 @@ struct MapConfig {
   // ceil(max_entries / partition_count); beyond it the approximately least recently used
   // entry is evicted (sampled LRU, like Redis/Hazelcast).
   std::int64_t max_entries = 0;
+  // In a cluster, how this map's writes reach the partition's backups. false (default):
+  // synchronously, a call returns only after every backup acknowledged it. true:
+  // asynchronously, a call returns once the owner applied it and the backups follow; faster,
+  // but a write acknowledged just before its owner dies can be lost. Either way a backup
+  // that missed an update is re-copied.
+  bool async_backups = false;
 };
 
 struct MapServiceOptions {
@@ -88,9 +94,9 @@ class ClusterRouting {
   // connection errors (kConnectionFailed: not sent; kMemberLeft: may have been applied).
   virtual void Send(const std::string& address, MapRequest request, Callback done) = 0;
   // Applies `updates` on the member `address` (a backup, or a migration target); `done` runs
-  // once with its acknowledgement or the error.
+  // once with its acknowledgement (the partitions it found stale, see replica.h) or the error.
   virtual void SendReplica(const std::string& address, std::vector<ReplicaUpdate> updates,
-                           std::function<void(base::Result<void>)> done) = 0;
+                           std::function<void(base::Result<StalePartitions>)> done) = 0;
 };
 
 class MapService {
@@ -150,8 +156,10 @@ class MapService {
                          const std::vector<std::string>& members, std::string self,
                          ClusterRouting* routing);
   // Applies updates the owner of their partitions sent (backup writes, migration copies);
-  // `done` runs once they are applied, on some shard thread. Thread-safe.
-  void ApplyReplica(std::vector<ReplicaUpdate> updates, std::function<void()> done);
+  // `done` runs once they are applied, on some shard thread, with the partitions whose replica
+  // version showed missed updates (the owner re-copies them). Thread-safe.
+  void ApplyReplica(std::vector<ReplicaUpdate> updates,
+                    std::function<void(StalePartitions)> done);
   // Whether this member serves `partition` (true for all until SetPartitionTable).
   bool OwnsPartition(std::uint32_t partition) const;
   // Replicas on this member (owned or backup) whose migration copy has not arrived yet.

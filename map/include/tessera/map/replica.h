@@ -6,6 +6,12 @@
 // kPartitionComplete update; a resync of a backup starts with kResyncBegin instead, and a
 // member that serves the partition as its owner ignores it (its sender's table is older).
 //
+// Replica versions: the owner numbers the writes it replicates per partition (1, 2, ...); a
+// partition copy ends with the version it was taken at. A backup that receives a write whose
+// version is not the one after its own (a message lost or reordered without a failed
+// acknowledgement, or a new owner that missed a write an old one sent) applies it and reports
+// the partition stale in its acknowledgement; the owner then re-copies the partition to it.
+//
 // Value types; thread-compatible.
 
 #include <cstdint>
@@ -34,12 +40,22 @@ struct ReplicaUpdate {
   std::string value;
   base::Millis ttl_left_ms = 0;  // 0 = no TTL deadline
   base::Millis max_idle_ms = 0;  // 0 = none
+  // kSet/kDelete/kClearPartition from a write: the partition's replica version after it (the
+  // same for every update of one write); kPartitionComplete: the version the copy was taken
+  // at; 0: unversioned.
+  std::uint64_t version = 0;
 
   friend bool operator==(const ReplicaUpdate&, const ReplicaUpdate&) = default;
 };
 
+// A backup's acknowledgement: the partitions it found it had missed updates of.
+using StalePartitions = std::vector<std::uint32_t>;
+
 std::string EncodeReplicaUpdates(const std::vector<ReplicaUpdate>& updates);
 // Errors: kBadRequest naming the problem (not a message, unknown kind).
 base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view bytes);
+std::string EncodeReplicaAck(const StalePartitions& stale);
+// An empty payload is an ack without stale partitions. Errors: kBadRequest.
+base::Result<StalePartitions> DecodeReplicaAck(std::string_view bytes);
 
 }  // namespace tessera::map
