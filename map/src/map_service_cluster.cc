@@ -352,6 +352,10 @@ void MapService::Impl::CopyPartition(std::size_t shard, std::uint32_t partition_
     if (bytes > kCopyChunkBytes && !chunks.back().empty()) {
       chunks.emplace_back();
       bytes = 0;
+      if (resync) {
+        chunks.back().push_back(
+            {ReplicaUpdate::Kind::kResyncChunk, "", partition_id, "", "", 0, 0, 0});
+      }
     }
     chunks.back().push_back(std::move(u));
   }
@@ -467,7 +471,9 @@ StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
   std::set<std::uint32_t> stale;
   std::map<std::uint32_t, std::uint64_t> write_version;  // of the write being applied
   for (const auto& u : updates) {
-    if (u.kind == ReplicaUpdate::Kind::kResyncBegin && has_table && IsLocal(u.partition_id)) {
+    if ((u.kind == ReplicaUpdate::Kind::kResyncBegin ||
+         u.kind == ReplicaUpdate::Kind::kResyncChunk) &&
+        has_table && IsLocal(u.partition_id)) {
       ignoring.insert(u.partition_id);  // its sender's table is older than ours
     }
     if (ignoring.count(u.partition_id) != 0 && u.kind != ReplicaUpdate::Kind::kSet &&
@@ -506,6 +512,8 @@ StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
           auto& slot = table->stores[u.partition_id / shards.size()];
           if (slot) slot->Clear();
         }
+        break;
+      case ReplicaUpdate::Kind::kResyncChunk:
         break;
       case ReplicaUpdate::Kind::kPartitionComplete: {
         // Atomic with SetPartitionTable: the copy may complete before this member installed

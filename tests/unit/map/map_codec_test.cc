@@ -158,3 +158,26 @@ TEST_CASE("decoding rejects unknown codes", "[map][codec]") {
   o.types = {static_cast<EntryEventType>(77)};
   CHECK_FALSE(DecodeListenerOptions(EncodeListenerOptions(o)));
 }
+
+TEST_CASE("Replica updates and acknowledgements survive a round trip", "[map][codec]") {
+  std::vector<ReplicaUpdate> updates;
+  for (int kind = 1; kind <= 7; ++kind) {
+    updates.push_back({static_cast<ReplicaUpdate::Kind>(kind), "orders",
+                       static_cast<std::uint32_t>(100 + kind), std::string("k\0", 2), "value",
+                       kind * 1000, kind * 10, static_cast<std::uint64_t>(kind) << 40});
+  }
+  auto decoded = DecodeReplicaUpdates(EncodeReplicaUpdates(updates));
+  REQUIRE(decoded);
+  CHECK(*decoded == updates);
+
+  CHECK(EncodeReplicaAck({}).empty());  // the common ack: an empty payload
+  CHECK(DecodeReplicaAck("").value().empty());
+  const StalePartitions stale = {0, 17, 270};
+  CHECK(DecodeReplicaAck(EncodeReplicaAck(stale)).value() == stale);
+  CHECK(DecodeReplicaAck("abc").error().code() == ErrorCode::kBadRequest);
+
+  updates.front().kind = static_cast<ReplicaUpdate::Kind>(8);
+  auto unknown = DecodeReplicaUpdates(EncodeReplicaUpdates(updates));
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().message().find("unknown replica update kind 8") != std::string::npos);
+}

@@ -3,8 +3,9 @@
 // resulting state of every key a write touched (not the operation), so applying an update
 // twice, or an entry processor's result, is the same as applying it once. A partition snapshot
 // (migration) is a kClearPartition update with an empty map name, kCopySet updates and a
-// kPartitionComplete update; a resync of a backup starts with kResyncBegin instead, and a
-// member that serves the partition as its owner ignores it (its sender's table is older).
+// kPartitionComplete update; a resync of a backup starts with kResyncBegin instead (and its
+// later messages with kResyncChunk), and a member that serves the partition as its owner
+// ignores it (its sender's table is older).
 //
 // Replica versions: the owner numbers the writes it replicates per partition (1, 2, ...); a
 // partition copy ends with the version it was taken at. A backup that receives a write whose
@@ -32,6 +33,7 @@ struct ReplicaUpdate {
     kPartitionComplete = 4,  // the end of a partition copy (migration): it may be served now
     kCopySet = 5,            // like kSet, as part of a partition copy
     kResyncBegin = 6,        // like kClearPartition (all maps), starting a resync of a backup
+    kResyncChunk = 7,        // no change itself: starts a later message of a resync
   };
   Kind kind = Kind::kSet;
   std::string map_name;
