@@ -26,10 +26,13 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <unordered_map>
 
 #include "event_executor.h"
+#include "listener_queue.h"
+#include "topic_protocol.h"
 #include "native_protocol.h"
 #include "tessera/base/log.h"
 #include "tessera/map/map_codec.h"
@@ -86,9 +89,17 @@ bool IsRead(map::MapOp op) {
 
 std::shared_ptr<spdlog::logger> DefaultLogger() { return base::NamedLogger("client"); }
 
+// A random id naming this client instance as a topic publisher.
+std::string NewClientId() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}", rd(), rd());
+}
+
 }  // namespace
 
-struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client::Impl> {
+struct Client::Impl : public Invoker,
+                      public TopicBackend,
+                      public std::enable_shared_from_this<Client::Impl> {
   struct ListenerEntry {
     std::string map_name;
     map::ListenerOptions options;
@@ -187,6 +198,7 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
     }
     connected_cv.notify_all();
     SubscribeView(conn, blocking);
+    RegisterTopicListeners(conn);
   }
 
   // Asks the control connection's member for the view and its changes (native_protocol.h).
@@ -218,6 +230,8 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
   void OnControlEvent(wire::Message event) {
     if (event.service == wire::Service::kCluster && event.op == native::kClusterViewEvent) {
       ApplyView(event.payload);
+    } else if (event.service == wire::Service::kTopic && event.op == native::kTopicEvent) {
+      OnTopicEvent(event.payload);
     }
   }
 
@@ -751,6 +765,129 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
     events.Post([target, e = std::move(*decoded)] { (*target)(e); });
   }
 
+  // --- topics: published through the control connection's member, which delivers to every
+  // member; listeners registered on that member, which receives every message ------------
+
+  struct TopicListenerEntry {
+    std::string topic;
+    std::shared_ptr<ListenerQueue> queue;
+    std::int64_t server_id = 0;  // on the current control connection; 0 = not registered
+  };
+
+  static wire::Message TopicRequest(std::uint16_t op, std::string payload) {
+    return wire::Message::MakeRequest(0, -1, wire::Service::kTopic, op, std::move(payload));
+  }
+
+  Result<void> Publish(const std::string& topic, std::vector<std::string> payloads) override {
+    auto message = TopicRequest(
+        native::kTopicPublish, EncodeTopicBatch({topic, std::move(payloads), publisher_id, 0}));
+    auto deadline = Clock::now() + options.call_timeout;
+    for (;;) {
+      auto conn = Current(deadline);
+      if (!conn) return std::unexpected(conn.error());
+      auto reply = (*conn)->CallSync(message, Remaining(deadline));
+      if (reply) return {};
+      // Never sent: safe to send again. Anything else may have been published.
+      if (reply.error().code() != ErrorCode::kConnectionFailed || Clock::now() >= deadline) {
+        return std::unexpected(reply.error());
+      }
+    }
+  }
+
+  Result<TopicListenerId> AddListener(const std::string& topic, TopicListener listener) override {
+    auto queue = std::make_shared<ListenerQueue>(topic, std::move(listener),
+                                                 kListenerQueueCapacity, log);
+    auto conn = Current(Clock::now() + options.call_timeout);
+    if (!conn) return std::unexpected(conn.error());
+    auto server_id = ServerIdOf((*conn)->CallSync(
+        TopicRequest(native::kTopicSubscribe,
+                     record::GenericRecord::Build().String("topic", topic).Done().Encode()),
+        options.call_timeout));
+    if (!server_id) return std::unexpected(server_id.error());
+    std::lock_guard lock(mu);
+    TopicListenerId id = next_topic_listener_id++;
+    topic_listeners.emplace(id, TopicListenerEntry{topic, std::move(queue), *server_id});
+    return id;
+  }
+
+  Result<bool> RemoveListener(TopicListenerId id) override {
+    std::int64_t server_id = 0;
+    std::shared_ptr<ListenerQueue> queue;  // stops its thread when this returns
+    {
+      std::lock_guard lock(mu);
+      auto it = topic_listeners.find(id);
+      if (it == topic_listeners.end()) return false;
+      server_id = it->second.server_id;
+      queue = std::move(it->second.queue);
+      topic_listeners.erase(it);
+    }
+    if (server_id == 0) return true;
+    auto conn = Current(Clock::now() + options.call_timeout);
+    if (!conn) return true;  // the member dropped it with the connection
+    auto r = (*conn)->CallSync(
+        TopicRequest(native::kTopicUnsubscribe,
+                     record::GenericRecord::Build().Int64("id", server_id).Done().Encode()),
+        options.call_timeout);
+    if (!r && r.error().code() != ErrorCode::kMemberLeft) return std::unexpected(r.error());
+    return true;
+  }
+
+  std::int64_t Dropped(TopicListenerId id) const override {
+    std::lock_guard lock(mu);
+    auto it = topic_listeners.find(id);
+    return it == topic_listeners.end() ? 0 : it->second.queue->dropped();
+  }
+
+  // After a (re)connect: subscribes every topic listener on the new control connection.
+  void RegisterTopicListeners(const std::shared_ptr<net::ClientConnection>& conn) {
+    std::vector<std::pair<TopicListenerId, std::string>> pending;
+    {
+      std::lock_guard lock(mu);
+      for (auto& [id, entry] : topic_listeners) {
+        entry.server_id = 0;
+        pending.emplace_back(id, entry.topic);
+      }
+    }
+    if (pending.empty()) return;
+    log->info("re-registering {} topic listener(s) on {}", pending.size(), conn->address());
+    std::weak_ptr<Impl> weak = weak_from_this();
+    for (auto& [id, topic] : pending) {
+      conn->Call(TopicRequest(native::kTopicSubscribe,
+                              record::GenericRecord::Build().String("topic", topic).Done().Encode()),
+                 options.call_timeout, [weak, conn, id = id](Result<wire::Message> r) {
+                   auto self = weak.lock();
+                   if (!self) return;
+                   auto server_id = ServerIdOf(std::move(r));
+                   if (!server_id) {
+                     self->log->warn("could not re-register topic listener {}: {}", id,
+                                     server_id.error().message());
+                     return;
+                   }
+                   std::lock_guard lock(self->mu);
+                   auto it = self->topic_listeners.find(id);
+                   if (it != self->topic_listeners.end() && self->connection == conn) {
+                     it->second.server_id = *server_id;
+                   }
+                 });
+    }
+  }
+
+  void OnTopicEvent(const std::string& payload) {
+    auto event = DecodeTopicEvent(payload);
+    if (!event) {
+      log->warn("dropping an undecodable topic message: {}", event.error().message());
+      return;
+    }
+    std::shared_ptr<ListenerQueue> queue;
+    {
+      std::lock_guard lock(mu);
+      for (auto& [id, entry] : topic_listeners) {
+        if (entry.server_id == event->first) queue = entry.queue;
+      }
+    }
+    if (queue) queue->Push(std::move(event->second));
+  }
+
   void Stop() {
     std::vector<std::shared_ptr<net::ClientConnection>> conns;
     {
@@ -776,6 +913,12 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
       }
     }
     events.Stop();
+    std::map<TopicListenerId, TopicListenerEntry> topics;
+    {
+      std::lock_guard lock(mu);
+      topics = std::move(topic_listeners);
+      topic_listeners.clear();
+    }
   }
 
   ClientOptions options;
@@ -801,6 +944,9 @@ struct Client::Impl : public Invoker, public std::enable_shared_from_this<Client
   std::uint64_t peer_generation = 0;
   std::map<map::ListenerId, ListenerEntry> listeners;
   map::ListenerId next_listener_id = 1;
+  std::map<TopicListenerId, TopicListenerEntry> topic_listeners;
+  TopicListenerId next_topic_listener_id = 1;
+  const std::string publisher_id = "client:" + NewClientId();
   bool stopping = false;
 };
 
@@ -828,6 +974,10 @@ Result<std::unique_ptr<Client>> Client::Connect(ClientOptions options,
 Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Client::~Client() { Shutdown(); }
+
+std::shared_ptr<Topic> Client::GetTopic(const std::string& name) {
+  return std::make_shared<Topic>(name, std::static_pointer_cast<TopicBackend>(impl_));
+}
 
 std::shared_ptr<Map> Client::GetMap(const std::string& name) {
   std::lock_guard lock(proxies_mu_);

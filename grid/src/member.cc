@@ -13,9 +13,11 @@
 #include <unordered_map>
 
 #include "embedded_invoker.h"
+#include "embedded_topics.h"
 #include "event_executor.h"
 #include "member_router.h"
 #include "native_handler.h"
+#include "topic_relay.h"
 #include "tessera/base/check.h"
 #include "tessera/base/log.h"
 #include "tessera/membership/membership_service.h"
@@ -66,6 +68,8 @@ struct Member::Impl {
   std::unique_ptr<resp::RespServer> resp;
   std::unique_ptr<membership::MembershipService> membership;
   std::unique_ptr<MemberRouter> router;  // sends requests for other members' partitions
+  std::unique_ptr<TopicRelay> relay;     // sends published messages to the other members
+  std::shared_ptr<EmbeddedTopics> embedded_topics;
   // Read by the native handler's cluster hooks on shard threads; set once in Start.
   std::atomic<membership::MembershipService*> membership_ptr{nullptr};
   std::shared_ptr<const membership::ClusterView> standalone_view;  // when not listening
@@ -106,6 +110,9 @@ base::Result<void> Member::Start() {
   // A listening member is a cluster member (maybe of one): until its first partition table
   // it must not serve from its empty stores what other members own.
   if (options_.listen) impl_->maps.ExpectPartitionTable();
+  impl_->embedded_topics = std::make_shared<EmbeddedTopics>(impl_->topics, impl_->shards.size(),
+                                                            "member:" + uuid_, log_);
+  if (options_.listen) StartRouter();  // before any front-end can publish
   if (options_.listen) {
     auto started = StartNative();
     if (!started) {
@@ -144,7 +151,8 @@ base::Result<void> Member::StartNative() {
   hooks.message = [this](std::string bytes) {
     if (auto* service = impl_->membership_ptr.load()) service->Deliver(std::move(bytes));
   };
-  impl_->native_handler = std::make_unique<NativeHandler>(impl_->maps, std::move(hooks), log_);
+  impl_->native_handler = std::make_unique<NativeHandler>(
+      impl_->maps, impl_->topics, impl_->shards.size(), std::move(hooks), log_);
   auto native = net::Server::Start(impl_->shards, server, *impl_->native_handler, log_);
   if (!native) return std::unexpected(native.error());
   impl_->native = std::move(*native);
@@ -171,6 +179,20 @@ base::Result<void> Member::StartResp() {
   return {};
 }
 
+void Member::StartRouter() {
+  wire::Hello hello;
+  hello.cluster_name = options_.cluster_name;
+  hello.role = wire::Role::kMember;
+  hello.secret = options_.secret;
+  hello.client_name = "member " + uuid_;  // for the peers' logs (the port is not bound yet)
+  impl_->router = std::make_unique<MemberRouter>(
+      std::move(hello), partition::Partitioner(options_.partition_count),
+      std::chrono::milliseconds(4000), options_.max_frame_bytes, log_);
+  impl_->relay = std::make_unique<TopicRelay>(impl_->topics, *impl_->router, log_);
+  impl_->topics.SetClusterPublisher(
+      [relay = impl_->relay.get()](topic::Message m) { return relay->Publish(std::move(m)); });
+}
+
 base::Result<void> Member::StartMembership() {
   // Membership runs on real time even when a test drives TTLs with a manual clock.
   membership::MemberInfo self{uuid_, fmt::format("{}:{}", options_.host, native_port()),
@@ -194,14 +216,6 @@ base::Result<void> Member::StartMembership() {
   cluster.membership.join_interval_ms = std::min<base::Millis>(500, options_.heartbeat_interval_ms);
   cluster.secret = options_.secret;
   cluster.max_frame_bytes = options_.max_frame_bytes;
-  wire::Hello hello;
-  hello.cluster_name = options_.cluster_name;
-  hello.role = wire::Role::kMember;
-  hello.secret = options_.secret;
-  hello.client_name = self.address;
-  impl_->router = std::make_unique<MemberRouter>(
-      std::move(hello), partition::Partitioner(options_.partition_count),
-      std::chrono::milliseconds(4000), options_.max_frame_bytes, log_);
   const std::string self_address = self.address;
   impl_->membership = std::make_unique<membership::MembershipService>(
       std::move(self), std::move(cluster), impl_->steady, log_);
@@ -220,6 +234,11 @@ base::Result<void> Member::StartMembership() {
         if (it != address.end()) replicas[p].push_back(it->second);
       }
     }
+    std::vector<std::string> others;
+    for (const auto& m : members) {
+      if (m != self_address) others.push_back(m);
+    }
+    impl_->relay->SetPeers(std::move(others));
     impl_->maps.SetPartitionTable(std::move(replicas), members, self_address, impl_->router.get());
     // Clients keep the table to send each key to its owner (see client.h).
     if (impl_->native_handler) impl_->native_handler->PublishView(EncodedView(&view));
@@ -266,6 +285,10 @@ std::shared_ptr<Map> Member::GetMap(const std::string& name) {
   return proxy;
 }
 
+std::shared_ptr<Topic> Member::GetTopic(const std::string& name) {
+  return std::make_shared<Topic>(name, impl_->embedded_topics);
+}
+
 void Member::Shutdown() {
   std::lock_guard lock(impl_->mu);
   ShutdownLocked();
@@ -284,6 +307,7 @@ void Member::ShutdownLocked() {
     impl_->membership_ptr.store(nullptr);
     impl_->membership->Stop();
   }
+  if (impl_->embedded_topics) impl_->embedded_topics->Stop();
   if (impl_->resp) impl_->resp->Stop();
   if (impl_->native) impl_->native->Stop();
   impl_->maps.Stop();

@@ -31,6 +31,9 @@ class MemberRouter final : public map::ClusterRouting {
   void Send(const std::string& address, map::MapRequest request, Callback done) override;
   void SendReplica(const std::string& address, std::vector<map::ReplicaUpdate> updates,
                    std::function<void(base::Result<map::StalePartitions>)> done) override;
+  // Sends an encoded topic batch (topic_protocol.h) for `address` to deliver to its listeners.
+  void SendTopic(const std::string& address, std::string batch,
+                 std::function<void(base::Result<void>)> done);
 
   // Closes the connections and joins the thread; calls still pending fail or are dropped.
   // Idempotent. REQUIRES: no further Send.

@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
 #include "native_protocol.h"
+#include "topic_protocol.h"
 #include "tessera/map/map_codec.h"
 #include "tessera/membership/membership_service.h"
 #include "tessera/record/generic_record.h"
@@ -34,9 +37,14 @@ void ReplyError(const std::shared_ptr<net::Connection>& connection, const Messag
 
 }  // namespace
 
-NativeHandler::NativeHandler(map::MapService& maps, ClusterHooks cluster,
+NativeHandler::NativeHandler(map::MapService& maps, topic::TopicService& topics,
+                             std::size_t shard_count, ClusterHooks cluster,
                              std::shared_ptr<spdlog::logger> log)
-    : maps_(maps), cluster_(std::move(cluster)), log_(std::move(log)) {}
+    : maps_(maps),
+      topics_(topics),
+      shard_count_(std::max<std::size_t>(1, shard_count)),
+      cluster_(std::move(cluster)),
+      log_(std::move(log)) {}
 
 void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection, Message request) {
   switch (request.service) {
@@ -44,6 +52,8 @@ void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection
       return HandleMap(connection, std::move(request));
     case wire::Service::kCluster:
       return HandleCluster(connection, request);
+    case wire::Service::kTopic:
+      return HandleTopic(connection, request);
     default:
       return ReplyError(connection, request, ErrorCode::kUnsupported,
                         "service " + wire::ServiceName(request.service) +
@@ -201,6 +211,110 @@ void NativeHandler::HandleCluster(const std::shared_ptr<net::Connection>& connec
                  " is not served by this member; upgrade the member or the client");
 }
 
+void NativeHandler::HandleTopic(const std::shared_ptr<net::Connection>& connection,
+                                const Message& request) {
+  const wire::Hello* hello = connection->peer_hello();
+  const bool from_member = hello != nullptr && hello->role == wire::Role::kMember;
+  switch (request.op) {
+    case native::kTopicPublish:
+    case native::kTopicDeliver: {
+      if (request.op == native::kTopicDeliver && !from_member) {
+        return ReplyError(connection, request, ErrorCode::kBadRequest,
+                          "topic deliveries are accepted only from members; publish instead");
+      }
+      auto batch = DecodeTopicBatch(request.payload);
+      if (!batch) {
+        return ReplyError(connection, request, batch.error().code(), batch.error().message());
+      }
+      if (batch->topic.empty()) {
+        return ReplyError(connection, request, ErrorCode::kBadRequest,
+                          "a topic needs a non-empty name");
+      }
+      if (batch->publisher.empty()) batch->publisher = "connection:" + connection->remote_address();
+      for (auto& payload : batch->payloads) {
+        topic::Message m{batch->topic, std::move(payload), batch->publisher, 0, batch->time_ms};
+        if (request.op == native::kTopicPublish) {
+          topics_.Publish(std::move(m));  // here and on every other member
+        } else {
+          topics_.PublishLocal(std::move(m));
+        }
+      }
+      connection->Send(Message::MakeResponse(request, ""));
+      return;
+    }
+    case native::kTopicSubscribe: {
+      auto args = record::GenericRecord::Decode(request.payload);
+      auto name = args ? args->GetString("topic") : base::Result<std::string>(std::unexpected(args.error()));
+      if (!name || name->empty()) {
+        return ReplyError(connection, request, ErrorCode::kBadRequest,
+                          "topic subscribe needs {topic: non-empty string}");
+      }
+      std::weak_ptr<net::Connection> weak = connection;
+      auto id_holder = std::make_shared<std::atomic<topic::SubscriptionId>>(0);
+      topic::ListenerOptions options;
+      options.shard = connection->id() % shard_count_;
+      options.max_pending = 10'000;
+      auto id = topics_.Subscribe(
+          *name, options, [weak, id_holder](const topic::Message& m, std::string_view) {
+            if (auto conn = weak.lock()) {
+              conn->Send(Message::MakeEvent(
+                  wire::Service::kTopic, native::kTopicEvent, -1,
+                  EncodeTopicEvent(static_cast<std::int64_t>(id_holder->load()), m)));
+            }
+          });
+      id_holder->store(id);
+      {
+        std::lock_guard lock(mu_);
+        topic_listeners_[connection->id()].push_back(id);
+      }
+      connection->Send(Message::MakeResponse(
+          request,
+          record::GenericRecord::Build().Int64("id", static_cast<std::int64_t>(id)).Done().Encode()));
+      return;
+    }
+    case native::kTopicUnsubscribe: {
+      auto args = record::GenericRecord::Decode(request.payload);
+      auto id =
+          args ? args->GetInt64("id") : base::Result<std::int64_t>(std::unexpected(args.error()));
+      if (!id) {
+        return ReplyError(connection, request, ErrorCode::kBadRequest,
+                          "topic unsubscribe needs {id: int64}");
+      }
+      bool owned = false;
+      {
+        std::lock_guard lock(mu_);
+        auto& ids = topic_listeners_[connection->id()];
+        auto it = std::find(ids.begin(), ids.end(), static_cast<topic::SubscriptionId>(*id));
+        if (it != ids.end()) {
+          ids.erase(it);
+          owned = true;
+        }
+      }
+      bool removed = owned && topics_.Unsubscribe(static_cast<topic::SubscriptionId>(*id));
+      connection->Send(Message::MakeResponse(
+          request, record::GenericRecord::Build().Bool("removed", removed).Done().Encode()));
+      return;
+    }
+    case native::kTopicStats: {
+      nlohmann::json doc;
+      doc["topics"] = nlohmann::json::object();
+      for (const auto& [name, s] : topics_.StatsByTopic()) {
+        doc["topics"][name] = {{"published", s.published},
+                               {"delivered", s.delivered},
+                               {"dropped", s.dropped},
+                               {"listener_errors", s.listener_errors}};
+      }
+      connection->Send(Message::MakeResponse(request, doc.dump()));
+      return;
+    }
+    default:
+      break;
+  }
+  ReplyError(connection, request, ErrorCode::kUnsupported,
+             "topic op " + std::to_string(request.op) +
+                 " is not served by this member; upgrade the member or the client");
+}
+
 void NativeHandler::PublishView(const std::string& encoded_view) {
   std::vector<std::shared_ptr<net::Connection>> to;
   {
@@ -217,9 +331,18 @@ void NativeHandler::PublishView(const std::string& encoded_view) {
 
 void NativeHandler::OnClosed(const std::shared_ptr<net::Connection>& connection) {
   std::vector<map::ListenerId> ids;
+  std::vector<topic::SubscriptionId> topic_ids;
   {
     std::lock_guard lock(mu_);
     view_subscribers_.erase(connection->id());
+    if (auto t = topic_listeners_.find(connection->id()); t != topic_listeners_.end()) {
+      topic_ids = std::move(t->second);
+      topic_listeners_.erase(t);
+    }
+  }
+  for (auto id : topic_ids) topics_.Unsubscribe(id);
+  {
+    std::lock_guard lock(mu_);
     auto it = listeners_.find(connection->id());
     if (it == listeners_.end()) return;
     ids = std::move(it->second);

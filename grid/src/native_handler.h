@@ -16,6 +16,7 @@
 
 #include "tessera/map/map_service.h"
 #include "tessera/net/server.h"
+#include "tessera/topic/topic_service.h"
 
 namespace tessera::grid {
 
@@ -31,7 +32,9 @@ struct ClusterHooks {
 
 class NativeHandler final : public net::RequestHandler {
  public:
-  NativeHandler(map::MapService& maps, ClusterHooks cluster, std::shared_ptr<spdlog::logger> log);
+  // `topics` delivers on `shard_count` shards (subscriptions are spread over them).
+  NativeHandler(map::MapService& maps, topic::TopicService& topics, std::size_t shard_count,
+                ClusterHooks cluster, std::shared_ptr<spdlog::logger> log);
 
   void OnRequest(const std::shared_ptr<net::Connection>& connection,
                  wire::Message request) override;
@@ -50,13 +53,18 @@ class NativeHandler final : public net::RequestHandler {
                     const wire::Message& request);
   void HandleCluster(const std::shared_ptr<net::Connection>& connection,
                      const wire::Message& request);
+  void HandleTopic(const std::shared_ptr<net::Connection>& connection,
+                   const wire::Message& request);
 
   map::MapService& maps_;
+  topic::TopicService& topics_;
+  const std::size_t shard_count_;
   ClusterHooks cluster_;
   std::shared_ptr<spdlog::logger> log_;
   std::mutex mu_;
   std::map<std::uint64_t, std::vector<map::ListenerId>> listeners_;  // by connection id
   std::map<std::uint64_t, std::weak_ptr<net::Connection>> view_subscribers_;  // by id
+  std::map<std::uint64_t, std::vector<topic::SubscriptionId>> topic_listeners_;  // by conn id
 };
 
 }  // namespace tessera::grid

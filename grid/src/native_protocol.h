@@ -22,6 +22,22 @@ inline constexpr std::uint16_t kMapReplica = 102;
 // Service kMap event frames: payload {listener: int64, event: bytes (map::EncodeEvent)}.
 inline constexpr std::uint16_t kMapEntryEvent = 200;
 
+// Service kTopic. Payloads are GenericRecord::Encode() bytes (topic_protocol.h).
+//   publish:     {topic, payloads: [bytes], publisher, time} -> empty; the member delivers to
+//                its listeners and sends the batch on to every other member (from anyone)
+//   deliver:     same request, member to member only: deliver to this member's listeners
+//   subscribe:   {topic} -> {id}; the member then pushes kTopicEvent frames on this connection
+//   unsubscribe: {id} -> {removed: bool}
+//   stats:       empty -> JSON {"topics": {NAME: {published, delivered, dropped,
+//                listener_errors}}} of this member
+inline constexpr std::uint16_t kTopicPublish = 1;
+inline constexpr std::uint16_t kTopicDeliver = 2;
+inline constexpr std::uint16_t kTopicSubscribe = 3;
+inline constexpr std::uint16_t kTopicUnsubscribe = 4;
+inline constexpr std::uint16_t kTopicStats = 5;
+// Service kTopic event frames: {listener, topic, payload: bytes, publisher, time, sequence}.
+inline constexpr std::uint16_t kTopicEvent = 200;
+
 // Service kCluster.
 //   ping:   empty request, response "pong"
 //   info:   empty request, response JSON {uuid, address, cluster, version, shards, partitions,

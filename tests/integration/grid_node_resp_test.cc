@@ -142,6 +142,22 @@ TEST_CASE("RESP on any member of a cluster serves every key", "[tools][resp][clu
   CHECK(Cli(port_a, {"INCR", "counter"}) == "2\n");
   CHECK(Cli(port_b, {"SET", "lock", "b", "NX"}) == "OK\n");
   CHECK(Cli(port_a, {"SET", "lock", "a", "NX"}) == "\n");  // one winner across members
+
+  // Pub/sub spans the cluster: a subscriber on b hears what is published on a.
+  std::string subscriber_output;
+  std::thread subscriber([&subscriber_output, port_b] {
+    subscriber_output =
+        Shell("timeout 3 redis-cli -p " + std::to_string(port_b) + " SUBSCRIBE alerts 2>&1", 10s);
+  });
+  bool subscribed = false;
+  for (int i = 0; i < 100 && !subscribed; ++i) {
+    subscribed = Cli(port_b, {"PUBSUB", "NUMSUB", "alerts"}) == "alerts\n1\n";
+    if (!subscribed) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(subscribed);
+  CHECK(Cli(port_a, {"PUBLISH", "alerts", "from-a"}) == "0\n");  // no subscriber on a itself
+  subscriber.join();
+  CHECK(subscriber_output.find("message\nalerts\nfrom-a\n") != std::string::npos);
 }
 
 }  // namespace tessera::integration

@@ -6,6 +6,8 @@
 #include "tessera/topic/topic_service.h"
 
 #include <spdlog/logger.h>
+#include <algorithm>
+#include <chrono>
 #include <exception>
 #include <mutex>
 #include <shared_mutex>
@@ -36,24 +38,39 @@ struct Counters {
   std::shared_ptr<spdlog::logger> log;
 };
 
+// A delivery carries the service's counters and its topic's.
+struct CounterPair {
+  std::shared_ptr<Counters> all;
+  std::shared_ptr<Counters> topic;
+};
+
 using SubscriptionPtr = std::shared_ptr<Subscription>;
 
-void Deliver(const SubscriptionPtr& sub, const Message& message, Counters& counters) {
+void Deliver(const SubscriptionPtr& sub, const Message& message, const CounterPair& counters) {
   sub->pending.fetch_sub(1, std::memory_order_acq_rel);
   if (!sub->active.load(std::memory_order_acquire)) return;
   const std::string_view pattern = sub->is_pattern ? std::string_view(sub->name) : "";
   try {
     sub->listener(message, pattern);
-    counters.delivered.fetch_add(1, std::memory_order_relaxed);
+    counters.all->delivered.fetch_add(1, std::memory_order_relaxed);
+    counters.topic->delivered.fetch_add(1, std::memory_order_relaxed);
   } catch (const std::exception& e) {
-    counters.listener_errors.fetch_add(1, std::memory_order_relaxed);
-    counters.log->warn("topic listener {} on '{}' threw: {}; it keeps receiving", sub->id,
-                       message.topic, e.what());
+    counters.all->listener_errors.fetch_add(1, std::memory_order_relaxed);
+    counters.topic->listener_errors.fetch_add(1, std::memory_order_relaxed);
+    counters.all->log->warn("topic listener {} on '{}' threw: {}; it keeps receiving", sub->id,
+                            message.topic, e.what());
   } catch (...) {
-    counters.listener_errors.fetch_add(1, std::memory_order_relaxed);
-    counters.log->warn("topic listener {} on '{}' threw a non-exception; it keeps receiving",
-                       sub->id, message.topic);
+    counters.all->listener_errors.fetch_add(1, std::memory_order_relaxed);
+    counters.topic->listener_errors.fetch_add(1, std::memory_order_relaxed);
+    counters.all->log->warn("topic listener {} on '{}' threw a non-exception; it keeps receiving",
+                            sub->id, message.topic);
   }
+}
+
+std::int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -67,18 +84,29 @@ struct TopicService::Impl {
   std::unordered_map<SubscriptionId, SubscriptionPtr> by_id;
   SubscriptionId next_id = 1;
   std::atomic<std::int64_t> next_sequence{1};
+  std::function<std::int64_t(Message)> cluster_publisher;
+  mutable std::mutex by_name_mu;
+  std::unordered_map<std::string, std::shared_ptr<Counters>> by_name;  // guarded by by_name_mu
 
   explicit Impl(runtime::ShardSet& s) : shards(s) {}
 
+  std::shared_ptr<Counters> CountersOf(const std::string& topic) {
+    std::lock_guard lock(by_name_mu);
+    auto& c = by_name[topic];
+    if (!c) c = std::make_shared<Counters>();
+    return c;
+  }
+
   // Queues one delivery; false if the listener's queue is full.
-  bool Enqueue(const SubscriptionPtr& sub, const std::shared_ptr<const Message>& message) {
+  bool Enqueue(const SubscriptionPtr& sub, const std::shared_ptr<const Message>& message,
+               const CounterPair& pair) {
     if (sub->pending.fetch_add(1, std::memory_order_acq_rel) >= sub->options.max_pending) {
       sub->pending.fetch_sub(1, std::memory_order_acq_rel);
-      counters->dropped.fetch_add(1, std::memory_order_relaxed);
+      pair.all->dropped.fetch_add(1, std::memory_order_relaxed);
+      pair.topic->dropped.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
-    shards.InvokeOn(sub->options.shard,
-                    [sub, message, counters = counters] { Deliver(sub, *message, *counters); });
+    shards.InvokeOn(sub->options.shard, [sub, message, pair] { Deliver(sub, *message, pair); });
     return true;
   }
 
@@ -111,26 +139,42 @@ TopicService::~TopicService() = default;
 
 std::int64_t TopicService::Publish(std::string_view topic, std::string payload,
                                    std::string_view publisher_id) {
+  return Publish(Message{std::string(topic), std::move(payload), std::string(publisher_id)});
+}
+
+std::int64_t TopicService::Publish(Message message) {
   impl_->counters->published.fetch_add(1, std::memory_order_relaxed);
+  impl_->CountersOf(message.topic)->published.fetch_add(1, std::memory_order_relaxed);
+  if (message.publish_time_ms == 0) message.publish_time_ms = WallMs();
+  if (impl_->cluster_publisher) return impl_->cluster_publisher(std::move(message));
+  return PublishLocal(std::move(message));
+}
+
+void TopicService::SetClusterPublisher(std::function<std::int64_t(Message)> publisher) {
+  impl_->cluster_publisher = std::move(publisher);
+}
+
+std::int64_t TopicService::PublishLocal(Message in) {
   std::shared_ptr<const Message> message;
   std::int64_t receivers = 0;
+  const CounterPair pair{impl_->counters, impl_->CountersOf(in.topic)};
   std::shared_lock lock(impl_->mutex);
   auto make_message = [&] {
     if (message) return;
-    message = std::make_shared<const Message>(
-        Message{std::string(topic), std::move(payload), std::string(publisher_id),
-                impl_->next_sequence.fetch_add(1, std::memory_order_relaxed)});
+    in.sequence = impl_->next_sequence.fetch_add(1, std::memory_order_relaxed);
+    message = std::make_shared<const Message>(std::move(in));
   };
-  if (auto it = impl_->by_topic.find(std::string(topic)); it != impl_->by_topic.end()) {
+  const std::string& topic = in.topic;
+  if (auto it = impl_->by_topic.find(topic); it != impl_->by_topic.end()) {
     for (const auto& sub : it->second) {
       make_message();
-      receivers += impl_->Enqueue(sub, message) ? 1 : 0;
+      receivers += impl_->Enqueue(sub, message, pair) ? 1 : 0;
     }
   }
   for (const auto& sub : impl_->patterns) {
-    if (!GlobMatch(sub->name, topic)) continue;
+    if (!GlobMatch(sub->name, message ? std::string_view(message->topic) : topic)) continue;
     make_message();
-    receivers += impl_->Enqueue(sub, message) ? 1 : 0;
+    receivers += impl_->Enqueue(sub, message, pair) ? 1 : 0;
   }
   return receivers;
 }
@@ -191,6 +235,21 @@ TopicStats TopicService::Stats() const {
   stats.subscriptions =
       static_cast<std::int64_t>(impl_->by_id.size()) - stats.pattern_subscriptions;
   return stats;
+}
+
+std::vector<std::pair<std::string, TopicStats>> TopicService::StatsByTopic() const {
+  std::vector<std::pair<std::string, TopicStats>> out;
+  std::lock_guard lock(impl_->by_name_mu);
+  for (const auto& [name, c] : impl_->by_name) {
+    TopicStats s;
+    s.published = c->published.load(std::memory_order_relaxed);
+    s.delivered = c->delivered.load(std::memory_order_relaxed);
+    s.dropped = c->dropped.load(std::memory_order_relaxed);
+    s.listener_errors = c->listener_errors.load(std::memory_order_relaxed);
+    out.emplace_back(name, s);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
 }
 
 }  // namespace tessera::topic

@@ -53,6 +53,7 @@ class Client final : public Instance {
   ~Client() override;
 
   std::shared_ptr<Map> GetMap(const std::string& name) override;
+  std::shared_ptr<Topic> GetTopic(const std::string& name) override;
   void Shutdown() override;
 
   // The connected member's view of the cluster: member list (oldest first, the first is the

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tessera/grid/map.h"
+#include "tessera/grid/topic.h"
 #include "tessera/grid/typed_map.h"
 
 namespace tessera::grid {
@@ -25,6 +26,9 @@ class Instance {
   TypedMap<K, V> GetTypedMap(const std::string& name) {
     return TypedMap<K, V>(GetMap(name));
   }
+
+  // The topic named `name` (see topic.h). Cheap; proxies may be cached.
+  virtual std::shared_ptr<Topic> GetTopic(const std::string& name) = 0;
 
   // Stops the instance: a member leaves, a client disconnects. Idempotent.
   virtual void Shutdown() = 0;

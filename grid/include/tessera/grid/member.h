@@ -67,6 +67,7 @@ class Member final : public Instance {
   base::Result<void> Start();
 
   std::shared_ptr<Map> GetMap(const std::string& name) override;
+  std::shared_ptr<Topic> GetTopic(const std::string& name) override;
   // Leaves the cluster gracefully (bounded by the failure timeout), then stops everything.
   void Shutdown() override;
 
@@ -87,6 +88,7 @@ class Member final : public Instance {
   base::Result<void> StartNative();
   base::Result<void> StartResp();
   base::Result<void> StartMembership();
+  void StartRouter();
   void ShutdownLocked();  // REQUIRES: impl_->mu held
   std::string InfoJson() const;
   // `view` (or the current view) as the View message clients receive (native_protocol.h).

@@ -10,9 +10,10 @@
 // (ListenerOptions::max_pending); a message beyond it is dropped and counted. A listener that
 // throws is logged and counted, and keeps receiving.
 //
-// Today delivery is member-local. The API is shaped for cluster-wide delivery later: Publish
-// takes the publisher id and returns the number of local receivers; a cluster-aware
-// implementation forwards to other members behind the same calls.
+// Cluster: a member installs a cluster publisher (SetClusterPublisher); Publish then hands
+// every message to it, and it delivers here (PublishLocal) and on the other members, which
+// deliver what they receive with PublishLocal. Front-ends (RESP, the native protocol, the
+// embedded API) call Publish and get cluster-wide delivery without knowing.
 //
 // Thread-safety: every method is safe to call from any thread, including from a listener.
 
@@ -41,6 +42,7 @@ struct Message {
   std::string payload;        // the message bytes
   std::string publisher_id;   // who published it (free text, e.g. "resp:12" or a member id)
   std::int64_t sequence = 0;  // member-local publish order (1, 2, ...)
+  std::int64_t publish_time_ms = 0;  // wall clock of the publishing member, ms since epoch
 };
 
 // Called on the listener's shard. `pattern` is the glob that matched for pattern
@@ -73,6 +75,15 @@ class TopicService {
   // Hands `payload` to every matching listener (posted to each listener's shard). Returns the
   // number of listeners it was queued for (listeners whose queue was full are not counted).
   std::int64_t Publish(std::string_view topic, std::string payload, std::string_view publisher_id);
+  // The same for a message built elsewhere (publisher id and publish time kept, a sequence and
+  // a missing publish time filled in).
+  std::int64_t Publish(Message message);
+  // Delivers `message` to this member's listeners only, as Publish does without a cluster
+  // publisher. Returns the number of listeners it was queued for.
+  std::int64_t PublishLocal(Message message);
+  // Installs the cluster publisher (see above); it returns what Publish returns. Call before
+  // publishing starts; REQUIRES: not called concurrently with Publish.
+  void SetClusterPublisher(std::function<std::int64_t(Message)> publisher);
 
   // Subscribes `listener` to the exact topic name. Returns an id for Unsubscribe.
   SubscriptionId Subscribe(std::string topic, ListenerOptions options, MessageListener listener);
@@ -93,6 +104,9 @@ class TopicService {
   std::vector<std::string> ActiveTopics(std::string_view glob = "") const;
 
   TopicStats Stats() const;
+  // Per topic (published here, delivered, dropped, listener errors), for topics that saw a
+  // message; subscription counts are 0.
+  std::vector<std::pair<std::string, TopicStats>> StatsByTopic() const;
 
  private:
   struct Impl;
