@@ -989,11 +989,12 @@ std::shared_ptr<Map> Client::GetMap(const std::string& name) {
 void Client::Shutdown() { impl_->Stop(); }
 
 namespace {
-// One blocking cluster-service call (empty request) on the client's current connection.
-Result<std::string> ClusterCall(Client::Impl& impl, std::uint16_t op) {
+// One blocking call (empty request) on the client's current connection.
+Result<std::string> ClusterCall(Client::Impl& impl, std::uint16_t op,
+                                wire::Service service = wire::Service::kCluster) {
   auto conn = impl.Current(Clock::now() + impl.options.call_timeout);
   if (!conn) return std::unexpected(conn.error());
-  auto reply = (*conn)->CallSync(wire::Message::MakeRequest(0, -1, wire::Service::kCluster, op, ""),
+  auto reply = (*conn)->CallSync(wire::Message::MakeRequest(0, -1, service, op, ""),
                                  impl.options.call_timeout);
   if (!reply) return std::unexpected(reply.error());
   return std::move(reply->payload);
@@ -1015,6 +1016,10 @@ base::Result<membership::ClusterView> Client::FetchClusterView() {
 
 base::Result<std::string> Client::FetchMemberInfoJson() {
   return ClusterCall(*impl_, native::kClusterInfo);
+}
+
+base::Result<std::string> Client::FetchTopicStatsJson() {
+  return ClusterCall(*impl_, native::kTopicStats, wire::Service::kTopic);
 }
 
 std::string Client::connected_address() const {

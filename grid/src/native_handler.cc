@@ -302,7 +302,8 @@ void NativeHandler::HandleTopic(const std::shared_ptr<net::Connection>& connecti
         doc["topics"][name] = {{"published", s.published},
                                {"delivered", s.delivered},
                                {"dropped", s.dropped},
-                               {"listener_errors", s.listener_errors}};
+                               {"listener_errors", s.listener_errors},
+                               {"listeners", s.subscriptions}};
       }
       connection->Send(Message::MakeResponse(request, doc.dump()));
       return;

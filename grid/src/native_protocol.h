@@ -29,7 +29,7 @@ inline constexpr std::uint16_t kMapEntryEvent = 200;
 //   subscribe:   {topic} -> {id}; the member then pushes kTopicEvent frames on this connection
 //   unsubscribe: {id} -> {removed: bool}
 //   stats:       empty -> JSON {"topics": {NAME: {published, delivered, dropped,
-//                listener_errors}}} of this member
+//                listener_errors, listeners}}} of this member
 inline constexpr std::uint16_t kTopicPublish = 1;
 inline constexpr std::uint16_t kTopicDeliver = 2;
 inline constexpr std::uint16_t kTopicSubscribe = 3;

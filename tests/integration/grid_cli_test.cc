@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "child_process.h"
 
@@ -169,6 +170,10 @@ TEST_CASE("grid-cli rejects bad arguments with exit code 2 before connecting", "
   RequireOneLineError(cli({"--address", "nohost", "ping"}), 2, "nohost");
   RequireOneLineError(cli({"--timeout", "0", "ping"}), 2, "--timeout");
   RequireOneLineError(cli({"--bogus", "ping"}), 2, "bogus");
+  RequireOneLineError(cli({"topic"}), 2, "subcommand");
+  RequireOneLineError(cli({"topic", "publish", "t"}), 2, "NAME MESSAGE");
+  RequireOneLineError(cli({"topic", "stats", "--count", "3"}), 2, "--count");
+  RequireOneLineError(cli({"topic", "subscribe", "t", "--for", "soon"}), 2, "soon");
 }
 
 TEST_CASE("grid-cli --help describes the tool and each command group", "[tools][cli]") {
@@ -182,6 +187,44 @@ TEST_CASE("grid-cli --help describes the tool and each command group", "[tools][
                           "put-if-absent ", "clear ", "stats "}) {
     CHECK(group.out.find(std::string("map ") + sub) != std::string::npos);
   }
+}
+
+TEST_CASE("grid-cli publishes to a topic on one member and subscribes through another",
+          "[tools][cli][topic]") {
+  auto a = NodeProcess::StartOrFail({"--heartbeat-ms", "200"});
+  auto b = NodeProcess::StartOrFail({"--heartbeat-ms", "200", "--join", a->address()});
+  auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (ConnectOrFail(*b)->FetchClusterView()->members.members.size() != 2) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(50ms);
+  }
+  ProcessResult subscriber;
+  std::thread listen([&] {
+    subscriber = Cli(*b, {"--json", "topic", "subscribe", "news", "--count", "2", "--for", "15000"});
+  });
+  // Once the subscriber (a separate process) is registered, publish through the other member.
+  bool listening = false;
+  for (int i = 0; i < 100 && !listening; ++i) {
+    auto stats = CliJson(*a, {"topic", "stats"});
+    listening = stats["topics"].contains("news") && stats["topics"]["news"]["listeners"] == 1;
+    if (!listening) std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE(listening);
+  RequireOk(Cli(*a, {"topic", "publish", "news", "first"}), "published to news\n");
+  RequireOk(Cli(*a, {"topic", "publish", "news", "second"}), "published to news\n");
+  listen.join();
+  INFO("subscriber stderr: " << subscriber.err);
+  CHECK(subscriber.exit_code == 0);
+  auto lines = Lines(subscriber.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(json::parse(lines[0])["payload"] == "first");
+  CHECK(json::parse(lines[1])["payload"] == "second");
+  CHECK(json::parse(lines[1])["publisher"].get<std::string>().rfind("client:", 0) == 0);
+  // Summed over both members: published once (on a), delivered to the one listener (on b).
+  auto stats = CliJson(*a, {"topic", "stats"});
+  CHECK(stats["members"] == 2);
+  CHECK(stats["topics"]["news"]["published"] == 2);
+  CHECK(stats["topics"]["news"]["delivered"] == 2);
 }
 
 }  // namespace tessera::integration

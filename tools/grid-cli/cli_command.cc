@@ -75,7 +75,11 @@ po::options_description Describe() {
       ("ttl", po::value<std::string>()->value_name("MS"),
        "put/put-if-absent: time to live (0 = never expires; default: the map's)")        //
       ("record", "put/put-if-absent: VALUE is a JSON object stored as a GenericRecord")  //
-      ("limit", po::value<std::string>()->value_name("N"), "entries/query: print at most N");
+      ("limit", po::value<std::string>()->value_name("N"), "entries/query: print at most N")  //
+      ("count", po::value<std::string>()->value_name("N"),
+       "topic subscribe: exit after N messages")  //
+      ("for", po::value<std::string>()->value_name("MS"),
+       "topic subscribe: exit after MS milliseconds (default: run until Ctrl-C)");
   return desc;
 }
 
@@ -87,7 +91,12 @@ std::string GeneralHelp() {
          "  members              the cluster's members (oldest first; the first is master)\n"
          "  partitions           owner and backups of every partition, and a summary per member\n"
          "  cluster              health: members, master, migrations in flight, safe or not\n"
-         "  map <subcommand>     read and write a map (grid-cli map --help)\n\n"
+         "  map <subcommand>     read and write a map (grid-cli map --help)\n"
+         "  topic publish NAME MESSAGE\n"
+         "                       publish MESSAGE to topic NAME (every listener in the cluster)\n"
+         "  topic subscribe NAME [--count N] [--for MS]\n"
+         "                       print NAME's messages as they arrive (JSON lines with --json)\n"
+         "  topic stats          per-topic counters summed over every member\n\n"
       << Describe()
       << "\nExit codes: 0 ok (a missing key is ok and prints (nil)), 1 runtime error, 2 usage "
          "error.\n";
@@ -188,7 +197,57 @@ Result<void> CheckOptionsAllowed(const po::variables_map& vm, const MapCommandSp
     return Fail(ErrorCode::kBadRequest,
                 "--limit does not apply to '" + name + "'; run grid-cli map --help");
   }
+  for (const char* flag : {"count", "for"}) {
+    if (vm.count(flag) != 0 && name != "topic subscribe") {
+      return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " does not apply to '" +
+                                              name + "'; it is for topic subscribe");
+    }
+  }
   return {};
+}
+
+Result<void> ParseTopicCommand(const std::vector<std::string>& words, const po::variables_map& vm,
+                               CliCommand& command) {
+  static const struct {
+    std::string_view name;
+    CommandKind kind;
+    std::size_t args;
+    std::string_view usage;
+  } kTopic[] = {{"publish", CommandKind::kTopicPublish, 2, "NAME MESSAGE"},
+                {"subscribe", CommandKind::kTopicSubscribe, 1, "NAME"},
+                {"stats", CommandKind::kTopicStats, 0, ""}};
+  if (words.size() < 2) {
+    return Fail(ErrorCode::kBadRequest,
+                "'topic' needs a subcommand (publish, subscribe, stats); run grid-cli --help");
+  }
+  for (const auto& spec : kTopic) {
+    if (words[1] != spec.name) continue;
+    const std::string name = "topic " + std::string(spec.name);
+    if (words.size() - 2 != spec.args) {
+      return Fail(ErrorCode::kBadRequest,
+                  "'" + name + "' takes " +
+                      (spec.args == 0 ? std::string("no arguments") : std::string(spec.usage)) +
+                      " (got " + std::to_string(words.size() - 2) +
+                      " arguments); run grid-cli --help");
+    }
+    if (auto r = CheckOptionsAllowed(vm, nullptr, name); !r) return r;
+    command.kind = spec.kind;
+    if (spec.args >= 1) {
+      command.topic_name = words[2];
+      if (command.topic_name.empty()) return Fail(ErrorCode::kBadRequest, "NAME must not be empty");
+    }
+    if (spec.args == 2) command.message = words[3];
+    for (const char* flag : {"count", "for"}) {
+      if (vm.count(flag) == 0) continue;
+      auto v = ParseNonNegative("--" + std::string(flag), vm[flag].as<std::string>());
+      if (!v) return std::unexpected(v.error());
+      if (*v == 0) return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " must be at least 1");
+      (std::string(flag) == "count" ? command.count : command.for_ms) = *v;
+    }
+    return {};
+  }
+  return Fail(ErrorCode::kBadRequest,
+              "unknown topic subcommand '" + words[1] + "' (use publish, subscribe or stats)");
 }
 
 Result<void> FillMapArguments(const std::vector<std::string>& args, const MapCommandSpec& spec,
@@ -270,6 +329,7 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
     return Fail(ErrorCode::kBadRequest, "no command given; run grid-cli --help");
   }
   if (words[0] == "map") return ParseMapCommand(words, vm, command);
+  if (words[0] == "topic") return ParseTopicCommand(words, vm, command);
   static const std::pair<std::string_view, CommandKind> kPlain[] = {
       {"ping", CommandKind::kPing},
       {"members", CommandKind::kMembers},
@@ -286,7 +346,8 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown command '" + words[0] +
-                  "' (use map, ping, members, partitions or cluster); run grid-cli --help");
+                  "' (use map, topic, ping, members, partitions or cluster); run grid-cli "
+                  "--help");
 }
 
 }  // namespace

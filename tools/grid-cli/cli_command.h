@@ -30,6 +30,9 @@ enum class CommandKind {
   kMembers,     // member list of the connected member's view
   kPartitions,  // partition table: per-member summary and owner/backups per partition
   kCluster,     // health: members, master, migrations, safe
+  kTopicPublish,
+  kTopicSubscribe,  // prints messages as they arrive (streams; see RunSubscribe)
+  kTopicStats,      // per-topic counters summed over every member
 };
 
 struct CliCommand {
@@ -44,6 +47,10 @@ struct CliCommand {
   std::optional<std::int64_t> limit;  // entries/query: print at most this many
   map::Predicate predicate;           // query
   std::string predicate_text;         // query, as given
+  std::string topic_name;             // topic commands
+  std::string message;                // topic publish
+  std::optional<std::int64_t> count;  // topic subscribe: exit after this many messages
+  std::optional<std::int64_t> for_ms;  // topic subscribe: exit after this long
 };
 
 // Parses argv (argv[0] is the program name). Errors: kBadRequest with one line naming the

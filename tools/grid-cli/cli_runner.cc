@@ -2,6 +2,9 @@
 // whole run is bounded by the connect timeout plus one call timeout.
 #include "cli_runner.h"
 
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <fmt/format.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/null_sink.h>
@@ -203,8 +206,64 @@ std::optional<std::int64_t> PendingMigrations(const membership::ClusterView& vie
   return total;
 }
 
+// Topic counters summed over every member of `view` (each asked directly).
+Result<CommandOutput> RunTopicStats(const membership::ClusterView& view, const CliCommand& command) {
+  std::map<std::string, std::map<std::string, std::int64_t>> totals;
+  for (const auto& member : view.members.members) {
+    auto options = command.client;
+    options.addresses = {member.address};
+    auto client = grid::Client::Connect(options, SilentLogger());
+    if (!client) return std::unexpected(client.error());
+    auto stats = (*client)->FetchTopicStatsJson();
+    (*client)->Shutdown();
+    if (!stats) return std::unexpected(stats.error());
+    auto doc = json::parse(*stats, nullptr, false);
+    if (doc.is_discarded() || !doc.contains("topics")) {
+      return base::Fail(base::ErrorCode::kProtocol,
+                        "member " + member.address + " sent unreadable topic statistics");
+    }
+    for (const auto& [topic, counters] : doc["topics"].items()) {
+      for (const auto& [name, value] : counters.items()) {
+        totals[topic][name] += value.get<std::int64_t>();
+      }
+    }
+  }
+  json doc = {{"members", view.members.members.size()}, {"topics", json::object()}};
+  std::string text = fmt::format("{:<24} {:>10} {:>12} {:>12} {:>10} {:>16}\n", "topic",
+                                 "listeners", "published", "delivered", "dropped",
+                                 "listener_errors");
+  for (const auto& [topic, c] : totals) {
+    auto at = [&c = c](const char* name) {
+      auto it = c.find(name);
+      return it == c.end() ? std::int64_t{0} : it->second;
+    };
+    doc["topics"][topic] = {{"published", at("published")},
+                            {"delivered", at("delivered")},
+                            {"dropped", at("dropped")},
+                            {"listener_errors", at("listener_errors")},
+                            {"listeners", at("listeners")}};
+    text += fmt::format("{:<24} {:>10} {:>12} {:>12} {:>10} {:>16}\n", topic, at("listeners"),
+                        at("published"), at("delivered"), at("dropped"), at("listener_errors"));
+  }
+  text += fmt::format("({} member(s); published counts each message once, on the member it "
+                      "entered; delivered counts every listener it reached)\n",
+                      view.members.members.size());
+  return CommandOutput{text, std::move(doc)};
+}
+
 Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, double connect_us) {
   switch (command.kind) {
+    case CommandKind::kTopicPublish: {
+      auto r = client.GetTopic(command.topic_name)->Publish(command.message);
+      if (!r) return std::unexpected(r.error());
+      return CommandOutput{"published to " + command.topic_name + "\n",
+                           {{"topic", command.topic_name}, {"published", 1}}};
+    }
+    case CommandKind::kTopicStats: {
+      auto view = client.FetchClusterView();
+      if (!view) return std::unexpected(view.error());
+      return RunTopicStats(*view, command);
+    }
     case CommandKind::kPing:
       return RunPing(client, connect_us);
     case CommandKind::kMembers:
@@ -231,6 +290,50 @@ Result<CommandOutput> RunCommand(const CliCommand& command) {
   Result<CommandOutput> output = RunOn(**client, command, connect_us);
   (*client)->Shutdown();
   return output;
+}
+
+Result<void> RunSubscribe(const CliCommand& command, std::ostream& out,
+                          const std::atomic<bool>& interrupted) {
+  auto client = grid::Client::Connect(command.client, SilentLogger());
+  if (!client) return std::unexpected(client.error());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::int64_t printed = 0;
+  auto topic = (*client)->GetTopic(command.topic_name);
+  auto id = topic->AddMessageListener([&](const grid::TopicMessage& m) {
+    std::lock_guard lock(mu);
+    if (command.count && printed >= *command.count) return;
+    if (command.json) {
+      out << json{{"topic", m.topic},
+                  {"payload", m.payload},
+                  {"publisher", m.publisher_id},
+                  {"publish_time_ms", m.publish_time_ms}}
+                 .dump(-1, ' ', false, json::error_handler_t::replace)
+          << "\n";
+    } else {
+      out << m.payload << "\n";
+    }
+    out.flush();
+    ++printed;
+    cv.notify_all();
+  });
+  if (!id) {
+    (*client)->Shutdown();
+    return std::unexpected(id.error());
+  }
+  const auto deadline =
+      command.for_ms ? Clock::now() + std::chrono::milliseconds(*command.for_ms)
+                     : Clock::time_point::max();
+  {
+    std::unique_lock lock(mu);
+    while (!interrupted.load() && Clock::now() < deadline &&
+           !(command.count && printed >= *command.count)) {
+      cv.wait_for(lock, std::chrono::milliseconds(100));
+    }
+  }
+  (void)topic->RemoveMessageListener(*id);
+  (*client)->Shutdown();
+  return {};
 }
 
 std::string HintFor(const base::Error& error, const CliCommand& command) {

@@ -5,6 +5,8 @@
 // Thread-safety: each call uses its own Client; safe from any thread.
 
 #include <nlohmann/json.hpp>
+#include <atomic>
+#include <ostream>
 #include <string>
 
 #include "cli_command.h"
@@ -21,6 +23,12 @@ struct CommandOutput {
 // Errors: whatever the client reports (kConnectionFailed, kAuthFailed, kTimeout, ...) and the
 // operation's own errors; the caller prints one line and exits with code 1.
 base::Result<CommandOutput> RunCommand(const CliCommand& command);
+
+// topic subscribe: connects, prints each message of command.topic_name to `out` as it arrives
+// (the payload, or a JSON line with --json) until command.count messages, command.for_ms, or
+// `interrupted`. Errors: the client's (connect, subscribe).
+base::Result<void> RunSubscribe(const CliCommand& command, std::ostream& out,
+                                const std::atomic<bool>& interrupted);
 
 // A short "what to do" for errors whose message may not say it, or "" if none is needed.
 std::string HintFor(const base::Error& error, const CliCommand& command);

@@ -2,7 +2,9 @@
 //
 // Exit codes: 0 ok, 1 runtime error, 2 usage error. Every error is exactly one line on stderr.
 // A watchdog bounds the whole run even if the client misbehaved, so the tool never hangs.
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -56,7 +58,24 @@ class Watchdog {
   std::thread thread_;  // last: starts after the state it uses
 };
 
+std::atomic<bool> interrupted{false};
+
+// topic subscribe streams until its bound or Ctrl-C, so no watchdog; connecting is bounded
+// by the connect timeout.
+int Subscribe(const CliCommand& command) {
+  std::signal(SIGINT, [](int) { interrupted.store(true); });
+  std::signal(SIGTERM, [](int) { interrupted.store(true); });
+  auto r = RunSubscribe(command, std::cout, interrupted);
+  if (!r) {
+    std::string hint = HintFor(r.error(), command);
+    PrintErrorLine(r.error().ToString() + (hint.empty() ? "" : "; " + hint));
+    return 1;
+  }
+  return 0;
+}
+
 int Execute(const CliCommand& command) {
+  if (command.kind == CommandKind::kTopicSubscribe) return Subscribe(command);
   auto limit = command.client.connect_timeout + command.client.call_timeout +
                std::chrono::milliseconds(3000);
   Watchdog watchdog(limit, command.client.addresses.front());

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -238,18 +239,22 @@ TopicStats TopicService::Stats() const {
 }
 
 std::vector<std::pair<std::string, TopicStats>> TopicService::StatsByTopic() const {
-  std::vector<std::pair<std::string, TopicStats>> out;
-  std::lock_guard lock(impl_->by_name_mu);
-  for (const auto& [name, c] : impl_->by_name) {
-    TopicStats s;
-    s.published = c->published.load(std::memory_order_relaxed);
-    s.delivered = c->delivered.load(std::memory_order_relaxed);
-    s.dropped = c->dropped.load(std::memory_order_relaxed);
-    s.listener_errors = c->listener_errors.load(std::memory_order_relaxed);
-    out.emplace_back(name, s);
+  std::map<std::string, TopicStats> out;
+  {
+    std::lock_guard lock(impl_->by_name_mu);
+    for (const auto& [name, c] : impl_->by_name) {
+      TopicStats& s = out[name];
+      s.published = c->published.load(std::memory_order_relaxed);
+      s.delivered = c->delivered.load(std::memory_order_relaxed);
+      s.dropped = c->dropped.load(std::memory_order_relaxed);
+      s.listener_errors = c->listener_errors.load(std::memory_order_relaxed);
+    }
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  return out;
+  std::shared_lock lock(impl_->mutex);
+  for (const auto& [name, subs] : impl_->by_topic) {
+    out[name].subscriptions = static_cast<std::int64_t>(subs.size());
+  }
+  return {out.begin(), out.end()};
 }
 
 }  // namespace tessera::topic

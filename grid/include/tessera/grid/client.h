@@ -62,6 +62,10 @@ class Client final : public Instance {
   // The connected member's status as JSON: {uuid, address, cluster, version, shards,
   // partitions, connections, resp_port, maps, migrations_pending, forwarded_requests}.
   base::Result<std::string> FetchMemberInfoJson();
+  // The connected member's topic counters as JSON: {"topics": {NAME: {published (on this
+  // member), delivered (to its listeners), dropped, listener_errors, listeners (registered
+  // on this member)}}}.
+  base::Result<std::string> FetchTopicStatsJson();
 
   // The address of the member currently connected to ("" when disconnected).
   std::string connected_address() const;

@@ -104,8 +104,8 @@ class TopicService {
   std::vector<std::string> ActiveTopics(std::string_view glob = "") const;
 
   TopicStats Stats() const;
-  // Per topic (published here, delivered, dropped, listener errors), for topics that saw a
-  // message; subscription counts are 0.
+  // Per topic, sorted by name, for topics that saw a message or have a plain subscription:
+  // published here, delivered, dropped, listener errors, current plain subscriptions.
   std::vector<std::pair<std::string, TopicStats>> StatsByTopic() const;
 
  private:
