@@ -188,7 +188,9 @@ void Member::StartRouter() {
   impl_->router = std::make_unique<MemberRouter>(
       std::move(hello), partition::Partitioner(options_.partition_count),
       std::chrono::milliseconds(4000), options_.max_frame_bytes, log_);
-  impl_->relay = std::make_unique<TopicRelay>(impl_->topics, *impl_->router, log_);
+  impl_->relay =
+      std::make_unique<TopicRelay>(impl_->topics, *impl_->router, options_.topics,
+                                   partition::Partitioner(options_.partition_count), log_);
   impl_->topics.SetClusterPublisher(
       [relay = impl_->relay.get()](topic::Message m) { return relay->Publish(std::move(m)); });
 }
@@ -238,7 +240,9 @@ base::Result<void> Member::StartMembership() {
     for (const auto& m : members) {
       if (m != self_address) others.push_back(m);
     }
-    impl_->relay->SetPeers(std::move(others));
+    std::vector<std::string> owners;
+    for (const auto& r : replicas) owners.push_back(r.empty() ? std::string() : r.front());
+    impl_->relay->SetPeers(std::move(others), self_address, std::move(owners));
     impl_->maps.SetPartitionTable(std::move(replicas), members, self_address, impl_->router.get());
     // Clients keep the table to send each key to its owner (see client.h).
     if (impl_->native_handler) impl_->native_handler->PublishView(EncodedView(&view));

@@ -31,8 +31,11 @@ class MemberRouter final : public map::ClusterRouting {
   void Send(const std::string& address, map::MapRequest request, Callback done) override;
   void SendReplica(const std::string& address, std::vector<map::ReplicaUpdate> updates,
                    std::function<void(base::Result<map::StalePartitions>)> done) override;
-  // Sends an encoded topic batch (topic_protocol.h) for `address` to deliver to its listeners.
-  void SendTopic(const std::string& address, std::string batch,
+  // Runs `fn` on the router's thread; what one thread posts runs in its order.
+  void Post(std::function<void()> fn);
+  // Sends an encoded topic batch (topic_protocol.h) to `address`: `op` kTopicDeliver (to its
+  // listeners) or kTopicPublish (for it to order and deliver everywhere).
+  void SendTopic(const std::string& address, std::string batch, std::uint16_t op,
                  std::function<void(base::Result<void>)> done);
 
   // Closes the connections and joins the thread; calls still pending fail or are dropped.

@@ -1,42 +1,81 @@
 #include "topic_relay.h"
 
+#include "native_protocol.h"
 #include "topic_protocol.h"
 
 namespace tessera::grid {
 
 TopicRelay::TopicRelay(topic::TopicService& topics, MemberRouter& router,
-                       std::shared_ptr<spdlog::logger> log)
+                       std::map<std::string, topic::TopicConfig> configs,
+                       partition::Partitioner partitioner, std::shared_ptr<spdlog::logger> log)
     : topics_(topics),
       router_(router),
+      configs_(std::move(configs)),
+      partitioner_(partitioner),
       log_(std::move(log)),
-      peers_(std::make_shared<const std::vector<std::string>>()) {}
+      view_(std::make_shared<const View>()) {}
 
-void TopicRelay::SetPeers(std::vector<std::string> others) {
-  auto next = std::make_shared<const std::vector<std::string>>(std::move(others));
+void TopicRelay::SetPeers(std::vector<std::string> others, std::string self,
+                          std::vector<std::string> owners) {
+  auto next = std::make_shared<const View>(View{std::move(others), std::move(self), std::move(owners)});
   std::lock_guard lock(mu_);
-  peers_ = std::move(next);
+  view_ = std::move(next);
 }
 
 std::int64_t TopicRelay::Publish(topic::Message message) {
-  std::shared_ptr<const std::vector<std::string>> peers;
+  std::shared_ptr<const View> view;
   {
     std::lock_guard lock(mu_);
-    peers = peers_;
+    view = view_;
   }
-  if (!peers->empty()) {
-    std::string encoded =
-        EncodeTopicBatch({message.topic, {message.payload}, message.publisher_id,
-                          message.publish_time_ms});
-    for (const auto& peer : *peers) {
-      router_.SendTopic(peer, encoded, [failed = failed_sends_, log = log_, peer,
-                                        topic = message.topic](base::Result<void> r) {
+  auto config = configs_.find(message.topic);
+  if (config == configs_.end() || !config->second.global_ordering || view->owners.empty()) {
+    return FanOut(*view, std::move(message));
+  }
+  const std::string& owner = view->owners[partitioner_.PartitionOf(message.topic) %
+                                          view->owners.size()];
+  if (owner.empty() || owner == view->self) {
+    // One thread does every ordered fan-out: its local deliveries and its sends then leave in
+    // one order (posts from different threads, e.g. a shard's, need not keep theirs).
+    router_.Post([this, view, message = std::move(message)]() mutable {
+      FanOut(*view, std::move(message));
+    });
+    return 0;
+  }
+  // The owner orders it: forwarded as a publish, delivered here when the owner sends it back.
+  router_.SendTopic(
+      owner,
+      EncodeTopicBatch({message.topic, {message.payload}, message.publisher_id,
+                        message.publish_time_ms}),
+      native::kTopicPublish,
+      [failed = failed_sends_, log = log_, owner, topic = message.topic](base::Result<void> r) {
         if (r) return;
         const auto n = failed->fetch_add(1, std::memory_order_relaxed) + 1;
         if (n == 1 || n % 1000 == 0) {
-          log->warn("topic '{}': a message did not reach member {} ({}); {} lost so far", topic,
-                    peer, r.error().ToString(), n);
+          log->warn("topic '{}': a message did not reach its ordering member {} ({}); {} lost so far",
+                    topic, owner, r.error().ToString(), n);
         }
       });
+  return 0;
+}
+
+std::int64_t TopicRelay::FanOut(const View& view, topic::Message message) {
+  if (!view.peers.empty()) {
+    std::string encoded =
+        EncodeTopicBatch({message.topic, {message.payload}, message.publisher_id,
+                          message.publish_time_ms});
+    for (const auto& peer : view.peers) {
+      router_.SendTopic(peer, encoded, native::kTopicDeliver,
+                        [failed = failed_sends_, log = log_, peer,
+                         topic = message.topic](base::Result<void> r) {
+                          if (r) return;
+                          const auto n = failed->fetch_add(1, std::memory_order_relaxed) + 1;
+                          if (n == 1 || n % 1000 == 0) {
+                            log->warn("topic '{}': a message did not reach member {} ({}); {} "
+                                      "lost so far",
+                                      topic, peer, r.error().ToString(), n);
+                          }
+                        });
     }
   }
   return topics_.PublishLocal(std::move(message));

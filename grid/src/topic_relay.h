@@ -6,17 +6,24 @@
 // listener sees them in that order. Delivery to other members is at-most-once: a send that
 // fails (member gone) is counted, not retried.
 //
+// Global ordering (topic::TopicConfig): a message of such a topic goes to the member owning
+// the topic name's partition (forwarded as a publish), which delivers and sends it from one
+// thread (the router's), so every member receives that topic's messages in one order. While the
+// partition table changes, members may briefly disagree on the owner and the order can differ.
+//
 // Thread-safety: Publish and SetPeers from any thread.
 
 #include <spdlog/logger.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "member_router.h"
+#include "tessera/partition/partitioner.h"
 #include "tessera/topic/topic_service.h"
 
 namespace tessera::grid {
@@ -25,21 +32,34 @@ class TopicRelay {
  public:
   // Both must outlive the relay.
   TopicRelay(topic::TopicService& topics, MemberRouter& router,
+             std::map<std::string, topic::TopicConfig> configs, partition::Partitioner partitioner,
              std::shared_ptr<spdlog::logger> log);
 
-  // The other members' addresses (from every new cluster view).
-  void SetPeers(std::vector<std::string> others);
+  // From every new cluster view: the other members' addresses, this member's, and every
+  // partition's owner address.
+  void SetPeers(std::vector<std::string> others, std::string self = "",
+                std::vector<std::string> owners = {});
   // Delivers here and sends to the peers; returns the local receivers.
   std::int64_t Publish(topic::Message message);
   // Sends to other members that failed (the member was gone or did not answer).
   std::int64_t failed_sends() const { return failed_sends_->load(std::memory_order_relaxed); }
 
  private:
+  struct View {
+    std::vector<std::string> peers;
+    std::string self;
+    std::vector<std::string> owners;  // partition -> owner address; empty: unknown
+  };
+  // Delivers here and sends to every peer.
+  std::int64_t FanOut(const View& view, topic::Message message);
+
   topic::TopicService& topics_;
   MemberRouter& router_;
+  const std::map<std::string, topic::TopicConfig> configs_;
+  const partition::Partitioner partitioner_;
   std::shared_ptr<spdlog::logger> log_;
   mutable std::mutex mu_;
-  std::shared_ptr<const std::vector<std::string>> peers_;  // guarded by mu_
+  std::shared_ptr<const View> view_;  // guarded by mu_
   std::shared_ptr<std::atomic<std::int64_t>> failed_sends_ =
       std::make_shared<std::atomic<std::int64_t>>(0);
 };

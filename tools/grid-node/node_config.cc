@@ -252,6 +252,36 @@ Result<void> ApplyMaps(const YAML::Node& maps, NodeConfig& config) {
   return {};
 }
 
+Result<void> ApplyTopics(const YAML::Node& topics, NodeConfig& config) {
+  if (topics.IsNull()) return {};
+  if (!topics.IsMap()) {
+    return Fail(ErrorCode::kBadRequest, "'topics' must be a mapping of topic names");
+  }
+  for (const auto& item : topics) {
+    const auto name = item.first.as<std::string>();
+    if (!item.second.IsMap()) {
+      return Fail(ErrorCode::kBadRequest,
+                  "'topics." + name + "' must be a mapping of global_ordering");
+    }
+    topic::TopicConfig topic_config;
+    for (const auto& setting : item.second) {
+      const auto key = setting.first.as<std::string>();
+      const auto text = setting.second.as<std::string>();
+      if (key != "global_ordering") {
+        return Fail(ErrorCode::kBadRequest,
+                    "unknown key 'topics." + name + "." + key + "': use global_ordering");
+      }
+      if (text != "true" && text != "false") {
+        return Fail(ErrorCode::kBadRequest, "'topics." + name + ".global_ordering' is '" + text +
+                                                "'; use true or false");
+      }
+      topic_config.global_ordering = text == "true";
+    }
+    config.member.topics[name] = topic_config;
+  }
+  return {};
+}
+
 Result<void> ApplyYamlNode(const YAML::Node& root, NodeConfig& config) {
   if (root.IsNull()) return {};  // an empty file changes nothing
   if (!root.IsMap()) return Fail(ErrorCode::kBadRequest, "the document must be a mapping");
@@ -260,6 +290,11 @@ Result<void> ApplyYamlNode(const YAML::Node& root, NodeConfig& config) {
     auto key = item.first.as<std::string>();
     if (key == "maps") {
       auto r = ApplyMaps(item.second, config);
+      if (!r) return r;
+      continue;
+    }
+    if (key == "topics") {
+      auto r = ApplyTopics(item.second, config);
       if (!r) return r;
       continue;
     }
@@ -357,6 +392,8 @@ std::string HelpText() {
          "  maps:\n"
          "    orders: {default_ttl_ms: 60000, max_idle_ms: 0, max_entries: 100000}\n"
          "    events: {async_backups: true}   # writes do not wait for backups\n"
+         "  topics:\n"
+         "    ledger: {global_ordering: true}  # every listener sees one order\n"
          "\nExit codes: 0 clean shutdown, 1 start failed (e.g. port in use), 2 bad flags or "
          "config.\n";
   return out.str();

@@ -27,6 +27,7 @@ namespace {
 
 MemberOptions ClusterMember(std::vector<std::string> join = {}) {
   MemberOptions o;
+  o.topics["ledger"].global_ordering = true;
   o.port = 0;
   o.threads = 1;
   o.heartbeat_interval_ms = 100;
@@ -190,4 +191,66 @@ TEST_CASE("A slow topic listener drops only its own messages, a throwing one kee
   CHECK(topic->RemoveMessageListener(*slow).value());
   CHECK_FALSE(topic->RemoveMessageListener(*slow).value());
   CHECK(member.GetTopic("")->Publish("x").error().code() == base::ErrorCode::kBadRequest);
+}
+
+TEST_CASE("With global ordering every listener sees one sequence of a topic's messages",
+          "[grid][topic][cluster]") {
+  Member a(ClusterMember());
+  REQUIRE(a.Start());
+  Member b(ClusterMember({AddressOf(a)}));
+  REQUIRE(b.Start());
+  Member c(ClusterMember({AddressOf(a)}));
+  REQUIRE(c.Start());
+  REQUIRE(WaitUntil([&] {
+    for (auto* m : {&a, &b, &c}) {
+      if (m->cluster_view()->members.members.size() != 3) return false;
+    }
+    return true;
+  }));
+  ClientOptions to_b;
+  to_b.addresses = {AddressOf(b)};
+  auto client = Client::Connect(to_b);
+  REQUIRE(client);
+  std::vector<grid::Instance*> instances = {&a, &b, &c, client->get()};
+  std::vector<std::unique_ptr<Heard>> heard;
+  for (auto* instance : instances) {
+    heard.push_back(std::make_unique<Heard>());
+    auto* h = heard.back().get();
+    REQUIRE(instance->GetTopic("ledger")->AddMessageListener([h](const TopicMessage& m) {
+      h->Add(m);
+    }));
+  }
+  // Publishers on every member and the client race; without one ordering member, listeners on
+  // different members would see their messages interleaved differently.
+  constexpr int kEach = 300;
+  std::vector<std::thread> threads;
+  for (std::size_t p = 0; p < instances.size(); ++p) {
+    threads.emplace_back([&, p] {
+      auto topic = instances[p]->GetTopic("ledger");
+      for (int n = 0; n < kEach; ++n) {
+        REQUIRE(topic->Publish(std::to_string(p) + ":" + std::to_string(n)));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const std::size_t total = kEach * instances.size();
+  std::vector<std::string> first;
+  for (std::size_t l = 0; l < heard.size(); ++l) {
+    INFO("listener " << l);
+    REQUIRE(WaitUntil([&] { return heard[l]->size() >= total; }, std::chrono::seconds(10)));
+    std::lock_guard lock(heard[l]->mu);
+    std::vector<std::string> sequence;
+    for (const auto& m : heard[l]->messages) sequence.push_back(m.payload);
+    CHECK(sequence.size() == total);
+    if (l == 0) {
+      first = sequence;
+    } else {
+      std::size_t i = 0;
+      while (i < sequence.size() && i < first.size() && sequence[i] == first[i]) ++i;
+      INFO("first difference at " << i << ": "
+                                  << (i < first.size() ? first[i] : "") << " vs "
+                                  << (i < sequence.size() ? sequence[i] : ""));
+      CHECK(i == total);
+    }
+  }
 }

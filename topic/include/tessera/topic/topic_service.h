@@ -49,6 +49,14 @@ struct Message {
 // subscriptions, empty for plain ones. Must not block.
 using MessageListener = std::function<void(const Message& message, std::string_view pattern)>;
 
+// Per-topic configuration of a cluster (the same on every member).
+struct TopicConfig {
+  // Every message of the topic goes through the member owning the topic name's partition,
+  // which delivers it everywhere in one order: all listeners see the same sequence. Costs a
+  // hop for publishers on other members.
+  bool global_ordering = false;
+};
+
 struct ListenerOptions {
   std::size_t shard = 0;           // shard to deliver on; REQUIRES: < shards.size()
   std::size_t max_pending = 4096;  // messages queued for this listener before drops begin
