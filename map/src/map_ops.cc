@@ -157,6 +157,10 @@ base::Result<MapResult> Dispatch(RecordStore& store, const MapRequest& rq, OpCon
       return OpGetEntryView(store, rq, ctx);
     case MapOp::kExecuteOnKey:
       return OpExecuteOnKey(store, rq, ctx);
+    case MapOp::kRingAppend:
+      return detail::OpRingAppend(store, rq, ctx);
+    case MapOp::kRingRead:
+      return detail::OpRingRead(store, rq, ctx);
     case MapOp::kPutAll:
       return detail::OpPutAll(store, rq, ctx);
     case MapOp::kGetAll:

@@ -4,7 +4,7 @@ namespace tessera::map {
 
 bool MapOpIsKeyed(MapOp op) {
   return static_cast<std::uint8_t>(op) >= static_cast<std::uint8_t>(MapOp::kPut) &&
-         static_cast<std::uint8_t>(op) <= static_cast<std::uint8_t>(MapOp::kExecuteOnKey);
+         static_cast<std::uint8_t>(op) <= static_cast<std::uint8_t>(MapOp::kRingRead);
 }
 
 std::string_view MapOpName(MapOp op) {
@@ -29,6 +29,10 @@ std::string_view MapOpName(MapOp op) {
       return "replaceIfSame";
     case MapOp::kRemoveIfSame:
       return "removeIfSame";
+    case MapOp::kRingAppend:
+      return "ringAppend";
+    case MapOp::kRingRead:
+      return "ringRead";
     case MapOp::kSetTtl:
       return "setTtl";
     case MapOp::kGetEntryView:

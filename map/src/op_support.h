@@ -51,5 +51,8 @@ base::Result<MapResult> OpClear(RecordStore& store, OpContext& ctx);
 base::Result<MapResult> OpQuery(RecordStore& store, const MapRequest& request, OpContext& ctx);
 base::Result<MapResult> OpExecuteOnEntries(RecordStore& store, const MapRequest& request,
                                            OpContext& ctx);
+// Ring buffers (map_ops_ring.cc).
+base::Result<MapResult> OpRingAppend(RecordStore& store, const MapRequest& request, OpContext& ctx);
+base::Result<MapResult> OpRingRead(RecordStore& store, const MapRequest& request, OpContext& ctx);
 
 }  // namespace tessera::map::detail

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <thread>
+
 #include "child_process.h"
 #include "latency_histogram.h"
 
@@ -45,6 +47,24 @@ TEST_CASE("LatencyHistogram percentiles are within 1% above the exact sample", "
   CHECK(h.max() == 5000000);
   CHECK(h.Percentile(1.0) == 5000000);
   CHECK(h.Mean() == Approx((50000500000.0 + 5000000) / 100001).epsilon(0.01));
+}
+
+TEST_CASE("grid-bench topic mode: every message published in the window is received",
+          "[tools][bench][topic]") {
+  auto a = NodeProcess::StartOrFail({"--heartbeat-ms", "200"});
+  auto b = NodeProcess::StartOrFail({"--heartbeat-ms", "200", "--join", a->address()});
+  auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (ConnectOrFail(*b)->FetchClusterView()->members.members.size() != 2) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(50ms);
+  }
+  // Publishers on a, the subscriber on b: every message crosses members.
+  auto doc = RunBench(*a, {"--topic", "bench", "--subscribe-address", b->address(),
+                           "--connections", "2", "--duration", "1"});
+  CHECK(doc["errors"] == 0);
+  CHECK(doc["published"].get<std::uint64_t>() > 0);
+  CHECK(doc["received"] == doc["published"]);
+  CHECK(doc["latency_us"]["p50"].get<double>() <= doc["latency_us"]["p99"].get<double>());
 }
 
 TEST_CASE("grid-bench preloads the key space and runs a get/set mix", "[tools][bench]") {

@@ -34,6 +34,10 @@ po::options_description Describe() {
       ("warmup", po::value<double>()->default_value(1), "unmeasured seconds first")             //
       ("timeout", po::value<int>()->default_value(5000), "connect/call timeout in ms")          //
       ("preload", "fill the key space before the run so gets hit")                              //
+      ("topic", po::value<std::string>(),
+       "topic mode: publish to this topic instead of map ops (--value-size bytes per message)")  //
+      ("subscribe-address", po::value<std::string>(),
+       "topic mode: the member the subscriber connects to (default --address)")  //
       ("json", "print the result as one JSON document");
   return desc;
 }
@@ -81,6 +85,9 @@ Result<void> CheckRanges(const BenchOptions& o) {
   if (!(o.duration_s > 0) || o.duration_s > 86400) return bad("--duration must be > 0 seconds");
   if (!(o.warmup_s >= 0) || o.warmup_s > 3600) return bad("--warmup must be >= 0 seconds");
   if (o.client.call_timeout.count() < 1) return bad("--timeout must be at least 1 ms");
+  if (!o.topic.empty() && o.value_size < 8) {
+    return bad("--value-size must be at least 8 in topic mode (messages carry a timestamp)");
+  }
   return {};
 }
 
@@ -104,6 +111,10 @@ void ApplyVariables(const po::variables_map& vm, BenchOptions& o) {
   o.duration_s = vm["duration"].as<double>();
   o.warmup_s = vm["warmup"].as<double>();
   o.preload = vm.count("preload") != 0;
+  if (vm.count("topic") != 0) o.topic = vm["topic"].as<std::string>();
+  o.subscribe_address = vm.count("subscribe-address") != 0
+                            ? vm["subscribe-address"].as<std::string>()
+                            : o.client.addresses.front();
   o.json = vm.count("json") != 0;
 }
 

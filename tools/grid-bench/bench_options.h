@@ -37,6 +37,11 @@ struct BenchOptions {
   double duration_s = 10;
   double warmup_s = 1;
   bool preload = false;
+  // Topic mode (--topic NAME): `connections` publishers publish value_size-byte messages as
+  // fast as their calls return; one subscriber client (connected to subscribe_address, default
+  // the first address) measures publish-to-receive latency and received messages/s.
+  std::string topic;
+  std::string subscribe_address;
   bool json = false;
   bool help = false;
 };

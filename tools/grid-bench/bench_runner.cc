@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <random>
+#include <cstring>
 #include <thread>
 
 #include "tessera/grid/client.h"
@@ -266,6 +267,84 @@ Result<BenchReport> RunBench(const BenchOptions& options) {
   BenchReport report = Collect(*connections);
   report.seconds = options.duration_s;
   report.preload_seconds = preload_seconds;
+  return report;
+}
+
+Result<BenchReport> RunTopicBench(const BenchOptions& options) {
+  auto log = BenchLogger();
+  auto subscriber_options = options.client;
+  subscriber_options.addresses = {options.subscribe_address};
+  auto subscriber = grid::Client::Connect(subscriber_options, log);
+  if (!subscriber) return std::unexpected(subscriber.error());
+  std::vector<std::unique_ptr<grid::Client>> publishers;
+  for (int i = 0; i < options.connections; ++i) {
+    auto client = grid::Client::Connect(options.client, log);
+    if (!client) {
+      for (auto& p : publishers) p->Shutdown();
+      (*subscriber)->Shutdown();
+      return std::unexpected(client.error());
+    }
+    publishers.push_back(std::move(*client));
+  }
+  auto window_start = Clock::now() + Seconds(options.warmup_s);
+  auto window_end = window_start + Seconds(options.duration_s);
+  auto steady_ns = [] {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+            .count());
+  };
+  // The subscriber (one listener thread) owns these; read after it is removed.
+  LatencyHistogram received_latency;
+  std::uint64_t received = 0;
+  auto id = (*subscriber)->GetTopic(options.topic)->AddMessageListener(
+      [&](const grid::TopicMessage& m) {
+        std::uint64_t sent_ns = 0;
+        if (m.payload.size() < sizeof sent_ns) return;
+        std::memcpy(&sent_ns, m.payload.data(), sizeof sent_ns);
+        const auto sent = Clock::time_point(std::chrono::nanoseconds(sent_ns));
+        if (sent < window_start || sent >= window_end) return;
+        received_latency.Record(steady_ns() - sent_ns);
+        ++received;
+      });
+  if (!id) {
+    for (auto& p : publishers) p->Shutdown();
+    (*subscriber)->Shutdown();
+    return std::unexpected(id.error());
+  }
+  std::atomic<std::uint64_t> published{0}, errors{0};
+  std::mutex error_mu;
+  std::string first_error;
+  std::vector<std::thread> threads;
+  for (auto& p : publishers) {
+    threads.emplace_back([&, topic = p->GetTopic(options.topic)] {
+      std::string payload(options.value_size, 'x');
+      while (Clock::now() < window_end) {
+        const std::uint64_t now = steady_ns();
+        std::memcpy(payload.data(), &now, sizeof now);
+        auto r = topic->Publish(payload);
+        if (!r) {
+          errors.fetch_add(1);
+          std::lock_guard lock(error_mu);
+          if (first_error.empty()) first_error = r.error().ToString();
+          continue;
+        }
+        const auto sent = Clock::time_point(std::chrono::nanoseconds(now));
+        if (sent >= window_start) published.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the last messages arrive
+  (void)(*subscriber)->GetTopic(options.topic)->RemoveMessageListener(*id);
+  for (auto& p : publishers) p->Shutdown();
+  (*subscriber)->Shutdown();
+  BenchReport report;
+  report.seconds = options.duration_s;
+  report.ops = received;
+  report.latency_ns = received_latency;
+  report.published = published.load();
+  report.errors = errors.load();
+  report.first_error = first_error;
   return report;
 }
 

@@ -26,10 +26,14 @@ struct BenchReport {
   std::string first_error;       // the first failure's message, for the report
   LatencyHistogram latency_ns;   // latency of the counted ops
   std::map<std::string, std::uint64_t> ops_by_kind;
+  std::uint64_t published = 0;   // topic mode: messages published inside the window
 };
 
 // Connects every client (errors: the client's, e.g. kConnectionFailed), optionally preloads
 // the key space, runs warmup + duration, and reports.
 base::Result<BenchReport> RunBench(const BenchOptions& options);
+// Topic mode: ops = messages the subscriber received inside the window, latency_ns = their
+// publish-to-receive latency, published = messages published inside the window.
+base::Result<BenchReport> RunTopicBench(const BenchOptions& options);
 
 }  // namespace tessera::tools::bench

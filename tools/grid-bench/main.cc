@@ -50,6 +50,20 @@ nlohmann::json ReportJson(const BenchOptions& o, const BenchReport& r) {
           {"first_error", r.first_error}};
 }
 
+void PrintTopicText(const BenchOptions& o, const BenchReport& r) {
+  const auto& h = r.latency_ns;
+  fmt::print("topic {}, {} publisher(s), {}-byte messages, {:.1f} s\n", o.topic, o.connections,
+             o.value_size, r.seconds);
+  fmt::print("published   {:.0f} msgs/s\n", static_cast<double>(r.published) / r.seconds);
+  fmt::print("received    {:.0f} msgs/s ({} of {} published in the window)\n",
+             static_cast<double>(r.ops) / r.seconds, r.ops, r.published);
+  fmt::print("latency us  p50 {:.1f}  p99 {:.1f}  p999 {:.1f}  max {:.1f}  (publish to receive)\n",
+             Micros(h.Percentile(0.50)), Micros(h.Percentile(0.99)), Micros(h.Percentile(0.999)),
+             Micros(h.max()));
+  fmt::print("errors      {}{}\n", r.errors,
+             r.first_error.empty() ? "" : " (first: " + r.first_error + ")");
+}
+
 void PrintText(const BenchOptions& o, const BenchReport& r) {
   const auto& h = r.latency_ns;
   if (r.preload_seconds > 0)
@@ -75,15 +89,34 @@ int Main(int argc, const char* const argv[]) {
     std::cout << BenchHelpText();
     return 0;
   }
-  auto report = RunBench(*options);
+  auto report = options->topic.empty() ? RunBench(*options) : RunTopicBench(*options);
   if (!report) {
     std::fprintf(stderr, "grid-bench: %s\n", report.error().ToString().c_str());
     return 1;
   }
-  if (options->json) {
+  if (options->json && !options->topic.empty()) {
+    const auto& h = report->latency_ns;
+    std::cout << nlohmann::json{{"topic", options->topic},
+                                {"publishers", options->connections},
+                                {"message_size", options->value_size},
+                                {"seconds", report->seconds},
+                                {"published", report->published},
+                                {"received", report->ops},
+                                {"published_per_sec", report->published / report->seconds},
+                                {"received_per_sec", report->ops / report->seconds},
+                                {"latency_us",
+                                 {{"p50", Micros(h.Percentile(0.50))},
+                                  {"p99", Micros(h.Percentile(0.99))},
+                                  {"max", Micros(h.max())}}},
+                                {"errors", report->errors}}
+                     .dump()
+              << std::endl;
+  } else if (options->json) {
     std::cout << ReportJson(*options, *report)
                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
               << std::endl;
+  } else if (!options->topic.empty()) {
+    PrintTopicText(*options, *report);
   } else {
     PrintText(*options, *report);
   }

@@ -40,6 +40,14 @@ enum class MapOp : std::uint8_t {
   kSetTtl = 11,        // change expiry of an existing entry (options.ttl_ms; 0=persist); flag
   kGetEntryView = 12,  // view=metadata (expiry, hits, ...), value=current value
   kExecuteOnKey = 13,  // processor_result
+  // Ring buffers (a reliable topic's storage; see map_ops.h): key = any key of the ring's
+  // partition key R, e.g. "ring@R".
+  kRingAppend = 14,  // keys = messages; argument {capacity, overflow}; options.ttl_ms per
+                     // message; count = first sequence stored (-1: none), flag = stored any,
+                     // value = "HEAD TAIL", entries = [("discarded", N)]
+  kRingRead = 15,    // argument {from, max}; entries = [(sequence, message)] from max(from,
+                     // oldest), count = oldest readable sequence, flag = from was lost
+                     // (below the oldest), value = "HEAD TAIL"
   // Multi-partition: fan out and merge.
   kPutAll = 20,            // entries in; count=number written
   kGetAll = 21,            // keys in; entries out (missing keys omitted)
@@ -49,6 +57,13 @@ enum class MapOp : std::uint8_t {
   kQuery = 25,             // predicate + projection; entries (keys only: values empty)
   kExecuteOnEntries = 26,  // predicate; processor_results
   kStats = 27,             // stats
+};
+
+// What kRingAppend does when the ring holds `capacity` unexpired messages.
+enum class RingOverflow : std::uint8_t {
+  kError = 0,          // fail with kOverloaded (messages already stored by the call stay)
+  kDiscardOldest = 1,  // drop the oldest message
+  kDiscardNewest = 2,  // do not store the new message (counted in "discarded")
 };
 
 // True for operations that address one key (and so one partition).
