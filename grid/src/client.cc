@@ -81,6 +81,7 @@ bool IsRead(map::MapOp op) {
     case map::MapOp::kSize:
     case map::MapOp::kQuery:
     case map::MapOp::kStats:
+    case map::MapOp::kRingRead:
       return true;
     default:
       return false;
@@ -974,6 +975,12 @@ Result<std::unique_ptr<Client>> Client::Connect(ClientOptions options,
 Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Client::~Client() { Shutdown(); }
+
+std::shared_ptr<ReliableTopic> Client::GetReliableTopic(const std::string& name,
+                                                        ReliableTopicConfig config) {
+  return std::make_shared<ReliableTopic>(name, config, std::static_pointer_cast<Invoker>(impl_),
+                                         impl_->publisher_id, impl_->log);
+}
 
 std::shared_ptr<Topic> Client::GetTopic(const std::string& name) {
   return std::make_shared<Topic>(name, std::static_pointer_cast<TopicBackend>(impl_));

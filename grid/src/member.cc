@@ -289,6 +289,11 @@ std::shared_ptr<Map> Member::GetMap(const std::string& name) {
   return proxy;
 }
 
+std::shared_ptr<ReliableTopic> Member::GetReliableTopic(const std::string& name,
+                                                        ReliableTopicConfig config) {
+  return std::make_shared<ReliableTopic>(name, config, impl_->invoker, "member:" + uuid_, log_);
+}
+
 std::shared_ptr<Topic> Member::GetTopic(const std::string& name) {
   return std::make_shared<Topic>(name, impl_->embedded_topics);
 }

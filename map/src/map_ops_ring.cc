@@ -1,12 +1,11 @@
 // Ring buffer operations (kRingAppend, kRingRead): a reliable topic's messages stored as
 // entries of one partition, so they are replicated, migrated and promoted like any entry.
-// For ring R (the request key's partition key): entries "<seq>@R" hold the messages and
+// For ring R (request key "ring@R"): entries "<seq>@R" hold the messages and
 // "ring@R" holds "<head> <tail>": the oldest sequence that may still be stored and the last
 // one assigned (an empty ring has head = tail + 1; sequences start at 1).
 #include <charconv>
 
 #include "op_support.h"
-#include "tessera/partition/partitioner.h"
 
 namespace tessera::map::detail {
 namespace {
@@ -19,7 +18,12 @@ struct RingMeta {
   std::int64_t tail = 0;
 };
 
-std::string_view RingName(std::string_view key) { return partition::Partitioner::PartitionKey(key); }
+// "ring@NAME" -> NAME (NAME may itself contain '@'; every key of the ring then partitions by
+// the same text after its last '@').
+std::string_view RingName(std::string_view key) {
+  auto at = key.find('@');
+  return at == std::string_view::npos ? key : key.substr(at + 1);
+}
 
 std::string MessageKey(std::string_view ring, std::int64_t seq) {
   return std::to_string(seq) + "@" + std::string(ring);

@@ -54,6 +54,8 @@ class Client final : public Instance {
 
   std::shared_ptr<Map> GetMap(const std::string& name) override;
   std::shared_ptr<Topic> GetTopic(const std::string& name) override;
+  std::shared_ptr<ReliableTopic> GetReliableTopic(const std::string& name,
+                                                  ReliableTopicConfig config = {}) override;
   void Shutdown() override;
 
   // The connected member's view of the cluster: member list (oldest first, the first is the

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tessera/grid/map.h"
+#include "tessera/grid/reliable_topic.h"
 #include "tessera/grid/topic.h"
 #include "tessera/grid/typed_map.h"
 
@@ -29,6 +30,11 @@ class Instance {
 
   // The topic named `name` (see topic.h). Cheap; proxies may be cached.
   virtual std::shared_ptr<Topic> GetTopic(const std::string& name) = 0;
+
+  // A proxy of the reliable topic named `name` (see reliable_topic.h); its listeners stop
+  // when the proxy is destroyed. Publishers of one topic should use the same `config`.
+  virtual std::shared_ptr<ReliableTopic> GetReliableTopic(const std::string& name,
+                                                          ReliableTopicConfig config = {}) = 0;
 
   // Stops the instance: a member leaves, a client disconnects. Idempotent.
   virtual void Shutdown() = 0;

@@ -69,6 +69,8 @@ class Member final : public Instance {
 
   std::shared_ptr<Map> GetMap(const std::string& name) override;
   std::shared_ptr<Topic> GetTopic(const std::string& name) override;
+  std::shared_ptr<ReliableTopic> GetReliableTopic(const std::string& name,
+                                                  ReliableTopicConfig config = {}) override;
   // Leaves the cluster gracefully (bounded by the failure timeout), then stops everything.
   void Shutdown() override;
 

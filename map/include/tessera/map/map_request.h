@@ -40,8 +40,8 @@ enum class MapOp : std::uint8_t {
   kSetTtl = 11,        // change expiry of an existing entry (options.ttl_ms; 0=persist); flag
   kGetEntryView = 12,  // view=metadata (expiry, hits, ...), value=current value
   kExecuteOnKey = 13,  // processor_result
-  // Ring buffers (a reliable topic's storage; see map_ops.h): key = any key of the ring's
-  // partition key R, e.g. "ring@R".
+  // Ring buffers (a reliable topic's storage, map_ops_ring.cc): key = "ring@R" for ring R;
+  // its messages are the entries "<sequence>@R" of the same partition.
   kRingAppend = 14,  // keys = messages; argument {capacity, overflow}; options.ttl_ms per
                      // message; count = first sequence stored (-1: none), flag = stored any,
                      // value = "HEAD TAIL", entries = [("discarded", N)]
