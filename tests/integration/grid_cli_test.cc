@@ -174,6 +174,8 @@ TEST_CASE("grid-cli rejects bad arguments with exit code 2 before connecting", "
   RequireOneLineError(cli({"topic", "publish", "t"}), 2, "NAME MESSAGE");
   RequireOneLineError(cli({"topic", "stats", "--count", "3"}), 2, "--count");
   RequireOneLineError(cli({"topic", "subscribe", "t", "--for", "soon"}), 2, "soon");
+  RequireOneLineError(cli({"topic", "subscribe", "t", "--from", "0"}), 2, "--from");
+  RequireOneLineError(cli({"topic", "stats", "--reliable"}), 2, "--reliable");
 }
 
 TEST_CASE("grid-cli --help describes the tool and each command group", "[tools][cli]") {
@@ -225,6 +227,15 @@ TEST_CASE("grid-cli publishes to a topic on one member and subscribes through an
   CHECK(stats["members"] == 2);
   CHECK(stats["topics"]["news"]["published"] == 2);
   CHECK(stats["topics"]["news"]["delivered"] == 2);
+
+  // A reliable topic keeps its messages: a subscriber started later reads them by sequence.
+  RequireOk(Cli(*a, {"topic", "publish", "ledger", "one", "--reliable"}),
+            "published to ledger as sequence 1\n");
+  RequireOk(Cli(*b, {"topic", "publish", "ledger", "two", "--reliable"}),
+            "published to ledger as sequence 2\n");
+  RequireOk(Cli(*b, {"topic", "subscribe", "ledger", "--from", "oldest", "--count", "2"}),
+            "1 one\n2 two\n");
+  RequireOk(Cli(*a, {"topic", "subscribe", "ledger", "--from", "2", "--count", "1"}), "2 two\n");
 }
 
 }  // namespace tessera::integration

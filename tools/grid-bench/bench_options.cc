@@ -38,6 +38,7 @@ po::options_description Describe() {
        "topic mode: publish to this topic instead of map ops (--value-size bytes per message)")  //
       ("subscribe-address", po::value<std::string>(),
        "topic mode: the member the subscriber connects to (default --address)")  //
+      ("reliable", "topic mode: use the reliable topic")                          //
       ("json", "print the result as one JSON document");
   return desc;
 }
@@ -85,6 +86,7 @@ Result<void> CheckRanges(const BenchOptions& o) {
   if (!(o.duration_s > 0) || o.duration_s > 86400) return bad("--duration must be > 0 seconds");
   if (!(o.warmup_s >= 0) || o.warmup_s > 3600) return bad("--warmup must be >= 0 seconds");
   if (o.client.call_timeout.count() < 1) return bad("--timeout must be at least 1 ms");
+  if (o.reliable && o.topic.empty()) return bad("--reliable needs --topic");
   if (!o.topic.empty() && o.value_size < 8) {
     return bad("--value-size must be at least 8 in topic mode (messages carry a timestamp)");
   }
@@ -112,6 +114,7 @@ void ApplyVariables(const po::variables_map& vm, BenchOptions& o) {
   o.warmup_s = vm["warmup"].as<double>();
   o.preload = vm.count("preload") != 0;
   if (vm.count("topic") != 0) o.topic = vm["topic"].as<std::string>();
+  o.reliable = vm.count("reliable") != 0;
   o.subscribe_address = vm.count("subscribe-address") != 0
                             ? vm["subscribe-address"].as<std::string>()
                             : o.client.addresses.front();

@@ -42,6 +42,7 @@ struct BenchOptions {
   // the first address) measures publish-to-receive latency and received messages/s.
   std::string topic;
   std::string subscribe_address;
+  bool reliable = false;  // topic mode: the reliable topic (stored, replicated, polled)
   bool json = false;
   bool help = false;
 };

@@ -296,16 +296,21 @@ Result<BenchReport> RunTopicBench(const BenchOptions& options) {
   // The subscriber (one listener thread) owns these; read after it is removed.
   LatencyHistogram received_latency;
   std::uint64_t received = 0;
-  auto id = (*subscriber)->GetTopic(options.topic)->AddMessageListener(
-      [&](const grid::TopicMessage& m) {
-        std::uint64_t sent_ns = 0;
-        if (m.payload.size() < sizeof sent_ns) return;
-        std::memcpy(&sent_ns, m.payload.data(), sizeof sent_ns);
-        const auto sent = Clock::time_point(std::chrono::nanoseconds(sent_ns));
-        if (sent < window_start || sent >= window_end) return;
-        received_latency.Record(steady_ns() - sent_ns);
-        ++received;
-      });
+  auto on_message = [&](const grid::TopicMessage& m) {
+    std::uint64_t sent_ns = 0;
+    if (m.payload.size() < sizeof sent_ns) return;
+    std::memcpy(&sent_ns, m.payload.data(), sizeof sent_ns);
+    const auto sent = Clock::time_point(std::chrono::nanoseconds(sent_ns));
+    if (sent < window_start || sent >= window_end) return;
+    received_latency.Record(steady_ns() - sent_ns);
+    ++received;
+  };
+  auto plain_topic = (*subscriber)->GetTopic(options.topic);
+  auto reliable_topic = (*subscriber)->GetReliableTopic(options.topic);
+  auto id = options.reliable
+                ? reliable_topic->AddMessageListener(
+                      [&](const grid::ReliableMessage& m) { on_message(m.message); })
+                : plain_topic->AddMessageListener(on_message);
   if (!id) {
     for (auto& p : publishers) p->Shutdown();
     (*subscriber)->Shutdown();
@@ -316,12 +321,19 @@ Result<BenchReport> RunTopicBench(const BenchOptions& options) {
   std::string first_error;
   std::vector<std::thread> threads;
   for (auto& p : publishers) {
-    threads.emplace_back([&, topic = p->GetTopic(options.topic)] {
+    threads.emplace_back([&, topic = p->GetTopic(options.topic),
+                          reliable = p->GetReliableTopic(options.topic)] {
       std::string payload(options.value_size, 'x');
       while (Clock::now() < window_end) {
         const std::uint64_t now = steady_ns();
         std::memcpy(payload.data(), &now, sizeof now);
-        auto r = topic->Publish(payload);
+        base::Result<void> r;
+        if (options.reliable) {
+          auto seq = reliable->Publish(payload);
+          if (!seq) r = std::unexpected(seq.error());
+        } else {
+          r = topic->Publish(payload);
+        }
         if (!r) {
           errors.fetch_add(1);
           std::lock_guard lock(error_mu);
@@ -335,7 +347,11 @@ Result<BenchReport> RunTopicBench(const BenchOptions& options) {
   }
   for (auto& t : threads) t.join();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the last messages arrive
-  (void)(*subscriber)->GetTopic(options.topic)->RemoveMessageListener(*id);
+  if (options.reliable) {
+    reliable_topic->RemoveMessageListener(*id);
+  } else {
+    (void)plain_topic->RemoveMessageListener(*id);
+  }
   for (auto& p : publishers) p->Shutdown();
   (*subscriber)->Shutdown();
   BenchReport report;

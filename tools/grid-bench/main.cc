@@ -52,8 +52,9 @@ nlohmann::json ReportJson(const BenchOptions& o, const BenchReport& r) {
 
 void PrintTopicText(const BenchOptions& o, const BenchReport& r) {
   const auto& h = r.latency_ns;
-  fmt::print("topic {}, {} publisher(s), {}-byte messages, {:.1f} s\n", o.topic, o.connections,
-             o.value_size, r.seconds);
+  fmt::print("{} {}, {} publisher(s), {}-byte messages, {:.1f} s\n",
+             o.reliable ? "reliable topic" : "topic", o.topic, o.connections, o.value_size,
+             r.seconds);
   fmt::print("published   {:.0f} msgs/s\n", static_cast<double>(r.published) / r.seconds);
   fmt::print("received    {:.0f} msgs/s ({} of {} published in the window)\n",
              static_cast<double>(r.ops) / r.seconds, r.ops, r.published);
@@ -97,6 +98,7 @@ int Main(int argc, const char* const argv[]) {
   if (options->json && !options->topic.empty()) {
     const auto& h = report->latency_ns;
     std::cout << nlohmann::json{{"topic", options->topic},
+                                {"reliable", options->reliable},
                                 {"publishers", options->connections},
                                 {"message_size", options->value_size},
                                 {"seconds", report->seconds},

@@ -79,7 +79,11 @@ po::options_description Describe() {
       ("count", po::value<std::string>()->value_name("N"),
        "topic subscribe: exit after N messages")  //
       ("for", po::value<std::string>()->value_name("MS"),
-       "topic subscribe: exit after MS milliseconds (default: run until Ctrl-C)");
+       "topic subscribe: exit after MS milliseconds (default: run until Ctrl-C)")  //
+      ("reliable", "topic publish/subscribe: use the reliable topic NAME (stored, numbered)")  //
+      ("from", po::value<std::string>()->value_name("SEQ|oldest"),
+       "topic subscribe: read the reliable topic from sequence SEQ or the oldest stored "
+       "(implies --reliable; default: messages published from now on)");
   return desc;
 }
 
@@ -92,9 +96,9 @@ std::string GeneralHelp() {
          "  partitions           owner and backups of every partition, and a summary per member\n"
          "  cluster              health: members, master, migrations in flight, safe or not\n"
          "  map <subcommand>     read and write a map (grid-cli map --help)\n"
-         "  topic publish NAME MESSAGE\n"
+         "  topic publish NAME MESSAGE [--reliable]\n"
          "                       publish MESSAGE to topic NAME (every listener in the cluster)\n"
-         "  topic subscribe NAME [--count N] [--for MS]\n"
+         "  topic subscribe NAME [--count N] [--for MS] [--reliable] [--from SEQ|oldest]\n"
          "                       print NAME's messages as they arrive (JSON lines with --json)\n"
          "  topic stats          per-topic counters summed over every member\n\n"
       << Describe()
@@ -197,11 +201,15 @@ Result<void> CheckOptionsAllowed(const po::variables_map& vm, const MapCommandSp
     return Fail(ErrorCode::kBadRequest,
                 "--limit does not apply to '" + name + "'; run grid-cli map --help");
   }
-  for (const char* flag : {"count", "for"}) {
+  for (const char* flag : {"count", "for", "from"}) {
     if (vm.count(flag) != 0 && name != "topic subscribe") {
       return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " does not apply to '" +
                                               name + "'; it is for topic subscribe");
     }
+  }
+  if (vm.count("reliable") != 0 && name != "topic subscribe" && name != "topic publish") {
+    return Fail(ErrorCode::kBadRequest,
+                "--reliable does not apply to '" + name + "'; it is for topic publish/subscribe");
   }
   return {};
 }
@@ -237,6 +245,20 @@ Result<void> ParseTopicCommand(const std::vector<std::string>& words, const po::
       if (command.topic_name.empty()) return Fail(ErrorCode::kBadRequest, "NAME must not be empty");
     }
     if (spec.args == 2) command.message = words[3];
+    command.reliable = vm.count("reliable") != 0 || vm.count("from") != 0;
+    if (vm.count("from") != 0) {
+      const auto text = vm["from"].as<std::string>();
+      if (text == "oldest") {
+        command.from = 0;
+      } else {
+        auto seq = ParseNonNegative("--from", text);
+        if (!seq || *seq == 0) {
+          return Fail(ErrorCode::kBadRequest, "invalid --from '" + text +
+                                                  "': expected a sequence (1 or more) or 'oldest'");
+        }
+        command.from = *seq;
+      }
+    }
     for (const char* flag : {"count", "for"}) {
       if (vm.count(flag) == 0) continue;
       auto v = ParseNonNegative("--" + std::string(flag), vm[flag].as<std::string>());

@@ -51,6 +51,8 @@ struct CliCommand {
   std::string message;                // topic publish
   std::optional<std::int64_t> count;  // topic subscribe: exit after this many messages
   std::optional<std::int64_t> for_ms;  // topic subscribe: exit after this long
+  bool reliable = false;                // topic publish/subscribe: the reliable topic NAME
+  std::optional<std::int64_t> from;     // topic subscribe --from: sequence (0 = oldest)
 };
 
 // Parses argv (argv[0] is the program name). Errors: kBadRequest with one line naming the

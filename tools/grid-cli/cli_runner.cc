@@ -3,6 +3,7 @@
 #include "cli_runner.h"
 
 #include <condition_variable>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <fmt/format.h>
@@ -254,6 +255,13 @@ Result<CommandOutput> RunTopicStats(const membership::ClusterView& view, const C
 Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, double connect_us) {
   switch (command.kind) {
     case CommandKind::kTopicPublish: {
+      if (command.reliable) {
+        auto seq = client.GetReliableTopic(command.topic_name)->Publish(command.message);
+        if (!seq) return std::unexpected(seq.error());
+        return CommandOutput{
+            "published to " + command.topic_name + " as sequence " + std::to_string(*seq) + "\n",
+            {{"topic", command.topic_name}, {"published", 1}, {"sequence", *seq}}};
+      }
       auto r = client.GetTopic(command.topic_name)->Publish(command.message);
       if (!r) return std::unexpected(r.error());
       return CommandOutput{"published to " + command.topic_name + "\n",
@@ -299,24 +307,46 @@ Result<void> RunSubscribe(const CliCommand& command, std::ostream& out,
   std::mutex mu;
   std::condition_variable cv;
   std::int64_t printed = 0;
-  auto topic = (*client)->GetTopic(command.topic_name);
-  auto id = topic->AddMessageListener([&](const grid::TopicMessage& m) {
+  auto print = [&](const grid::TopicMessage& m, std::optional<std::int64_t> sequence) {
     std::lock_guard lock(mu);
     if (command.count && printed >= *command.count) return;
     if (command.json) {
-      out << json{{"topic", m.topic},
-                  {"payload", m.payload},
-                  {"publisher", m.publisher_id},
-                  {"publish_time_ms", m.publish_time_ms}}
-                 .dump(-1, ' ', false, json::error_handler_t::replace)
-          << "\n";
+      json line = {{"topic", m.topic},
+                   {"payload", m.payload},
+                   {"publisher", m.publisher_id},
+                   {"publish_time_ms", m.publish_time_ms}};
+      if (sequence) line["sequence"] = *sequence;
+      out << line.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+    } else if (sequence) {
+      out << *sequence << " " << m.payload << "\n";
     } else {
       out << m.payload << "\n";
     }
     out.flush();
     ++printed;
     cv.notify_all();
-  });
+  };
+  auto topic = (*client)->GetTopic(command.topic_name);
+  auto reliable = (*client)->GetReliableTopic(command.topic_name);
+  base::Result<grid::TopicListenerId> id = 0;
+  if (command.reliable) {
+    grid::ReliableListenerOptions options;
+    if (command.from) {
+      options.from = *command.from == 0 ? grid::ReliableListenerOptions::From::kOldest
+                                        : grid::ReliableListenerOptions::From::kSequence;
+      options.sequence = std::max<std::int64_t>(1, *command.from);
+    }
+    options.on_loss = [&](std::int64_t lost) {
+      std::lock_guard lock(mu);
+      std::cerr << "grid-cli: lost " << lost
+                << " message(s): they were overwritten or expired before this subscriber read "
+                   "them\n";
+    };
+    id = reliable->AddMessageListener(
+        [&](const grid::ReliableMessage& m) { print(m.message, m.sequence); }, options);
+  } else {
+    id = topic->AddMessageListener([&](const grid::TopicMessage& m) { print(m, std::nullopt); });
+  }
   if (!id) {
     (*client)->Shutdown();
     return std::unexpected(id.error());
@@ -331,7 +361,11 @@ Result<void> RunSubscribe(const CliCommand& command, std::ostream& out,
       cv.wait_for(lock, std::chrono::milliseconds(100));
     }
   }
-  (void)topic->RemoveMessageListener(*id);
+  if (command.reliable) {
+    reliable->RemoveMessageListener(*id);
+  } else {
+    (void)topic->RemoveMessageListener(*id);
+  }
   (*client)->Shutdown();
   return {};
 }
