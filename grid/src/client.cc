@@ -839,6 +839,12 @@ struct Client::Impl : public Invoker,
     return it == topic_listeners.end() ? 0 : it->second.queue->dropped();
   }
 
+  std::int64_t ListenerErrors(TopicListenerId id) const override {
+    std::lock_guard lock(mu);
+    auto it = topic_listeners.find(id);
+    return it == topic_listeners.end() ? 0 : it->second.queue->errors();
+  }
+
   // After a (re)connect: subscribes every topic listener on the new control connection.
   void RegisterTopicListeners(const std::shared_ptr<net::ClientConnection>& conn) {
     std::vector<std::pair<TopicListenerId, std::string>> pending;

@@ -21,8 +21,11 @@ base::Result<void> EmbeddedTopics::Publish(const std::string& topic,
 
 base::Result<TopicListenerId> EmbeddedTopics::AddListener(const std::string& topic,
                                                           TopicListener listener) {
-  auto queue =
-      std::make_shared<ListenerQueue>(topic, std::move(listener), kListenerQueueCapacity, log_);
+  // Drops and errors count in the member's topic statistics (grid-cli topic stats).
+  auto queue = std::make_shared<ListenerQueue>(
+      topic, std::move(listener), kListenerQueueCapacity, log_,
+      [&topics = topics_, topic] { topics.CountDropped(topic); },
+      [&topics = topics_, topic] { topics.CountListenerError(topic); });
   std::lock_guard lock(mu_);
   if (stopped_) return base::Fail(base::ErrorCode::kShuttingDown, "the member is shut down");
   topic::ListenerOptions options;
@@ -51,6 +54,12 @@ std::int64_t EmbeddedTopics::Dropped(TopicListenerId id) const {
   std::lock_guard lock(mu_);
   auto it = queues_.find(id);
   return it == queues_.end() ? 0 : it->second->dropped();
+}
+
+std::int64_t EmbeddedTopics::ListenerErrors(TopicListenerId id) const {
+  std::lock_guard lock(mu_);
+  auto it = queues_.find(id);
+  return it == queues_.end() ? 0 : it->second->errors();
 }
 
 void EmbeddedTopics::Stop() {

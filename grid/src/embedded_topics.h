@@ -29,6 +29,7 @@ class EmbeddedTopics final : public TopicBackend {
                                             TopicListener listener) override;
   base::Result<bool> RemoveListener(TopicListenerId id) override;
   std::int64_t Dropped(TopicListenerId id) const override;
+  std::int64_t ListenerErrors(TopicListenerId id) const override;
   // Removes every listener (the member shuts down); later calls fail with kShuttingDown.
   void Stop();
 

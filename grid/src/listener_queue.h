@@ -20,14 +20,17 @@ namespace tessera::grid {
 
 class ListenerQueue {
  public:
+  // `on_drop` / `on_error` (may be null) run after each drop / each throwing call.
   ListenerQueue(std::string topic, TopicListener listener, std::size_t capacity,
-                std::shared_ptr<spdlog::logger> log);
+                std::shared_ptr<spdlog::logger> log, std::function<void()> on_drop = nullptr,
+                std::function<void()> on_error = nullptr);
   ~ListenerQueue();
   ListenerQueue(const ListenerQueue&) = delete;
   ListenerQueue& operator=(const ListenerQueue&) = delete;
 
   void Push(TopicMessage message);
   std::int64_t dropped() const;
+  std::int64_t errors() const;  // calls that threw
 
  private:
   struct State;  // shared with the thread, which may outlive this object (see above)

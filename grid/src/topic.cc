@@ -37,4 +37,8 @@ base::Result<bool> Topic::RemoveMessageListener(TopicListenerId id) {
 
 std::int64_t Topic::DroppedMessages(TopicListenerId id) const { return backend_->Dropped(id); }
 
+std::int64_t Topic::ListenerErrors(TopicListenerId id) const {
+  return backend_->ListenerErrors(id);
+}
+
 }  // namespace tessera::grid

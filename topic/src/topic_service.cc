@@ -238,6 +238,16 @@ TopicStats TopicService::Stats() const {
   return stats;
 }
 
+void TopicService::CountDropped(std::string_view topic) {
+  impl_->counters->dropped.fetch_add(1, std::memory_order_relaxed);
+  impl_->CountersOf(std::string(topic))->dropped.fetch_add(1, std::memory_order_relaxed);
+}
+
+void TopicService::CountListenerError(std::string_view topic) {
+  impl_->counters->listener_errors.fetch_add(1, std::memory_order_relaxed);
+  impl_->CountersOf(std::string(topic))->listener_errors.fetch_add(1, std::memory_order_relaxed);
+}
+
 std::vector<std::pair<std::string, TopicStats>> TopicService::StatsByTopic() const {
   std::map<std::string, TopicStats> out;
   {

@@ -44,8 +44,10 @@ class TopicBackend {
   virtual base::Result<TopicListenerId> AddListener(const std::string& topic,
                                                     TopicListener listener) = 0;
   virtual base::Result<bool> RemoveListener(TopicListenerId id) = 0;
-  // Messages dropped for listener `id` because its queue was full (0 for unknown ids).
+  // Messages dropped for listener `id` because its queue was full, and its calls that threw
+  // (0 for unknown ids).
   virtual std::int64_t Dropped(TopicListenerId id) const = 0;
+  virtual std::int64_t ListenerErrors(TopicListenerId id) const = 0;
 };
 
 class Topic {
@@ -66,6 +68,8 @@ class Topic {
   base::Result<bool> RemoveMessageListener(TopicListenerId id);
   // Messages dropped for listener `id` because it fell behind by kListenerQueueCapacity.
   std::int64_t DroppedMessages(TopicListenerId id) const;
+  // Calls of listener `id` that threw (each logged; the listener kept receiving).
+  std::int64_t ListenerErrors(TopicListenerId id) const;
 
  private:
   std::string name_;

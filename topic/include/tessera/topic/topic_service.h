@@ -112,6 +112,10 @@ class TopicService {
   std::vector<std::string> ActiveTopics(std::string_view glob = "") const;
 
   TopicStats Stats() const;
+  // Counts, for `topic`, a message a listener outside this service dropped (its own queue was
+  // full) or a listener invocation that threw (the grid's per-listener queues report here).
+  void CountDropped(std::string_view topic);
+  void CountListenerError(std::string_view topic);
   // Per topic, sorted by name, for topics that saw a message or have a plain subscription:
   // published here, delivered, dropped, listener errors, current plain subscriptions.
   std::vector<std::pair<std::string, TopicStats>> StatsByTopic() const;
