@@ -120,7 +120,9 @@ base::Result<std::int64_t> ReliableTopic::PublishAll(std::vector<std::string> pa
   rq.options.max_idle_ms = 0;
   rq.argument = record::GenericRecord::Build()
                     .Int64("capacity", config_.capacity)
-                    .Int64("overflow", static_cast<std::int64_t>(OverflowOf(config_.overload)))
+                    .Int64("overflow", static_cast<std::int64_t>(
+                                           config_.ttl_ms == 0 ? map::RingOverflow::kDiscardOldest
+                                                               : OverflowOf(config_.overload)))
                     .Done();
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.block_timeout_ms);

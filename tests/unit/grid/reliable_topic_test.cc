@@ -169,6 +169,7 @@ TEST_CASE("A full reliable topic blocks, discards or refuses as configured", "[g
   auto make = [&](const std::string& name, ReliableTopicConfig::Overload overload) {
     ReliableTopicConfig config;
     config.capacity = 3;
+    config.ttl_ms = 60'000;  // the overload policy applies to unexpired messages
     config.overload = overload;
     config.block_timeout_ms = 100;
     auto topic = member.GetReliableTopic(name, config);
@@ -189,5 +190,14 @@ TEST_CASE("A full reliable topic blocks, discards or refuses as configured", "[g
   auto oldest = make("o", ReliableTopicConfig::Overload::kDiscardOldest);
   CHECK(oldest->Publish("4").value() == 4);
   CHECK(oldest->Range().value() == std::make_pair<std::int64_t, std::int64_t>(2, 4));
+  // Without a TTL nothing expires, so a full ring overwrites its oldest message whatever the
+  // policy (as Hazelcast's ringbuffer does).
+  ReliableTopicConfig no_ttl;
+  no_ttl.capacity = 3;
+  no_ttl.overload = ReliableTopicConfig::Overload::kError;
+  auto overwriting = member.GetReliableTopic("w", no_ttl);
+  REQUIRE(overwriting->PublishAll({"1", "2", "3"}));
+  CHECK(overwriting->Publish("4").value() == 4);
+  CHECK(overwriting->Range().value() == std::make_pair<std::int64_t, std::int64_t>(2, 4));
   CHECK(member.GetReliableTopic("")->Publish("x").error().code() == base::ErrorCode::kBadRequest);
 }

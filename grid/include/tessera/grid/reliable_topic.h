@@ -18,7 +18,9 @@
 //
 // Overload (the ring holds `capacity` unexpired messages): block (retry until
 // block_timeout_ms, then kTimeout), discard the oldest, discard the newest, or fail with
-// kOverloaded. Publishers of one topic should use the same configuration.
+// kOverloaded. As in Hazelcast, this applies only with a TTL: without one messages never
+// expire, so a full ring always overwrites its oldest message (listeners that had not read
+// it are told they lost it). Publishers of one topic should use the same configuration.
 //
 // Thread-safety: safe to use from many threads at once.
 
@@ -47,7 +49,7 @@ struct ReliableTopicConfig {
   enum class Overload { kBlock, kDiscardOldest, kDiscardNewest, kError };
   std::int64_t capacity = 10'000;
   base::Millis ttl_ms = 0;  // messages expire after this long (0 = only overwritten)
-  Overload overload = Overload::kBlock;
+  Overload overload = Overload::kBlock;  // applies only with ttl_ms > 0 (see above)
   base::Millis block_timeout_ms = 5'000;  // kBlock: give up (kTimeout) after this long
 };
 
