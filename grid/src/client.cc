@@ -1031,6 +1031,10 @@ base::Result<std::string> Client::FetchMemberInfoJson() {
   return ClusterCall(*impl_, native::kClusterInfo);
 }
 
+base::Result<std::string> Client::FetchMetricsText() {
+  return ClusterCall(*impl_, native::kClusterMetrics);
+}
+
 base::Result<std::string> Client::FetchTopicStatsJson() {
   return ClusterCall(*impl_, native::kTopicStats, wire::Service::kTopic);
 }

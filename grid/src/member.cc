@@ -21,6 +21,7 @@
 #include "tessera/base/check.h"
 #include "tessera/base/log.h"
 #include "tessera/membership/membership_service.h"
+#include "tessera/metrics/metrics_registry.h"
 #include "tessera/net/server.h"
 #include "tessera/resp/resp_server.h"
 #include "tessera/runtime/shard_set.h"
@@ -73,6 +74,8 @@ struct Member::Impl {
   // Read by the native handler's cluster hooks on shard threads; set once in Start.
   std::atomic<membership::MembershipService*> membership_ptr{nullptr};
   std::shared_ptr<const membership::ClusterView> standalone_view;  // when not listening
+  metrics::MetricsRegistry metrics;
+  std::mutex metrics_mu;  // one MetricsText at a time (it brings counters up to date)
   std::mutex mu;  // guards proxies and started/stopped
   std::map<std::string, std::shared_ptr<Map>> proxies;
   bool started = false;
@@ -147,6 +150,7 @@ base::Result<void> Member::StartNative() {
   server.partition_count = static_cast<std::int32_t>(options_.partition_count);
   ClusterHooks hooks;
   hooks.info = [this] { return InfoJson(); };
+  hooks.metrics = [this] { return MetricsText(); };
   hooks.view = [this] { return EncodedView(); };
   hooks.message = [this](std::string bytes) {
     if (auto* service = impl_->membership_ptr.load()) service->Deliver(std::move(bytes));
@@ -250,6 +254,39 @@ base::Result<void> Member::StartMembership() {
   impl_->membership->Start();
   impl_->membership_ptr.store(impl_->membership.get());
   return {};
+}
+
+std::string Member::MetricsText() const {
+  std::lock_guard lock(impl_->metrics_mu);
+  auto& registry = impl_->metrics;
+  // Counters brought up to the services' own totals (they only grow).
+  auto sync = [](metrics::Counter& counter, std::int64_t total) {
+    if (total > counter.value()) counter.Increment(total - counter.value());
+  };
+  for (const auto& [topic, s] : impl_->topics.StatsByTopic()) {
+    const metrics::Labels labels = {{"topic", topic}};
+    sync(registry.RegisterCounter("tessera_topic_published_total", labels,
+                                  "Messages published to the topic through this member"),
+         s.published);
+    sync(registry.RegisterCounter("tessera_topic_delivered_total", labels,
+                                  "Messages delivered to the topic's listeners on this member"),
+         s.delivered);
+    sync(registry.RegisterCounter("tessera_topic_dropped_total", labels,
+                                  "Messages dropped for listeners on this member that fell behind"),
+         s.dropped);
+    sync(registry.RegisterCounter("tessera_topic_listener_errors_total", labels,
+                                  "Listener calls on this member that threw"),
+         s.listener_errors);
+    registry.RegisterGauge("tessera_topic_listeners", labels, "Listeners registered on this member")
+        .Set(static_cast<double>(s.subscriptions));
+  }
+  sync(registry.RegisterCounter("tessera_member_forwarded_requests_total", {},
+                                "Keyed requests this member sent on to their owner"),
+       static_cast<std::int64_t>(impl_->maps.ForwardedCount()));
+  registry.RegisterGauge("tessera_member_migrations_pending", {},
+                         "Replicas here whose migration copy has not arrived")
+      .Set(static_cast<double>(impl_->maps.AwaitingPartitionCount()));
+  return registry.RenderPrometheus();
 }
 
 std::string Member::EncodedView(const membership::ClusterView* view) const {

@@ -177,6 +177,10 @@ void NativeHandler::HandleCluster(const std::shared_ptr<net::Connection>& connec
     case native::kClusterInfo:
       connection->Send(Message::MakeResponse(request, cluster_.info()));
       return;
+    case native::kClusterMetrics:
+      if (!cluster_.metrics) break;
+      connection->Send(Message::MakeResponse(request, cluster_.metrics()));
+      return;
     case native::kClusterView:
       if (!cluster_.view) break;
       connection->Send(Message::MakeResponse(request, cluster_.view()));

@@ -22,7 +22,8 @@ namespace tessera::grid {
 
 // What the handler asks of the member for cluster requests.
 struct ClusterHooks {
-  std::function<std::string()> info;  // kClusterInfo: the member-info JSON
+  std::function<std::string()> info;     // kClusterInfo: the member-info JSON
+  std::function<std::string()> metrics;  // kClusterMetrics: Prometheus text
   // kClusterView: the encoded view message (native_protocol.h).
   std::function<std::string()> view;
   // membership::kClusterMessageOp from a member-role connection: the encoded message; null

@@ -53,6 +53,8 @@ inline constexpr std::uint16_t kClusterView = 3;
 //   pushes an event frame (service kCluster, op kClusterViewEvent, same payload) on this
 //   connection whenever its view changes.
 inline constexpr std::uint16_t kClusterViewSubscribe = 4;
+//   metrics: empty request, response the member's metrics in the Prometheus text format
+inline constexpr std::uint16_t kClusterMetrics = 5;
 inline constexpr std::uint16_t kClusterViewEvent = 201;
 //   member to member: one encoded membership::ClusterMessage, empty response. Only from
 //   member-role connections. Same number as membership::kClusterMessageOp.

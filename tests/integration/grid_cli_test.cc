@@ -227,6 +227,13 @@ TEST_CASE("grid-cli publishes to a topic on one member and subscribes through an
   CHECK(stats["members"] == 2);
   CHECK(stats["topics"]["news"]["published"] == 2);
   CHECK(stats["topics"]["news"]["delivered"] == 2);
+  // The same counters per member in the Prometheus text format.
+  auto metrics_a = Cli(*a, {"metrics"});
+  CHECK(metrics_a.exit_code == 0);
+  CHECK(metrics_a.out.find("tessera_topic_published_total{topic=\"news\"} 2") != std::string::npos);
+  auto metrics_b = Cli(*b, {"metrics"});
+  CHECK(metrics_b.out.find("tessera_topic_delivered_total{topic=\"news\"} 2") != std::string::npos);
+  CHECK(metrics_b.out.find("tessera_topic_listeners{topic=\"news\"}") != std::string::npos);
 
   // A reliable topic keeps its messages: a subscriber started later reads them by sequence.
   RequireOk(Cli(*a, {"topic", "publish", "ledger", "one", "--reliable"}),

@@ -95,6 +95,7 @@ std::string GeneralHelp() {
          "  members              the cluster's members (oldest first; the first is master)\n"
          "  partitions           owner and backups of every partition, and a summary per member\n"
          "  cluster              health: members, master, migrations in flight, safe or not\n"
+         "  metrics              the member's metrics (Prometheus text format)\n"
          "  map <subcommand>     read and write a map (grid-cli map --help)\n"
          "  topic publish NAME MESSAGE [--reliable]\n"
          "                       publish MESSAGE to topic NAME (every listener in the cluster)\n"
@@ -356,7 +357,8 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
       {"ping", CommandKind::kPing},
       {"members", CommandKind::kMembers},
       {"partitions", CommandKind::kPartitions},
-      {"cluster", CommandKind::kCluster}};
+      {"cluster", CommandKind::kCluster},
+      {"metrics", CommandKind::kMetrics}};
   for (const auto& [name, kind] : kPlain) {
     if (words[0] != name) continue;
     if (words.size() != 1) {
@@ -368,8 +370,8 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown command '" + words[0] +
-                  "' (use map, topic, ping, members, partitions or cluster); run grid-cli "
-                  "--help");
+                  "' (use map, topic, ping, members, partitions, cluster or metrics); run "
+                  "grid-cli --help");
 }
 
 }  // namespace

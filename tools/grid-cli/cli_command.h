@@ -33,6 +33,7 @@ enum class CommandKind {
   kTopicPublish,
   kTopicSubscribe,  // prints messages as they arrive (streams; see RunSubscribe)
   kTopicStats,      // per-topic counters summed over every member
+  kMetrics,         // the connected member's metrics, Prometheus text
 };
 
 struct CliCommand {

@@ -267,6 +267,11 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
       return CommandOutput{"published to " + command.topic_name + "\n",
                            {{"topic", command.topic_name}, {"published", 1}}};
     }
+    case CommandKind::kMetrics: {
+      auto text = client.FetchMetricsText();
+      if (!text) return std::unexpected(text.error());
+      return CommandOutput{*text, {{"address", client.connected_address()}, {"metrics", *text}}};
+    }
     case CommandKind::kTopicStats: {
       auto view = client.FetchClusterView();
       if (!view) return std::unexpected(view.error());

@@ -68,6 +68,8 @@ class Client final : public Instance {
   // member), delivered (to its listeners), dropped, listener_errors, listeners (registered
   // on this member)}}}.
   base::Result<std::string> FetchTopicStatsJson();
+  // The connected member's metrics in the Prometheus text format (Member::MetricsText).
+  base::Result<std::string> FetchMetricsText();
 
   // The address of the member currently connected to ("" when disconnected).
   std::string connected_address() const;

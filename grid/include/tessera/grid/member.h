@@ -85,6 +85,10 @@ class Member final : public Instance {
   // The member's current view of its cluster (members, partition table); a one-member view
   // when not listening. Never null after Start().
   std::shared_ptr<const membership::ClusterView> cluster_view() const;
+  // The member's metrics in the Prometheus text format: per topic published/delivered/
+  // dropped/listener-error counters and listener gauges, forwarded requests, pending
+  // migrations. Also served to clients (Client::FetchMetricsText, grid-cli metrics).
+  std::string MetricsText() const;
 
  private:
   struct Impl;
