@@ -222,4 +222,16 @@ std::uint16_t UnusedPort() {
   return ntohs(addr.sin_port);
 }
 
+membership::ClusterView WaitForMembers(const NodeProcess& node, std::size_t count) {
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  for (;;) {
+    auto view = ConnectOrFail(node)->FetchClusterView();
+    if (view && view->members.members.size() == count) return *view;
+    if (std::chrono::steady_clock::now() > deadline) {
+      FAIL("the cluster did not reach " << count << " members within 20 s");
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
 }  // namespace tessera::integration

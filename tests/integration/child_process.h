@@ -72,6 +72,10 @@ grid::ClientOptions ClientOptionsFor(const NodeProcess& node,
 // Connects to `node`; FAILs the test on error.
 std::unique_ptr<grid::Client> ConnectOrFail(const NodeProcess& node);
 
+// Waits (up to 20 s) until `node`'s view lists `count` members and returns that view; FAILs
+// the test otherwise.
+membership::ClusterView WaitForMembers(const NodeProcess& node, std::size_t count);
+
 // A loopback port with nothing listening on it (bound, read back and closed).
 std::uint16_t UnusedPort();
 

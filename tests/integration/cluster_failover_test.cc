@@ -26,20 +26,6 @@ std::vector<std::string> FastFailover(std::vector<std::string> extra) {
   return args;
 }
 
-std::size_t MemberCount(const NodeProcess& node) {
-  auto client = ConnectOrFail(node);
-  auto view = client->FetchClusterView();
-  return view ? view->members.members.size() : 0;
-}
-
-void WaitForMembers(const NodeProcess& node, std::size_t count) {
-  auto deadline = Clock::now() + 20s;
-  while (MemberCount(node) != count) {
-    if (Clock::now() > deadline) FAIL("cluster did not reach " << count << " members");
-    std::this_thread::sleep_for(50ms);
-  }
-}
-
 std::string Key(int i) { return "key-" + std::to_string(i); }
 std::string Value(int i) { return "value-" + std::to_string(i); }
 

@@ -56,12 +56,6 @@ membership::ClusterView WaitForView(const NodeProcess& node, Done done,
   }
 }
 
-membership::ClusterView WaitForMembers(const NodeProcess& node, std::size_t count) {
-  return WaitForView(node, [count](const membership::ClusterView& v) {
-    return v.members.members.size() == count;
-  });
-}
-
 std::vector<std::string> Addresses(const membership::ClusterView& view) {
   std::vector<std::string> out;
   for (const auto& m : view.members.members) out.push_back(m.address);

@@ -53,11 +53,7 @@ TEST_CASE("grid-bench topic mode: every message published in the window is recei
           "[tools][bench][topic]") {
   auto a = NodeProcess::StartOrFail({"--heartbeat-ms", "200"});
   auto b = NodeProcess::StartOrFail({"--heartbeat-ms", "200", "--join", a->address()});
-  auto deadline = std::chrono::steady_clock::now() + 15s;
-  while (ConnectOrFail(*b)->FetchClusterView()->members.members.size() != 2) {
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(50ms);
-  }
+  WaitForMembers(*b, 2);
   // Publishers on a, the subscriber on b: every message crosses members.
   auto doc = RunBench(*a, {"--topic", "bench", "--subscribe-address", b->address(),
                            "--connections", "2", "--duration", "1"});

@@ -195,11 +195,7 @@ TEST_CASE("grid-cli publishes to a topic on one member and subscribes through an
           "[tools][cli][topic]") {
   auto a = NodeProcess::StartOrFail({"--heartbeat-ms", "200"});
   auto b = NodeProcess::StartOrFail({"--heartbeat-ms", "200", "--join", a->address()});
-  auto deadline = std::chrono::steady_clock::now() + 15s;
-  while (ConnectOrFail(*b)->FetchClusterView()->members.members.size() != 2) {
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(50ms);
-  }
+  WaitForMembers(*b, 2);
   ProcessResult subscriber;
   std::thread listen([&] {
     subscriber = Cli(*b, {"--json", "topic", "subscribe", "news", "--count", "2", "--for", "15000"});

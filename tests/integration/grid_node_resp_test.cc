@@ -122,11 +122,7 @@ TEST_CASE("RESP on any member of a cluster serves every key", "[tools][resp][clu
   };
   auto a = NodeProcess::StartOrFail(args({}));
   auto b = NodeProcess::StartOrFail(args({"--join", a->address()}));
-  auto deadline = std::chrono::steady_clock::now() + 15s;
-  while (ConnectOrFail(*b)->FetchClusterView()->members.members.size() != 2) {
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(50ms);
-  }
+  WaitForMembers(*b, 2);
   const auto port_a = RespPort(*a), port_b = RespPort(*b);
   std::string script;
   for (int i = 0; i < 200; ++i)

@@ -9,6 +9,7 @@
 
 #include "tessera/grid/client.h"
 #include "tessera/grid/member.h"
+#include "cluster_test_util.h"
 
 using namespace tessera;
 using grid::Client;
@@ -19,6 +20,7 @@ using grid::ReliableListenerOptions;
 using grid::ReliableMessage;
 using grid::ReliableTopicConfig;
 using Clock = std::chrono::steady_clock;
+using namespace tessera::grid::testing;  // NOLINT
 
 namespace {
 
@@ -27,16 +29,6 @@ MemberOptions Listening() {
   o.port = 0;
   o.threads = 2;
   return o;
-}
-
-template <typename Pred>
-bool WaitUntil(Pred done, std::chrono::seconds limit = std::chrono::seconds(10)) {
-  auto deadline = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() > deadline) return done();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
 }
 
 struct Seen {

@@ -13,6 +13,7 @@
 
 #include "tessera/grid/client.h"
 #include "tessera/grid/member.h"
+#include "cluster_test_util.h"
 
 using namespace tessera;
 using grid::Client;
@@ -20,32 +21,9 @@ using grid::ClientOptions;
 using grid::Member;
 using grid::MemberOptions;
 using Clock = std::chrono::steady_clock;
+using namespace tessera::grid::testing;  // NOLINT
 
 namespace {
-
-MemberOptions ClusterMember(std::vector<std::string> join = {}) {
-  MemberOptions o;
-  o.port = 0;
-  o.threads = 1;
-  o.heartbeat_interval_ms = 100;
-  o.failure_timeout_ms = 2000;
-  o.join_timeout_ms = 2000;
-  o.join = std::move(join);
-  return o;
-}
-
-std::string AddressOf(const Member& m) { return "127.0.0.1:" + std::to_string(m.native_port()); }
-
-// Waits (bounded) until `done` holds; returns its last value.
-template <typename Pred>
-bool WaitUntil(Pred done, std::chrono::seconds limit = std::chrono::seconds(15)) {
-  auto deadline = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() > deadline) return done();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
 
 // Every member lists `count` members and has received every migration copy.
 bool Settled(const std::vector<Member*>& members, std::size_t count) {

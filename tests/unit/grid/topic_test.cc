@@ -14,6 +14,7 @@
 
 #include "tessera/grid/client.h"
 #include "tessera/grid/member.h"
+#include "cluster_test_util.h"
 
 using namespace tessera;
 using grid::Client;
@@ -22,31 +23,14 @@ using grid::Member;
 using grid::MemberOptions;
 using grid::TopicMessage;
 using Clock = std::chrono::steady_clock;
+using namespace tessera::grid::testing;  // NOLINT
 
 namespace {
 
-MemberOptions ClusterMember(std::vector<std::string> join = {}) {
-  MemberOptions o;
+MemberOptions OrderedLedger(std::vector<std::string> join = {}) {
+  MemberOptions o = ClusterMember(std::move(join));
   o.topics["ledger"].global_ordering = true;
-  o.port = 0;
-  o.threads = 1;
-  o.heartbeat_interval_ms = 100;
-  o.failure_timeout_ms = 2000;
-  o.join_timeout_ms = 2000;
-  o.join = std::move(join);
   return o;
-}
-
-std::string AddressOf(const Member& m) { return "127.0.0.1:" + std::to_string(m.native_port()); }
-
-template <typename Pred>
-bool WaitUntil(Pred done, std::chrono::seconds limit = std::chrono::seconds(15)) {
-  auto deadline = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() > deadline) return done();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
 }
 
 // What one listener heard: payloads in arrival order.
@@ -67,18 +51,13 @@ struct Heard {
 
 TEST_CASE("Every topic listener on every member and client hears every message in order",
           "[grid][topic][cluster]") {
-  Member a(ClusterMember());
+  Member a(OrderedLedger());
   REQUIRE(a.Start());
-  Member b(ClusterMember({AddressOf(a)}));
+  Member b(OrderedLedger({AddressOf(a)}));
   REQUIRE(b.Start());
-  Member c(ClusterMember({AddressOf(a)}));
+  Member c(OrderedLedger({AddressOf(a)}));
   REQUIRE(c.Start());
-  REQUIRE(WaitUntil([&] {
-    for (auto* m : {&a, &b, &c}) {
-      if (m->cluster_view()->members.members.size() != 3) return false;
-    }
-    return true;
-  }));
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b, &c}, 3); }));
   ClientOptions to_a, to_c;
   to_a.addresses = {AddressOf(a)};
   to_c.addresses = {AddressOf(c)};
@@ -197,18 +176,13 @@ TEST_CASE("A slow topic listener drops only its own messages, a throwing one kee
 
 TEST_CASE("With global ordering every listener sees one sequence of a topic's messages",
           "[grid][topic][cluster]") {
-  Member a(ClusterMember());
+  Member a(OrderedLedger());
   REQUIRE(a.Start());
-  Member b(ClusterMember({AddressOf(a)}));
+  Member b(OrderedLedger({AddressOf(a)}));
   REQUIRE(b.Start());
-  Member c(ClusterMember({AddressOf(a)}));
+  Member c(OrderedLedger({AddressOf(a)}));
   REQUIRE(c.Start());
-  REQUIRE(WaitUntil([&] {
-    for (auto* m : {&a, &b, &c}) {
-      if (m->cluster_view()->members.members.size() != 3) return false;
-    }
-    return true;
-  }));
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b, &c}, 3); }));
   ClientOptions to_b;
   to_b.addresses = {AddressOf(b)};
   auto client = Client::Connect(to_b);
