@@ -32,13 +32,13 @@
 
 #include "event_executor.h"
 #include "listener_queue.h"
-#include "topic_protocol.h"
 #include "native_protocol.h"
 #include "tessera/base/log.h"
 #include "tessera/map/map_codec.h"
 #include "tessera/membership/cluster_message.h"
 #include "tessera/net/client_connection.h"
 #include "tessera/partition/partitioner.h"
+#include "topic_protocol.h"
 
 namespace tessera::grid {
 
@@ -110,7 +110,7 @@ struct Client::Impl : public Invoker,
   struct Peer {
     std::shared_ptr<net::ClientConnection> conn;  // open, or null
     bool connecting = false;
-    bool wanted = true;        // listed in the current view
+    bool wanted = true;            // listed in the current view
     std::uint64_t generation = 0;  // of the connection attempt `conn` came from
     std::chrono::milliseconds backoff{100};
     std::string last_error;  // logged once until the next success
@@ -213,10 +213,9 @@ struct Client::Impl : public Invoker,
       return;
     }
     std::weak_ptr<Impl> weak = weak_from_this();
-    conn->Call(std::move(request), options.call_timeout,
-               [weak, conn](Result<wire::Message> reply) {
-                 if (auto self = weak.lock()) self->OnViewReply(conn, std::move(reply));
-               });
+    conn->Call(std::move(request), options.call_timeout, [weak, conn](Result<wire::Message> reply) {
+      if (auto self = weak.lock()) self->OnViewReply(conn, std::move(reply));
+    });
   }
 
   void OnViewReply(const std::shared_ptr<net::ClientConnection>& conn,
@@ -255,8 +254,7 @@ struct Client::Impl : public Invoker,
     }
     {
       std::lock_guard lock(mu);
-      std::pair<std::int64_t, std::int64_t> version{view.members.version,
-                                                    view.partitions.version};
+      std::pair<std::int64_t, std::int64_t> version{view.members.version, view.partitions.version};
       if (version < view_version) return true;
       view_version = version;
       if (!partitioner || owners.size() != partitioner->partition_count()) owners.clear();
@@ -333,9 +331,8 @@ struct Client::Impl : public Invoker,
       peer.connecting = false;
       if (!conn) {
         if (peer.last_error != conn.error().message()) {
-          log->warn("cannot connect to member {} ({}); its calls go through {} meanwhile",
-                    address, conn.error().message(),
-                    connection ? connection->address() : "another member");
+          log->warn("cannot connect to member {} ({}); its calls go through {} meanwhile", address,
+                    conn.error().message(), connection ? connection->address() : "another member");
         }
         peer.last_error = conn.error().message();
         auto delay = peer.backoff;
@@ -388,8 +385,8 @@ struct Client::Impl : public Invoker,
       it->second.server_ids.clear();
       if (it->second.connecting) return;
     }
-    log->warn("connection to member {} lost ({}); reconnecting while it is listed",
-              address, reason.message());
+    log->warn("connection to member {} lost ({}); reconnecting while it is listed", address,
+              reason.message());
     RetryPeerAfter(address, std::chrono::milliseconds(100));
   }
 
@@ -455,7 +452,7 @@ struct Client::Impl : public Invoker,
           if (!self) return;
           if (!conn) {
             self->log->debug("reconnect to {}:{} failed: {}", target.host, target.port,
-                              conn.error().message());
+                             conn.error().message());
             self->ScheduleReconnect();
             return;
           }
@@ -554,7 +551,8 @@ struct Client::Impl : public Invoker,
           std::this_thread::get_id() == io_thread.get_id()) {
         return RetryAfter(std::chrono::milliseconds(50),
                           [weak, request, deadline, done = std::move(done)] {
-                            if (auto again = weak.lock()) again->InvokeUntil(request, deadline, done);
+                            if (auto again = weak.lock())
+                              again->InvokeUntil(request, deadline, done);
                           });
       }
       boost::asio::post(io,
@@ -571,17 +569,19 @@ struct Client::Impl : public Invoker,
                     }
                     self->log->debug("retrying {} after: {}", map::MapOpName(request->op),
                                      result.error().message());
-                    self->RetryAfter(std::chrono::milliseconds(20), [weak, request, deadline,
-                                                                     done = std::move(done)] {
-                      if (auto again = weak.lock()) again->InvokeUntil(request, deadline, done);
-                    });
+                    self->RetryAfter(std::chrono::milliseconds(20),
+                                     [weak, request, deadline, done = std::move(done)] {
+                                       if (auto again = weak.lock())
+                                         again->InvokeUntil(request, deadline, done);
+                                     });
                   });
   }
 
   void RetryAfter(std::chrono::milliseconds delay, std::function<void()> fn) {
     auto timer = std::make_shared<boost::asio::steady_timer>(io, delay);
-    timer->async_wait(
-        [timer, fn = std::move(fn)](const boost::system::error_code& ec) { if (!ec) fn(); });
+    timer->async_wait([timer, fn = std::move(fn)](const boost::system::error_code& ec) {
+      if (!ec) fn();
+    });
   }
 
   Result<map::MapResult> InvokeSync(map::MapRequest request) override {
@@ -694,10 +694,10 @@ struct Client::Impl : public Invoker,
                      }
                      std::lock_guard lock(pending->mu);
                      if (!server_id && !pending->error) {
-                       pending->error = base::Error(
-                           server_id.error().code(), "registering the listener on member " +
-                                                         address + ": " +
-                                                         server_id.error().message());
+                       pending->error =
+                           base::Error(server_id.error().code(),
+                                       "registering the listener on member " + address + ": " +
+                                           server_id.error().message());
                      }
                      if (--pending->remaining == 0) pending->cv.notify_all();
                    });
@@ -780,8 +780,8 @@ struct Client::Impl : public Invoker,
   }
 
   Result<void> Publish(const std::string& topic, std::vector<std::string> payloads) override {
-    auto message = TopicRequest(
-        native::kTopicPublish, EncodeTopicBatch({topic, std::move(payloads), publisher_id, 0}));
+    auto message = TopicRequest(native::kTopicPublish,
+                                EncodeTopicBatch({topic, std::move(payloads), publisher_id, 0}));
     auto deadline = Clock::now() + options.call_timeout;
     for (;;) {
       auto conn = Current(deadline);
@@ -796,8 +796,8 @@ struct Client::Impl : public Invoker,
   }
 
   Result<TopicListenerId> AddListener(const std::string& topic, TopicListener listener) override {
-    auto queue = std::make_shared<ListenerQueue>(topic, std::move(listener),
-                                                 kListenerQueueCapacity, log);
+    auto queue =
+        std::make_shared<ListenerQueue>(topic, std::move(listener), kListenerQueueCapacity, log);
     auto conn = Current(Clock::now() + options.call_timeout);
     if (!conn) return std::unexpected(conn.error());
     auto server_id = ServerIdOf((*conn)->CallSync(
@@ -859,23 +859,24 @@ struct Client::Impl : public Invoker,
     log->info("re-registering {} topic listener(s) on {}", pending.size(), conn->address());
     std::weak_ptr<Impl> weak = weak_from_this();
     for (auto& [id, topic] : pending) {
-      conn->Call(TopicRequest(native::kTopicSubscribe,
-                              record::GenericRecord::Build().String("topic", topic).Done().Encode()),
-                 options.call_timeout, [weak, conn, id = id](Result<wire::Message> r) {
-                   auto self = weak.lock();
-                   if (!self) return;
-                   auto server_id = ServerIdOf(std::move(r));
-                   if (!server_id) {
-                     self->log->warn("could not re-register topic listener {}: {}", id,
-                                     server_id.error().message());
-                     return;
-                   }
-                   std::lock_guard lock(self->mu);
-                   auto it = self->topic_listeners.find(id);
-                   if (it != self->topic_listeners.end() && self->connection == conn) {
-                     it->second.server_id = *server_id;
-                   }
-                 });
+      conn->Call(
+          TopicRequest(native::kTopicSubscribe,
+                       record::GenericRecord::Build().String("topic", topic).Done().Encode()),
+          options.call_timeout, [weak, conn, id = id](Result<wire::Message> r) {
+            auto self = weak.lock();
+            if (!self) return;
+            auto server_id = ServerIdOf(std::move(r));
+            if (!server_id) {
+              self->log->warn("could not re-register topic listener {}: {}", id,
+                              server_id.error().message());
+              return;
+            }
+            std::lock_guard lock(self->mu);
+            auto it = self->topic_listeners.find(id);
+            if (it != self->topic_listeners.end() && self->connection == conn) {
+              it->second.server_id = *server_id;
+            }
+          });
     }
   }
 

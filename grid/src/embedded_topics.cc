@@ -31,8 +31,8 @@ base::Result<TopicListenerId> EmbeddedTopics::AddListener(const std::string& top
   topic::ListenerOptions options;
   options.shard = queues_.size() % shard_count_;
   options.max_pending = kListenerQueueCapacity;
-  auto id = topics_.Subscribe(topic, options,
-                              [queue](const topic::Message& m, std::string_view) { queue->Push(m); });
+  auto id = topics_.Subscribe(
+      topic, options, [queue](const topic::Message& m, std::string_view) { queue->Push(m); });
   queues_.emplace(id, std::move(queue));
   return id;
 }

@@ -39,7 +39,7 @@ class EmbeddedTopics final : public TopicBackend {
   const std::string publisher_id_;
   std::shared_ptr<spdlog::logger> log_;
   mutable std::mutex mu_;
-  bool stopped_ = false;                                             // guarded by mu_
+  bool stopped_ = false;                                              // guarded by mu_
   std::map<TopicListenerId, std::shared_ptr<ListenerQueue>> queues_;  // guarded by mu_
 };
 

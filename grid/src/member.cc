@@ -17,7 +17,6 @@
 #include "event_executor.h"
 #include "member_router.h"
 #include "native_handler.h"
-#include "topic_relay.h"
 #include "tessera/base/check.h"
 #include "tessera/base/log.h"
 #include "tessera/membership/membership_service.h"
@@ -26,6 +25,7 @@
 #include "tessera/resp/resp_server.h"
 #include "tessera/runtime/shard_set.h"
 #include "tessera/topic/topic_service.h"
+#include "topic_relay.h"
 
 namespace tessera::grid {
 
@@ -76,7 +76,7 @@ struct Member::Impl {
   std::shared_ptr<const membership::ClusterView> standalone_view;  // when not listening
   metrics::MetricsRegistry metrics;
   std::mutex metrics_mu;  // one MetricsText at a time (it brings counters up to date)
-  std::mutex mu;  // guards proxies and started/stopped
+  std::mutex mu;          // guards proxies and started/stopped
   std::map<std::string, std::shared_ptr<Map>> proxies;
   bool started = false;
   bool stopped = false;
@@ -283,8 +283,9 @@ std::string Member::MetricsText() const {
   sync(registry.RegisterCounter("tessera_member_forwarded_requests_total", {},
                                 "Keyed requests this member sent on to their owner"),
        static_cast<std::int64_t>(impl_->maps.ForwardedCount()));
-  registry.RegisterGauge("tessera_member_migrations_pending", {},
-                         "Replicas here whose migration copy has not arrived")
+  registry
+      .RegisterGauge("tessera_member_migrations_pending", {},
+                     "Replicas here whose migration copy has not arrived")
       .Set(static_cast<double>(impl_->maps.AwaitingPartitionCount()));
   return registry.RenderPrometheus();
 }

@@ -49,8 +49,7 @@ void MemberRouter::SendReplica(const std::string& address, std::vector<map::Repl
 
 void MemberRouter::SendTopic(const std::string& address, std::string batch, std::uint16_t op,
                              std::function<void(base::Result<void>)> done) {
-  auto message =
-      wire::Message::MakeRequest(0, -1, wire::Service::kTopic, op, std::move(batch));
+  auto message = wire::Message::MakeRequest(0, -1, wire::Service::kTopic, op, std::move(batch));
   pool_->Call(address, std::move(message), call_timeout_,
               [done = std::move(done)](base::Result<wire::Message> reply) {
                 if (!reply) return done(std::unexpected(reply.error()));

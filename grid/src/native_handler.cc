@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "native_protocol.h"
-#include "topic_protocol.h"
 #include "tessera/map/map_codec.h"
 #include "tessera/membership/membership_service.h"
 #include "tessera/record/generic_record.h"
+#include "topic_protocol.h"
 
 namespace tessera::grid {
 
@@ -99,10 +99,10 @@ void NativeHandler::ApplyReplica(const std::shared_ptr<net::Connection>& connect
   if (!updates) {
     return ReplyError(connection, request, updates.error().code(), updates.error().message());
   }
-  maps_.ApplyReplica(std::move(*updates),
-                     [connection, header = Header(request)](map::StalePartitions stale) {
-                       connection->Send(Message::MakeResponse(header, map::EncodeReplicaAck(stale)));
-                     });
+  maps_.ApplyReplica(
+      std::move(*updates), [connection, header = Header(request)](map::StalePartitions stale) {
+        connection->Send(Message::MakeResponse(header, map::EncodeReplicaAck(stale)));
+      });
 }
 
 void NativeHandler::AddListener(const std::shared_ptr<net::Connection>& connection,
@@ -248,7 +248,8 @@ void NativeHandler::HandleTopic(const std::shared_ptr<net::Connection>& connecti
     }
     case native::kTopicSubscribe: {
       auto args = record::GenericRecord::Decode(request.payload);
-      auto name = args ? args->GetString("topic") : base::Result<std::string>(std::unexpected(args.error()));
+      auto name = args ? args->GetString("topic")
+                       : base::Result<std::string>(std::unexpected(args.error()));
       if (!name || name->empty()) {
         return ReplyError(connection, request, ErrorCode::kBadRequest,
                           "topic subscribe needs {topic: non-empty string}");
@@ -271,9 +272,11 @@ void NativeHandler::HandleTopic(const std::shared_ptr<net::Connection>& connecti
         std::lock_guard lock(mu_);
         topic_listeners_[connection->id()].push_back(id);
       }
-      connection->Send(Message::MakeResponse(
-          request,
-          record::GenericRecord::Build().Int64("id", static_cast<std::int64_t>(id)).Done().Encode()));
+      connection->Send(
+          Message::MakeResponse(request, record::GenericRecord::Build()
+                                             .Int64("id", static_cast<std::int64_t>(id))
+                                             .Done()
+                                             .Encode()));
       return;
     }
     case native::kTopicUnsubscribe: {
@@ -329,8 +332,8 @@ void NativeHandler::PublishView(const std::string& encoded_view) {
     }
   }
   for (auto& conn : to) {
-    conn->Send(Message::MakeEvent(wire::Service::kCluster, native::kClusterViewEvent, -1,
-                                  encoded_view));
+    conn->Send(
+        Message::MakeEvent(wire::Service::kCluster, native::kClusterViewEvent, -1, encoded_view));
   }
 }
 

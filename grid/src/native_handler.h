@@ -63,8 +63,8 @@ class NativeHandler final : public net::RequestHandler {
   ClusterHooks cluster_;
   std::shared_ptr<spdlog::logger> log_;
   std::mutex mu_;
-  std::map<std::uint64_t, std::vector<map::ListenerId>> listeners_;  // by connection id
-  std::map<std::uint64_t, std::weak_ptr<net::Connection>> view_subscribers_;  // by id
+  std::map<std::uint64_t, std::vector<map::ListenerId>> listeners_;              // by connection id
+  std::map<std::uint64_t, std::weak_ptr<net::Connection>> view_subscribers_;     // by id
   std::map<std::uint64_t, std::vector<topic::SubscriptionId>> topic_listeners_;  // by conn id
 };
 

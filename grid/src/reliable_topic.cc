@@ -118,12 +118,13 @@ base::Result<std::int64_t> ReliableTopic::PublishAll(std::vector<std::string> pa
   for (auto& p : payloads) rq.keys.push_back(EncodeMessage(p, publisher_id_, now));
   rq.options.ttl_ms = config_.ttl_ms;
   rq.options.max_idle_ms = 0;
-  rq.argument = record::GenericRecord::Build()
-                    .Int64("capacity", config_.capacity)
-                    .Int64("overflow", static_cast<std::int64_t>(
-                                           config_.ttl_ms == 0 ? map::RingOverflow::kDiscardOldest
+  rq.argument =
+      record::GenericRecord::Build()
+          .Int64("capacity", config_.capacity)
+          .Int64("overflow",
+                 static_cast<std::int64_t>(config_.ttl_ms == 0 ? map::RingOverflow::kDiscardOldest
                                                                : OverflowOf(config_.overload)))
-                    .Done();
+          .Done();
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.block_timeout_ms);
   auto pause = std::chrono::milliseconds(1);
@@ -172,8 +173,8 @@ base::Result<TopicListenerId> ReliableTopic::AddMessageListener(
   } else {
     auto range = Range();  // the start is fixed now, so messages published after this return
     if (!range) return std::unexpected(range.error());
-    listener->next = options.from == ReliableListenerOptions::From::kOldest ? range->first
-                                                                            : range->second + 1;
+    listener->next =
+        options.from == ReliableListenerOptions::From::kOldest ? range->first : range->second + 1;
   }
   std::lock_guard lock(mu_);
   TopicListenerId id = next_id_++;

@@ -28,8 +28,7 @@ base::Result<TopicBatch> DecodeTopicBatch(std::string_view bytes) {
   auto publisher = rec->GetString("publisher");
   auto time = rec->GetInt64("time");
   const Value* payloads = rec->Find("payloads");
-  if (!topic || !publisher || !time || !payloads ||
-      payloads->type() != record::FieldType::kList) {
+  if (!topic || !publisher || !time || !payloads || payloads->type() != record::FieldType::kList) {
     return base::Fail(base::ErrorCode::kBadRequest,
                       "a topic publish needs {topic, payloads: [bytes], publisher, time}");
   }

@@ -17,7 +17,8 @@ TopicRelay::TopicRelay(topic::TopicService& topics, MemberRouter& router,
 
 void TopicRelay::SetPeers(std::vector<std::string> others, std::string self,
                           std::vector<std::string> owners) {
-  auto next = std::make_shared<const View>(View{std::move(others), std::move(self), std::move(owners)});
+  auto next =
+      std::make_shared<const View>(View{std::move(others), std::move(self), std::move(owners)});
   std::lock_guard lock(mu_);
   view_ = std::move(next);
 }
@@ -32,8 +33,8 @@ std::int64_t TopicRelay::Publish(topic::Message message) {
   if (config == configs_.end() || !config->second.global_ordering || view->owners.empty()) {
     return FanOut(*view, std::move(message));
   }
-  const std::string& owner = view->owners[partitioner_.PartitionOf(message.topic) %
-                                          view->owners.size()];
+  const std::string& owner =
+      view->owners[partitioner_.PartitionOf(message.topic) % view->owners.size()];
   if (owner.empty() || owner == view->self) {
     // One thread does every ordered fan-out: its local deliveries and its sends then leave in
     // one order (posts from different threads, e.g. a shard's, need not keep theirs).
@@ -45,15 +46,16 @@ std::int64_t TopicRelay::Publish(topic::Message message) {
   // The owner orders it: forwarded as a publish, delivered here when the owner sends it back.
   router_.SendTopic(
       owner,
-      EncodeTopicBatch({message.topic, {message.payload}, message.publisher_id,
-                        message.publish_time_ms}),
+      EncodeTopicBatch(
+          {message.topic, {message.payload}, message.publisher_id, message.publish_time_ms}),
       native::kTopicPublish,
       [failed = failed_sends_, log = log_, owner, topic = message.topic](base::Result<void> r) {
         if (r) return;
         const auto n = failed->fetch_add(1, std::memory_order_relaxed) + 1;
         if (n == 1 || n % 1000 == 0) {
-          log->warn("topic '{}': a message did not reach its ordering member {} ({}); {} lost so far",
-                    topic, owner, r.error().ToString(), n);
+          log->warn(
+              "topic '{}': a message did not reach its ordering member {} ({}); {} lost so far",
+              topic, owner, r.error().ToString(), n);
         }
       });
   return 0;
@@ -61,21 +63,21 @@ std::int64_t TopicRelay::Publish(topic::Message message) {
 
 std::int64_t TopicRelay::FanOut(const View& view, topic::Message message) {
   if (!view.peers.empty()) {
-    std::string encoded =
-        EncodeTopicBatch({message.topic, {message.payload}, message.publisher_id,
-                          message.publish_time_ms});
+    std::string encoded = EncodeTopicBatch(
+        {message.topic, {message.payload}, message.publisher_id, message.publish_time_ms});
     for (const auto& peer : view.peers) {
-      router_.SendTopic(peer, encoded, native::kTopicDeliver,
-                        [failed = failed_sends_, log = log_, peer,
-                         topic = message.topic](base::Result<void> r) {
-                          if (r) return;
-                          const auto n = failed->fetch_add(1, std::memory_order_relaxed) + 1;
-                          if (n == 1 || n % 1000 == 0) {
-                            log->warn("topic '{}': a message did not reach member {} ({}); {} "
-                                      "lost so far",
-                                      topic, peer, r.error().ToString(), n);
-                          }
-                        });
+      router_.SendTopic(
+          peer, encoded, native::kTopicDeliver,
+          [failed = failed_sends_, log = log_, peer, topic = message.topic](base::Result<void> r) {
+            if (r) return;
+            const auto n = failed->fetch_add(1, std::memory_order_relaxed) + 1;
+            if (n == 1 || n % 1000 == 0) {
+              log->warn(
+                  "topic '{}': a message did not reach member {} ({}); {} "
+                  "lost so far",
+                  topic, peer, r.error().ToString(), n);
+            }
+          });
     }
   }
   return topics_.PublishLocal(std::move(message));

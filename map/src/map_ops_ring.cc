@@ -47,7 +47,8 @@ std::string MetaText(const RingMeta& m) {
 // Moves head past messages that expired or were never stored (at most `limit` steps).
 void SkipGone(RecordStore& store, std::string_view ring, RingMeta& m, OpContext& ctx,
               std::int64_t limit) {
-  while (m.head <= m.tail && limit-- > 0 && FindLive(store, MessageKey(ring, m.head), ctx) == nullptr) {
+  while (m.head <= m.tail && limit-- > 0 &&
+         FindLive(store, MessageKey(ring, m.head), ctx) == nullptr) {
     ++m.head;
   }
 }
@@ -89,8 +90,8 @@ base::Result<MapResult> OpRingAppend(RecordStore& store, const MapRequest& rq, O
       } else {
         if (out.count >= 0) break;  // what was stored stays; the caller sees how much
         return Fail(ErrorCode::kOverloaded,
-                    "reliable topic '" + std::string(ring) + "' is full: " +
-                        std::to_string(capacity) +
+                    "reliable topic '" + std::string(ring) +
+                        "' is full: " + std::to_string(capacity) +
                         " unexpired messages; wait for listeners and retry, or configure a "
                         "larger capacity, a TTL or another overload policy");
       }

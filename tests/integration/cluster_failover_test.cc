@@ -221,8 +221,8 @@ TEST_CASE("A reliable topic loses no acknowledged message when its owner is SIGK
   // The member that owns the topic's partition is the one to kill.
   auto view = ConnectOrFail(*a)->FetchClusterView();
   REQUIRE(view);
-  const auto partition = partition::Partitioner(view->partitions.partition_count())
-                             .PartitionOf("ring@ledger");
+  const auto partition =
+      partition::Partitioner(view->partitions.partition_count()).PartitionOf("ring@ledger");
   const auto* owner = view->members.Find(view->partitions.Owner(partition));
   REQUIRE(owner != nullptr);
   NodeProcess* victim = nullptr;

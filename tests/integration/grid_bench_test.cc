@@ -55,8 +55,8 @@ TEST_CASE("grid-bench topic mode: every message published in the window is recei
   auto b = NodeProcess::StartOrFail({"--heartbeat-ms", "200", "--join", a->address()});
   WaitForMembers(*b, 2);
   // Publishers on a, the subscriber on b: every message crosses members.
-  auto doc = RunBench(*a, {"--topic", "bench", "--subscribe-address", b->address(),
-                           "--connections", "2", "--duration", "1"});
+  auto doc = RunBench(*a, {"--topic", "bench", "--subscribe-address", b->address(), "--connections",
+                           "2", "--duration", "1"});
   CHECK(doc["errors"] == 0);
   CHECK(doc["published"].get<std::uint64_t>() > 0);
   CHECK(doc["received"] == doc["published"]);

@@ -198,7 +198,8 @@ TEST_CASE("grid-cli publishes to a topic on one member and subscribes through an
   WaitForMembers(*b, 2);
   ProcessResult subscriber;
   std::thread listen([&] {
-    subscriber = Cli(*b, {"--json", "topic", "subscribe", "news", "--count", "2", "--for", "15000"});
+    subscriber =
+        Cli(*b, {"--json", "topic", "subscribe", "news", "--count", "2", "--for", "15000"});
   });
   // Once the subscriber (a separate process) is registered, publish through the other member.
   bool listening = false;

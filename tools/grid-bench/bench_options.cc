@@ -38,7 +38,7 @@ po::options_description Describe() {
        "topic mode: publish to this topic instead of map ops (--value-size bytes per message)")  //
       ("subscribe-address", po::value<std::string>(),
        "topic mode: the member the subscriber connects to (default --address)")  //
-      ("reliable", "topic mode: use the reliable topic")                          //
+      ("reliable", "topic mode: use the reliable topic")                         //
       ("json", "print the result as one JSON document");
   return desc;
 }

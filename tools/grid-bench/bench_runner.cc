@@ -13,9 +13,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <random>
-#include <cstring>
 #include <thread>
 
 #include "tessera/grid/client.h"
@@ -307,10 +307,9 @@ Result<BenchReport> RunTopicBench(const BenchOptions& options) {
   };
   auto plain_topic = (*subscriber)->GetTopic(options.topic);
   auto reliable_topic = (*subscriber)->GetReliableTopic(options.topic);
-  auto id = options.reliable
-                ? reliable_topic->AddMessageListener(
-                      [&](const grid::ReliableMessage& m) { on_message(m.message); })
-                : plain_topic->AddMessageListener(on_message);
+  auto id = options.reliable ? reliable_topic->AddMessageListener(
+                                   [&](const grid::ReliableMessage& m) { on_message(m.message); })
+                             : plain_topic->AddMessageListener(on_message);
   if (!id) {
     for (auto& p : publishers) p->Shutdown();
     (*subscriber)->Shutdown();
@@ -321,29 +320,29 @@ Result<BenchReport> RunTopicBench(const BenchOptions& options) {
   std::string first_error;
   std::vector<std::thread> threads;
   for (auto& p : publishers) {
-    threads.emplace_back([&, topic = p->GetTopic(options.topic),
-                          reliable = p->GetReliableTopic(options.topic)] {
-      std::string payload(options.value_size, 'x');
-      while (Clock::now() < window_end) {
-        const std::uint64_t now = steady_ns();
-        std::memcpy(payload.data(), &now, sizeof now);
-        base::Result<void> r;
-        if (options.reliable) {
-          auto seq = reliable->Publish(payload);
-          if (!seq) r = std::unexpected(seq.error());
-        } else {
-          r = topic->Publish(payload);
-        }
-        if (!r) {
-          errors.fetch_add(1);
-          std::lock_guard lock(error_mu);
-          if (first_error.empty()) first_error = r.error().ToString();
-          continue;
-        }
-        const auto sent = Clock::time_point(std::chrono::nanoseconds(now));
-        if (sent >= window_start) published.fetch_add(1);
-      }
-    });
+    threads.emplace_back(
+        [&, topic = p->GetTopic(options.topic), reliable = p->GetReliableTopic(options.topic)] {
+          std::string payload(options.value_size, 'x');
+          while (Clock::now() < window_end) {
+            const std::uint64_t now = steady_ns();
+            std::memcpy(payload.data(), &now, sizeof now);
+            base::Result<void> r;
+            if (options.reliable) {
+              auto seq = reliable->Publish(payload);
+              if (!seq) r = std::unexpected(seq.error());
+            } else {
+              r = topic->Publish(payload);
+            }
+            if (!r) {
+              errors.fetch_add(1);
+              std::lock_guard lock(error_mu);
+              if (first_error.empty()) first_error = r.error().ToString();
+              continue;
+            }
+            const auto sent = Clock::time_point(std::chrono::nanoseconds(now));
+            if (sent >= window_start) published.fetch_add(1);
+          }
+        });
   }
   for (auto& t : threads) t.join();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the last messages arrive

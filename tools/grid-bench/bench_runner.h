@@ -26,7 +26,7 @@ struct BenchReport {
   std::string first_error;       // the first failure's message, for the report
   LatencyHistogram latency_ns;   // latency of the counted ops
   std::map<std::string, std::uint64_t> ops_by_kind;
-  std::uint64_t published = 0;   // topic mode: messages published inside the window
+  std::uint64_t published = 0;  // topic mode: messages published inside the window
 };
 
 // Connects every client (errors: the client's, e.g. kConnectionFailed), optionally preloads

@@ -73,13 +73,13 @@ po::options_description Describe() {
        "connect and call timeout in milliseconds (default 5000)")  //
       ("json", "print one JSON document instead of text")          //
       ("ttl", po::value<std::string>()->value_name("MS"),
-       "put/put-if-absent: time to live (0 = never expires; default: the map's)")        //
-      ("record", "put/put-if-absent: VALUE is a JSON object stored as a GenericRecord")  //
+       "put/put-if-absent: time to live (0 = never expires; default: the map's)")             //
+      ("record", "put/put-if-absent: VALUE is a JSON object stored as a GenericRecord")       //
       ("limit", po::value<std::string>()->value_name("N"), "entries/query: print at most N")  //
       ("count", po::value<std::string>()->value_name("N"),
        "topic subscribe: exit after N messages")  //
       ("for", po::value<std::string>()->value_name("MS"),
-       "topic subscribe: exit after MS milliseconds (default: run until Ctrl-C)")  //
+       "topic subscribe: exit after MS milliseconds (default: run until Ctrl-C)")              //
       ("reliable", "topic publish/subscribe: use the reliable topic NAME (stored, numbered)")  //
       ("from", po::value<std::string>()->value_name("SEQ|oldest"),
        "topic subscribe: read the reliable topic from sequence SEQ or the oldest stored "
@@ -204,8 +204,8 @@ Result<void> CheckOptionsAllowed(const po::variables_map& vm, const MapCommandSp
   }
   for (const char* flag : {"count", "for", "from"}) {
     if (vm.count(flag) != 0 && name != "topic subscribe") {
-      return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " does not apply to '" +
-                                              name + "'; it is for topic subscribe");
+      return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " does not apply to '" + name +
+                                              "'; it is for topic subscribe");
     }
   }
   if (vm.count("reliable") != 0 && name != "topic subscribe" && name != "topic publish") {
@@ -254,8 +254,8 @@ Result<void> ParseTopicCommand(const std::vector<std::string>& words, const po::
       } else {
         auto seq = ParseNonNegative("--from", text);
         if (!seq || *seq == 0) {
-          return Fail(ErrorCode::kBadRequest, "invalid --from '" + text +
-                                                  "': expected a sequence (1 or more) or 'oldest'");
+          return Fail(ErrorCode::kBadRequest,
+                      "invalid --from '" + text + "': expected a sequence (1 or more) or 'oldest'");
         }
         command.from = *seq;
       }
@@ -264,7 +264,8 @@ Result<void> ParseTopicCommand(const std::vector<std::string>& words, const po::
       if (vm.count(flag) == 0) continue;
       auto v = ParseNonNegative("--" + std::string(flag), vm[flag].as<std::string>());
       if (!v) return std::unexpected(v.error());
-      if (*v == 0) return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " must be at least 1");
+      if (*v == 0)
+        return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " must be at least 1");
       (std::string(flag) == "count" ? command.count : command.for_ms) = *v;
     }
     return {};

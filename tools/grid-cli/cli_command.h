@@ -45,15 +45,15 @@ struct CliCommand {
   std::string key;
   std::string value;  // bytes to store (a GenericRecord's encoding with --record)
   std::optional<base::Millis> ttl_ms;
-  std::optional<std::int64_t> limit;  // entries/query: print at most this many
-  map::Predicate predicate;           // query
-  std::string predicate_text;         // query, as given
-  std::string topic_name;             // topic commands
-  std::string message;                // topic publish
-  std::optional<std::int64_t> count;  // topic subscribe: exit after this many messages
+  std::optional<std::int64_t> limit;   // entries/query: print at most this many
+  map::Predicate predicate;            // query
+  std::string predicate_text;          // query, as given
+  std::string topic_name;              // topic commands
+  std::string message;                 // topic publish
+  std::optional<std::int64_t> count;   // topic subscribe: exit after this many messages
   std::optional<std::int64_t> for_ms;  // topic subscribe: exit after this long
-  bool reliable = false;                // topic publish/subscribe: the reliable topic NAME
-  std::optional<std::int64_t> from;     // topic subscribe --from: sequence (0 = oldest)
+  bool reliable = false;               // topic publish/subscribe: the reliable topic NAME
+  std::optional<std::int64_t> from;    // topic subscribe --from: sequence (0 = oldest)
 };
 
 // Parses argv (argv[0] is the program name). Errors: kBadRequest with one line naming the

@@ -2,13 +2,13 @@
 // whole run is bounded by the connect timeout plus one call timeout.
 #include "cli_runner.h"
 
+#include <fmt/format.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/null_sink.h>
 #include <condition_variable>
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <fmt/format.h>
-#include <spdlog/logger.h>
-#include <spdlog/sinks/null_sink.h>
 
 #include <algorithm>
 #include <chrono>
@@ -208,7 +208,8 @@ std::optional<std::int64_t> PendingMigrations(const membership::ClusterView& vie
 }
 
 // Topic counters summed over every member of `view` (each asked directly).
-Result<CommandOutput> RunTopicStats(const membership::ClusterView& view, const CliCommand& command) {
+Result<CommandOutput> RunTopicStats(const membership::ClusterView& view,
+                                    const CliCommand& command) {
   std::map<std::string, std::map<std::string, std::int64_t>> totals;
   for (const auto& member : view.members.members) {
     auto options = command.client;
@@ -230,9 +231,9 @@ Result<CommandOutput> RunTopicStats(const membership::ClusterView& view, const C
     }
   }
   json doc = {{"members", view.members.members.size()}, {"topics", json::object()}};
-  std::string text = fmt::format("{:<24} {:>10} {:>12} {:>12} {:>10} {:>16}\n", "topic",
-                                 "listeners", "published", "delivered", "dropped",
-                                 "listener_errors");
+  std::string text =
+      fmt::format("{:<24} {:>10} {:>12} {:>12} {:>10} {:>16}\n", "topic", "listeners", "published",
+                  "delivered", "dropped", "listener_errors");
   for (const auto& [topic, c] : totals) {
     auto at = [&c = c](const char* name) {
       auto it = c.find(name);
@@ -246,9 +247,10 @@ Result<CommandOutput> RunTopicStats(const membership::ClusterView& view, const C
     text += fmt::format("{:<24} {:>10} {:>12} {:>12} {:>10} {:>16}\n", topic, at("listeners"),
                         at("published"), at("delivered"), at("dropped"), at("listener_errors"));
   }
-  text += fmt::format("({} member(s); published counts each message once, on the member it "
-                      "entered; delivered counts every listener it reached)\n",
-                      view.members.members.size());
+  text += fmt::format(
+      "({} member(s); published counts each message once, on the member it "
+      "entered; delivered counts every listener it reached)\n",
+      view.members.members.size());
   return CommandOutput{text, std::move(doc)};
 }
 
@@ -356,9 +358,8 @@ Result<void> RunSubscribe(const CliCommand& command, std::ostream& out,
     (*client)->Shutdown();
     return std::unexpected(id.error());
   }
-  const auto deadline =
-      command.for_ms ? Clock::now() + std::chrono::milliseconds(*command.for_ms)
-                     : Clock::time_point::max();
+  const auto deadline = command.for_ms ? Clock::now() + std::chrono::milliseconds(*command.for_ms)
+                                       : Clock::time_point::max();
   {
     std::unique_lock lock(mu);
     while (!interrupted.load() && Clock::now() < deadline &&

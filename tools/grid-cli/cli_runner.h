@@ -4,8 +4,8 @@
 //
 // Thread-safety: each call uses its own Client; safe from any thread.
 
-#include <nlohmann/json.hpp>
 #include <atomic>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 

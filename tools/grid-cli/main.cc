@@ -4,8 +4,8 @@
 // A watchdog bounds the whole run even if the client misbehaved, so the tool never hangs.
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>

@@ -218,8 +218,8 @@ Result<void> ApplyMapConfig(const std::string& name, const YAML::Node& node, Nod
     if (key == "async_backups") {
       auto text = item.second.as<std::string>();
       if (text != "true" && text != "false") {
-        return Fail(ErrorCode::kBadRequest, "'maps." + name + ".async_backups' is '" + text +
-                                                "'; use true or false");
+        return Fail(ErrorCode::kBadRequest,
+                    "'maps." + name + ".async_backups' is '" + text + "'; use true or false");
       }
       map_config.async_backups = text == "true";
       continue;
@@ -272,8 +272,8 @@ Result<void> ApplyTopics(const YAML::Node& topics, NodeConfig& config) {
                     "unknown key 'topics." + name + "." + key + "': use global_ordering");
       }
       if (text != "true" && text != "false") {
-        return Fail(ErrorCode::kBadRequest, "'topics." + name + ".global_ordering' is '" + text +
-                                                "'; use true or false");
+        return Fail(ErrorCode::kBadRequest,
+                    "'topics." + name + ".global_ordering' is '" + text + "'; use true or false");
       }
       topic_config.global_ordering = text == "true";
     }

@@ -7,9 +7,9 @@
 #include <mutex>
 #include <thread>
 
+#include "cluster_test_util.h"
 #include "tessera/grid/client.h"
 #include "tessera/grid/member.h"
-#include "cluster_test_util.h"
 
 using namespace tessera;
 using grid::Client;
@@ -78,12 +78,13 @@ TEST_CASE("Reliable topic listeners start from the oldest, the next or a stored 
   ReliableListenerOptions from_120;
   from_120.from = ReliableListenerOptions::From::kSequence;
   from_120.sequence = 120;
-  REQUIRE(via_member->AddMessageListener([&](const ReliableMessage& m) { stored.Add(m); },
-                                         from_120));
+  REQUIRE(
+      via_member->AddMessageListener([&](const ReliableMessage& m) { stored.Add(m); }, from_120));
   std::vector<std::string> batch;
   for (int i = 101; i <= 150; ++i) batch.push_back("m" + std::to_string(i));
   CHECK(via_member->PublishAll(batch).value() == 101);
-  REQUIRE(WaitUntil([&] { return oldest.size() >= 150 && next.size() >= 50 && stored.size() >= 31; }));
+  REQUIRE(
+      WaitUntil([&] { return oldest.size() >= 150 && next.size() >= 50 && stored.size() >= 31; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // nothing more arrives
   CHECK(oldest.sequences == Range(1, 150));
   CHECK(oldest.payloads.front() == "m1");

@@ -11,9 +11,9 @@
 #include <sstream>
 #include <thread>
 
+#include "cluster_test_util.h"
 #include "tessera/grid/client.h"
 #include "tessera/grid/member.h"
-#include "cluster_test_util.h"
 
 using namespace tessera;
 using grid::Client;

@@ -12,9 +12,9 @@
 #include <sstream>
 #include <thread>
 
+#include "cluster_test_util.h"
 #include "tessera/grid/client.h"
 #include "tessera/grid/member.h"
-#include "cluster_test_util.h"
 
 using namespace tessera;
 using grid::Client;
@@ -71,9 +71,8 @@ TEST_CASE("Every topic listener on every member and client hears every message i
   for (auto* instance : instances) {
     heard.push_back(std::make_unique<Heard>());
     auto* h = heard.back().get();
-    REQUIRE(instance->GetTopic("orders")->AddMessageListener([h](const TopicMessage& m) {
-      h->Add(m);
-    }));
+    REQUIRE(instance->GetTopic("orders")->AddMessageListener(
+        [h](const TopicMessage& m) { h->Add(m); }));
   }
   // Four publishers (two members, two clients) publish concurrently.
   constexpr int kEach = 200;
@@ -84,7 +83,8 @@ TEST_CASE("Every topic listener on every member and client hears every message i
       auto topic = publishers[p]->GetTopic("orders");
       for (int n = 0; n < kEach; n += 10) {
         std::vector<std::string> batch;
-        for (int k = n; k < n + 10; ++k) batch.push_back(std::to_string(p) + ":" + std::to_string(k));
+        for (int k = n; k < n + 10; ++k)
+          batch.push_back(std::to_string(p) + ":" + std::to_string(k));
         REQUIRE(topic->PublishAll(std::move(batch)));
       }
     });
@@ -150,13 +150,15 @@ TEST_CASE("A slow topic listener drops only its own messages, a throwing one kee
   // listener keeps up with, so only the slow listener's own queue bounds what it gets.
   constexpr int kTotal = static_cast<int>(grid::kListenerQueueCapacity) + 500;
   for (int n = 0; n < kTotal;) {
-    for (int end = std::min(kTotal, n + 1000); n < end; ++n) REQUIRE(topic->Publish(std::to_string(n)));
+    for (int end = std::min(kTotal, n + 1000); n < end; ++n)
+      REQUIRE(topic->Publish(std::to_string(n)));
     REQUIRE(WaitUntil([&] { return fast_heard.load() == n; }, std::chrono::seconds(10)));
   }
   CHECK(fast_heard.load() == kTotal);
   REQUIRE(WaitUntil([&] { return throwing_heard.load() == kTotal; }, std::chrono::seconds(10)));
   CHECK(WaitUntil([&] { return topic->ListenerErrors(*throwing) == kTotal / 2; }));
-  CHECK(topic->DroppedMessages(*slow) == kTotal - 1 - static_cast<int>(grid::kListenerQueueCapacity));
+  CHECK(topic->DroppedMessages(*slow) ==
+        kTotal - 1 - static_cast<int>(grid::kListenerQueueCapacity));
   CHECK(log_text.str().find("a listener of topic 'events' is 10000 messages behind") !=
         std::string::npos);
   CHECK(log_text.str().find("threw: even payloads upset me; it keeps receiving") !=
@@ -166,9 +168,8 @@ TEST_CASE("A slow topic listener drops only its own messages, a throwing one kee
     release = true;
   }
   cv.notify_all();
-  REQUIRE(WaitUntil([&] {
-    return slow_heard.load() == 1 + static_cast<int>(grid::kListenerQueueCapacity);
-  }));
+  REQUIRE(WaitUntil(
+      [&] { return slow_heard.load() == 1 + static_cast<int>(grid::kListenerQueueCapacity); }));
   CHECK(topic->RemoveMessageListener(*slow).value());
   CHECK_FALSE(topic->RemoveMessageListener(*slow).value());
   CHECK(member.GetTopic("")->Publish("x").error().code() == base::ErrorCode::kBadRequest);
@@ -192,9 +193,8 @@ TEST_CASE("With global ordering every listener sees one sequence of a topic's me
   for (auto* instance : instances) {
     heard.push_back(std::make_unique<Heard>());
     auto* h = heard.back().get();
-    REQUIRE(instance->GetTopic("ledger")->AddMessageListener([h](const TopicMessage& m) {
-      h->Add(m);
-    }));
+    REQUIRE(instance->GetTopic("ledger")->AddMessageListener(
+        [h](const TopicMessage& m) { h->Add(m); }));
   }
   // Publishers on every member and the client race; without one ordering member, listeners on
   // different members would see their messages interleaved differently.
@@ -223,8 +223,7 @@ TEST_CASE("With global ordering every listener sees one sequence of a topic's me
     } else {
       std::size_t i = 0;
       while (i < sequence.size() && i < first.size() && sequence[i] == first[i]) ++i;
-      INFO("first difference at " << i << ": "
-                                  << (i < first.size() ? first[i] : "") << " vs "
+      INFO("first difference at " << i << ": " << (i < first.size() ? first[i] : "") << " vs "
                                   << (i < sequence.size() ? sequence[i] : ""));
       CHECK(i == total);
     }

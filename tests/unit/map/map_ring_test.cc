@@ -4,7 +4,7 @@
 #include "map_test_util.h"
 #include "tessera/record/generic_record.h"
 
-using namespace tessera::map;  // NOLINT
+using namespace tessera::map;           // NOLINT
 using namespace tessera::map::testing;  // NOLINT
 using tessera::base::ErrorCode;
 using tessera::record::GenericRecord;
@@ -36,8 +36,7 @@ std::vector<std::string> Payloads(const MapResult& r) {
 
 }  // namespace
 
-TEST_CASE("A ring numbers messages from 1 and reads them back from any sequence",
-          "[map][ring]") {
+TEST_CASE("A ring numbers messages from 1 and reads them back from any sequence", "[map][ring]") {
   StoreFixture f;
   auto first = f.Run(Append({"a", "b"}, 10));
   CHECK(first.count == 1);
@@ -57,8 +56,7 @@ TEST_CASE("A ring numbers messages from 1 and reads them back from any sequence"
   CHECK_FALSE(empty.flag);
 }
 
-TEST_CASE("A full ring discards the oldest, the newest, or refuses, as configured",
-          "[map][ring]") {
+TEST_CASE("A full ring discards the oldest, the newest, or refuses, as configured", "[map][ring]") {
   StoreFixture f;
   f.Run(Append({"1", "2", "3"}, 3));
   SECTION("discard oldest: a reader behind the head is told it lost messages") {

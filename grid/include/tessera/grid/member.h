@@ -37,9 +37,9 @@ struct MemberOptions {
   std::uint32_t partition_count = 271;
   std::uint32_t max_frame_bytes = 16 * 1024 * 1024;
   map::MapServiceOptions map_options;
-  std::map<std::string, map::MapConfig> maps;  // per-map configuration
+  std::map<std::string, map::MapConfig> maps;        // per-map configuration
   std::map<std::string, topic::TopicConfig> topics;  // per-topic configuration
-  std::optional<std::uint16_t> resp_port;      // RESP front-end (off when unset; 0 = any)
+  std::optional<std::uint16_t> resp_port;            // RESP front-end (off when unset; 0 = any)
   std::string resp_default_map = "default";
   std::uint64_t resp_max_bulk_bytes = 512ull * 1024 * 1024;
   // Cluster membership (needs listen = true). Empty join = start a new cluster as its master.

@@ -48,8 +48,8 @@ inline constexpr const char* kReliableTopicMap = "__reliable_topics";
 struct ReliableTopicConfig {
   enum class Overload { kBlock, kDiscardOldest, kDiscardNewest, kError };
   std::int64_t capacity = 10'000;
-  base::Millis ttl_ms = 0;  // messages expire after this long (0 = only overwritten)
-  Overload overload = Overload::kBlock;  // applies only with ttl_ms > 0 (see above)
+  base::Millis ttl_ms = 0;                // messages expire after this long (0 = only overwritten)
+  Overload overload = Overload::kBlock;   // applies only with ttl_ms > 0 (see above)
   base::Millis block_timeout_ms = 5'000;  // kBlock: give up (kTimeout) after this long
 };
 
@@ -61,8 +61,8 @@ struct ReliableMessage {
 struct ReliableListenerOptions {
   enum class From { kOldest, kNext, kSequence };
   From from = From::kNext;
-  std::int64_t sequence = 1;   // with kSequence: the first sequence to deliver
-  bool loss_tolerant = true;   // false: a listener that lost messages is stopped
+  std::int64_t sequence = 1;  // with kSequence: the first sequence to deliver
+  bool loss_tolerant = true;  // false: a listener that lost messages is stopped
   // Called on the listener's thread with the number of messages it lost (they were
   // overwritten or expired before it read them).
   std::function<void(std::int64_t lost)> on_loss;
@@ -106,7 +106,7 @@ class ReliableTopic {
   std::shared_ptr<spdlog::logger> log_;
   mutable std::mutex mu_;
   std::vector<std::pair<TopicListenerId, std::shared_ptr<Listener>>> listeners_;  // by mu_
-  TopicListenerId next_id_ = 1;                                                  // by mu_
+  TopicListenerId next_id_ = 1;                                                   // by mu_
 };
 
 }  // namespace tessera::grid

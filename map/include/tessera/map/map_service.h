@@ -158,8 +158,7 @@ class MapService {
   // Applies updates the owner of their partitions sent (backup writes, migration copies);
   // `done` runs once they are applied, on some shard thread, with the partitions whose replica
   // version showed missed updates (the owner re-copies them). Thread-safe.
-  void ApplyReplica(std::vector<ReplicaUpdate> updates,
-                    std::function<void(StalePartitions)> done);
+  void ApplyReplica(std::vector<ReplicaUpdate> updates, std::function<void(StalePartitions)> done);
   // Whether this member serves `partition` (true for all until SetPartitionTable).
   bool OwnsPartition(std::uint32_t partition) const;
   // Replicas on this member (owned or backup) whose migration copy has not arrived yet.

@@ -38,10 +38,10 @@ using SubscriptionId = std::uint64_t;
 
 // One published message as a listener sees it.
 struct Message {
-  std::string topic;          // the topic it was published to
-  std::string payload;        // the message bytes
-  std::string publisher_id;   // who published it (free text, e.g. "resp:12" or a member id)
-  std::int64_t sequence = 0;  // member-local publish order (1, 2, ...)
+  std::string topic;                 // the topic it was published to
+  std::string payload;               // the message bytes
+  std::string publisher_id;          // who published it (free text, e.g. "resp:12" or a member id)
+  std::int64_t sequence = 0;         // member-local publish order (1, 2, ...)
   std::int64_t publish_time_ms = 0;  // wall clock of the publishing member, ms since epoch
 };
 
