@@ -280,6 +280,16 @@ std::string Member::MetricsText() const {
     registry.RegisterGauge("tessera_topic_listeners", labels, "Listeners registered on this member")
         .Set(static_cast<double>(s.subscriptions));
   }
+  for (const auto& [ring, c] : impl_->maps.RingStats()) {
+    const metrics::Labels labels = {{"topic", ring}};
+    sync(registry.RegisterCounter("tessera_reliable_topic_published_total", labels,
+                                  "Messages stored in the reliable topic's ring by this member "
+                                  "as its owner"),
+         c.published);
+    sync(registry.RegisterCounter("tessera_reliable_topic_discarded_total", labels,
+                                  "Messages the discard-newest policy dropped on this member"),
+         c.discarded);
+  }
   sync(registry.RegisterCounter("tessera_member_forwarded_requests_total", {},
                                 "Keyed requests this member sent on to their owner"),
        static_cast<std::int64_t>(impl_->maps.ForwardedCount()));

@@ -23,6 +23,7 @@
 // the in-flight ones, then cancels the timers on their shards.
 #include "tessera/map/map_service.h"
 
+#include <cstdlib>
 #include <future>
 
 #include "map_service_impl.h"
@@ -110,11 +111,30 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
   OpContext ctx = ContextFor(table, partition_id, &events);
   if (replica_out != nullptr) ctx.events = &events;  // backups need to know what changed
   auto result = ExecuteOnStore(StoreOf(table, partition_id), request, ctx);
+  if (request.op == MapOp::kRingAppend && result) CountRingAppend(request, *result);
   if (replica_out != nullptr) AppendUpdates(table, partition_id, ctx.now_ms, events, *replica_out);
   if (table.listeners) {
     for (const auto& event : events) ListenerRegistry::Deliver(table.listeners, event);
   }
   return result;
+}
+
+void MapService::Impl::CountRingAppend(const MapRequest& request, const MapResult& result) {
+  // result: count = first sequence stored (-1: none), value = "HEAD TAIL",
+  // entries = [("discarded", N)] (see map_request.h).
+  std::int64_t tail = 0, discarded = 0;
+  if (result.value) {
+    auto space = result.value->find(' ');
+    if (space != std::string::npos) tail = std::atoll(result.value->c_str() + space + 1);
+  }
+  if (!result.entries.empty()) discarded = std::atoll(result.entries.front().second.c_str());
+  const std::int64_t stored = result.count < 0 ? 0 : tail - result.count + 1;
+  const auto at = request.key.find('@');
+  const std::string ring = at == std::string::npos ? request.key : request.key.substr(at + 1);
+  std::lock_guard lock(ring_mu);
+  auto& c = ring_counters[ring];
+  c.published += stored;
+  c.discarded += discarded;
 }
 
 MapConfig MapService::Impl::ConfigOf(const std::string& name) const {

@@ -635,6 +635,11 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
       });
 }
 
+std::vector<std::pair<std::string, RingCounters>> MapService::RingStats() const {
+  std::lock_guard lock(impl_->ring_mu);
+  return {impl_->ring_counters.begin(), impl_->ring_counters.end()};
+}
+
 std::uint64_t MapService::ForwardedCount() const {
   return impl_->forwarded.load(std::memory_order_relaxed);
 }

@@ -172,6 +172,10 @@ struct MapService::Impl {
   // Set by ExpectPartitionTable: a cluster member, which serves nothing before its first table.
   std::atomic<bool> expects_table{false};
   std::atomic<std::uint64_t> forwarded{0};  // keyed requests sent on to their owner
+  // Ring appends served here as owner (MapService::RingStats).
+  void CountRingAppend(const MapRequest& request, const MapResult& result);
+  mutable std::mutex ring_mu;
+  std::map<std::string, RingCounters> ring_counters;  // guarded by ring_mu
   bool IsLocal(std::uint32_t partition) const {
     return flags[partition].local.load(std::memory_order_relaxed);
   }

@@ -92,6 +92,8 @@ TEST_CASE("Reliable topic listeners start from the oldest, the next or a stored 
   CHECK(next.sequences == Range(101, 150));
   CHECK(stored.sequences == Range(120, 150));
   CHECK(via_client->Range().value() == std::make_pair<std::int64_t, std::int64_t>(1, 150));
+  CHECK(member.MetricsText().find("tessera_reliable_topic_published_total{topic=\"orders\"} 150") !=
+        std::string::npos);
   ReliableListenerOptions bad;
   bad.from = ReliableListenerOptions::From::kSequence;
   bad.sequence = 0;

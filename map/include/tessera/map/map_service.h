@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/base/clock.h"
@@ -83,6 +84,12 @@ using ListenerId = std::uint64_t;
 // (events of one partition are delivered in the order they happened). Must not block; hand
 // work to another thread if it may.
 using EntryListener = std::function<void(const EntryEvent&)>;
+
+// Ring appends counted by the owner that served them (MapService::RingStats).
+struct RingCounters {
+  std::int64_t published = 0;
+  std::int64_t discarded = 0;
+};
 
 // How requests reach the partitions other members own (installed by a clustered member).
 class ClusterRouting {
@@ -166,6 +173,9 @@ class MapService {
   // Keyed requests this member sent on to another member (their partition's owner) since
   // start: clients that send each key to its owner keep this near zero.
   std::uint64_t ForwardedCount() const;
+  // Per ring (a reliable topic), what this member stored as the ring's owner since start:
+  // messages stored, and messages the discard-newest policy dropped. Sorted by ring name.
+  std::vector<std::pair<std::string, RingCounters>> RingStats() const;
 
   // Blocking form. REQUIRES: the caller is not a shard thread.
   base::Result<MapResult> ExecuteSync(MapRequest request);
