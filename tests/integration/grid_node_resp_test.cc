@@ -31,6 +31,36 @@ std::string Shell(const std::string& command, std::chrono::milliseconds timeout 
   return r.out + r.err;
 }
 
+// `redis-cli SUBSCRIBE channel` on `port` for 3 s in the background, started and registered
+// (PUBSUB NUMSUB says so) when the constructor returns; output() waits for it to end.
+class BackgroundSubscriber {
+ public:
+  BackgroundSubscriber(std::uint16_t port, const std::string& channel)
+      : thread_([this, port, channel] {
+          output_ = Shell(
+              "timeout 3 redis-cli -p " + std::to_string(port) + " SUBSCRIBE " + channel + " 2>&1",
+              10s);
+        }) {
+    for (int i = 0; i < 100 && !subscribed_; ++i) {
+      subscribed_ = Cli(port, {"PUBSUB", "NUMSUB", channel}) == channel + "\n1\n";
+      if (!subscribed_) std::this_thread::sleep_for(20ms);
+    }
+  }
+  ~BackgroundSubscriber() {
+    if (thread_.joinable()) thread_.join();
+  }
+  bool subscribed() const { return subscribed_; }
+  const std::string& output() {
+    if (thread_.joinable()) thread_.join();
+    return output_;
+  }
+
+ private:
+  bool subscribed_ = false;
+  std::string output_;
+  std::thread thread_;  // last: starts after the state it writes
+};
+
 }  // namespace
 
 TEST_CASE("redis-cli drives grid-node: strings, NX+PX expiry, hashes, counters, errors",
@@ -75,20 +105,10 @@ TEST_CASE("redis-cli --pipe loads grid-node, SUBSCRIBE receives PUBLISH", "[tool
   CHECK(Cli(port, {"DBSIZE"}) == "5000\n");
   CHECK(Cli(port, {"GET", "key:4999"}) == "value-4999\n");
 
-  std::string subscriber_output;
-  std::thread subscriber([&subscriber_output, port] {
-    subscriber_output =
-        Shell("timeout 3 redis-cli -p " + std::to_string(port) + " SUBSCRIBE alerts 2>&1", 10s);
-  });
-  bool subscribed = false;
-  for (int i = 0; i < 100 && !subscribed; ++i) {
-    subscribed = Cli(port, {"PUBSUB", "NUMSUB", "alerts"}) == "alerts\n1\n";
-    if (!subscribed) std::this_thread::sleep_for(20ms);
-  }
-  CHECK(subscribed);
+  BackgroundSubscriber subscriber(port, "alerts");
+  CHECK(subscriber.subscribed());
   CHECK(Cli(port, {"PUBLISH", "alerts", "disk-full"}) == "1\n");
-  subscriber.join();
-  CHECK(subscriber_output.find("message\nalerts\ndisk-full\n") != std::string::npos);
+  CHECK(subscriber.output().find("message\nalerts\ndisk-full\n") != std::string::npos);
   CHECK(node->Stop() == 0);
 }
 
@@ -140,20 +160,10 @@ TEST_CASE("RESP on any member of a cluster serves every key", "[tools][resp][clu
   CHECK(Cli(port_a, {"SET", "lock", "a", "NX"}) == "\n");  // one winner across members
 
   // Pub/sub spans the cluster: a subscriber on b hears what is published on a.
-  std::string subscriber_output;
-  std::thread subscriber([&subscriber_output, port_b] {
-    subscriber_output =
-        Shell("timeout 3 redis-cli -p " + std::to_string(port_b) + " SUBSCRIBE alerts 2>&1", 10s);
-  });
-  bool subscribed = false;
-  for (int i = 0; i < 100 && !subscribed; ++i) {
-    subscribed = Cli(port_b, {"PUBSUB", "NUMSUB", "alerts"}) == "alerts\n1\n";
-    if (!subscribed) std::this_thread::sleep_for(20ms);
-  }
-  CHECK(subscribed);
+  BackgroundSubscriber subscriber(port_b, "alerts");
+  CHECK(subscriber.subscribed());
   CHECK(Cli(port_a, {"PUBLISH", "alerts", "from-a"}) == "0\n");  // no subscriber on a itself
-  subscriber.join();
-  CHECK(subscriber_output.find("message\nalerts\nfrom-a\n") != std::string::npos);
+  CHECK(subscriber.output().find("message\nalerts\nfrom-a\n") != std::string::npos);
 }
 
 }  // namespace tessera::integration
