@@ -1,7 +1,15 @@
-// Read path: parser-owned buffer -> Next() -> CommandTable::Dispatch, all commands of a read
-// batch back to back; the batch's replies leave in one async_write. Replies never reorder:
-// see Reserve/Target/Done. Reading pauses while too many replies are outstanding or too many
-// bytes wait to be written (a slow reader cannot make the member buffer without bound).
+// Read path: wait for readability, read without blocking into the parser-owned buffer ->
+// Next() -> CommandTable::Dispatch, all commands of a read batch back to back; the batch's
+// replies leave in one async_write. Replies never reorder: see Reserve/Target/Release.
+// Reading pauses while too many replies are outstanding or too many bytes wait to be written
+// (a slow reader cannot make the member buffer without bound).
+//
+// Why async_wait and not async_read_some: asio retries a read speculatively as soon as it is
+// started, and after a batch has been answered the client has nothing to send yet, so every
+// batch cost one recv failing with EAGAIN. Asio registers sockets edge-triggered, so the rule
+// here is: after a wake-up read until a read comes back short (the socket is then drained and
+// new data raises a new edge); read directly, without waiting, where data may already be
+// queued with no edge to come (at start and when reading resumes after a pause).
 #include "connection.h"
 
 #include <boost/asio/post.hpp>
@@ -14,6 +22,7 @@ namespace asio = boost::asio;
 namespace {
 constexpr std::size_t kMinReadBytes = 16 * 1024;
 constexpr std::size_t kKeepBufferBytes = 1024 * 1024;  // shrink write buffers above this
+constexpr std::size_t kHoldBytes = 64 * 1024;  // write anyway once this much waits for forwards
 }  // namespace
 
 Connection::Connection(std::shared_ptr<ServerState> server, std::size_t shard,
@@ -32,7 +41,15 @@ void Connection::Start() {
   server_->connections[shard_][id_] = weak_from_this();
   server_->connected_clients.fetch_add(1);
   server_->total_connections.fetch_add(1);
-  ReadMore();
+  boost::system::error_code error;
+  socket_.non_blocking(true, error);
+  if (error) {
+    server_->log->warn("client {}: cannot make its socket non-blocking: {}; closing", id_,
+                       error.message());
+    Close();
+    return;
+  }
+  ReadAvailable();
 }
 
 void Connection::Close() {
@@ -63,17 +80,31 @@ void Connection::ReadMore() {
     return;
   }
   reading_ = true;
-  auto space = parser_.WritableSpace(kMinReadBytes);
-  socket_.async_read_some(
-      asio::buffer(space.data(), space.size()),
-      [self = shared_from_this()](const boost::system::error_code& error, std::size_t bytes) {
-        self->OnRead(error, bytes);
-      });
+  socket_.async_wait(asio::ip::tcp::socket::wait_read,
+                     [self = shared_from_this()](const boost::system::error_code& error) {
+                       self->reading_ = false;
+                       if (self->closed_) return;
+                       if (error) {
+                         self->Close();
+                         return;
+                       }
+                       self->ReadAvailable();
+                     });
 }
 
-void Connection::OnRead(const boost::system::error_code& error, std::size_t bytes) {
-  reading_ = false;
-  if (closed_) return;
+void Connection::ReadAvailable() {
+  if (closed_ || reading_ || close_after_write_) return;
+  if (Backpressured()) {
+    read_paused_ = true;
+    return;
+  }
+  auto space = parser_.WritableSpace(kMinReadBytes);
+  boost::system::error_code error;
+  const std::size_t bytes = socket_.read_some(asio::buffer(space.data(), space.size()), error);
+  if (error == asio::error::would_block || error == asio::error::try_again) {
+    ReadMore();
+    return;
+  }
   if (error) {  // EOF or reset: nothing more to answer
     Close();
     return;
@@ -81,7 +112,12 @@ void Connection::OnRead(const boost::system::error_code& error, std::size_t byte
   parser_.Commit(bytes);
   ProcessInput();
   Flush();
-  ReadMore();
+  if (bytes < space.size()) {
+    ReadMore();  // drained: the next bytes raise a new edge
+  } else {
+    // More may be queued; read it after the other connections' turn.
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->ReadAvailable(); });
+  }
 }
 
 void Connection::ProcessInput() {
@@ -97,7 +133,6 @@ void Connection::ProcessInput() {
   }
   parser_.Compact();
   in_batch_ = false;
-  SendForwards();
 }
 
 void Connection::Execute(Args args) {
@@ -118,6 +153,9 @@ void Connection::ProtocolError(const std::string& message) {
 }
 
 ReplySlot Connection::Defer() {
+  // The deferred command may reach other shards by another way than the Forwarder (a
+  // fan-out): the commands forwarded before it must get there first.
+  server_->forwarder->Send(shard_);
   deferred_ = true;
   return ReplySlot(shared_from_this(), current_seq_, protocol_);
 }
@@ -136,6 +174,11 @@ std::string& Connection::Target(std::uint64_t seq) {
 }
 
 void Connection::Done(std::uint64_t seq) {
+  Release(seq);
+  if (!in_batch_) ScheduleFlush();
+}
+
+void Connection::Release(std::uint64_t seq) {
   if (closed_) return;
   slots_[seq - head_seq_].done = true;
   while (!slots_.empty() && slots_.front().done) {
@@ -143,70 +186,40 @@ void Connection::Done(std::uint64_t seq) {
     slots_.pop_front();
     ++head_seq_;
   }
-  if (!in_batch_) ScheduleFlush();
 }
 
-void Connection::DoneWithData(std::uint64_t seq, std::string data) {
-  server_->shards.InvokeOn(shard_,
-                           [self = shared_from_this(), seq, data = std::move(data)]() mutable {
-                             self->DeliverReply(seq, std::move(data));
-                           });
+void Connection::DoneWithData(std::uint64_t seq, std::string data, bool forwarded) {
+  server_->shards.InvokeOn(
+      shard_, [self = shared_from_this(), seq, data = std::move(data), forwarded]() mutable {
+        self->DeliverReply(seq, std::move(data), forwarded);
+        self->ScheduleFlush();
+      });
 }
 
-void Connection::DeliverReply(std::uint64_t seq, std::string data) {
+void Connection::DeliverReply(std::uint64_t seq, std::string data, bool forwarded) {
+  if (forwarded) --forwards_pending_;
   if (closed_) return;
   if (seq == head_seq_) {
     out_.append(data);
   } else {
     slots_[seq - head_seq_].data = std::move(data);
   }
-  Done(seq);
+  Release(seq);
+}
+
+void Connection::AfterDelivery() {
+  Flush();
+  MaybeResumeReading();
 }
 
 void Connection::Forward(map::MapRequest&& request, ForwardFormat format) {
   deferred_ = true;
-  const auto shard =
+  ++forwards_pending_;
+  const std::size_t owner =
       server_->shards.ShardOfPartition(server_->maps.partitioner().PartitionOf(request.key));
-  if (forwards_.size() < server_->shards.size()) forwards_.resize(server_->shards.size());
-  forwards_[shard].push_back({std::move(request), current_seq_, protocol_, std::move(format)});
-  if (!in_batch_) SendForwards();
-}
-
-void Connection::SendForwards() {
-  for (std::size_t shard = 0; shard < forwards_.size(); ++shard) {
-    if (forwards_[shard].empty()) continue;
-    auto batch = std::make_shared<std::vector<Forwarded>>(std::move(forwards_[shard]));
-    forwards_[shard].clear();
-    server_->shards.InvokeOn(shard, [self = shared_from_this(), batch] {
-      auto replies = std::make_shared<std::vector<std::pair<std::uint64_t, std::string>>>();
-      replies->reserve(batch->size());
-      for (auto& f : *batch) {
-        auto local = self->server_->maps.ExecuteIfLocal(f.request);
-        if (!local) {
-          // Not owned here any more (cannot happen while partitions never move; kept for
-          // migrations): take the general path.
-          self->server_->maps.Execute(
-              std::move(f.request),
-              [self, seq = f.seq, protocol = f.protocol,
-               format = std::move(f.format)](base::Result<map::MapResult> result) mutable {
-                std::string data;
-                RespWriter writer(data, protocol);
-                format(writer, result);
-                self->DoneWithData(seq, std::move(data));
-              });
-          continue;
-        }
-        std::string data;
-        RespWriter writer(data, f.protocol);
-        f.format(writer, *local);
-        replies->emplace_back(f.seq, std::move(data));
-      }
-      if (replies->empty()) return;
-      self->server_->shards.InvokeOn(self->shard_, [self, replies] {
-        for (auto& [seq, data] : *replies) self->DeliverReply(seq, std::move(data));
-      });
-    });
-  }
+  server_->forwarder->Add(
+      shard_, owner,
+      {shared_from_this(), std::move(request), current_seq_, protocol_, std::move(format)});
 }
 
 void Connection::ScheduleFlush() {
@@ -225,6 +238,7 @@ void Connection::Flush() {
     if (close_after_write_ && slots_.empty()) Close();
     return;
   }
+  if (forwards_pending_ > 0 && out_.size() < kHoldBytes) return;  // they come back soon
   std::swap(out_, writing_);
   out_.clear();
   write_in_flight_ = true;
@@ -254,7 +268,7 @@ bool Connection::Backpressured() const {
 void Connection::MaybeResumeReading() {
   if (read_paused_ && !Backpressured()) {
     read_paused_ = false;
-    ReadMore();
+    ReadAvailable();  // bytes may be queued with no edge to come
   }
 }
 

@@ -4,13 +4,12 @@
 // Reply order: every command reserves a sequence number; its reply goes straight into the
 // output buffer when all earlier replies are written there, else into a per-slot buffer that
 // is appended when its turn comes. Replies that complete on another shard are posted back to
-// this shard first. Output of one read batch leaves in one write; replies arriving between
-// batches are coalesced by a posted flush.
+// this shard first. Output of one read batch leaves in one write: while commands forwarded to
+// other shards are out, the replies before them wait (up to kHoldBytes) so that the batch's
+// replies leave together; replies arriving between batches are coalesced by a posted flush.
 //
-// Keyed commands of one read batch whose keys live on other shards are grouped per shard and
-// sent in one post per shard (Forward/SendForwards); each group runs there back to back, is
-// formatted there, and its replies come back in one post: two cross-thread hand-offs per
-// shard and batch instead of two per command.
+// Keyed commands whose keys live on other shards go through the server's Forwarder, which
+// batches them across every connection of this shard (see forwarder.h).
 //
 // Shard: every method runs on the connection's shard, except ReplySlot::Fill (any thread).
 
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "command_table.h"
+#include "forwarder.h"
 #include "server_state.h"
 #include "tessera/resp/resp_parser.h"
 #include "tessera/resp/resp_writer.h"
@@ -66,10 +66,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   RespWriter Reply() { return RespWriter(Target(current_seq_), protocol_); }
   // The current command replies later through the returned slot.
   ReplySlot Defer();
-  // The current command's keyed `request` belongs to another shard: it is sent there with
-  // the other such requests of this read batch (one post per shard), run there, formatted
-  // with format(writer, result) there, and the replies come back in one post.
-  using ForwardFormat = std::function<void(RespWriter&, base::Result<map::MapResult>&)>;
+  // The current command's keyed `request` belongs to another shard (or needs the general
+  // path on its owner): the Forwarder sends it there with the other commands queued on this
+  // shard, runs it, formats the reply with format(writer, result) there, and brings it back.
   void Forward(map::MapRequest&& request, ForwardFormat format);
   // Closes the connection once every reply so far is written (QUIT).
   void CloseAfterReplies() { close_after_write_ = true; }
@@ -102,27 +101,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool OnHomeShard() const { return server_->shards.OnShard(shard_); }
   std::string& Target(std::uint64_t seq);
   void Done(std::uint64_t seq);
-  void DoneWithData(std::uint64_t seq, std::string data);
+  // From any thread: reply `seq` is `data`; posted home. `forwarded`: it ends a Forward.
+  void DoneWithData(std::uint64_t seq, std::string data, bool forwarded = false);
+
+  // --- for the Forwarder (on the connection's shard) ---
+  // Releases reply `seq` with its bytes (no write yet); `forwarded`: it ends a Forward.
+  void DeliverReply(std::uint64_t seq, std::string data, bool forwarded);
+  // Writes what is ready and resumes reading if it had paused.
+  void AfterDelivery();
 
  private:
   struct Slot {
     std::string data;
     bool done = false;
   };
-  struct Forwarded {
-    map::MapRequest request;
-    std::uint64_t seq;
-    int protocol;
-    ForwardFormat format;
-  };
-
-  // Sends the forwards collected during a read batch, one post per shard.
-  void SendForwards();
-  // On the home shard: releases reply `seq` with its bytes.
-  void DeliverReply(std::uint64_t seq, std::string data);
-
+  // Marks reply `seq` complete and moves every complete reply at the head to out_.
+  void Release(std::uint64_t seq);
+  // Waits until the socket is readable (no read attempt: see connection.cc).
   void ReadMore();
-  void OnRead(const boost::system::error_code& error, std::size_t bytes);
+  // Reads what the socket holds without blocking, executes it, then waits for more.
+  void ReadAvailable();
   void ProcessInput();
   void Execute(Args args);
   void ProtocolError(const std::string& message);
@@ -158,7 +156,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<Slot> slots_;      // slots for [head_seq_, next_seq_)
   std::uint64_t current_seq_ = 0;
   bool deferred_ = false;
-  std::vector<std::vector<Forwarded>> forwards_;  // per target shard, this read batch
+  std::size_t forwards_pending_ = 0;  // Forward calls whose reply has not come back
 
   int protocol_ = 2;
   bool authenticated_ = false;

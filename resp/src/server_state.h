@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "command_table.h"
+#include "forwarder.h"
 #include "tessera/base/clock.h"
 #include "tessera/map/map_service.h"
 #include "tessera/resp/resp_server.h"
@@ -41,6 +42,7 @@ struct ServerState {
         options(std::move(o)),
         log(std::move(l)),
         commands(s.size()),
+        forwarder(std::make_shared<Forwarder>(s, m)),
         connections(s.size()),
         start_wall_ms(c.WallMs()) {}
 
@@ -58,6 +60,7 @@ struct ServerState {
   std::atomic<std::uint64_t> next_client_id{1};
   std::atomic<std::uint16_t> bound_port{0};  // the listening port once started
   std::vector<ShardCounter> commands;        // per shard
+  std::shared_ptr<Forwarder> forwarder;      // keyed commands to other shards
   std::vector<std::unordered_map<std::uint64_t, std::weak_ptr<Connection>>> connections;
   const base::Millis start_wall_ms;
 

@@ -136,3 +136,43 @@ TEST_CASE("Pipelined commands get replies in order across shards", "[resp][pipel
   for (int i = 0; i < 600; ++i) got += c.Read();
   CHECK(got == expected);
 }
+
+// Keyed commands owned by another shard are forwarded in batches; a command that fans out
+// to every shard (MGET, EXISTS, DEL, DBSIZE) later in the same pipeline must still see them.
+TEST_CASE("A pipeline's writes are visible to its later multi-key commands", "[resp][pipeline]") {
+  TestServer server;
+  RespClient c(server.port());
+  auto command = [](const std::vector<std::string>& args) {
+    std::string out = "*" + std::to_string(args.size()) + "\r\n";
+    for (const auto& a : args) out += Bulk(a);
+    return out;
+  };
+  std::string batch;
+  std::string expected;
+  int replies = 0;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::string> keys;
+    std::vector<std::string> values;
+    for (int i = 0; i < 16; ++i) {
+      keys.push_back("r" + std::to_string(round) + "k" + std::to_string(i));
+      values.push_back("v" + std::to_string(round * 100 + i));
+      batch += command({"SET", keys.back(), values.back()});
+      expected += kOk;
+    }
+    std::vector<std::string> mget{"MGET"};
+    std::vector<std::string> exists{"EXISTS"};
+    mget.insert(mget.end(), keys.begin(), keys.end());
+    exists.insert(exists.end(), keys.begin(), keys.end());
+    batch += command(mget) + command(exists) + command({"DBSIZE"});
+    expected += "*16\r\n";
+    for (const auto& v : values) expected += Bulk(v);
+    expected += Int(16) + Int(round * 14 + 16);  // earlier rounds each deleted 2 keys
+    batch += command({"DEL", keys[1], keys[2]}) + command({"MGET", keys[1], keys[3]});
+    expected += Int(2) + "*2\r\n" + kNil + Bulk(values[3]);
+    replies += 16 + 5;
+  }
+  c.SendRaw(batch);
+  std::string got;
+  for (int i = 0; i < replies; ++i) got += c.Read();
+  CHECK(got == expected);
+}

@@ -51,3 +51,28 @@ TEST_CASE("DispatchOn runs inline on the same shard", "[runtime]") {
   });
   CHECK(inline_ran.get_future().get());
 }
+
+TEST_CASE("MapReduce runs the calling shard's part inline, the others in post order", "[runtime]") {
+  ShardSet shards(2);
+  shards.Start();
+  // On shard 0: a post to shard 1 made before MapReduce runs before MapReduce's part there;
+  // shard 0's own part has run by the time MapReduce returns.
+  std::promise<std::pair<bool, std::vector<int>>> result;
+  shards.InvokeOn(0, [&] {
+    auto log = std::make_shared<std::vector<int>>();  // touched on shard 1 only
+    shards.InvokeOn(1, [log] { log->push_back(1); });
+    bool own_part_ran = false;
+    shards.MapReduce<int>(
+        [&own_part_ran, log](std::size_t s) {
+          if (s == 0) own_part_ran = true;
+          if (s == 1) log->push_back(2);
+          return 0;
+        },
+        [](std::vector<int>) {});
+    const bool inline_ran = own_part_ran;
+    shards.InvokeOn(1, [&result, log, inline_ran] { result.set_value({inline_ran, *log}); });
+  });
+  auto [inline_ran, order] = result.get_future().get();
+  CHECK(inline_ran);
+  CHECK(order == std::vector<int>{1, 2});
+}

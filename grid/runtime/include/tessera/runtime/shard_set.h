@@ -72,7 +72,10 @@ class ShardSet {
   void InvokeOnAll(std::function<void(std::size_t)> fn);
 
   // Runs map(shard) on every shard, then done(results) once on the shard that finished last.
-  // `results[i]` is shard i's value. T must be movable.
+  // `results[i]` is shard i's value. T must be movable. Called on a shard, that shard's part
+  // runs inline, before MapReduce returns (the others are posted first): so the caller's
+  // work on its own shard stays in call order, as it does on the others (posts are FIFO).
+  // done may then run inline too.
   template <typename T>
   void MapReduce(std::function<T(std::size_t)> map, std::function<void(std::vector<T>)> done);
 
@@ -98,17 +101,20 @@ void ShardSet::MapReduce(std::function<T(std::size_t)> map,
   state->parts.resize(size());
   state->remaining = size();
   state->done = std::move(done);
+  auto run = [state, map](std::size_t i) {
+    state->parts[i] = map(i);
+    if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::vector<T> out;
+      out.reserve(state->parts.size());
+      for (auto& p : state->parts) out.push_back(std::move(*p));
+      state->done(std::move(out));
+    }
+  };
+  const std::optional<std::size_t> here = CurrentShard();
   for (std::size_t i = 0; i < size(); ++i) {
-    InvokeOn(i, [state, map, i] {
-      state->parts[i] = map(i);
-      if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::vector<T> out;
-        out.reserve(state->parts.size());
-        for (auto& p : state->parts) out.push_back(std::move(*p));
-        state->done(std::move(out));
-      }
-    });
+    if (i != here) InvokeOn(i, [run, i] { run(i); });
   }
+  if (here) run(*here);
 }
 
 }  // namespace tessera::runtime
