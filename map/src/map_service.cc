@@ -54,8 +54,12 @@ MapTable& MapService::Impl::TableOn(std::size_t shard, const std::string& name) 
   TESSERA_CHECK(shards.OnShard(shard), "map table touched off its shard");
 #endif
   ShardState& state = *states[shard];
+  if (state.last != nullptr && state.last->name == name) return *state.last;
   auto it = state.maps.find(name);
-  if (it != state.maps.end()) return *it->second;
+  if (it != state.maps.end()) {
+    state.last = it->second.get();
+    return *it->second;
+  }
   auto table = std::make_unique<MapTable>();
   table->name = name;
   const std::size_t n = shards.size();

@@ -38,6 +38,7 @@ struct MapTable {
 struct ShardState {
   std::unordered_map<std::string, std::unique_ptr<MapTable>> maps;
   std::vector<MapTable*> sweep_order;  // creation order; tables are never dropped
+  MapTable* last = nullptr;            // the table TableOn found last (most requests repeat it)
   std::size_t sweep_table = 0;
   std::size_t sweep_store = 0;
   std::optional<boost::asio::steady_timer> timer;

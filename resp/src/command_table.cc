@@ -57,7 +57,12 @@ const CommandSpec* CommandTable::Find(std::string_view name) const {
 }
 
 void CommandTable::Dispatch(Connection& conn, Args args) const {
-  const CommandSpec* spec = Find(args[0]);
+  auto& cache = conn.command_cache();
+  const CommandSpec* spec = cache.spec != nullptr && args[0] == cache.name ? cache.spec : nullptr;
+  if (spec == nullptr) {
+    spec = Find(args[0]);
+    if (spec != nullptr) cache = {std::string(args[0]), spec};
+  }
   if (spec == nullptr) {
     auto writer = conn.Reply();
     if (!conn.authenticated()) {

@@ -23,6 +23,11 @@ std::string Lowercase(std::string_view text);
 
 // A keyed request on `map_name`.
 map::MapRequest KeyRequest(map::MapOp op, std::string_view map_name, std::string_view key);
+// The same, built in the connection's reusable request (its strings keep their capacity, so
+// building it allocates nothing once warm). Valid until the next ReuseKeyRequest on `conn`;
+// pass it on with std::move (CallMap moves it only when it leaves the shard).
+map::MapRequest& ReuseKeyRequest(Connection& conn, map::MapOp op, std::string_view map_name,
+                                 std::string_view key);
 
 // "-ERR <message>" for a service error (WRONGTYPE for kWrongType).
 void WriteServiceError(RespWriter& writer, const base::Error& error);

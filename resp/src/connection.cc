@@ -1,15 +1,11 @@
-// Read path: wait for readability, read without blocking into the parser-owned buffer ->
-// Next() -> CommandTable::Dispatch, all commands of a read batch back to back; the batch's
-// replies leave in one async_write. Replies never reorder: see Reserve/Target/Release.
-// Reading pauses while too many replies are outstanding or too many bytes wait to be written
-// (a slow reader cannot make the member buffer without bound).
+// Read path: parser-owned buffer -> Next() -> CommandTable::Dispatch, all commands of a read
+// batch back to back; the batch's replies leave in one async_write. Replies never reorder:
+// see Reserve/Target/Release. Reading pauses while too many replies are outstanding or too
+// many bytes wait to be written (a slow reader cannot make the member buffer without bound).
 //
-// Why async_wait and not async_read_some: asio retries a read speculatively as soon as it is
-// started, and after a batch has been answered the client has nothing to send yet, so every
-// batch cost one recv failing with EAGAIN. Asio registers sockets edge-triggered, so the rule
-// here is: after a wake-up read until a read comes back short (the socket is then drained and
-// new data raises a new edge); read directly, without waiting, where data may already be
-// queued with no edge to come (at start and when reading resumes after a pause).
+// (Tried: async_wait then a non-blocking read, to save the recv that asio's speculative read
+// makes after each batch and that fails with EAGAIN; asio then re-arms epoll with an
+// EPOLL_CTL_MOD per wait instead, so the syscall count per batch stayed the same.)
 #include "connection.h"
 
 #include <boost/asio/post.hpp>
@@ -41,15 +37,7 @@ void Connection::Start() {
   server_->connections[shard_][id_] = weak_from_this();
   server_->connected_clients.fetch_add(1);
   server_->total_connections.fetch_add(1);
-  boost::system::error_code error;
-  socket_.non_blocking(true, error);
-  if (error) {
-    server_->log->warn("client {}: cannot make its socket non-blocking: {}; closing", id_,
-                       error.message());
-    Close();
-    return;
-  }
-  ReadAvailable();
+  ReadMore();
 }
 
 void Connection::Close() {
@@ -80,31 +68,17 @@ void Connection::ReadMore() {
     return;
   }
   reading_ = true;
-  socket_.async_wait(asio::ip::tcp::socket::wait_read,
-                     [self = shared_from_this()](const boost::system::error_code& error) {
-                       self->reading_ = false;
-                       if (self->closed_) return;
-                       if (error) {
-                         self->Close();
-                         return;
-                       }
-                       self->ReadAvailable();
-                     });
+  auto space = parser_.WritableSpace(kMinReadBytes);
+  socket_.async_read_some(
+      asio::buffer(space.data(), space.size()),
+      [self = shared_from_this()](const boost::system::error_code& error, std::size_t bytes) {
+        self->OnRead(error, bytes);
+      });
 }
 
-void Connection::ReadAvailable() {
-  if (closed_ || reading_ || close_after_write_) return;
-  if (Backpressured()) {
-    read_paused_ = true;
-    return;
-  }
-  auto space = parser_.WritableSpace(kMinReadBytes);
-  boost::system::error_code error;
-  const std::size_t bytes = socket_.read_some(asio::buffer(space.data(), space.size()), error);
-  if (error == asio::error::would_block || error == asio::error::try_again) {
-    ReadMore();
-    return;
-  }
+void Connection::OnRead(const boost::system::error_code& error, std::size_t bytes) {
+  reading_ = false;
+  if (closed_) return;
   if (error) {  // EOF or reset: nothing more to answer
     Close();
     return;
@@ -112,12 +86,7 @@ void Connection::ReadAvailable() {
   parser_.Commit(bytes);
   ProcessInput();
   Flush();
-  if (bytes < space.size()) {
-    ReadMore();  // drained: the next bytes raise a new edge
-  } else {
-    // More may be queued; read it after the other connections' turn.
-    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->ReadAvailable(); });
-  }
+  ReadMore();
 }
 
 void Connection::ProcessInput() {
@@ -268,7 +237,7 @@ bool Connection::Backpressured() const {
 void Connection::MaybeResumeReading() {
   if (read_paused_ && !Backpressured()) {
     read_paused_ = false;
-    ReadAvailable();  // bytes may be queued with no edge to come
+    ReadMore();
   }
 }
 

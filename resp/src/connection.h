@@ -73,6 +73,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes the connection once every reply so far is written (QUIT).
   void CloseAfterReplies() { close_after_write_ = true; }
 
+  // The last command name this connection sent and its spec (most pipelines repeat one).
+  struct CommandCache {
+    std::string name;
+    const CommandSpec* spec = nullptr;
+  };
+  CommandCache& command_cache() { return command_cache_; }
+  // A request the command handlers reuse (see ReuseKeyRequest).
+  map::MapRequest& reusable_request() { return reusable_request_; }
   ServerState& server() { return *server_; }
   map::MapService& maps() { return server_->maps; }
   const std::string& default_map() const { return server_->options.default_map; }
@@ -117,10 +125,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
   // Marks reply `seq` complete and moves every complete reply at the head to out_.
   void Release(std::uint64_t seq);
-  // Waits until the socket is readable (no read attempt: see connection.cc).
   void ReadMore();
-  // Reads what the socket holds without blocking, executes it, then waits for more.
-  void ReadAvailable();
+  void OnRead(const boost::system::error_code& error, std::size_t bytes);
   void ProcessInput();
   void Execute(Args args);
   void ProtocolError(const std::string& message);
@@ -157,6 +163,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::uint64_t current_seq_ = 0;
   bool deferred_ = false;
   std::size_t forwards_pending_ = 0;  // Forward calls whose reply has not come back
+  map::MapRequest reusable_request_;
+  CommandCache command_cache_;
 
   int protocol_ = 2;
   bool authenticated_ = false;

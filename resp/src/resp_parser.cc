@@ -150,6 +150,21 @@ std::size_t RespParser::FindLineEnd(std::size_t from, std::size_t limit) const {
                         : static_cast<std::size_t>(static_cast<const char*>(hit) - buffer_.data());
 }
 
+bool RespParser::QuickNumber(std::size_t from, std::int64_t& out, std::size_t& next) const {
+  const char* data = buffer_.data();
+  const std::size_t stop = std::min(end_, from + 18);
+  std::size_t i = from;
+  std::int64_t value = 0;
+  while (i < stop && data[i] >= '0' && data[i] <= '9') {
+    value = value * 10 + (data[i] - '0');
+    ++i;
+  }
+  if (i == from || i + 1 >= end_ || data[i] != '\r' || data[i + 1] != '\n') return false;
+  out = value;
+  next = i + 2;
+  return true;
+}
+
 bool RespParser::ParseNumber(std::size_t begin, std::size_t end, std::int64_t& out) const {
   if (end > begin && buffer_[end - 1] == '\r') --end;
   if (begin == end || end - begin > 19) return false;
@@ -189,23 +204,26 @@ RespParser::Status RespParser::Next() {
 
 RespParser::Status RespParser::ParseMultibulk() {
   if (expected_args_ < 0) {
-    const std::size_t line_end = FindLineEnd(pos_ + 1, limits_.max_inline_bytes);
-    if (line_end == std::string_view::npos) {
-      if (end_ - pos_ > limits_.max_inline_bytes) return Fail("too big mbulk count string");
-      return Status::kNeedMore;
-    }
     std::int64_t count = 0;
-    if (!ParseNumber(pos_ + 1, line_end, count) || count > limits_.max_multibulk_count) {
-      return Fail("invalid multibulk length");
+    std::size_t next = 0;
+    if (!QuickNumber(pos_ + 1, count, next)) {
+      const std::size_t line_end = FindLineEnd(pos_ + 1, limits_.max_inline_bytes);
+      if (line_end == std::string_view::npos) {
+        if (end_ - pos_ > limits_.max_inline_bytes) return Fail("too big mbulk count string");
+        return Status::kNeedMore;
+      }
+      if (!ParseNumber(pos_ + 1, line_end, count)) return Fail("invalid multibulk length");
+      next = line_end + 1;
     }
+    if (count > limits_.max_multibulk_count) return Fail("invalid multibulk length");
     if (count <= 0) {
-      FinishCommand(line_end + 1);
+      FinishCommand(next);
       return Status::kCommand;  // empty: Next() skips it
     }
     expected_args_ = count;
     offsets_.clear();
     offsets_.reserve(static_cast<std::size_t>(std::min<std::int64_t>(count, 1024)));
-    scan_ = line_end + 1;
+    scan_ = next;
   }
   while (static_cast<std::int64_t>(offsets_.size()) < expected_args_) {
     if (pending_bulk_ < 0) {
@@ -230,17 +248,22 @@ RespParser::Status RespParser::ParseBulkHeader() {
   if (buffer_[scan_] != '$') {
     return Fail(std::string("expected '$', got '") + buffer_[scan_] + "'");
   }
-  const std::size_t line_end = FindLineEnd(scan_ + 1, limits_.max_inline_bytes);
-  if (line_end == std::string_view::npos) {
-    if (end_ - scan_ > limits_.max_inline_bytes) return Fail("too big bulk count string");
-    return Status::kNeedMore;
-  }
   std::int64_t length = 0;
-  if (!ParseNumber(scan_ + 1, line_end, length) || length < 0 || length > limits_.max_bulk_bytes) {
-    return Fail("invalid bulk length");
+  std::size_t next = 0;
+  if (!QuickNumber(scan_ + 1, length, next)) {
+    const std::size_t line_end = FindLineEnd(scan_ + 1, limits_.max_inline_bytes);
+    if (line_end == std::string_view::npos) {
+      if (end_ - scan_ > limits_.max_inline_bytes) return Fail("too big bulk count string");
+      return Status::kNeedMore;
+    }
+    if (!ParseNumber(scan_ + 1, line_end, length) || length < 0) {
+      return Fail("invalid bulk length");
+    }
+    next = line_end + 1;
   }
+  if (length > limits_.max_bulk_bytes) return Fail("invalid bulk length");
   pending_bulk_ = length;
-  scan_ = line_end + 1;
+  scan_ = next;
   return Status::kCommand;
 }
 

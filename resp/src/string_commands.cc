@@ -75,7 +75,7 @@ void Set(Connection& conn, Args args) {
   MapOp op = options.get ? MapOp::kPut : MapOp::kSet;
   if (options.nx) op = MapOp::kPutIfAbsent;
   if (options.xx) op = MapOp::kReplace;
-  auto request = KeyRequest(op, conn.default_map(), args[1]);
+  auto& request = ReuseKeyRequest(conn, op, conn.default_map(), args[1]);
   request.value.assign(args[2]);
   request.options.ttl_ms = options.ttl_ms;
   request.options.keep_ttl = options.keep_ttl;
@@ -94,7 +94,7 @@ void Set(Connection& conn, Args args) {
 }
 
 void SetNx(Connection& conn, Args args) {
-  auto request = KeyRequest(MapOp::kPutIfAbsent, conn.default_map(), args[1]);
+  auto& request = ReuseKeyRequest(conn, MapOp::kPutIfAbsent, conn.default_map(), args[1]);
   request.value.assign(args[2]);
   CallMap(conn, std::move(request), [](RespWriter& writer, map::MapResult& result) {
     writer.Integer(result.value.has_value() ? 0 : 1);
@@ -105,7 +105,7 @@ void SetNx(Connection& conn, Args args) {
 void SetWithExpiry(Connection& conn, Args args, std::int64_t unit_ms, std::string_view name) {
   base::Millis ttl = 0;
   if (!ParseExpiry(conn, args[2], unit_ms, false, name, ttl)) return;
-  auto request = KeyRequest(MapOp::kSet, conn.default_map(), args[1]);
+  auto& request = ReuseKeyRequest(conn, MapOp::kSet, conn.default_map(), args[1]);
   request.value.assign(args[3]);
   request.options.ttl_ms = ttl;
   CallMap(conn, std::move(request),
@@ -120,28 +120,30 @@ void ReplyValue(RespWriter& writer, map::MapResult& result) {
 }
 
 void Get(Connection& conn, Args args) {
-  CallMap(conn, KeyRequest(MapOp::kGet, conn.default_map(), args[1]), ReplyValue);
+  CallMap(conn, std::move(ReuseKeyRequest(conn, MapOp::kGet, conn.default_map(), args[1])),
+          ReplyValue);
 }
 
 void GetDel(Connection& conn, Args args) {
-  CallMap(conn, KeyRequest(MapOp::kRemove, conn.default_map(), args[1]), ReplyValue);
+  CallMap(conn, std::move(ReuseKeyRequest(conn, MapOp::kRemove, conn.default_map(), args[1])),
+          ReplyValue);
 }
 
 void GetSet(Connection& conn, Args args) {
-  auto request = KeyRequest(MapOp::kPut, conn.default_map(), args[1]);
+  auto& request = ReuseKeyRequest(conn, MapOp::kPut, conn.default_map(), args[1]);
   request.value.assign(args[2]);
   CallMap(conn, std::move(request), ReplyValue);
 }
 
 void StrLen(Connection& conn, Args args) {
-  CallMap(conn, KeyRequest(MapOp::kGet, conn.default_map(), args[1]),
+  CallMap(conn, std::move(ReuseKeyRequest(conn, MapOp::kGet, conn.default_map(), args[1])),
           [](RespWriter& writer, map::MapResult& result) {
             writer.Integer(result.value ? static_cast<std::int64_t>(result.value->size()) : 0);
           });
 }
 
 void IncrementBy(Connection& conn, std::string_view key, std::int64_t delta) {
-  auto request = KeyRequest(MapOp::kExecuteOnKey, conn.default_map(), key);
+  auto& request = ReuseKeyRequest(conn, MapOp::kExecuteOnKey, conn.default_map(), key);
   request.processor = "incrementRaw";
   request.argument = record::GenericRecord::Build().Int64("delta", delta).Done();
   CallMapRaw(conn, std::move(request),

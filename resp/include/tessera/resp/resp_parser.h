@@ -69,6 +69,10 @@ class RespParser {
   Status Fail(std::string message);
   // Finds "\n" from `from` within the header-line limit; npos if not there yet.
   std::size_t FindLineEnd(std::size_t from, std::size_t limit) const;
+  // The common header number in one pass: 1-18 digits then "\r\n" at `from`; `next` is the
+  // byte after it. False for anything else (sign, incomplete, malformed, longer), which the
+  // general path (FindLineEnd + ParseNumber) then handles, errors included.
+  bool QuickNumber(std::size_t from, std::int64_t& out, std::size_t& next) const;
   bool ParseNumber(std::size_t begin, std::size_t end, std::int64_t& out) const;
   void FinishCommand(std::size_t next_pos);
 
