@@ -49,8 +49,7 @@ struct Member::Impl {
   Impl(const MemberOptions& options, std::shared_ptr<spdlog::logger> log,
        const base::Clock* clock_in, const map::EntryProcessorRegistry& processors)
       : clock(clock_in ? clock_in : &steady),
-        shards(options.threads ? options.threads
-                               : std::max(1u, std::thread::hardware_concurrency())),
+        shards(options.threads ? options.threads : runtime::DefaultShardCount()),
         maps(shards, partition::Partitioner(options.partition_count), *clock, processors, log,
              options.map_options),
         events(log),

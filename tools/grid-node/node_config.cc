@@ -148,7 +148,8 @@ std::vector<Setting> Settings() {
          c.member.secret = text;
          return {};
        }},
-      {"threads", "shard threads; 0 = one per hardware thread (default 0)", SetThreads},
+      {"threads", "shard threads; 0 = one per hardware thread less one, at least 1 (default 0)",
+       SetThreads},
       {"partitions", "partition count (default 271)", SetPartitions},
       {"resp-port", "RESP (Redis protocol) port; 0 picks a free one (default off)", SetRespPort},
       {"resp-default-map", "map that RESP string commands use (default 'default')",

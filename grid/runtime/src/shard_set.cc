@@ -12,6 +12,11 @@ thread_local const ShardSet* tls_owner = nullptr;
 thread_local std::size_t tls_shard = 0;
 }  // namespace
 
+std::size_t DefaultShardCount() {
+  const std::size_t hardware = std::thread::hardware_concurrency();
+  return hardware > 1 ? hardware - 1 : 1;
+}
+
 ShardSet::ShardSet(std::size_t shard_count) {
   TESSERA_CHECK(shard_count >= 1, "a ShardSet needs at least one shard");
   for (std::size_t i = 0; i < shard_count; ++i) shards_.push_back(std::make_unique<Shard>());

@@ -76,3 +76,10 @@ TEST_CASE("MapReduce runs the calling shard's part inline, the others in post or
   CHECK(inline_ran);
   CHECK(order == std::vector<int>{1, 2});
 }
+
+TEST_CASE("The default shard count leaves one hardware thread free, and is at least 1",
+          "[runtime]") {
+  const std::size_t hardware = std::thread::hardware_concurrency();
+  CHECK(tessera::runtime::DefaultShardCount() >= 1);
+  CHECK(tessera::runtime::DefaultShardCount() == (hardware > 1 ? hardware - 1 : 1));
+}

@@ -33,7 +33,7 @@ struct MemberOptions {
   bool listen = true;
   std::string cluster_name = "dev";
   std::string secret;       // empty = no secret required
-  std::size_t threads = 0;  // shards; 0 = hardware threads
+  std::size_t threads = 0;  // shards; 0 = runtime::DefaultShardCount() (cores less one, >= 1)
   std::uint32_t partition_count = 271;
   std::uint32_t max_frame_bytes = 16 * 1024 * 1024;
   map::MapServiceOptions map_options;

@@ -25,6 +25,16 @@ namespace tessera::runtime {
 
 namespace asio = boost::asio;
 
+// The shard count a member uses when none is configured: one per hardware thread less one,
+// at least 1. The core left over serves what runs beside the shards and competes with them
+// when it has no core of its own: the kernel's network processing, the member's other
+// threads (membership, replication, client I/O), and whatever shares the host (the service
+// an embedded member lives in, clients on the same machine). On the 2-core development VM
+// with redis-benchmark beside it, one shard beat two on 9 of 12 RESP rows, and two shards
+// had a worse p99 on 9 of 12 (docs/benchmarks.md): three busy threads on two cores are
+// time-sliced, and half the keys pay a cross-thread hop.
+std::size_t DefaultShardCount();
+
 class ShardSet {
  public:
   // REQUIRES: shard_count >= 1.
