@@ -88,14 +88,32 @@ struct TopicService::Impl {
   std::function<std::int64_t(Message)> cluster_publisher;
   mutable std::mutex by_name_mu;
   std::unordered_map<std::string, std::shared_ptr<Counters>> by_name;  // guarded by by_name_mu
+  // Per shard, the by_name entries that shard has used: a publish on a shard thread finds its
+  // topic's counters without the mutex (by_name never drops an entry, so they stay valid).
+  struct alignas(64) ShardCounterCache {
+    std::unordered_map<std::string, Counters*> by_name;
+  };
+  std::vector<ShardCounterCache> caches;  // caches[s] is touched only on shard s
 
-  explicit Impl(runtime::ShardSet& s) : shards(s) {}
+  explicit Impl(runtime::ShardSet& s) : shards(s), caches(s.size()) {}
 
   std::shared_ptr<Counters> CountersOf(const std::string& topic) {
     std::lock_guard lock(by_name_mu);
     auto& c = by_name[topic];
     if (!c) c = std::make_shared<Counters>();
     return c;
+  }
+
+  // The same without the shared pointer, and without the mutex once this shard has seen the
+  // topic.
+  Counters& CountersHere(const std::string& topic) {
+    const auto shard = shards.CurrentShard();
+    if (!shard) return *CountersOf(topic);
+    auto& cache = caches[*shard].by_name;
+    if (auto it = cache.find(topic); it != cache.end()) return *it->second;
+    Counters* counters = CountersOf(topic).get();
+    cache.emplace(topic, counters);
+    return *counters;
   }
 
   // Queues one delivery; false if the listener's queue is full.
@@ -145,7 +163,7 @@ std::int64_t TopicService::Publish(std::string_view topic, std::string payload,
 
 std::int64_t TopicService::Publish(Message message) {
   impl_->counters->published.fetch_add(1, std::memory_order_relaxed);
-  impl_->CountersOf(message.topic)->published.fetch_add(1, std::memory_order_relaxed);
+  impl_->CountersHere(message.topic).published.fetch_add(1, std::memory_order_relaxed);
   if (message.publish_time_ms == 0) message.publish_time_ms = WallMs();
   if (impl_->cluster_publisher) return impl_->cluster_publisher(std::move(message));
   return PublishLocal(std::move(message));
@@ -158,10 +176,11 @@ void TopicService::SetClusterPublisher(std::function<std::int64_t(Message)> publ
 std::int64_t TopicService::PublishLocal(Message in) {
   std::shared_ptr<const Message> message;
   std::int64_t receivers = 0;
-  const CounterPair pair{impl_->counters, impl_->CountersOf(in.topic)};
+  CounterPair pair;  // looked up with the first receiver: a message nobody hears needs none
   std::shared_lock lock(impl_->mutex);
   auto make_message = [&] {
     if (message) return;
+    pair = {impl_->counters, impl_->CountersOf(in.topic)};
     in.sequence = impl_->next_sequence.fetch_add(1, std::memory_order_relaxed);
     message = std::make_shared<const Message>(std::move(in));
   };

@@ -176,3 +176,32 @@ TEST_CASE("A pipeline's writes are visible to its later multi-key commands", "[r
   for (int i = 0; i < replies; ++i) got += c.Read();
   CHECK(got == expected);
 }
+
+// The Forwarder carries the commands of every connection of a shard in one post: replies must
+// still reach the right connection, in its order.
+TEST_CASE("Connections pipelining at once each get their own replies in order",
+          "[resp][pipeline]") {
+  TestServer server;
+  constexpr int kConnections = 8;
+  constexpr int kKeys = 300;
+  std::vector<std::unique_ptr<RespClient>> clients;
+  std::vector<std::string> expected(kConnections);
+  for (int c = 0; c < kConnections; ++c) {
+    clients.push_back(std::make_unique<RespClient>(server.port()));
+    std::string batch;
+    for (int i = 0; i < kKeys; ++i) {
+      const std::string key = "c" + std::to_string(c) + ":" + std::to_string(i);
+      const std::string value = key + "=" + std::to_string(i * 7 + c);
+      batch += "*3\r\n$3\r\nSET\r\n" + Bulk(key) + Bulk(value);
+      batch += "*2\r\n$3\r\nGET\r\n" + Bulk(key);
+      expected[c] += kOk + Bulk(value);
+    }
+    clients.back()->SendRaw(batch);  // every connection's pipeline is out before any is read
+  }
+  for (int c = 0; c < kConnections; ++c) {
+    std::string got;
+    for (int i = 0; i < 2 * kKeys; ++i) got += clients[c]->Read();
+    INFO("connection " << c);
+    CHECK(got == expected[c]);
+  }
+}
