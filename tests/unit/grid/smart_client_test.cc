@@ -128,7 +128,11 @@ TEST_CASE("A smart client follows members that join and leave, with its listener
   b->Shutdown();
   REQUIRE(WaitUntil([&] { return (*client)->member_addresses().size() == 2; }));
   CHECK((*client)->member_addresses() == std::vector<std::string>{AddressOf(a), AddressOf(c)});
-  for (int i = 0; i < 600; ++i) REQUIRE(orders->Set("after" + std::to_string(i), "v"));
+  for (int i = 0; i < 600; ++i) {
+    auto written = orders->Set("after" + std::to_string(i), "v");
+    INFO("set after" << i << ": " << (written ? "ok" : written.error().ToString()));
+    REQUIRE(written);
+  }
   CHECK(WaitUntil([&] { return heard.HasAll("after", 600); }, std::chrono::seconds(10)));
   CHECK(orders->Size().value() == 1200);
   CHECK(log_text.str().find("member " + b_address + " left the cluster view") != std::string::npos);
