@@ -206,15 +206,8 @@ RespParser::Status RespParser::ParseMultibulk() {
   if (expected_args_ < 0) {
     std::int64_t count = 0;
     std::size_t next = 0;
-    if (!QuickNumber(pos_ + 1, count, next)) {
-      const std::size_t line_end = FindLineEnd(pos_ + 1, limits_.max_inline_bytes);
-      if (line_end == std::string_view::npos) {
-        if (end_ - pos_ > limits_.max_inline_bytes) return Fail("too big mbulk count string");
-        return Status::kNeedMore;
-      }
-      if (!ParseNumber(pos_ + 1, line_end, count)) return Fail("invalid multibulk length");
-      next = line_end + 1;
-    }
+    const Status header = ReadHeaderNumber(pos_, "mbulk", "multibulk", count, next);
+    if (header != Status::kCommand) return header;
     if (count > limits_.max_multibulk_count) return Fail("invalid multibulk length");
     if (count <= 0) {
       FinishCommand(next);
@@ -242,6 +235,24 @@ RespParser::Status RespParser::ParseMultibulk() {
   return Status::kCommand;
 }
 
+RespParser::Status RespParser::ReadHeaderNumber(std::size_t start, std::string_view count_name,
+                                                std::string_view length_name, std::int64_t& value,
+                                                std::size_t& next) {
+  if (QuickNumber(start + 1, value, next)) return Status::kCommand;
+  const std::size_t line_end = FindLineEnd(start + 1, limits_.max_inline_bytes);
+  if (line_end == std::string_view::npos) {
+    if (end_ - start > limits_.max_inline_bytes) {
+      return Fail("too big " + std::string(count_name) + " count string");
+    }
+    return Status::kNeedMore;
+  }
+  if (!ParseNumber(start + 1, line_end, value)) {
+    return Fail("invalid " + std::string(length_name) + " length");
+  }
+  next = line_end + 1;
+  return Status::kCommand;
+}
+
 // Reads "$<len>\r\n" at scan_ into pending_bulk_. kCommand means "header read, go on".
 RespParser::Status RespParser::ParseBulkHeader() {
   if (scan_ >= end_) return Status::kNeedMore;
@@ -250,18 +261,9 @@ RespParser::Status RespParser::ParseBulkHeader() {
   }
   std::int64_t length = 0;
   std::size_t next = 0;
-  if (!QuickNumber(scan_ + 1, length, next)) {
-    const std::size_t line_end = FindLineEnd(scan_ + 1, limits_.max_inline_bytes);
-    if (line_end == std::string_view::npos) {
-      if (end_ - scan_ > limits_.max_inline_bytes) return Fail("too big bulk count string");
-      return Status::kNeedMore;
-    }
-    if (!ParseNumber(scan_ + 1, line_end, length) || length < 0) {
-      return Fail("invalid bulk length");
-    }
-    next = line_end + 1;
-  }
-  if (length > limits_.max_bulk_bytes) return Fail("invalid bulk length");
+  const Status header = ReadHeaderNumber(scan_, "bulk", "bulk", length, next);
+  if (header != Status::kCommand) return header;
+  if (length < 0 || length > limits_.max_bulk_bytes) return Fail("invalid bulk length");
   pending_bulk_ = length;
   scan_ = next;
   return Status::kCommand;

@@ -74,6 +74,11 @@ class RespParser {
   // general path (FindLineEnd + ParseNumber) then handles, errors included.
   bool QuickNumber(std::size_t from, std::int64_t& out, std::size_t& next) const;
   bool ParseNumber(std::size_t begin, std::size_t end, std::int64_t& out) const;
+  // The number of the "*" or "$" header line whose type byte is at `start`: kCommand with
+  // `value` and `next` (the byte after the line) set, kNeedMore, or kError ("too big
+  // <count_name> count string", "invalid <length_name> length").
+  Status ReadHeaderNumber(std::size_t start, std::string_view count_name,
+                          std::string_view length_name, std::int64_t& value, std::size_t& next);
   void FinishCommand(std::size_t next_pos);
 
   ParserLimits limits_;
