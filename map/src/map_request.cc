@@ -2,6 +2,25 @@
 
 namespace tessera::map {
 
+void MapRequest::Clear() {
+  static_assert(sizeof(MapRequest) == 440,
+                "MapRequest changed: clear the new field in MapRequest::Clear, then update this "
+                "size");
+  op = MapOp::kGet;
+  map_name.clear();
+  key.clear();
+  value.clear();
+  expected.clear();
+  options = {};
+  entries.clear();
+  keys.clear();
+  processor.clear();
+  if (!argument.fields().empty() || !argument.type_name().empty()) argument = {};
+  if (predicate.kind() != Predicate::Kind::kTrue) predicate = {};
+  projection = Projection::kEntries;
+  local_only = false;
+}
+
 bool MapOpIsKeyed(MapOp op) {
   return static_cast<std::uint8_t>(op) >= static_cast<std::uint8_t>(MapOp::kPut) &&
          static_cast<std::uint8_t>(op) <= static_cast<std::uint8_t>(MapOp::kRingRead);

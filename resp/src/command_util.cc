@@ -40,19 +40,10 @@ map::MapRequest KeyRequest(map::MapOp op, std::string_view map_name, std::string
 map::MapRequest& ReuseKeyRequest(Connection& conn, map::MapOp op, std::string_view map_name,
                                  std::string_view key) {
   map::MapRequest& request = conn.reusable_request();
+  request.Clear();
   request.op = op;
   request.map_name.assign(map_name);
   request.key.assign(key);
-  request.value.clear();
-  request.expected.clear();
-  request.options = {};
-  request.entries.clear();
-  request.keys.clear();
-  request.processor.clear();
-  if (!request.argument.fields().empty()) request.argument = {};
-  if (request.predicate.kind() != map::Predicate::Kind::kTrue) request.predicate = {};
-  request.projection = map::Projection::kEntries;
-  request.local_only = false;
   return request;
 }
 

@@ -67,7 +67,10 @@ void Forwarder::Run(std::size_t from, std::vector<ForwardedCommand>& batch) {
 
 void Forwarder::Deliver(std::vector<Reply>& replies) {
   for (auto& reply : replies) reply.conn->DeliverReply(reply.seq, std::move(reply.data), true);
-  for (auto& reply : replies) reply.conn->AfterDelivery();
+  // A connection's replies are adjacent (its commands were queued together): once per run.
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    if (i == 0 || replies[i].conn != replies[i - 1].conn) replies[i].conn->AfterDelivery();
+  }
 }
 
 }  // namespace tessera::resp

@@ -181,3 +181,16 @@ TEST_CASE("Replica updates and acknowledgements survive a round trip", "[map][co
   REQUIRE_FALSE(unknown);
   CHECK(unknown.error().message().find("unknown replica update kind 8") != std::string::npos);
 }
+
+TEST_CASE("A cleared MapRequest is a default one, its buffers kept", "[map][codec]") {
+  MapRequest rq = FullRequest();
+  rq.local_only = true;
+  rq.value.assign(200, 'v');
+  const std::size_t value_capacity = rq.value.capacity();
+  rq.Clear();
+  // Every encoded field equals a fresh request's, and so does the one that is not encoded.
+  CHECK(EncodeRequest(rq) == EncodeRequest(MapRequest{}));
+  CHECK_FALSE(rq.local_only);
+  CHECK(rq.argument == GenericRecord{});
+  CHECK(rq.value.capacity() == value_capacity);  // what reuse is for
+}

@@ -96,6 +96,13 @@ struct MapRequest {
   // Run on this member only, over the partitions it owns; never forward (set on requests
   // another member forwarded here). Not encoded: it is a property of where a request came from.
   bool local_only = false;
+
+  // Sets every field back to its default but keeps the strings' and vectors' buffers, for a
+  // caller that reuses one request per operation (RESP builds each keyed command in one).
+  // Cheaper than `*this = MapRequest{}` (~540 instructions more per RESP command by
+  // callgrind). A field added above must be cleared here too (a size check in the .cc fails
+  // the build until it is).
+  void Clear();
 };
 
 // Metadata of one entry.
