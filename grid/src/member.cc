@@ -49,7 +49,8 @@ struct Member::Impl {
   Impl(const MemberOptions& options, std::shared_ptr<spdlog::logger> log,
        const base::Clock* clock_in, const map::EntryProcessorRegistry& processors)
       : clock(clock_in ? clock_in : &steady),
-        shards(options.threads ? options.threads : runtime::DefaultShardCount()),
+        shards(options.threads ? options.threads : runtime::DefaultShardCount(),
+               std::chrono::microseconds(options.idle_poll_us)),
         maps(shards, partition::Partitioner(options.partition_count), *clock, processors, log,
              options.map_options),
         events(log),

@@ -56,6 +56,7 @@ class NodeProcess {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   const std::string& ready_line() const { return ready_line_; }
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
 
   NodeProcess(pid_t pid, int stdout_fd) : pid_(pid), stdout_fd_(stdout_fd) {}
 

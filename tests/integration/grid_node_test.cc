@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "child_process.h"
@@ -70,6 +72,44 @@ TEST_CASE("grid-node serves RESP on the port it prints when asked", "[tools][nod
   CHECK(node->Stop() == 0);
 }
 
+namespace {
+
+// User plus system CPU time the process has used (from /proc/PID/stat).
+std::chrono::milliseconds ProcessCpuTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
+  std::string field;
+  long ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stol(field);  // utime, stime
+  }
+  return std::chrono::milliseconds(ticks * 1000 / sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+TEST_CASE("grid-node polls for work only while it keeps coming: idle, it uses almost no CPU",
+          "[tools][node]") {
+  for (std::string idle_poll : {"50", "0"}) {
+    INFO("--idle-poll-us " << idle_poll);
+    auto node = NodeProcess::StartOrFail({"--idle-poll-us", idle_poll});  // two shards
+    auto client = grid::Client::Connect(ClientOptionsFor(*node));
+    REQUIRE(client);
+    auto map = (*client)->GetMap("m");
+    for (int i = 0; i < 2000; ++i) REQUIRE(map->Set("k" + std::to_string(i), "v"));
+    REQUIRE(map->Get("k1999").value() == std::optional<std::string>("v"));
+    const auto before = ProcessCpuTime(node->pid());
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const auto used = ProcessCpuTime(node->pid()) - before;
+    // Two shards polling for the whole second would use ~2000 ms.
+    INFO("CPU used in an idle second: " << used.count() << " ms");
+    CHECK(used < std::chrono::milliseconds(150));
+    (*client)->Shutdown();
+    CHECK(node->Stop() == 0);
+  }
+}
+
 TEST_CASE("grid-node --help prints usage and exits 0", "[tools][node]") {
   auto r = RunProcess(GRID_NODE_PATH, {"--help"});
   CHECK(r.exit_code == 0);
@@ -84,6 +124,8 @@ TEST_CASE("grid-node rejects bad flags with exit code 2 and one line", "[tools][
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--log-level", "loud"}), 2, "loud");
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--partitions", "0"}), 2, "partitions");
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"stray"}), 2, "stray");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--idle-poll-us", "-1"}), 2, "idle-poll-us");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--idle-poll-us", "2000000"}), 2, "2000000");
 }
 
 TEST_CASE("grid-node rejects unreadable or invalid config files with exit code 2",

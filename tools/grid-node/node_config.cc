@@ -70,6 +70,13 @@ Result<void> SetThreads(NodeConfig& c, const std::string& text) {
   return {};
 }
 
+Result<void> SetIdlePoll(NodeConfig& c, const std::string& text) {
+  auto v = ParseUnsigned("idle-poll-us", text, 1'000'000);
+  if (!v) return std::unexpected(v.error());
+  c.member.idle_poll_us = static_cast<std::uint32_t>(*v);
+  return {};
+}
+
 Result<void> SetPartitions(NodeConfig& c, const std::string& text) {
   auto v = ParseUnsigned("partitions", text, 65535);
   if (!v) return std::unexpected(v.error());
@@ -150,6 +157,10 @@ std::vector<Setting> Settings() {
        }},
       {"threads", "shard threads; 0 = one per hardware thread less one, at least 1 (default 0)",
        SetThreads},
+      {"idle-poll-us",
+       "how long a shard out of work polls before it sleeps, while work arrives more often; "
+       "0 = sleep at once (default 50)",
+       SetIdlePoll},
       {"partitions", "partition count (default 271)", SetPartitions},
       {"resp-port", "RESP (Redis protocol) port; 0 picks a free one (default off)", SetRespPort},
       {"resp-default-map", "map that RESP string commands use (default 'default')",

@@ -3,6 +3,7 @@
 #include "tessera/runtime/shard_set.h"
 
 #include <atomic>
+#include <chrono>
 
 #include "tessera/base/check.h"
 
@@ -17,8 +18,10 @@ std::size_t DefaultShardCount() {
   return hardware > 1 ? hardware - 1 : 1;
 }
 
-ShardSet::ShardSet(std::size_t shard_count) {
+ShardSet::ShardSet(std::size_t shard_count, std::chrono::microseconds idle_poll)
+    : idle_poll_(idle_poll) {
   TESSERA_CHECK(shard_count >= 1, "a ShardSet needs at least one shard");
+  TESSERA_CHECK(idle_poll.count() >= 0, "a ShardSet's idle poll cannot be negative");
   for (std::size_t i = 0; i < shard_count; ++i) shards_.push_back(std::make_unique<Shard>());
 }
 
@@ -34,9 +37,36 @@ void ShardSet::Start() {
     shard.thread = std::thread([this, &shard, i] {
       tls_owner = this;
       tls_shard = i;
-      shard.io.run();
+      Run(shard.io, idle_poll_);
       tls_owner = nullptr;
     });
+  }
+}
+
+// Polling: poll() runs what is ready, with a non-blocking epoll_wait when nothing is queued;
+// run_one() sleeps until there is something. `spin` says whether the last sleep was shorter
+// than idle_poll, i.e. whether work arrives often enough for polling to pay.
+void ShardSet::Run(asio::io_context& io, std::chrono::microseconds idle_poll) {
+  if (idle_poll.count() == 0) {
+    io.run();
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  auto last_work = Clock::now();
+  bool spin = false;
+  while (!io.stopped()) {
+    if (io.poll() > 0) {
+      last_work = Clock::now();
+      continue;
+    }
+    if (spin && Clock::now() - last_work < idle_poll) {
+      std::this_thread::yield();  // lets another thread that wants this core have it
+      continue;
+    }
+    const auto sleep_start = Clock::now();
+    io.run_one();
+    last_work = Clock::now();
+    spin = last_work - sleep_start < idle_poll;
   }
 }
 

@@ -1,9 +1,16 @@
 #include "tessera/runtime/shard_set.h"
 
+#include <time.h>
+
+#include <atomic>
+#include <boost/asio/steady_timer.hpp>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <future>
 #include <numeric>
+#include <thread>
 
+namespace asio = boost::asio;
 using tessera::runtime::ShardSet;
 
 TEST_CASE("InvokeOn runs on the named shard's thread", "[runtime]") {
@@ -82,4 +89,87 @@ TEST_CASE("The default shard count leaves one hardware thread free, and is at le
   const std::size_t hardware = std::thread::hardware_concurrency();
   CHECK(tessera::runtime::DefaultShardCount() >= 1);
   CHECK(tessera::runtime::DefaultShardCount() == (hardware > 1 ? hardware - 1 : 1));
+}
+
+namespace {
+
+// CPU time the calling thread has used.
+std::chrono::nanoseconds ThreadCpuTime() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+std::chrono::nanoseconds ShardCpuTime(ShardSet& shards, std::size_t shard) {
+  std::promise<std::chrono::nanoseconds> cpu;
+  shards.InvokeOn(shard, [&] { cpu.set_value(ThreadCpuTime()); });
+  return cpu.get_future().get();
+}
+
+}  // namespace
+
+TEST_CASE("A polling shard runs posts in order, fires timers and stops while busy",
+          "[runtime]") {
+  ShardSet shards(2, std::chrono::microseconds(200));
+  shards.Start();
+  // Posts from one thread, back to back (each shard keeps polling between them).
+  std::vector<int> order;
+  std::promise<void> done;
+  for (int i = 0; i < 1000; ++i) shards.InvokeOn(1, [&order, i] { order.push_back(i); });
+  shards.InvokeOn(1, [&] { done.set_value(); });
+  done.get_future().get();
+  std::vector<int> expected(1000);
+  std::iota(expected.begin(), expected.end(), 0);
+  CHECK(order == expected);
+
+  // A timer fires on a shard that is polling (its work keeps coming every few µs) and on one
+  // that sleeps.
+  for (std::size_t shard : {0, 1}) {
+    std::promise<boost::system::error_code> fired;
+    shards.InvokeOn(shard, [&] {
+      auto timer = std::make_shared<asio::steady_timer>(shards.Context(shard));
+      timer->expires_after(std::chrono::milliseconds(20));
+      timer->async_wait([&fired, timer](boost::system::error_code ec) { fired.set_value(ec); });
+    });
+    auto result = fired.get_future();
+    std::atomic<bool> keep_posting{shard == 0};
+    std::thread poster([&] {
+      while (keep_posting.load()) {
+        shards.InvokeOn(0, [] {});
+        std::this_thread::sleep_for(std::chrono::microseconds(5));
+      }
+    });
+    CHECK(result.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    keep_posting = false;
+    poster.join();
+    CHECK(result.get() == boost::system::error_code());
+  }
+
+  // Stop returns while a shard is polling between a stream of posts.
+  std::atomic<bool> keep_posting{true};
+  std::atomic<int> ran{0};
+  std::thread poster([&] {
+    while (keep_posting.load()) {
+      shards.InvokeOn(0, [&ran] { ran.fetch_add(1); });
+      std::this_thread::sleep_for(std::chrono::microseconds(5));
+    }
+  });
+  while (ran.load() < 100) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  shards.Stop();
+  keep_posting = false;
+  poster.join();
+}
+
+TEST_CASE("A polling shard stops polling once work stops coming", "[runtime]") {
+  ShardSet shards(1, std::chrono::microseconds(200));
+  shards.Start();
+  // A burst of work less than the poll window apart, then nothing.
+  for (int i = 0; i < 2000; ++i) shards.InvokeOn(0, [] {});
+  const auto before = ShardCpuTime(shards, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto used = ShardCpuTime(shards, 0) - before;
+  // Asleep, it uses next to nothing; had it kept polling it would have used ~500 ms.
+  INFO("shard CPU while idle: " << used.count() / 1000 << " us");
+  CHECK(used < std::chrono::milliseconds(50));
+  shards.Stop();
 }
