@@ -2,10 +2,14 @@
 // A thread belongs to at most one ShardSet at a time (true for members and tests alike).
 #include "tessera/runtime/shard_set.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
+#include <string>
 
 #include "tessera/base/check.h"
+#include "tessera/runtime/idle_poll.h"
 
 namespace tessera::runtime {
 namespace {
@@ -37,36 +41,37 @@ void ShardSet::Start() {
     shard.thread = std::thread([this, &shard, i] {
       tls_owner = this;
       tls_shard = i;
+      const std::string name = "shard-" + std::to_string(i);  // as top -H and gdb show it
+      pthread_setname_np(pthread_self(), name.c_str());
       Run(shard.io, idle_poll_);
       tls_owner = nullptr;
     });
   }
 }
 
-// Polling: poll() runs what is ready, with a non-blocking epoll_wait when nothing is queued;
-// run_one() sleeps until there is something. `spin` says whether the last sleep was shorter
-// than idle_poll, i.e. whether work arrives often enough for polling to pay.
+// poll() runs what is ready, with a non-blocking epoll_wait when nothing is queued;
+// run_one() sleeps until there is something.
 void ShardSet::Run(asio::io_context& io, std::chrono::microseconds idle_poll) {
   if (idle_poll.count() == 0) {
     io.run();
     return;
   }
-  using Clock = std::chrono::steady_clock;
-  auto last_work = Clock::now();
-  bool spin = false;
+  using Clock = IdlePoll::Clock;
+  const RunQueueWait run_queue_wait;
+  IdlePoll policy(
+      idle_poll, [&run_queue_wait] { return run_queue_wait.Read(); }, Clock::now());
   while (!io.stopped()) {
     if (io.poll() > 0) {
-      last_work = Clock::now();
+      policy.Worked(Clock::now());
       continue;
     }
-    if (spin && Clock::now() - last_work < idle_poll) {
+    const auto now = Clock::now();
+    if (policy.KeepPolling(now)) {
       std::this_thread::yield();  // lets another thread that wants this core have it
       continue;
     }
-    const auto sleep_start = Clock::now();
     io.run_one();
-    last_work = Clock::now();
-    spin = last_work - sleep_start < idle_poll;
+    policy.Slept(now, Clock::now());
   }
 }
 

@@ -43,14 +43,14 @@ class ShardSet {
   //
   // idle_poll: when a shard runs out of work, it keeps polling (non-blocking epoll_wait, then
   // sched_yield, in a loop) for up to this long before it sleeps, but only while its work is
-  // arriving less than idle_poll apart (its last sleep was shorter). A shard that would be
-  // woken again within microseconds anyway stays awake: the peer that sends it work (a client
-  // on this host, another shard) no longer pays for waking it (a wake-up is a few µs of
-  // kernel time, charged to the sender), and the work is picked up without the wake-up
-  // latency. The cost is CPU: under a steady stream of events less than idle_poll apart the
-  // shard's thread is busy all the time; an idle member, or one woken less often, polls not at
-  // all (at most one idle_poll after each sleep that was shorter than it). 0 = never poll, sleep
-  // as soon as there is no work. Measured in docs/benchmarks.md.
+  // arriving less than idle_poll apart and its core is not contended (IdlePoll has the
+  // rule). A shard that would be woken again within microseconds anyway stays awake: the
+  // peer that sends it work (a client on this host, another shard) no longer pays for waking
+  // it (a wake-up is a few µs of kernel time, charged to the sender), and the work is picked
+  // up without the wake-up latency. The cost is CPU: under a steady stream of events less
+  // than idle_poll apart the shard's thread is busy all the time; an idle member, or one
+  // woken less often, polls not at all. 0 = never poll, sleep as soon as there is no work.
+  // Shard threads are named "shard-N" (as top -H shows them).
   explicit ShardSet(std::size_t shard_count, std::chrono::microseconds idle_poll = {});
   // Stops and joins the threads if still running.
   ~ShardSet();

@@ -1,0 +1,70 @@
+#pragma once
+// IdlePoll: whether a shard thread that has just found no work keeps polling for more or goes
+// to sleep (see ShardSet's idle_poll). It polls only while both hold:
+// - work arrives often: its last sleep was shorter than the window, and work came less than
+//   the window ago (so an idle thread, or one woken less often than that, never polls);
+// - its core is not contended: in the last sample period (kSamplePeriod) the thread spent at
+//   most kContendedWaitPercent of the time runnable but waiting for a CPU (its run-queue
+//   wait). A polling thread takes a core; when other threads want it, polling delays them
+//   and itself (measured on the 2-core VM with two busy processes beside the member:
+//   polling halved SET 50x1 throughput and raised p99 sevenfold; the wait share there was
+//   28-80%, against 0.7-2.6% with only redis-benchmark beside it). With no run-queue figures
+//   (RunQueueWait::Read gives nullopt) the core counts as not contended.
+//
+// Thread-safety: one IdlePoll per thread; not shared.
+
+#include <chrono>
+#include <functional>
+#include <optional>
+
+namespace tessera::runtime {
+
+// The calling thread's run-queue wait so far: time spent runnable but not running, from the
+// scheduler's statistics (/proc/thread-self/schedstat). Construct and read on one thread.
+class RunQueueWait {
+ public:
+  RunQueueWait();
+  ~RunQueueWait();
+  RunQueueWait(const RunQueueWait&) = delete;
+  RunQueueWait& operator=(const RunQueueWait&) = delete;
+
+  // nullopt where the kernel keeps no such statistics (or they cannot be read).
+  std::optional<std::chrono::nanoseconds> Read() const;
+
+ private:
+  int fd_;
+};
+
+class IdlePoll {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using WaitReader = std::function<std::optional<std::chrono::nanoseconds>()>;
+  static constexpr std::chrono::milliseconds kSamplePeriod{10};
+  static constexpr int kContendedWaitPercent = 10;
+
+  // REQUIRES: window > 0. read_wait gives the thread's run-queue wait so far (called at most
+  // once per kSamplePeriod).
+  IdlePoll(std::chrono::microseconds window, WaitReader read_wait, Clock::time_point now);
+
+  // The thread ran handlers; `now` is after them.
+  void Worked(Clock::time_point now) { last_work_ = now; }
+  // The thread found no work at `now`: true = poll again, false = sleep (then call Slept).
+  bool KeepPolling(Clock::time_point now);
+  // The thread slept from `start` to `end` (woken by work or a timer).
+  void Slept(Clock::time_point start, Clock::time_point end);
+
+  bool contended() const { return contended_; }
+
+ private:
+  void Sample(Clock::time_point now);
+
+  std::chrono::microseconds window_;
+  WaitReader read_wait_;
+  Clock::time_point sample_start_;
+  std::optional<std::chrono::nanoseconds> sample_wait_;
+  bool contended_ = false;
+  Clock::time_point last_work_;
+  bool short_sleep_ = false;
+};
+
+}  // namespace tessera::runtime
