@@ -35,9 +35,9 @@ struct MemberOptions {
   std::string secret;       // empty = no secret required
   std::size_t threads = 0;  // shards; 0 = runtime::DefaultShardCount() (cores less one, >= 1)
   // How long a shard out of work keeps polling before it sleeps, while its work arrives more
-  // often than that (see runtime::ShardSet); 0 = sleep at once. Trades CPU for latency and
-  // throughput: under a steady stream of events less than this apart, the shard's thread is
-  // busy all the time.
+  // often than that and its core is not contended (runtime::ShardSet, runtime::IdlePoll);
+  // 0 = sleep at once. Trades CPU for latency and throughput: under a steady stream of events
+  // less than this apart, the shard's thread is busy all the time.
   std::uint32_t idle_poll_us = 50;
   std::uint32_t partition_count = 271;
   std::uint32_t max_frame_bytes = 16 * 1024 * 1024;
