@@ -76,8 +76,7 @@ TEST_CASE("IdlePoll without run-queue figures treats the core as not contended",
   CHECK_FALSE(poll.contended());
 }
 
-TEST_CASE("RunQueueWait reads this thread's run-queue wait, which never decreases",
-          "[runtime]") {
+TEST_CASE("RunQueueWait reads this thread's run-queue wait, which never decreases", "[runtime]") {
   RunQueueWait wait;
   const auto first = wait.Read();
   REQUIRE(first.has_value());  // Linux with schedstat, as on every machine this runs on

@@ -108,8 +108,7 @@ std::chrono::nanoseconds ShardCpuTime(ShardSet& shards, std::size_t shard) {
 
 }  // namespace
 
-TEST_CASE("A polling shard runs posts in order, fires timers and stops while busy",
-          "[runtime]") {
+TEST_CASE("A polling shard runs posts in order, fires timers and stops while busy", "[runtime]") {
   ShardSet shards(2, std::chrono::microseconds(200));
   shards.Start();
   // Posts from one thread, back to back (each shard keeps polling between them).

@@ -12,9 +12,9 @@
 
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
-#include <chrono>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
