@@ -25,17 +25,26 @@ TEST_CASE("InvokeOn runs on the named shard's thread", "[runtime]") {
   shards.Stop();
 }
 
-TEST_CASE("Handlers posted from one thread run in order", "[runtime]") {
-  ShardSet shards(2);
-  shards.Start();
+namespace {
+
+// Posts 1000 handlers to `shard` from this thread, back to back; true if they ran in order.
+bool PostsRunInOrder(ShardSet& shards, std::size_t shard) {
   std::vector<int> order;
   std::promise<void> done;
-  for (int i = 0; i < 1000; ++i) shards.InvokeOn(1, [&order, i] { order.push_back(i); });
-  shards.InvokeOn(1, [&] { done.set_value(); });
+  for (int i = 0; i < 1000; ++i) shards.InvokeOn(shard, [&order, i] { order.push_back(i); });
+  shards.InvokeOn(shard, [&] { done.set_value(); });
   done.get_future().get();
   std::vector<int> expected(1000);
   std::iota(expected.begin(), expected.end(), 0);
-  CHECK(order == expected);
+  return order == expected;
+}
+
+}  // namespace
+
+TEST_CASE("Handlers posted from one thread run in order", "[runtime]") {
+  ShardSet shards(2);
+  shards.Start();
+  CHECK(PostsRunInOrder(shards, 1));
 }
 
 TEST_CASE("MapReduce gathers one value per shard", "[runtime]") {
@@ -111,15 +120,8 @@ std::chrono::nanoseconds ShardCpuTime(ShardSet& shards, std::size_t shard) {
 TEST_CASE("A polling shard runs posts in order, fires timers and stops while busy", "[runtime]") {
   ShardSet shards(2, std::chrono::microseconds(200));
   shards.Start();
-  // Posts from one thread, back to back (each shard keeps polling between them).
-  std::vector<int> order;
-  std::promise<void> done;
-  for (int i = 0; i < 1000; ++i) shards.InvokeOn(1, [&order, i] { order.push_back(i); });
-  shards.InvokeOn(1, [&] { done.set_value(); });
-  done.get_future().get();
-  std::vector<int> expected(1000);
-  std::iota(expected.begin(), expected.end(), 0);
-  CHECK(order == expected);
+  // Posts from one thread, back to back (the shard keeps polling between them).
+  CHECK(PostsRunInOrder(shards, 1));
 
   // A timer fires on a shard that is polling (its work keeps coming every few µs) and on one
   // that sleeps.
