@@ -290,6 +290,18 @@ std::string Member::MetricsText() const {
                                   "Messages the discard-newest policy dropped on this member"),
          c.discarded);
   }
+  for (std::size_t shard = 0; shard < impl_->shards.size(); ++shard) {
+    const metrics::Labels labels = {{"shard", std::to_string(shard)}};
+    const auto poll = impl_->shards.IdlePollStats(shard);
+    sync(registry.RegisterCounter("tessera_shard_idle_poll_microseconds_total", labels,
+                                  "Time the shard spent polling for work instead of sleeping "
+                                  "(--idle-poll-us)"),
+         poll.polled.count());
+    sync(registry.RegisterCounter("tessera_shard_idle_poll_contended_total", labels,
+                                  "Samples in which the shard found its core contended and "
+                                  "stopped polling"),
+         static_cast<std::int64_t>(poll.contended_samples));
+  }
   sync(registry.RegisterCounter("tessera_member_forwarded_requests_total", {},
                                 "Keyed requests this member sent on to their owner"),
        static_cast<std::int64_t>(impl_->maps.ForwardedCount()));

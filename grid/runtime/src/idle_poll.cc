@@ -50,6 +50,7 @@ void IdlePoll::Sample(Clock::time_point now) {
   const auto wait = read_wait_();
   if (wait && sample_wait_) {
     contended_ = (*wait - *sample_wait_) * 100 > (now - sample_start_) * kContendedWaitPercent;
+    if (contended_) ++contended_samples_;
   }
   sample_start_ = now;
   sample_wait_ = wait;

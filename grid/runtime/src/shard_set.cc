@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "tessera/base/check.h"
@@ -43,15 +44,17 @@ void ShardSet::Start() {
       tls_shard = i;
       const std::string name = "shard-" + std::to_string(i);  // as top -H and gdb show it
       pthread_setname_np(pthread_self(), name.c_str());
-      Run(shard.io, idle_poll_);
+      Run(shard, idle_poll_);
       tls_owner = nullptr;
     });
   }
 }
 
 // poll() runs what is ready, with a non-blocking epoll_wait when nothing is queued;
-// run_one() sleeps until there is something.
-void ShardSet::Run(asio::io_context& io, std::chrono::microseconds idle_poll) {
+// run_one() sleeps until there is something. A polling phase runs from the first empty poll
+// the policy lets continue until work turns up or the thread goes to sleep.
+void ShardSet::Run(Shard& shard, std::chrono::microseconds idle_poll) {
+  asio::io_context& io = shard.io;
   if (idle_poll.count() == 0) {
     io.run();
     return;
@@ -60,19 +63,37 @@ void ShardSet::Run(asio::io_context& io, std::chrono::microseconds idle_poll) {
   const RunQueueWait run_queue_wait;
   IdlePoll policy(
       idle_poll, [&run_queue_wait] { return run_queue_wait.Read(); }, Clock::now());
+  std::optional<Clock::time_point> polling_since;
+  const auto end_polling = [&](Clock::time_point now) {
+    if (!polling_since) return;
+    const auto polled = std::chrono::duration_cast<std::chrono::microseconds>(now - *polling_since);
+    shard.polled_us.fetch_add(polled.count(), std::memory_order_relaxed);
+    polling_since.reset();
+  };
   while (!io.stopped()) {
     if (io.poll() > 0) {
-      policy.Worked(Clock::now());
+      const auto now = Clock::now();
+      end_polling(now);
+      policy.Worked(now);
       continue;
     }
     const auto now = Clock::now();
     if (policy.KeepPolling(now)) {
+      if (!polling_since) polling_since = now;
       std::this_thread::yield();  // lets another thread that wants this core have it
       continue;
     }
+    end_polling(now);
+    shard.contended_samples.store(policy.contended_samples(), std::memory_order_relaxed);
     io.run_one();
     policy.Slept(now, Clock::now());
   }
+}
+
+ShardSet::PollStats ShardSet::IdlePollStats(std::size_t shard) const {
+  const Shard& s = *shards_[shard];
+  return {std::chrono::microseconds(s.polled_us.load(std::memory_order_relaxed)),
+          s.contended_samples.load(std::memory_order_relaxed)};
 }
 
 void ShardSet::Stop() {

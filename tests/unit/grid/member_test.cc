@@ -180,3 +180,19 @@ TEST_CASE("Bad cluster options are refused at Start", "[grid]") {
   CHECK(started.error().message().find("backup count 7 is above the maximum of 6") !=
         std::string::npos);
 }
+
+TEST_CASE("A member's metrics report each shard's idle polling", "[grid]") {
+  Member member(Embedded());
+  REQUIRE(member.Start());
+  auto map = member.GetMap("m");
+  for (int i = 0; i < 200; ++i) REQUIRE(map->Set("k" + std::to_string(i), "v"));
+  const std::string text = member.MetricsText();
+  for (const char* shard : {"0", "1"}) {
+    INFO("shard " << shard);
+    CHECK(text.find(std::string("tessera_shard_idle_poll_microseconds_total{shard=\"") + shard +
+                    "\"}") != std::string::npos);
+    CHECK(text.find(std::string("tessera_shard_idle_poll_contended_total{shard=\"") + shard +
+                    "\"}") != std::string::npos);
+  }
+  member.Shutdown();
+}

@@ -174,3 +174,35 @@ TEST_CASE("A polling shard stops polling once work stops coming", "[runtime]") {
   CHECK(used < std::chrono::milliseconds(50));
   shards.Stop();
 }
+
+TEST_CASE("Idle polling is accounted per shard, and not at all when it is off", "[runtime]") {
+  const auto stream_of_posts = [](ShardSet& shards) {
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 2000; ++i) {
+      shards.InvokeOn(0, [&ran] { ran.fetch_add(1); });
+      std::this_thread::sleep_for(std::chrono::microseconds(5));  // ~60 us with timer slack
+    }
+    while (ran.load() < 2000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  SECTION("off") {
+    ShardSet shards(1);
+    shards.Start();
+    stream_of_posts(shards);
+    CHECK(shards.IdlePollStats(0).polled.count() == 0);
+    CHECK(shards.IdlePollStats(0).contended_samples == 0);
+  }
+  SECTION("on") {
+    ShardSet shards(1, std::chrono::microseconds(500));
+    shards.Start();
+    stream_of_posts(shards);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the last poll ends
+    const auto after_work = shards.IdlePollStats(0);
+    // Work came every ~60 us, inside the window: the shard polled between posts, unless its
+    // core was contended (a busy machine), which it then counted.
+    CHECK((after_work.polled.count() > 0 || after_work.contended_samples > 0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto after_idle = shards.IdlePollStats(0);
+    INFO("polled while idle: " << (after_idle.polled - after_work.polled).count() << " us");
+    CHECK(after_idle.polled - after_work.polled < std::chrono::milliseconds(50));
+  }
+}

@@ -14,6 +14,7 @@
 // Thread-safety: one IdlePoll per thread; not shared.
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 
@@ -54,6 +55,8 @@ class IdlePoll {
   void Slept(Clock::time_point start, Clock::time_point end);
 
   bool contended() const { return contended_; }
+  // Samples so far that found the core contended.
+  std::uint64_t contended_samples() const { return contended_samples_; }
 
  private:
   void Sample(Clock::time_point now);
@@ -63,6 +66,7 @@ class IdlePoll {
   Clock::time_point sample_start_;
   std::optional<std::chrono::nanoseconds> sample_wait_;
   bool contended_ = false;
+  std::uint64_t contended_samples_ = 0;
   Clock::time_point last_work_;
   bool short_sleep_ = false;
 };

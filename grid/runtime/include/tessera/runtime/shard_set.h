@@ -16,6 +16,7 @@
 #include <boost/asio/post.hpp>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -64,6 +65,14 @@ class ShardSet {
   void Stop();
 
   std::size_t size() const { return shards_.size(); }
+
+  // What idle polling cost `shard` so far: time spent polling (finding work or not), and the
+  // contention samples that stopped it (see IdlePoll). Both 0 when idle_poll is 0.
+  struct PollStats {
+    std::chrono::microseconds polled{0};
+    std::uint64_t contended_samples = 0;
+  };
+  PollStats IdlePollStats(std::size_t shard) const;
   asio::io_context& Context(std::size_t shard) { return shards_[shard]->io; }
 
   // The shard that owns `partition_id`.
@@ -107,8 +116,11 @@ class ShardSet {
     asio::io_context io{1};
     std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
     std::thread thread;
+    // Written by the shard's thread, read by IdlePollStats.
+    std::atomic<std::int64_t> polled_us{0};
+    std::atomic<std::uint64_t> contended_samples{0};
   };
-  static void Run(asio::io_context& io, std::chrono::microseconds idle_poll);
+  static void Run(Shard& shard, std::chrono::microseconds idle_poll);
 
   std::vector<std::unique_ptr<Shard>> shards_;
   std::chrono::microseconds idle_poll_;
