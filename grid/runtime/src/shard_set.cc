@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <optional>
 #include <string>
 
 #include "tessera/base/check.h"
@@ -63,12 +62,13 @@ void ShardSet::Run(Shard& shard, std::chrono::microseconds idle_poll) {
   const RunQueueWait run_queue_wait;
   IdlePoll policy(
       idle_poll, [&run_queue_wait] { return run_queue_wait.Read(); }, Clock::now());
-  std::optional<Clock::time_point> polling_since;
+  bool polling = false;
+  Clock::time_point polling_since;
   const auto end_polling = [&](Clock::time_point now) {
-    if (!polling_since) return;
-    const auto polled = std::chrono::duration_cast<std::chrono::microseconds>(now - *polling_since);
+    if (!polling) return;
+    const auto polled = std::chrono::duration_cast<std::chrono::microseconds>(now - polling_since);
     shard.polled_us.fetch_add(polled.count(), std::memory_order_relaxed);
-    polling_since.reset();
+    polling = false;
   };
   while (!io.stopped()) {
     if (io.poll() > 0) {
@@ -79,7 +79,10 @@ void ShardSet::Run(Shard& shard, std::chrono::microseconds idle_poll) {
     }
     const auto now = Clock::now();
     if (policy.KeepPolling(now)) {
-      if (!polling_since) polling_since = now;
+      if (!polling) {
+        polling = true;
+        polling_since = now;
+      }
       std::this_thread::yield();  // lets another thread that wants this core have it
       continue;
     }
