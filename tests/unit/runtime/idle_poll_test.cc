@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdint>
+#include <fstream>
 #include <thread>
 
 using tessera::runtime::IdlePoll;
@@ -76,12 +78,25 @@ TEST_CASE("IdlePoll without run-queue figures treats the core as not contended",
   CHECK_FALSE(poll.contended());
 }
 
-TEST_CASE("RunQueueWait reads this thread's run-queue wait, which never decreases", "[runtime]") {
+TEST_CASE("RunQueueWait reads this thread's run-queue wait from the scheduler's statistics",
+          "[runtime]") {
+  // The second field of /proc/thread-self/schedstat ("run_ns wait_ns slices"), read directly.
+  const auto wait_field = [] {
+    std::ifstream in("/proc/thread-self/schedstat");
+    long long run_ns = -1, wait_ns = -1;
+    in >> run_ns >> wait_ns;
+    return std::chrono::nanoseconds(wait_ns);
+  };
   RunQueueWait wait;
-  const auto first = wait.Read();
-  REQUIRE(first.has_value());  // Linux with schedstat, as on every machine this runs on
-  std::this_thread::sleep_for(1ms);
-  const auto second = wait.Read();
-  REQUIRE(second.has_value());
-  CHECK(*second >= *first);
+  // Keep the thread busy a little so that run time and wait time differ.
+  volatile std::uint64_t sink = 0;
+  for (std::uint64_t i = 0; i < 20'000'000; ++i) sink = sink + i;
+  const auto before = wait_field();
+  const auto read = wait.Read();
+  const auto after = wait_field();
+  REQUIRE(read.has_value());  // Linux with schedstat, as on every machine this runs on
+  CHECK(before.count() >= 0);
+  // The wait field, not the run field (which is far larger after the busy loop).
+  CHECK(*read >= before);
+  CHECK(*read <= after);
 }
