@@ -116,6 +116,8 @@ struct Client::Impl : public Invoker,
     std::string last_error;  // logged once until the next success
     // Listeners registered on `conn`: client id -> the member's id (0 while registering).
     std::map<map::ListenerId, std::int64_t> server_ids;
+    // Registrations `conn`'s member refused, until AddEntryListener reports them.
+    std::map<map::ListenerId, base::Error> refused;
   };
 
   Impl(ClientOptions opts, std::vector<Address> addrs, std::shared_ptr<spdlog::logger> logger)
@@ -220,10 +222,17 @@ struct Client::Impl : public Invoker,
 
   void OnViewReply(const std::shared_ptr<net::ClientConnection>& conn,
                    Result<wire::Message> reply) {
-    if (reply && ApplyView(reply->payload)) return;
-    // No view (an older member, or the call failed): the connected member alone is known.
-    log->warn("no cluster view from {} ({}); sending every call through it", conn->address(),
-              reply ? "undecodable" : reply.error().message());
+    const ViewUpdate update = reply ? ApplyView(reply->payload) : ViewUpdate::kNotAView;
+    if (update == ViewUpdate::kApplied) return;
+    // No view yet: the connected member alone is known (and gets the entry listeners) until
+    // its view event arrives.
+    if (update == ViewUpdate::kNoMembers) {
+      log->debug("{} has not formed its first view yet; sending every call through it",
+                 conn->address());
+    } else {
+      log->warn("no cluster view from {} ({}); sending every call through it", conn->address(),
+                reply ? "undecodable" : reply.error().message());
+    }
     UpdatePeers({conn->address()});
   }
 
@@ -235,12 +244,20 @@ struct Client::Impl : public Invoker,
     }
   }
 
+  enum class ViewUpdate {
+    kApplied,    // installed, or older than the one installed
+    kNoMembers,  // a member still forming its first view (it lists no member yet)
+    kNotAView,
+  };
+
   // Installs a view (ignoring one older than the current): partition owners, member
-  // connections. Returns false if `payload` is not a view.
-  bool ApplyView(const std::string& payload) {
+  // connections. A view that lists no member is not installed: it would leave the client
+  // without a member to register entry listeners on.
+  ViewUpdate ApplyView(const std::string& payload) {
     auto message = membership::DecodeClusterMessage(payload);
-    if (!message || !message->view) return false;
+    if (!message || !message->view) return ViewUpdate::kNotAView;
     const membership::ClusterView& view = *message->view;
+    if (view.members.members.empty()) return ViewUpdate::kNoMembers;
     std::unordered_map<std::string, std::string> address_of;
     std::vector<std::string> members;
     for (const auto& m : view.members.members) {
@@ -255,7 +272,7 @@ struct Client::Impl : public Invoker,
     {
       std::lock_guard lock(mu);
       std::pair<std::int64_t, std::int64_t> version{view.members.version, view.partitions.version};
-      if (version < view_version) return true;
+      if (version < view_version) return ViewUpdate::kApplied;
       view_version = version;
       if (!partitioner || owners.size() != partitioner->partition_count()) owners.clear();
       owner_of = std::move(owners);
@@ -266,7 +283,7 @@ struct Client::Impl : public Invoker,
       }
     }
     UpdatePeers(members);
-    return true;
+    return ViewUpdate::kApplied;
   }
 
   // Keeps one connection per listed member: opens new ones, closes those of members gone.
@@ -347,6 +364,7 @@ struct Client::Impl : public Invoker,
       peer.backoff = std::chrono::milliseconds(100);
       peer.conn = *conn;
       peer.server_ids.clear();
+      peer.refused.clear();
       for (auto& [id, entry] : listeners) {
         peer.server_ids[id] = 0;
         registrations.emplace_back(id, AddListenerMessage(entry));
@@ -383,8 +401,10 @@ struct Client::Impl : public Invoker,
       if (stopping || it == peers.end() || it->second.generation != generation) return;
       it->second.conn.reset();
       it->second.server_ids.clear();
+      it->second.refused.clear();
       if (it->second.connecting) return;
     }
+    connected_cv.notify_all();  // registrations on it are over
     log->warn("connection to member {} lost ({}); reconnecting while it is listed", address,
               reason.message());
     RetryPeerAfter(address, std::chrono::milliseconds(100));
@@ -627,27 +647,77 @@ struct Client::Impl : public Invoker,
   }
 
   // A registration on `address` answered: keeps its id, or undoes it if the listener was
-  // removed or the connection replaced meanwhile.
+  // removed or the connection replaced meanwhile; a refusal is kept for AddEntryListener.
   void OnRegistered(const std::string& address, std::uint64_t generation, map::ListenerId id,
                     Result<std::int64_t> server_id) {
-    if (!server_id) {
-      log->warn("could not register entry listener {} on member {}: {}", id, address,
-                server_id.error().message());
-      return;
-    }
     std::shared_ptr<net::ClientConnection> undo;
+    bool stale = false;
     {
       std::lock_guard lock(mu);
       auto it = peers.find(address);
-      if (it == peers.end() || it->second.generation != generation) return;
-      if (listeners.count(id) == 0) {
-        undo = it->second.conn;
-        it->second.server_ids.erase(id);
-      } else {
-        it->second.server_ids[id] = *server_id;
+      stale = it == peers.end() || it->second.generation != generation;
+      if (!stale) {
+        Peer& peer = it->second;
+        if (!server_id) {
+          peer.server_ids.erase(id);
+          if (listeners.count(id) != 0) {
+            peer.refused.insert_or_assign(
+                id, base::Error(server_id.error().code(), "registering the listener on member " +
+                                                              address + ": " +
+                                                              server_id.error().message()));
+          }
+        } else if (listeners.count(id) == 0) {
+          undo = peer.conn;
+          peer.server_ids.erase(id);
+        } else {
+          peer.server_ids[id] = *server_id;
+        }
       }
     }
+    connected_cv.notify_all();
+    if (!server_id) {
+      if (!stale) {
+        log->warn("could not register entry listener {} on member {}: {}", id, address,
+                  server_id.error().message());
+      }
+      return;
+    }
     if (undo) undo->Call(RemoveListenerMessage(*server_id), options.call_timeout, [](auto) {});
+  }
+
+  // Waits until listener `id` is registered on each of `addresses` (or the member is gone or
+  // unreachable: it gets the listener when it reconnects). The first refusal is the error.
+  Result<void> WaitForRegistrations(map::ListenerId id, const std::vector<std::string>& addresses,
+                                    Clock::time_point deadline) {
+    std::unique_lock lock(mu);
+    std::optional<base::Error> error;
+    std::string waiting_for;
+    auto done = [&] {
+      waiting_for.clear();
+      for (const auto& address : addresses) {
+        auto it = peers.find(address);
+        if (stopping || it == peers.end()) continue;
+        const Peer& peer = it->second;
+        if (auto refused = peer.refused.find(id); refused != peer.refused.end()) {
+          error = refused->second;
+          return true;
+        }
+        auto registered = peer.server_ids.find(id);
+        if (peer.connecting || (registered != peer.server_ids.end() && registered->second == 0)) {
+          waiting_for = address;
+          return false;
+        }
+      }
+      return true;
+    };
+    if (!connected_cv.wait_until(lock, deadline, done)) {
+      return base::Fail(ErrorCode::kTimeout,
+                        "member " + waiting_for +
+                            " did not answer the listener registration within the connect and "
+                            "call timeouts; is it overloaded? The listener was not added");
+    }
+    if (error) return std::unexpected(*error);
+    return {};
   }
 
   Result<map::ListenerId> AddEntryListener(const std::string& map_name,
@@ -662,53 +732,39 @@ struct Client::Impl : public Invoker,
       std::shared_ptr<net::ClientConnection> conn;
     };
     std::vector<On> on;
+    std::vector<std::string> involved;  // every member connected or being connected to
     map::ListenerId id = 0;
     {
       std::lock_guard lock(mu);
       id = next_listener_id++;
       listeners.emplace(id, std::move(entry));
       for (auto& [address, peer] : peers) {
-        if (!peer.conn || !peer.conn->is_open()) continue;  // registered when it connects
-        peer.server_ids[id] = 0;
-        on.push_back({address, peer.generation, peer.conn});
+        if (peer.conn && peer.conn->is_open()) {
+          peer.server_ids[id] = 0;
+          on.push_back({address, peer.generation, peer.conn});
+          involved.push_back(address);
+        } else if (peer.connecting) {
+          involved.push_back(address);  // OnPeerConnected registers it
+        }
       }
     }
     // Every member at once; each answers before our call returns, so events of writes made
     // after this call are reported.
-    struct Pending {
-      std::mutex mu;
-      std::condition_variable cv;
-      std::size_t remaining;
-      std::optional<base::Error> error;
-    };
-    auto pending = std::make_shared<Pending>();
-    pending->remaining = on.size();
     std::weak_ptr<Impl> weak = weak_from_this();
     for (auto& o : on) {
-      o.conn->Call(message, options.call_timeout,
-                   [weak, pending, address = o.address, generation = o.generation,
-                    id](Result<wire::Message> r) {
-                     auto server_id = ServerIdOf(std::move(r));
-                     if (auto self = weak.lock(); self && server_id) {
-                       self->OnRegistered(address, generation, id, server_id);
-                     }
-                     std::lock_guard lock(pending->mu);
-                     if (!server_id && !pending->error) {
-                       pending->error =
-                           base::Error(server_id.error().code(),
-                                       "registering the listener on member " + address + ": " +
-                                           server_id.error().message());
-                     }
-                     if (--pending->remaining == 0) pending->cv.notify_all();
-                   });
+      o.conn->Call(
+          message, options.call_timeout,
+          [weak, address = o.address, generation = o.generation, id](Result<wire::Message> r) {
+            if (auto self = weak.lock()) {
+              self->OnRegistered(address, generation, id, ServerIdOf(std::move(r)));
+            }
+          });
     }
-    std::unique_lock lock(pending->mu);
-    pending->cv.wait(lock, [&] { return pending->remaining == 0; });
-    if (pending->error) {
-      auto error = *pending->error;
-      lock.unlock();
+    auto registered = WaitForRegistrations(
+        id, involved, Clock::now() + options.connect_timeout + options.call_timeout);
+    if (!registered) {
       (void)RemoveEntryListener(id);
-      return std::unexpected(error);
+      return std::unexpected(registered.error());
     }
     return id;
   }
@@ -719,6 +775,7 @@ struct Client::Impl : public Invoker,
       std::lock_guard lock(mu);
       if (listeners.erase(id) == 0) return false;
       for (auto& [address, peer] : peers) {
+        peer.refused.erase(id);
         auto it = peer.server_ids.find(id);
         if (it == peer.server_ids.end()) continue;
         // 0: still registering; OnRegistered undoes it when the answer comes.

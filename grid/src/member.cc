@@ -280,6 +280,12 @@ std::string Member::MetricsText() const {
     registry.RegisterGauge("tessera_topic_listeners", labels, "Listeners registered on this member")
         .Set(static_cast<double>(s.subscriptions));
   }
+  for (const auto& [map_name, count] : impl_->maps.EntryListenerCounts()) {
+    registry
+        .RegisterGauge("tessera_map_entry_listeners", {{"map", map_name}},
+                       "Entry listeners registered on this member (by clients and embedded code)")
+        .Set(static_cast<double>(count));
+  }
   for (const auto& [ring, c] : impl_->maps.RingStats()) {
     const metrics::Labels labels = {{"topic", ring}};
     sync(registry.RegisterCounter("tessera_reliable_topic_published_total", labels,

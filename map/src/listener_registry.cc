@@ -43,6 +43,16 @@ ListenerRegistry::Snapshot ListenerRegistry::SnapshotOf(const std::string& map_n
   return it == by_map_.end() ? nullptr : it->second;
 }
 
+std::vector<std::pair<std::string, std::size_t>> ListenerRegistry::Counts() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, std::size_t>> counts;
+  counts.reserve(by_map_.size());
+  for (const auto& [name, snapshot] : by_map_) {
+    counts.emplace_back(name, snapshot ? snapshot->size() : 0);
+  }
+  return counts;
+}
+
 bool ListenerRegistry::WantsValues(const Snapshot& snapshot) {
   if (!snapshot) return false;
   return std::any_of(snapshot->begin(), snapshot->end(),

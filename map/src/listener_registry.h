@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/map/map_service.h"
@@ -35,6 +36,9 @@ class ListenerRegistry {
   std::uint64_t version() const { return version_.load(std::memory_order_acquire); }
   // The listeners of `map_name` (nullptr when none).
   Snapshot SnapshotOf(const std::string& map_name) const;
+  // How many listeners each map has, for every map that ever had one (0 once all are
+  // removed). Sorted by map name.
+  std::vector<std::pair<std::string, std::size_t>> Counts() const;
 
   // Whether any listener in `snapshot` wants values.
   static bool WantsValues(const Snapshot& snapshot);

@@ -389,6 +389,10 @@ ListenerId MapService::AddEntryListener(const std::string& map_name, ListenerOpt
 
 bool MapService::RemoveEntryListener(ListenerId id) { return impl_->listeners.Remove(id); }
 
+std::vector<std::pair<std::string, std::size_t>> MapService::EntryListenerCounts() const {
+  return impl_->listeners.Counts();
+}
+
 std::vector<std::string> MapService::MapNames() const {
   std::lock_guard lock(impl_->names_mu);
   return {impl_->names.begin(), impl_->names.end()};

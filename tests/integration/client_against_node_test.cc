@@ -149,4 +149,42 @@ TEST_CASE("An entry listener on a client receives added, updated and removed eve
   client->Shutdown();
 }
 
+TEST_CASE(
+    "An entry listener added while the member forms its first view gets the next writes' events",
+    "[tools][client][listener]") {
+  // The member asks an unreachable seed for 3 s before it starts a cluster alone; until then
+  // its view lists no member, and map calls wait for the view.
+  auto node = NodeProcess::StartOrFail(
+      {"--join", "127.0.0.1:" + std::to_string(UnusedPort()), "--join-timeout-ms", "3000"});
+  auto client = ConnectOrFail(*node);
+  auto view = client->FetchClusterView();
+  REQUIRE(view);
+  REQUIRE(view->members.members.empty());  // the case under test: no view formed yet
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<map::EntryEvent> events;
+  auto m = client->GetMap("watched");
+  auto id = m->AddEntryListener([&mutex, &arrived, &events](const map::EntryEvent& e) {
+    std::lock_guard lock(mutex);
+    events.push_back(e);
+    arrived.notify_all();
+  });
+  REQUIRE(id);
+  // Registered on the member when the call returns, not later when its view arrives: a write
+  // the member runs as soon as it has its view must be reported.
+  auto metrics = client->FetchMetricsText();
+  REQUIRE(metrics);
+  CHECK(metrics->find("tessera_map_entry_listeners{map=\"watched\"} 1\n") != std::string::npos);
+  REQUIRE(m->Put("k", "v1"));  // runs once the member has started its cluster
+  REQUIRE(m->Remove("k"));
+  std::unique_lock lock(mutex);
+  REQUIRE(arrived.wait_for(lock, 5s, [&events] { return events.size() >= 2; }));
+  CHECK(events[0].type == map::EntryEventType::kAdded);
+  CHECK(events[0].value == Optional("v1"));
+  CHECK(events[1].type == map::EntryEventType::kRemoved);
+  CHECK(events[1].old_value == Optional("v1"));
+  lock.unlock();
+  client->Shutdown();
+}
+
 }  // namespace tessera::integration

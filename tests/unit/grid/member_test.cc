@@ -196,3 +196,20 @@ TEST_CASE("A member's metrics report each shard's idle polling", "[grid]") {
   }
   member.Shutdown();
 }
+
+TEST_CASE("A member's metrics count the entry listeners of each map", "[grid]") {
+  Member member(Embedded());
+  REQUIRE(member.Start());
+  auto map = member.GetMap("watched");
+  auto first = map->AddEntryListener([](const map::EntryEvent&) {});
+  auto second = map->AddEntryListener([](const map::EntryEvent&) {});
+  REQUIRE(first);
+  REQUIRE(second);
+  CHECK(member.MetricsText().find("tessera_map_entry_listeners{map=\"watched\"} 2\n") !=
+        std::string::npos);
+  REQUIRE(map->RemoveEntryListener(*first).value());
+  REQUIRE(map->RemoveEntryListener(*second).value());
+  CHECK(member.MetricsText().find("tessera_map_entry_listeners{map=\"watched\"} 0\n") !=
+        std::string::npos);
+  member.Shutdown();
+}

@@ -256,6 +256,22 @@ TEST_CASE("listeners get events in order per key, filtered by options", "[map][s
   CHECK(all.Snapshot().size() == 5);
 }
 
+TEST_CASE("listener counts per map follow adds and removes", "[map][service][events]") {
+  ServiceFixture f(2);
+  using Counts = std::vector<std::pair<std::string, std::size_t>>;
+  CHECK(f.service.EntryListenerCounts().empty());
+  EventLog log;
+  const ListenerId a1 = f.service.AddEntryListener("a", {}, log.Listener());
+  const ListenerId a2 = f.service.AddEntryListener("a", {}, log.Listener());
+  const ListenerId b1 = f.service.AddEntryListener("b", {}, log.Listener());
+  CHECK(f.service.EntryListenerCounts() == Counts{{"a", 2}, {"b", 1}});
+  CHECK(f.service.RemoveEntryListener(a1));
+  CHECK(f.service.RemoveEntryListener(b1));
+  CHECK(f.service.EntryListenerCounts() == Counts{{"a", 1}, {"b", 0}});
+  CHECK(f.service.RemoveEntryListener(a2));
+  CHECK(f.service.EntryListenerCounts() == Counts{{"a", 0}, {"b", 0}});
+}
+
 TEST_CASE("a listener may call the service from its callback", "[map][service][events]") {
   ServiceFixture f(2);
   std::atomic<int> copies{0};

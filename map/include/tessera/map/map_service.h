@@ -186,6 +186,9 @@ class MapService {
   // Returns whether a listener with that id existed. After it returns, no further event is
   // delivered to the listener, except those already running on a shard thread.
   bool RemoveEntryListener(ListenerId id);
+  // Entry listeners registered on this member per map, for every map that ever had one (0
+  // once all are removed). Sorted by map name.
+  std::vector<std::pair<std::string, std::size_t>> EntryListenerCounts() const;
 
   // Names of maps that hold or held data on this member.
   std::vector<std::string> MapNames() const;
