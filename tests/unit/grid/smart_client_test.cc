@@ -118,6 +118,11 @@ TEST_CASE("A smart client follows members that join and leave, with its listener
     return log_text.str().find("registering 1 entry listener(s) on member " + AddressOf(c)) !=
            std::string::npos;
   }));
+  // The registration reaches c after the log line; c's events are reported from then on.
+  using Counts = std::vector<std::pair<std::string, std::size_t>>;
+  REQUIRE(WaitUntil([&] {
+    return c.map_service().EntryListenerCounts() == Counts{{"orders", 1}};
+  }));
   const auto forwarded_before = Forwarded({&a, b.get(), &c});
   for (int i = 0; i < 600; ++i) REQUIRE(orders->Set("j" + std::to_string(i), "v"));
   CHECK(Forwarded({&a, b.get(), &c}) - forwarded_before == 0);
