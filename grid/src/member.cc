@@ -55,7 +55,7 @@ struct Member::Impl {
              options.map_options),
         events(log),
         invoker(std::make_shared<EmbeddedInvoker>(maps, events)),
-        topics(shards, log) {}
+        topics(shards, log, options.topic_stats_limit) {}
 
   base::SteadyClock steady;
   const base::Clock* clock;
@@ -263,29 +263,53 @@ std::string Member::MetricsText() const {
   auto sync = [](metrics::Counter& counter, std::int64_t total) {
     if (total > counter.value()) counter.Increment(total - counter.value());
   };
+  // Per topic (a bounded set of names, see topic_service.h) and over every topic.
+  using CounterValues = std::vector<std::pair<metrics::Labels, std::int64_t>>;
+  using GaugeValues = std::vector<std::pair<metrics::Labels, double>>;
+  CounterValues published, delivered, dropped, errors;
+  GaugeValues listening;
   for (const auto& [topic, s] : impl_->topics.StatsByTopic()) {
     const metrics::Labels labels = {{"topic", topic}};
-    sync(registry.RegisterCounter("tessera_topic_published_total", labels,
-                                  "Messages published to the topic through this member"),
-         s.published);
-    sync(registry.RegisterCounter("tessera_topic_delivered_total", labels,
-                                  "Messages delivered to the topic's listeners on this member"),
-         s.delivered);
-    sync(registry.RegisterCounter("tessera_topic_dropped_total", labels,
-                                  "Messages dropped for listeners on this member that fell behind"),
-         s.dropped);
-    sync(registry.RegisterCounter("tessera_topic_listener_errors_total", labels,
-                                  "Listener calls on this member that threw"),
-         s.listener_errors);
-    registry.RegisterGauge("tessera_topic_listeners", labels, "Listeners registered on this member")
-        .Set(static_cast<double>(s.subscriptions));
+    published.emplace_back(labels, s.published);
+    delivered.emplace_back(labels, s.delivered);
+    dropped.emplace_back(labels, s.dropped);
+    errors.emplace_back(labels, s.listener_errors);
+    listening.emplace_back(labels, static_cast<double>(s.subscriptions));
   }
+  registry.SetCounterFamily("tessera_topic_published_total",
+                            "Messages published to the topic through this member",
+                            std::move(published));
+  registry.SetCounterFamily("tessera_topic_delivered_total",
+                            "Messages delivered to the topic's listeners on this member",
+                            std::move(delivered));
+  registry.SetCounterFamily("tessera_topic_dropped_total",
+                            "Messages dropped for listeners on this member that fell behind",
+                            std::move(dropped));
+  registry.SetCounterFamily("tessera_topic_listener_errors_total",
+                            "Listener calls on this member that threw", std::move(errors));
+  registry.SetGaugeFamily("tessera_topic_listeners", "Listeners registered on this member",
+                          std::move(listening));
+  const topic::TopicStats all = impl_->topics.Stats();
+  sync(registry.RegisterCounter("tessera_topics_published_total", {},
+                                "Messages published through this member, every topic"),
+       all.published);
+  sync(registry.RegisterCounter("tessera_topics_delivered_total", {},
+                                "Messages delivered to listeners on this member, every topic"),
+       all.delivered);
+  sync(registry.RegisterCounter("tessera_topics_dropped_total", {},
+                                "Messages dropped for listeners on this member, every topic"),
+       all.dropped);
+  sync(registry.RegisterCounter("tessera_topics_listener_errors_total", {},
+                                "Listener calls on this member that threw, every topic"),
+       all.listener_errors);
+  GaugeValues entry_listeners;
   for (const auto& [map_name, count] : impl_->maps.EntryListenerCounts()) {
-    registry
-        .RegisterGauge("tessera_map_entry_listeners", {{"map", map_name}},
-                       "Entry listeners registered on this member (by clients and embedded code)")
-        .Set(static_cast<double>(count));
+    entry_listeners.emplace_back(metrics::Labels{{"map", map_name}}, static_cast<double>(count));
   }
+  registry.SetGaugeFamily("tessera_map_entry_listeners",
+                          "Entry listeners registered on this member (by clients and embedded "
+                          "code)",
+                          std::move(entry_listeners));
   for (const auto& [ring, c] : impl_->maps.RingStats()) {
     const metrics::Labels labels = {{"topic", ring}};
     sync(registry.RegisterCounter("tessera_reliable_topic_published_total", labels,

@@ -242,4 +242,20 @@ TEST_CASE("grid-cli publishes to a topic on one member and subscribes through an
   RequireOk(Cli(*a, {"topic", "subscribe", "ledger", "--from", "2", "--count", "1"}), "2 two\n");
 }
 
+TEST_CASE("grid-node keeps statistics of their own for at most --topic-stats-limit topic names",
+          "[tools][cli][topic]") {
+  auto node = NodeProcess::StartOrFail({"--topic-stats-limit", "1"});
+  for (std::string name : {"a", "b", "c"}) {
+    RequireOk(Cli(*node, {"topic", "publish", name, "m"}), "published to " + name + "\n");
+  }
+  auto metrics = Cli(*node, {"metrics"});
+  REQUIRE(metrics.exit_code == 0);
+  CHECK(metrics.out.find("tessera_topics_published_total 3\n") != std::string::npos);
+  std::size_t per_topic = 0;
+  for (const auto& line : Lines(metrics.out)) {
+    if (line.starts_with("tessera_topic_published_total{")) ++per_topic;
+  }
+  CHECK(per_topic == 1);
+}
+
 }  // namespace tessera::integration

@@ -126,6 +126,8 @@ TEST_CASE("grid-node rejects bad flags with exit code 2 and one line", "[tools][
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"stray"}), 2, "stray");
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--idle-poll-us", "-1"}), 2, "idle-poll-us");
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--idle-poll-us", "2000000"}), 2, "2000000");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--topic-stats-limit", "-5"}), 2,
+                      "topic-stats-limit");
 }
 
 TEST_CASE("grid-node rejects unreadable or invalid config files with exit code 2",

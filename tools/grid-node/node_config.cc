@@ -77,6 +77,13 @@ Result<void> SetIdlePoll(NodeConfig& c, const std::string& text) {
   return {};
 }
 
+Result<void> SetTopicStatsLimit(NodeConfig& c, const std::string& text) {
+  auto v = ParseUnsigned("topic-stats-limit", text, 1'000'000);
+  if (!v) return std::unexpected(v.error());
+  c.member.topic_stats_limit = static_cast<std::uint32_t>(*v);
+  return {};
+}
+
 Result<void> SetPartitions(NodeConfig& c, const std::string& text) {
   auto v = ParseUnsigned("partitions", text, 65535);
   if (!v) return std::unexpected(v.error());
@@ -162,6 +169,10 @@ std::vector<Setting> Settings() {
        "0 = sleep at once (default 50)",
        SetIdlePoll},
       {"partitions", "partition count (default 271)", SetPartitions},
+      {"topic-stats-limit",
+       "topic names with statistics of their own besides subscribed ones; others count in the "
+       "totals (default 1000)",
+       SetTopicStatsLimit},
       {"resp-port", "RESP (Redis protocol) port; 0 picks a free one (default off)", SetRespPort},
       {"resp-default-map", "map that RESP string commands use (default 'default')",
        NonEmptyString("resp-default-map", &MemberOptions::resp_default_map)},

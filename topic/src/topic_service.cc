@@ -37,9 +37,16 @@ struct Counters {
   std::atomic<std::int64_t> dropped{0};
   std::atomic<std::int64_t> listener_errors{0};
   std::shared_ptr<spdlog::logger> log;
+
+  std::int64_t Activity() const {
+    return published.load(std::memory_order_relaxed) + delivered.load(std::memory_order_relaxed) +
+           dropped.load(std::memory_order_relaxed) +
+           listener_errors.load(std::memory_order_relaxed);
+  }
 };
 
-// A delivery carries the service's counters and its topic's.
+// A delivery carries the service's counters and its topic's (null: a topic without counters
+// of its own).
 struct CounterPair {
   std::shared_ptr<Counters> all;
   std::shared_ptr<Counters> topic;
@@ -54,15 +61,15 @@ void Deliver(const SubscriptionPtr& sub, const Message& message, const CounterPa
   try {
     sub->listener(message, pattern);
     counters.all->delivered.fetch_add(1, std::memory_order_relaxed);
-    counters.topic->delivered.fetch_add(1, std::memory_order_relaxed);
+    if (counters.topic) counters.topic->delivered.fetch_add(1, std::memory_order_relaxed);
   } catch (const std::exception& e) {
     counters.all->listener_errors.fetch_add(1, std::memory_order_relaxed);
-    counters.topic->listener_errors.fetch_add(1, std::memory_order_relaxed);
+    if (counters.topic) counters.topic->listener_errors.fetch_add(1, std::memory_order_relaxed);
     counters.all->log->warn("topic listener {} on '{}' threw: {}; it keeps receiving", sub->id,
                             message.topic, e.what());
   } catch (...) {
     counters.all->listener_errors.fetch_add(1, std::memory_order_relaxed);
-    counters.topic->listener_errors.fetch_add(1, std::memory_order_relaxed);
+    if (counters.topic) counters.topic->listener_errors.fetch_add(1, std::memory_order_relaxed);
     counters.all->log->warn("topic listener {} on '{}' threw a non-exception; it keeps receiving",
                             sub->id, message.topic);
   }
@@ -86,34 +93,102 @@ struct TopicService::Impl {
   SubscriptionId next_id = 1;
   std::atomic<std::int64_t> next_sequence{1};
   std::function<std::int64_t(Message)> cluster_publisher;
+  // Per-topic counters (see "Statistics" in the header), guarded by by_name_mu.
+  struct Tracked {
+    std::shared_ptr<Counters> counters;
+    std::int64_t activity_at_sweep = -1;  // Activity() at the last sweep; -1: none since added
+    std::int64_t subscriptions = 0;       // plain subscriptions here: kept while > 0
+  };
   mutable std::mutex by_name_mu;
-  std::unordered_map<std::string, std::shared_ptr<Counters>> by_name;  // guarded by by_name_mu
-  // Per shard, the by_name entries that shard has used: a publish on a shard thread finds its
-  // topic's counters without the mutex (by_name never drops an entry, so they stay valid).
+  std::unordered_map<std::string, Tracked> by_name;
+  const std::size_t stats_limit;
+  std::size_t untracked_since_sweep = 0;
+  // Bumped whenever names are dropped: shards then empty their caches.
+  std::atomic<std::uint64_t> generation{0};
+  // Per shard, the counters of names that shard has used, so a publish on a shard thread finds
+  // its topic's counters without the mutex. Only names with counters are cached.
   struct alignas(64) ShardCounterCache {
-    std::unordered_map<std::string, Counters*> by_name;
+    std::uint64_t generation = 0;
+    std::unordered_map<std::string, std::shared_ptr<Counters>> by_name;
   };
   std::vector<ShardCounterCache> caches;  // caches[s] is touched only on shard s
 
-  explicit Impl(runtime::ShardSet& s) : shards(s), caches(s.size()) {}
+  Impl(runtime::ShardSet& s, std::size_t limit) : shards(s), stats_limit(limit), caches(s.size()) {}
+
+  // The counters of `topic`, or null if it has none and none can be made now. REQUIRES:
+  // by_name_mu held.
+  Tracked* FindOrAddLocked(const std::string& topic) {
+    if (auto it = by_name.find(topic); it != by_name.end()) return &it->second;
+    if (by_name.size() >= stats_limit) {
+      if (++untracked_since_sweep < std::max<std::size_t>(stats_limit, 1)) return nullptr;
+      untracked_since_sweep = 0;
+      SweepLocked();
+      if (by_name.size() >= stats_limit) return nullptr;
+    }
+    Tracked& added = by_name[topic];
+    added.counters = std::make_shared<Counters>();
+    return &added;
+  }
+
+  // Drops the names without a subscription that saw no activity since the last sweep.
+  void SweepLocked() {
+    bool dropped = false;
+    for (auto it = by_name.begin(); it != by_name.end();) {
+      Tracked& t = it->second;
+      const std::int64_t activity = t.counters->Activity();
+      if (t.subscriptions == 0 && activity == t.activity_at_sweep) {
+        it = by_name.erase(it);
+        dropped = true;
+      } else {
+        t.activity_at_sweep = activity;
+        ++it;
+      }
+    }
+    if (dropped) generation.fetch_add(1, std::memory_order_acq_rel);
+  }
 
   std::shared_ptr<Counters> CountersOf(const std::string& topic) {
     std::lock_guard lock(by_name_mu);
-    auto& c = by_name[topic];
-    if (!c) c = std::make_shared<Counters>();
-    return c;
+    Tracked* tracked = FindOrAddLocked(topic);
+    return tracked ? tracked->counters : nullptr;
   }
 
-  // The same without the shared pointer, and without the mutex once this shard has seen the
-  // topic.
-  Counters& CountersHere(const std::string& topic) {
+  // Counts a publish of `topic`: on a shard thread without the mutex once that shard has seen
+  // the topic.
+  void CountPublished(const std::string& topic) {
+    counters->published.fetch_add(1, std::memory_order_relaxed);
     const auto shard = shards.CurrentShard();
-    if (!shard) return *CountersOf(topic);
-    auto& cache = caches[*shard].by_name;
-    if (auto it = cache.find(topic); it != cache.end()) return *it->second;
-    Counters* counters = CountersOf(topic).get();
-    cache.emplace(topic, counters);
-    return *counters;
+    if (!shard) {
+      if (auto c = CountersOf(topic)) c->published.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (Counters* c = CachedCounters(caches[*shard], topic)) {
+      c->published.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  // `topic`'s counters through a shard's cache (null: none). REQUIRES: on that shard.
+  Counters* CachedCounters(ShardCounterCache& cache, const std::string& topic) {
+    const auto current = generation.load(std::memory_order_acquire);
+    if (cache.generation != current) {
+      cache.by_name.clear();
+      cache.generation = current;
+    }
+    if (auto it = cache.by_name.find(topic); it != cache.by_name.end()) return it->second.get();
+    auto counters = CountersOf(topic);
+    if (!counters) return nullptr;
+    return cache.by_name.emplace(topic, std::move(counters)).first->second.get();
+  }
+
+  // Plain subscriptions keep their topic's counters.
+  void Pin(const std::string& topic, std::int64_t delta) {
+    std::lock_guard lock(by_name_mu);
+    auto it = by_name.find(topic);
+    if (it == by_name.end()) {
+      if (delta < 0) return;
+      it = by_name.emplace(topic, Tracked{std::make_shared<Counters>()}).first;
+    }
+    it->second.subscriptions += delta;
   }
 
   // Queues one delivery; false if the listener's queue is full.
@@ -144,13 +219,15 @@ struct TopicService::Impl {
       patterns.push_back(sub);
     } else {
       by_topic[sub->name].push_back(sub);
+      Pin(sub->name, 1);
     }
     return sub->id;
   }
 };
 
-TopicService::TopicService(runtime::ShardSet& shards, std::shared_ptr<spdlog::logger> log)
-    : impl_(std::make_unique<Impl>(shards)) {
+TopicService::TopicService(runtime::ShardSet& shards, std::shared_ptr<spdlog::logger> log,
+                           std::size_t stats_limit)
+    : impl_(std::make_unique<Impl>(shards, stats_limit)) {
   impl_->counters->log = std::move(log);
 }
 
@@ -162,8 +239,7 @@ std::int64_t TopicService::Publish(std::string_view topic, std::string payload,
 }
 
 std::int64_t TopicService::Publish(Message message) {
-  impl_->counters->published.fetch_add(1, std::memory_order_relaxed);
-  impl_->CountersHere(message.topic).published.fetch_add(1, std::memory_order_relaxed);
+  impl_->CountPublished(message.topic);
   if (message.publish_time_ms == 0) message.publish_time_ms = WallMs();
   if (impl_->cluster_publisher) return impl_->cluster_publisher(std::move(message));
   return PublishLocal(std::move(message));
@@ -224,6 +300,7 @@ bool TopicService::Unsubscribe(SubscriptionId id) {
   } else if (auto t = impl_->by_topic.find(sub->name); t != impl_->by_topic.end()) {
     remove_from(t->second);
     if (t->second.empty()) impl_->by_topic.erase(t);
+    impl_->Pin(sub->name, -1);
   }
   return true;
 }
@@ -259,19 +336,24 @@ TopicStats TopicService::Stats() const {
 
 void TopicService::CountDropped(std::string_view topic) {
   impl_->counters->dropped.fetch_add(1, std::memory_order_relaxed);
-  impl_->CountersOf(std::string(topic))->dropped.fetch_add(1, std::memory_order_relaxed);
+  if (auto c = impl_->CountersOf(std::string(topic))) {
+    c->dropped.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void TopicService::CountListenerError(std::string_view topic) {
   impl_->counters->listener_errors.fetch_add(1, std::memory_order_relaxed);
-  impl_->CountersOf(std::string(topic))->listener_errors.fetch_add(1, std::memory_order_relaxed);
+  if (auto c = impl_->CountersOf(std::string(topic))) {
+    c->listener_errors.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 std::vector<std::pair<std::string, TopicStats>> TopicService::StatsByTopic() const {
   std::map<std::string, TopicStats> out;
   {
     std::lock_guard lock(impl_->by_name_mu);
-    for (const auto& [name, c] : impl_->by_name) {
+    for (const auto& [name, tracked] : impl_->by_name) {
+      const Counters* c = tracked.counters.get();
       TopicStats& s = out[name];
       s.published = c->published.load(std::memory_order_relaxed);
       s.delivered = c->delivered.load(std::memory_order_relaxed);

@@ -48,8 +48,47 @@ MetricsRegistry::Series& MetricsRegistry::FindOrAdd(std::string_view name, Label
   }
   TESSERA_CHECK(family->second.type == type,
                 "metric '" + std::string(name) + "' is already registered with another type");
+  TESSERA_CHECK(
+      !family->second.set_whole,
+      "metric '" + std::string(name) + "' is set whole with Set*Family; do not register it");
   if (family->second.help.empty()) family->second.help = std::string(help);
   return family->second.series[std::move(labels)];
+}
+
+MetricsRegistry::Family& MetricsRegistry::ResetWholeFamily(std::string_view name,
+                                                           std::string_view help, Type type) {
+  TESSERA_CHECK(IsValidName(name, true),
+                "invalid metric name '" + std::string(name) + "': use [a-zA-Z_:][a-zA-Z0-9_:]*");
+  auto family = families_.find(name);
+  if (family == families_.end()) {
+    family = families_.emplace(std::string(name), Family{type, std::string(help), {}, true}).first;
+  }
+  TESSERA_CHECK(family->second.type == type && family->second.set_whole,
+                "metric '" + std::string(name) + "' is already registered another way");
+  family->second.series.clear();
+  return family->second;
+}
+
+void MetricsRegistry::SetCounterFamily(std::string_view name, std::string_view help,
+                                       std::vector<std::pair<Labels, std::int64_t>> values) {
+  std::lock_guard lock(mutex_);
+  Family& family = ResetWholeFamily(name, help, Type::kCounter);
+  for (auto& [labels, value] : values) {
+    Series& series = family.series[Normalize(std::move(labels), name)];
+    series.counter = std::make_unique<Counter>();
+    series.counter->Increment(std::max<std::int64_t>(value, 0));
+  }
+}
+
+void MetricsRegistry::SetGaugeFamily(std::string_view name, std::string_view help,
+                                     std::vector<std::pair<Labels, double>> values) {
+  std::lock_guard lock(mutex_);
+  Family& family = ResetWholeFamily(name, help, Type::kGauge);
+  for (auto& [labels, value] : values) {
+    Series& series = family.series[Normalize(std::move(labels), name)];
+    series.gauge = std::make_unique<Gauge>();
+    series.gauge->Set(value);
+  }
 }
 
 Counter& MetricsRegistry::RegisterCounter(std::string_view name, Labels labels,

@@ -213,3 +213,21 @@ TEST_CASE("A member's metrics count the entry listeners of each map", "[grid]") 
         std::string::npos);
   member.Shutdown();
 }
+
+TEST_CASE("A member's topic metrics stay bounded while names keep changing", "[grid]") {
+  auto options = Embedded();
+  options.topic_stats_limit = 2;
+  Member member(options);
+  REQUIRE(member.Start());
+  for (int i = 0; i < 50; ++i) REQUIRE(member.GetTopic("user:" + std::to_string(i))->Publish("m"));
+  const std::string text = member.MetricsText();
+  CHECK(text.find("tessera_topics_published_total 50\n") != std::string::npos);
+  std::size_t per_topic = 0;
+  for (auto at = text.find("tessera_topic_published_total{"); at != std::string::npos;
+       at = text.find("tessera_topic_published_total{", at + 1)) {
+    ++per_topic;
+  }
+  CHECK(per_topic >= 1);
+  CHECK(per_topic <= 2);
+  member.Shutdown();
+}

@@ -57,6 +57,29 @@ TEST_CASE("misuse is reported as a bug") {
   CHECK_THROWS_AS(registry.RegisterCounter("x_total").Increment(-1), std::logic_error);
 }
 
+TEST_CASE("a family set whole shows exactly the label sets of its last setting") {
+  MetricsRegistry registry;
+  registry.SetCounterFamily("topic_total", "per topic",
+                            {{{{"topic", "a"}}, 3}, {{{"topic", "b"}}, 5}});
+  registry.SetGaugeFamily("listeners", "per map", {{{{"map", "m"}}, 2.0}});
+  std::string text = registry.RenderPrometheus();
+  CHECK(text.find("topic_total{topic=\"a\"} 3\n") != std::string::npos);
+  CHECK(text.find("topic_total{topic=\"b\"} 5\n") != std::string::npos);
+  CHECK(text.find("listeners{map=\"m\"} 2\n") != std::string::npos);
+  // "a" is gone; "b" restarted from 1 (a counter reset, as the source reports it).
+  registry.SetCounterFamily("topic_total", "per topic", {{{{"topic", "b"}}, 1}});
+  registry.SetGaugeFamily("listeners", "per map", {});
+  text = registry.RenderPrometheus();
+  CHECK(text.find("topic=\"a\"") == std::string::npos);
+  CHECK(text.find("topic_total{topic=\"b\"} 1\n") != std::string::npos);
+  CHECK(text.find("listeners{") == std::string::npos);
+  // A name is either set whole or registered, never both.
+  CHECK_THROWS_AS(registry.RegisterCounter("topic_total"), std::logic_error);
+  registry.RegisterCounter("plain_total");
+  CHECK_THROWS_AS(registry.SetCounterFamily("plain_total", "", {}), std::logic_error);
+  CHECK_THROWS_AS(registry.SetGaugeFamily("topic_total", "", {}), std::logic_error);
+}
+
 TEST_CASE("gauges hold a value or call back") {
   MetricsRegistry registry;
   Gauge& gauge = registry.RegisterGauge("queue_depth");

@@ -2,6 +2,7 @@
 
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -195,5 +196,86 @@ TEST_CASE("Message carries topic, publisher and increasing sequence", "[topic]")
   CHECK(seen[0].publisher_id == "pub-1");
   CHECK(seen[1].publisher_id == "pub-2");
   CHECK(seen[0].sequence < seen[1].sequence);
+  shards.Stop();
+}
+
+namespace {
+
+// Per-topic published counts, as StatsByTopic reports them.
+std::vector<std::pair<std::string, std::int64_t>> PublishedByTopic(const TopicService& topics) {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  for (const auto& [name, stats] : topics.StatsByTopic()) out.emplace_back(name, stats.published);
+  return out;
+}
+
+using Published = std::vector<std::pair<std::string, std::int64_t>>;
+
+}  // namespace
+
+TEST_CASE("Per-topic statistics stay bounded while publishing to ever new names", "[topic]") {
+  ShardSet shards(1);
+  shards.Start();
+  TopicService topics(shards, NullLogger(), /*stats_limit=*/10);
+  Inbox inbox;
+  topics.Subscribe("kept", ListenerOptions{.shard = 0}, inbox.Listener(shards));
+  for (int i = 0; i < 3000; ++i) topics.Publish("user:" + std::to_string(i), "m", "p");
+  std::promise<void> done;  // the same from a shard thread (its own cache of counters)
+  shards.InvokeOn(0, [&] {
+    for (int i = 3000; i < 6000; ++i) topics.Publish("user:" + std::to_string(i), "m", "p");
+    done.set_value();
+  });
+  done.get_future().wait();
+  for (int i = 0; i < 5; ++i) topics.Publish("kept", "m", "p");
+  REQUIRE(inbox.WaitFor(5));
+  const auto by_topic = topics.StatsByTopic();
+  CHECK(by_topic.size() <= 11);  // the limit, plus the subscribed topic
+  auto kept = std::find_if(by_topic.begin(), by_topic.end(),
+                           [](const auto& entry) { return entry.first == "kept"; });
+  REQUIRE(kept != by_topic.end());
+  CHECK(kept->second.published == 5);
+  CHECK(kept->second.delivered == 5);
+  CHECK(kept->second.subscriptions == 1);
+  CHECK(topics.Stats().published == 6005);  // the totals count every topic
+  CHECK(topics.Stats().delivered == 5);
+  shards.Stop();
+}
+
+TEST_CASE("Idle topic names give their statistics' place to new ones at the next sweep",
+          "[topic]") {
+  ShardSet shards(1);
+  shards.Start();
+  TopicService topics(shards, NullLogger(), /*stats_limit=*/3);
+  for (const char* name : {"a", "b", "c"}) topics.Publish(name, "m", "p");
+  // Full: "x" is counted in the totals only; its third publish sweeps, but every name has
+  // been active since the (first) sweep.
+  for (int i = 0; i < 3; ++i) topics.Publish("x", "m", "p");
+  CHECK(PublishedByTopic(topics) == Published{{"a", 1}, {"b", 1}, {"c", 1}});
+  topics.Publish("b", "m", "p");
+  // The next sweep drops "a" and "c", idle since the last one, and "x" takes a place.
+  for (int i = 0; i < 3; ++i) topics.Publish("x", "m", "p");
+  CHECK(PublishedByTopic(topics) == Published{{"b", 2}, {"x", 1}});
+  CHECK(topics.Stats().published == 10);
+  shards.Stop();
+}
+
+TEST_CASE("A topic whose statistics were dropped counts afresh on a shard that cached them",
+          "[topic]") {
+  ShardSet shards(1);
+  shards.Start();
+  TopicService topics(shards, NullLogger(), /*stats_limit=*/2);
+  auto publish_on_shard = [&](const std::string& name) {
+    std::promise<void> done;
+    shards.InvokeOn(0, [&] {
+      topics.Publish(name, "m", "p");
+      done.set_value();
+    });
+    done.get_future().wait();
+  };
+  publish_on_shard("a");  // the shard caches "a"'s counters
+  topics.Publish("b", "m", "p");
+  for (int i = 0; i < 4; ++i) topics.Publish("y", "m", "p");  // two sweeps: a and b dropped
+  CHECK(PublishedByTopic(topics) == Published{{"y", 1}});
+  publish_on_shard("a");  // not into the dropped counters: "a" is back, from 0
+  CHECK(PublishedByTopic(topics) == Published{{"a", 1}, {"y", 1}});
   shards.Stop();
 }

@@ -18,6 +18,7 @@
 #include "tessera/map/entry_processor.h"
 #include "tessera/map/map_service.h"
 #include "tessera/membership/cluster_view.h"
+#include "tessera/topic/topic_service.h"
 
 namespace spdlog {
 class logger;
@@ -44,7 +45,10 @@ struct MemberOptions {
   map::MapServiceOptions map_options;
   std::map<std::string, map::MapConfig> maps;        // per-map configuration
   std::map<std::string, topic::TopicConfig> topics;  // per-topic configuration
-  std::optional<std::uint16_t> resp_port;            // RESP front-end (off when unset; 0 = any)
+  // Topic names kept with statistics of their own besides those with a subscription here
+  // (metrics, grid-cli topic stats); others count in the totals only. See topic_service.h.
+  std::uint32_t topic_stats_limit = topic::TopicService::kDefaultStatsLimit;
+  std::optional<std::uint16_t> resp_port;  // RESP front-end (off when unset; 0 = any)
   std::string resp_default_map = "default";
   std::uint64_t resp_max_bulk_bytes = 512ull * 1024 * 1024;
   // Cluster membership (needs listen = true). Empty join = start a new cluster as its master.

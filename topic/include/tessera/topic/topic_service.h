@@ -15,6 +15,14 @@
 // deliver what they receive with PublishLocal. Front-ends (RESP, the native protocol, the
 // embedded API) call Publish and get cluster-wide delivery without knowing.
 //
+// Statistics: totals over every topic, and per topic for a bounded set of names, so
+// publishing to ever new names (per-user channels, say) costs no memory per name: a topic
+// with a plain subscription here always has its own counters; other names get them while
+// fewer than `stats_limit` names are kept. When the set is full, a sweep at most once per
+// `stats_limit` untracked publishes drops the names without a subscription that saw no
+// activity since the previous sweep (their counters start again from 0 if they come back).
+// Messages on a topic without counters count in the totals only.
+//
 // Thread-safety: every method is safe to call from any thread, including from a listener.
 
 #include <atomic>
@@ -24,6 +32,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tessera/runtime/shard_set.h"
@@ -74,8 +83,12 @@ struct TopicStats {
 
 class TopicService {
  public:
-  // `shards` must outlive the service and every delivery it posted.
-  TopicService(runtime::ShardSet& shards, std::shared_ptr<spdlog::logger> log);
+  static constexpr std::size_t kDefaultStatsLimit = 1000;
+
+  // `shards` must outlive the service and every delivery it posted. `stats_limit`: topic
+  // names kept with counters of their own besides those with a subscription (see above).
+  TopicService(runtime::ShardSet& shards, std::shared_ptr<spdlog::logger> log,
+               std::size_t stats_limit = kDefaultStatsLimit);
   ~TopicService();
   TopicService(const TopicService&) = delete;
   TopicService& operator=(const TopicService&) = delete;
@@ -116,8 +129,8 @@ class TopicService {
   // full) or a listener invocation that threw (the grid's per-listener queues report here).
   void CountDropped(std::string_view topic);
   void CountListenerError(std::string_view topic);
-  // Per topic, sorted by name, for topics that saw a message or have a plain subscription:
-  // published here, delivered, dropped, listener errors, current plain subscriptions.
+  // Per topic with counters of its own (see Statistics above), sorted by name: published
+  // here, delivered, dropped, listener errors, current plain subscriptions.
   std::vector<std::pair<std::string, TopicStats>> StatsByTopic() const;
 
  private:

@@ -54,6 +54,16 @@ class MetricsRegistry {
   LatencyHistogram& RegisterHistogram(std::string_view name, Labels labels = {},
                                       std::string_view help = "");
 
+  // Families whose values live elsewhere and are copied in before rendering: each call
+  // replaces every series of the family with `values`, so a label set no longer listed is
+  // gone (a family keyed by names that come and go stays bounded, and a count that restarted
+  // shows as a counter reset). References to such a family's series are not handed out;
+  // registering one of its names with Register* as well is a bug.
+  void SetCounterFamily(std::string_view name, std::string_view help,
+                        std::vector<std::pair<Labels, std::int64_t>> values);
+  void SetGaugeFamily(std::string_view name, std::string_view help,
+                      std::vector<std::pair<Labels, double>> values);
+
   // Prometheus text exposition format (version 0.0.4): per name a `# HELP` line (when help
   // was given) and a `# TYPE` line, then one line per label set. Counters and gauges render
   // their value; histograms render as a summary: quantile="0.5"/"0.99"/"0.999" lines plus
@@ -71,10 +81,13 @@ class MetricsRegistry {
     Type type;
     std::string help;
     std::map<Labels, Series> series;  // labels sorted by name
+    bool set_whole = false;           // by Set*Family
   };
 
   // Finds or creates the series; REQUIRES: mutex_ held.
   Series& FindOrAdd(std::string_view name, Labels labels, std::string_view help, Type type);
+  // Finds or creates a family set whole, emptied; REQUIRES: mutex_ held.
+  Family& ResetWholeFamily(std::string_view name, std::string_view help, Type type);
 
   mutable std::mutex mutex_;
   std::map<std::string, Family, std::less<>> families_;
