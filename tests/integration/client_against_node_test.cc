@@ -19,6 +19,27 @@ GenericRecord Person(std::int64_t age, std::string city) {
   return GenericRecord::Build("Person").Int64("age", age).String("city", std::move(city)).Done();
 }
 
+// Entry events as a listener receives them; thread-safe.
+struct EventLog {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<map::EntryEvent> events;
+
+  map::EntryListener Listener() {
+    return [this](const map::EntryEvent& e) {
+      std::lock_guard lock(mutex);
+      events.push_back(e);
+      arrived.notify_all();
+    };
+  }
+  // The first `n` events, once they arrived within 5 s; fewer if they did not.
+  std::vector<map::EntryEvent> WaitFor(std::size_t n) {
+    std::unique_lock lock(mutex);
+    arrived.wait_for(lock, 5s, [&] { return events.size() >= n; });
+    return events;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("Client put/get/remove/putIfAbsent round-trip through grid-node", "[tools][client]") {
@@ -113,39 +134,30 @@ TEST_CASE("An entry listener on a client receives added, updated and removed eve
   auto node = NodeProcess::StartOrFail();
   auto client = ConnectOrFail(*node);
   auto m = client->GetMap("watched");
-  std::mutex mutex;
-  std::condition_variable arrived;
-  std::vector<map::EntryEvent> events;
-  auto id = m->AddEntryListener([&mutex, &arrived, &events](const map::EntryEvent& e) {
-    std::lock_guard lock(mutex);
-    events.push_back(e);
-    arrived.notify_all();
-  });
+  EventLog log;
+  auto id = m->AddEntryListener(log.Listener());
   REQUIRE(id);
   REQUIRE(m->Put("k", "v1"));
   REQUIRE(m->Put("k", "v2"));
   REQUIRE(m->Remove("k"));
-  {
-    std::unique_lock lock(mutex);
-    REQUIRE(arrived.wait_for(lock, 5s, [&events] { return events.size() >= 3; }));
-    CHECK(events[0].type == map::EntryEventType::kAdded);
-    CHECK(events[0].value == Optional("v1"));
-    CHECK(events[1].type == map::EntryEventType::kUpdated);
-    CHECK(events[1].value == Optional("v2"));
-    CHECK(events[1].old_value == Optional("v1"));
-    CHECK(events[2].type == map::EntryEventType::kRemoved);
-    CHECK(events[2].old_value == Optional("v2"));
-    for (const auto& e : events) {
-      CHECK(e.key == "k");
-      CHECK(e.map_name == "watched");
-    }
+  auto events = log.WaitFor(3);
+  REQUIRE(events.size() == 3);
+  CHECK(events[0].type == map::EntryEventType::kAdded);
+  CHECK(events[0].value == Optional("v1"));
+  CHECK(events[1].type == map::EntryEventType::kUpdated);
+  CHECK(events[1].value == Optional("v2"));
+  CHECK(events[1].old_value == Optional("v1"));
+  CHECK(events[2].type == map::EntryEventType::kRemoved);
+  CHECK(events[2].old_value == Optional("v2"));
+  for (const auto& e : events) {
+    CHECK(e.key == "k");
+    CHECK(e.map_name == "watched");
   }
   CHECK(m->RemoveEntryListener(*id).value());
   REQUIRE(m->Put("k", "v3"));
   REQUIRE(m->Get("k"));  // a round trip after the put: a stray event would have been sent
   std::this_thread::sleep_for(200ms);
-  std::lock_guard lock(mutex);
-  CHECK(events.size() == 3);
+  CHECK(log.WaitFor(0).size() == 3);
   client->Shutdown();
 }
 
@@ -160,16 +172,9 @@ TEST_CASE(
   auto view = client->FetchClusterView();
   REQUIRE(view);
   REQUIRE(view->members.members.empty());  // the case under test: no view formed yet
-  std::mutex mutex;
-  std::condition_variable arrived;
-  std::vector<map::EntryEvent> events;
   auto m = client->GetMap("watched");
-  auto id = m->AddEntryListener([&mutex, &arrived, &events](const map::EntryEvent& e) {
-    std::lock_guard lock(mutex);
-    events.push_back(e);
-    arrived.notify_all();
-  });
-  REQUIRE(id);
+  EventLog log;
+  REQUIRE(m->AddEntryListener(log.Listener()));
   // Registered on the member when the call returns, not later when its view arrives: a write
   // the member runs as soon as it has its view must be reported.
   auto metrics = client->FetchMetricsText();
@@ -177,13 +182,12 @@ TEST_CASE(
   CHECK(metrics->find("tessera_map_entry_listeners{map=\"watched\"} 1\n") != std::string::npos);
   REQUIRE(m->Put("k", "v1"));  // runs once the member has started its cluster
   REQUIRE(m->Remove("k"));
-  std::unique_lock lock(mutex);
-  REQUIRE(arrived.wait_for(lock, 5s, [&events] { return events.size() >= 2; }));
+  auto events = log.WaitFor(2);
+  REQUIRE(events.size() == 2);
   CHECK(events[0].type == map::EntryEventType::kAdded);
   CHECK(events[0].value == Optional("v1"));
   CHECK(events[1].type == map::EntryEventType::kRemoved);
   CHECK(events[1].old_value == Optional("v1"));
-  lock.unlock();
   client->Shutdown();
 }
 
