@@ -685,18 +685,25 @@ struct Client::Impl : public Invoker,
     if (undo) undo->Call(RemoveListenerMessage(*server_id), options.call_timeout, [](auto) {});
   }
 
-  // Waits until listener `id` is registered on each of `addresses` (or the member is gone or
-  // unreachable: it gets the listener when it reconnects). The first refusal is the error.
-  Result<void> WaitForRegistrations(map::ListenerId id, const std::vector<std::string>& addresses,
+  // A member connection (or connection attempt) by address and generation.
+  struct PeerAttempt {
+    std::string address;
+    std::uint64_t generation;
+  };
+
+  // Waits until listener `id` is registered through each of `attempts`, or the attempt is
+  // over: the member is gone, or the connection failed or was replaced (the member gets the
+  // listener when a later connection opens). The first refusal is the error.
+  Result<void> WaitForRegistrations(map::ListenerId id, const std::vector<PeerAttempt>& attempts,
                                     Clock::time_point deadline) {
     std::unique_lock lock(mu);
     std::optional<base::Error> error;
     std::string waiting_for;
     auto done = [&] {
       waiting_for.clear();
-      for (const auto& address : addresses) {
+      for (const auto& [address, generation] : attempts) {
         auto it = peers.find(address);
-        if (stopping || it == peers.end()) continue;
+        if (stopping || it == peers.end() || it->second.generation != generation) continue;
         const Peer& peer = it->second;
         if (auto refused = peer.refused.find(id); refused != peer.refused.end()) {
           error = refused->second;
@@ -732,7 +739,7 @@ struct Client::Impl : public Invoker,
       std::shared_ptr<net::ClientConnection> conn;
     };
     std::vector<On> on;
-    std::vector<std::string> involved;  // every member connected or being connected to
+    std::vector<PeerAttempt> involved;  // every member connected or being connected to
     map::ListenerId id = 0;
     {
       std::lock_guard lock(mu);
@@ -742,9 +749,9 @@ struct Client::Impl : public Invoker,
         if (peer.conn && peer.conn->is_open()) {
           peer.server_ids[id] = 0;
           on.push_back({address, peer.generation, peer.conn});
-          involved.push_back(address);
+          involved.push_back({address, peer.generation});
         } else if (peer.connecting) {
-          involved.push_back(address);  // OnPeerConnected registers it
+          involved.push_back({address, peer.generation});  // OnPeerConnected registers it
         }
       }
     }
