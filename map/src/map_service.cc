@@ -60,10 +60,9 @@ MapTable& MapService::Impl::TableOn(std::size_t shard, const std::string& name) 
     state.last = it->second.get();
     return *it->second;
   }
-  auto table = std::make_unique<MapTable>();
-  table->name = name;
   const std::size_t n = shards.size();
-  table->stores.resize((partitioner.partition_count() + n - 1) / n);
+  auto table = std::make_unique<MapTable>((partitioner.partition_count() + n - 1) / n);
+  table->name = name;
   MapTable& ref = *table;
   state.sweep_order.push_back(table.get());
   state.maps.emplace(name, std::move(table));
@@ -73,9 +72,7 @@ MapTable& MapService::Impl::TableOn(std::size_t shard, const std::string& name) 
 }
 
 RecordStore& MapService::Impl::StoreOf(MapTable& table, std::uint32_t partition_id) {
-  auto& slot = table.stores[partition_id / shards.size()];
-  if (!slot) slot = std::make_unique<RecordStore>();
-  return *slot;
+  return table.stores.GetOrCreate(partition_id / shards.size());
 }
 
 void MapService::Impl::Refresh(MapTable& table) {
@@ -216,9 +213,10 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
   auto existing = states[shard]->maps.find(request.map_name);
   if (existing == states[shard]->maps.end()) return merged;
   MapTable& table = *existing->second;
-  for (std::size_t i = 0; i < table.stores.size(); ++i) {
-    const auto partition_id = static_cast<std::uint32_t>(i * shards.size() + shard);
-    if (!table.stores[i] || !IsLocal(partition_id)) continue;  // another member's partition
+  for (std::size_t slot = 0; slot < table.stores.slot_count(); ++slot) {
+    const auto partition_id =
+        static_cast<std::uint32_t>(table.stores.LocalAt(slot) * shards.size() + shard);
+    if (!table.stores.At(slot) || !IsLocal(partition_id)) continue;  // another member's
     auto ok = run(partition_id, request);
     if (!ok) return std::unexpected(ok.error());
   }
@@ -279,15 +277,21 @@ void MapService::Impl::SweepTick(std::size_t shard) {
   std::size_t examined = 0, expired = 0;
   // Visit each store at most once per tick, resuming where the last tick stopped.
   std::size_t total_stores = 0;
-  for (MapTable* t : state.sweep_order) total_stores += t->stores.size();
+  for (MapTable* t : state.sweep_order) total_stores += t->stores.slot_count();
   for (std::size_t step = 0; step < total_stores && examined < budget; ++step) {
     if (state.sweep_table >= state.sweep_order.size()) state.sweep_table = 0;
     MapTable& table = *state.sweep_order[state.sweep_table];
-    auto& store = table.stores[state.sweep_store];
+    if (state.sweep_store >= table.stores.slot_count()) {  // a table with no store yet
+      state.sweep_store = 0;
+      ++state.sweep_table;
+      continue;
+    }
+    RecordStore* store = table.stores.At(state.sweep_store);
     bool done_with_store = true;
     if (store && store->size() > 0) {
       std::vector<EntryEvent> events;
-      const auto p = static_cast<std::uint32_t>(state.sweep_store * shards.size() + shard);
+      const auto p = static_cast<std::uint32_t>(
+          table.stores.LocalAt(state.sweep_store) * shards.size() + shard);
       OpContext ctx = ContextFor(table, p, &events);
       const auto r = SweepStore(*store, ctx, budget - examined);
       examined += r.examined;
@@ -296,7 +300,7 @@ void MapService::Impl::SweepTick(std::size_t shard) {
       for (const auto& event : events) ListenerRegistry::Deliver(table.listeners, event);
     }
     if (!done_with_store) break;
-    if (++state.sweep_store >= table.stores.size()) {
+    if (++state.sweep_store >= table.stores.slot_count()) {
       state.sweep_store = 0;
       ++state.sweep_table;
     }

@@ -424,7 +424,7 @@ std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
   out.push_back({ReplicaUpdate::Kind::kClearPartition, "", partition_id, "", "", 0, 0, 0});
   const base::Millis now = clock.NowMs();
   for (auto& [name, table] : states[shard]->maps) {
-    auto& slot = table->stores[partition_id / shards.size()];
+    RecordStore* slot = table->stores.Find(partition_id / shards.size());
     if (!slot) continue;
     slot->ForEach([&](const Record& r) {
       if (r.ExpiredAt(now)) return;
@@ -509,8 +509,9 @@ StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
       case ReplicaUpdate::Kind::kResyncBegin:
         for (auto& [name, table] : states[shard]->maps) {
           if (!u.map_name.empty() && name != u.map_name) continue;
-          auto& slot = table->stores[u.partition_id / shards.size()];
-          if (slot) slot->Clear();
+          if (RecordStore* slot = table->stores.Find(u.partition_id / shards.size())) {
+            slot->Clear();
+          }
         }
         break;
       case ReplicaUpdate::Kind::kResyncChunk:

@@ -26,9 +26,61 @@ using base::ErrorCode;
 using base::Fail;
 constexpr auto kDrainTimeout = std::chrono::seconds(10);
 
+// The record stores of one map on one shard, by local index (partition / shard count), made
+// on first use. Sparse while the map holds few partitions here (a RESP hash is a map, often
+// with one field), so a small map costs a few dozen bytes instead of a pointer per partition;
+// dense (a vector indexed by local index) from kSparseMax stores on.
+class StoreTable {
+ public:
+  static constexpr std::size_t kSparseMax = 8;
+
+  explicit StoreTable(std::size_t capacity) : capacity_(capacity) {}
+
+  RecordStore* Find(std::size_t local) const {
+    if (!dense_.empty()) return dense_[local].get();
+    for (const auto& [index, store] : sparse_) {
+      if (index == local) return store.get();
+    }
+    return nullptr;
+  }
+  RecordStore& GetOrCreate(std::size_t local) {
+    if (RecordStore* found = Find(local)) return *found;
+    auto store = std::make_unique<RecordStore>();
+    RecordStore& ref = *store;
+    if (!dense_.empty()) {
+      dense_[local] = std::move(store);
+    } else if (sparse_.size() < kSparseMax) {
+      sparse_.emplace_back(local, std::move(store));
+    } else {
+      dense_.resize(capacity_);
+      for (auto& [index, s] : sparse_) dense_[index] = std::move(s);
+      sparse_.clear();
+      sparse_.shrink_to_fit();
+      dense_[local] = std::move(store);
+    }
+    return ref;
+  }
+
+  // Iteration: slot s in [0, slot_count()) holds At(s) (null: none yet) for local index
+  // LocalAt(s). Slots keep their order while stores are added, until the switch to dense.
+  std::size_t slot_count() const { return dense_.empty() ? sparse_.size() : dense_.size(); }
+  RecordStore* At(std::size_t slot) const {
+    return dense_.empty() ? sparse_[slot].second.get() : dense_[slot].get();
+  }
+  std::size_t LocalAt(std::size_t slot) const {
+    return dense_.empty() ? sparse_[slot].first : slot;
+  }
+
+ private:
+  std::size_t capacity_;  // local indexes are below it
+  std::vector<std::pair<std::size_t, std::unique_ptr<RecordStore>>> sparse_;
+  std::vector<std::unique_ptr<RecordStore>> dense_;  // empty while sparse
+};
+
 struct MapTable {
+  explicit MapTable(std::size_t store_capacity) : stores(store_capacity) {}
   std::string name;
-  std::vector<std::unique_ptr<RecordStore>> stores;  // local index = partition / shards
+  StoreTable stores;
   MapConfig config;
   std::uint64_t config_version = 0;
   ListenerRegistry::Snapshot listeners;

@@ -256,6 +256,46 @@ TEST_CASE("listeners get events in order per key, filtered by options", "[map][s
   CHECK(all.Snapshot().size() == 5);
 }
 
+TEST_CASE("maps of any size keep, count and expire their entries", "[map][service][ttl]") {
+  ServiceFixture f(1);  // one shard: all 271 partitions' stores of a map in one table
+  auto set_with_ttl = [&f](const std::string& map, const std::string& key) {
+    auto rq = ServiceFixture::Rq(MapOp::kSet, map, key, "v" + key);
+    rq.options.ttl_ms = 1000;
+    f.Run(rq);
+  };
+  auto all_there = [&f](const std::string& map, int count) {
+    for (int i = 0; i < count; ++i) {
+      const std::string key = "k" + std::to_string(i);
+      if (f.Run(ServiceFixture::Rq(MapOp::kGet, map, key)).value != "v" + key) return false;
+    }
+    return f.Run(ServiceFixture::Rq(MapOp::kSize, map)).count == count;
+  };
+  // Key by key from one partition to many: every entry stays readable as the map's stores
+  // go from the few a small map has to one per partition.
+  for (int i = 0; i < 300; ++i) {
+    set_with_ttl("growing", "k" + std::to_string(i));
+    if (i < 30 || i == 299) {
+      INFO("after key " << i);
+      REQUIRE(all_there("growing", i + 1));
+    }
+  }
+  // Many one-entry maps, as RESP hashes often are.
+  for (int i = 0; i < 200; ++i) set_with_ttl("small" + std::to_string(i), "k0");
+  for (int i = 0; i < 200; ++i) REQUIRE(all_there("small" + std::to_string(i), 1));
+  // The sweeper finds and expires the entries of both kinds.
+  auto expirations = [&f](const std::string& map) {
+    return f.Run(ServiceFixture::Rq(MapOp::kStats, map)).stats.expirations;
+  };
+  f.clock.Advance(1000);
+  CHECK(WaitFor([&] {
+    if (expirations("growing") != 300) return false;
+    for (int i = 0; i < 200; ++i) {
+      if (expirations("small" + std::to_string(i)) != 1) return false;
+    }
+    return true;
+  }));
+}
+
 TEST_CASE("listener counts per map follow adds and removes", "[map][service][events]") {
   ServiceFixture f(2);
   using Counts = std::vector<std::pair<std::string, std::size_t>>;
