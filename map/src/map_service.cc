@@ -13,10 +13,10 @@
 // Events an operation produces are delivered after the operation returns (still on the
 // shard thread, in order), so a listener may itself call the service.
 //
-// Sweeper: a steady_timer per shard examines up to sweep_budget_per_tick entries per tick,
-// resuming at a (map, partition, slot) cursor. When a tick used its whole budget and found
-// mostly expired entries (a mass expiry), the next tick runs at once instead of after
-// sweep_interval_ms, so reclaiming is bounded by CPU, not by the tick period; each tick is
+// Sweeper: a steady_timer per shard examines up to sweep_budget_per_tick entries, in at most
+// that many stores, per tick, resuming at a (map, store, slot) cursor. When a tick used its whole
+// budget and found mostly expired entries (a mass expiry), the next tick runs at once instead of
+// after sweep_interval_ms, so reclaiming is bounded by CPU, not by the tick period; each tick is
 // still one bounded handler, so requests interleave with it.
 //
 // Shutdown: every request holds an in-flight token; Stop() refuses new requests, waits for
@@ -275,19 +275,22 @@ void MapService::Impl::SweepTick(std::size_t shard) {
   const auto budget =
       static_cast<std::size_t>(std::max<std::int64_t>(options.sweep_budget_per_tick, 1));
   std::size_t examined = 0, expired = 0;
-  // Visit each store at most once per tick, resuming where the last tick stopped.
-  std::size_t total_stores = 0;
-  for (MapTable* t : state.sweep_order) total_stores += t->stores.slot_count();
-  for (std::size_t step = 0; step < total_stores && examined < budget; ++step) {
-    if (state.sweep_table >= state.sweep_order.size()) state.sweep_table = 0;
+  // Resumes where the last tick stopped and visits each store at most once, at most `budget`
+  // of them: a tick costs the same however many maps the shard holds (it used to count every
+  // map's stores first).
+  if (state.sweep_table >= state.sweep_order.size()) {
+    state.sweep_table = 0;
+    state.sweep_store = 0;
+  }
+  const std::size_t start_table = state.sweep_table;
+  const std::size_t start_store = state.sweep_store;
+  for (std::size_t visits = 0; visits < budget && examined < budget; ++visits) {
+    if (state.sweep_order.empty()) break;
     MapTable& table = *state.sweep_order[state.sweep_table];
-    if (state.sweep_store >= table.stores.slot_count()) {  // a table with no store yet
-      state.sweep_store = 0;
-      ++state.sweep_table;
-      continue;
-    }
-    RecordStore* store = table.stores.At(state.sweep_store);
     bool done_with_store = true;
+    RecordStore* store = state.sweep_store < table.stores.slot_count()
+                             ? table.stores.At(state.sweep_store)
+                             : nullptr;
     if (store && store->size() > 0) {
       std::vector<EntryEvent> events;
       const auto p = static_cast<std::uint32_t>(
@@ -302,8 +305,9 @@ void MapService::Impl::SweepTick(std::size_t shard) {
     if (!done_with_store) break;
     if (++state.sweep_store >= table.stores.slot_count()) {
       state.sweep_store = 0;
-      ++state.sweep_table;
+      if (++state.sweep_table >= state.sweep_order.size()) state.sweep_table = 0;
     }
+    if (state.sweep_table == start_table && state.sweep_store == start_store) break;  // a round
   }
   const bool mass_expiry = examined >= budget && expired * 4 > examined;
   ArmSweeper(shard, mass_expiry ? std::chrono::milliseconds(0)

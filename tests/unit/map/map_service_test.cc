@@ -257,7 +257,11 @@ TEST_CASE("listeners get events in order per key, filtered by options", "[map][s
 }
 
 TEST_CASE("maps of any size keep, count and expire their entries", "[map][service][ttl]") {
-  ServiceFixture f(1);  // one shard: all 271 partitions' stores of a map in one table
+  // A budget of 7 entries or stores per tick makes the sweeper resume across many ticks.
+  auto options = ServiceFixture::Fast();
+  options.sweep_budget_per_tick = GENERATE(4000, 7);
+  INFO("sweep budget " << options.sweep_budget_per_tick);
+  ServiceFixture f(1, options);  // one shard: all 271 partitions' stores of a map in one table
   auto set_with_ttl = [&f](const std::string& map, const std::string& key) {
     auto rq = ServiceFixture::Rq(MapOp::kSet, map, key, "v" + key);
     rq.options.ttl_ms = 1000;
