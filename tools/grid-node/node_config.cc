@@ -52,6 +52,17 @@ Setter PortSetter(std::uint16_t grid::MemberOptions::*field) {
   };
 }
 
+// A std::uint32_t option from 0 to `max`.
+Setter UnsignedSetter(std::string key, std::uint64_t max,
+                      std::uint32_t grid::MemberOptions::*field) {
+  return [key, max, field](NodeConfig& c, const std::string& text) -> Result<void> {
+    auto v = ParseUnsigned(key, text, max);
+    if (!v) return std::unexpected(v.error());
+    c.member.*field = static_cast<std::uint32_t>(*v);
+    return {};
+  };
+}
+
 Result<void> SetRespPort(NodeConfig& c, const std::string& text) {
   if (text == "off" || text == "false" || text.empty()) {
     c.member.resp_port.reset();
@@ -67,20 +78,6 @@ Result<void> SetThreads(NodeConfig& c, const std::string& text) {
   auto v = ParseUnsigned("threads", text, 1024);
   if (!v) return std::unexpected(v.error());
   c.member.threads = *v;
-  return {};
-}
-
-Result<void> SetIdlePoll(NodeConfig& c, const std::string& text) {
-  auto v = ParseUnsigned("idle-poll-us", text, 1'000'000);
-  if (!v) return std::unexpected(v.error());
-  c.member.idle_poll_us = static_cast<std::uint32_t>(*v);
-  return {};
-}
-
-Result<void> SetTopicStatsLimit(NodeConfig& c, const std::string& text) {
-  auto v = ParseUnsigned("topic-stats-limit", text, 1'000'000);
-  if (!v) return std::unexpected(v.error());
-  c.member.topic_stats_limit = static_cast<std::uint32_t>(*v);
   return {};
 }
 
@@ -123,13 +120,6 @@ Result<void> SetJoin(NodeConfig& c, const std::string& text) {
   return {};
 }
 
-Result<void> SetBackupCount(NodeConfig& c, const std::string& text) {
-  auto v = ParseUnsigned("backup-count", text, 6);
-  if (!v) return std::unexpected(v.error());
-  c.member.backup_count = static_cast<std::uint32_t>(*v);
-  return {};
-}
-
 Setter MillisSetter(std::string key, std::int64_t grid::MemberOptions::*field) {
   return [key, field](NodeConfig& c, const std::string& text) -> Result<void> {
     auto v = ParseUnsigned(key, text, 3'600'000);
@@ -167,18 +157,19 @@ std::vector<Setting> Settings() {
       {"idle-poll-us",
        "how long a shard out of work polls before it sleeps, while work arrives more often; "
        "0 = sleep at once (default 50)",
-       SetIdlePoll},
+       UnsignedSetter("idle-poll-us", 1'000'000, &MemberOptions::idle_poll_us)},
       {"partitions", "partition count (default 271)", SetPartitions},
       {"topic-stats-limit",
        "topic names with statistics of their own besides subscribed ones; others count in the "
        "totals (default 1000)",
-       SetTopicStatsLimit},
+       UnsignedSetter("topic-stats-limit", 1'000'000, &MemberOptions::topic_stats_limit)},
       {"resp-port", "RESP (Redis protocol) port; 0 picks a free one (default off)", SetRespPort},
       {"resp-default-map", "map that RESP string commands use (default 'default')",
        NonEmptyString("resp-default-map", &MemberOptions::resp_default_map)},
       {"join", "seed members to join, host:port[,host:port...] (default: start a new cluster)",
        SetJoin},
-      {"backup-count", "backup replicas per partition, 0..6 (default 1)", SetBackupCount},
+      {"backup-count", "backup replicas per partition, 0..6 (default 1)",
+       UnsignedSetter("backup-count", 6, &MemberOptions::backup_count)},
       {"heartbeat-ms", "heartbeat interval between members (default 1000)",
        MillisSetter("heartbeat-ms", &MemberOptions::heartbeat_interval_ms)},
       {"failure-timeout-ms", "silence after which a member is removed (default 5000)",
