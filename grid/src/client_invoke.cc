@@ -1,0 +1,139 @@
+// Map calls. A keyed call goes straight to its partition's owner over that member's
+// connection; anything else over the control connection. Retries within the call's timeout: a
+// call never sent (kConnectionFailed), one no member took (kNotOwner), and a read whose
+// connection was lost (kMemberLeft; reading twice is harmless). A write whose connection was
+// lost is reported as kMemberLeft: it may or may not have been applied.
+#include "client_impl.h"
+#include "tessera/map/map_codec.h"
+
+namespace tessera::grid {
+
+using base::ErrorCode;
+using Clock = Client::Impl::Clock;
+template <typename T>
+using Result = base::Result<T>;
+
+namespace {
+
+bool IsRead(map::MapOp op) {
+  switch (op) {
+    case map::MapOp::kGet:
+    case map::MapOp::kContainsKey:
+    case map::MapOp::kGetEntryView:
+    case map::MapOp::kGetAll:
+    case map::MapOp::kSize:
+    case map::MapOp::kQuery:
+    case map::MapOp::kStats:
+    case map::MapOp::kRingRead:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Result<std::shared_ptr<net::ClientConnection>> Client::Impl::Target(const map::MapRequest& request,
+                                                                    Clock::time_point deadline) {
+  if (map::MapOpIsKeyed(request.op)) {
+    std::lock_guard lock(mu);
+    if (partitioner && !owner_of.empty()) {
+      auto it = peers.find(owner_of[partitioner->PartitionOf(request.key)]);
+      if (it != peers.end() && it->second.conn && it->second.conn->is_open()) {
+        return it->second.conn;
+      }
+    }
+  }
+  return Current(deadline);
+}
+
+wire::Message Client::Impl::Encode(const map::MapRequest& request) {
+  std::int32_t partition = -1;
+  if (map::MapOpIsKeyed(request.op)) {
+    std::lock_guard lock(mu);
+    if (partitioner) partition = static_cast<std::int32_t>(partitioner->PartitionOf(request.key));
+  }
+  return wire::Message::MakeRequest(0, partition, wire::Service::kMap,
+                                    static_cast<std::uint16_t>(request.op),
+                                    map::EncodeRequest(request));
+}
+
+Result<map::MapResult> Client::Impl::Decode(Result<wire::Message> response) {
+  if (!response) return std::unexpected(response.error());
+  return map::DecodeResult(response->payload);
+}
+
+bool Client::Impl::Retryable(const base::Error& error, map::MapOp op) {
+  const auto code = error.code();
+  return code == ErrorCode::kConnectionFailed || code == ErrorCode::kNotOwner ||
+         (code == ErrorCode::kMemberLeft && IsRead(op));
+}
+
+std::chrono::milliseconds Client::Impl::Remaining(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
+void Client::Impl::Invoke(map::MapRequest request, Callback done) {
+  InvokeUntil(std::make_shared<const map::MapRequest>(std::move(request)),
+              Clock::now() + options.call_timeout, std::move(done));
+}
+
+void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
+                               Clock::time_point deadline, Callback done) {
+  auto conn = Target(*request, deadline);
+  std::weak_ptr<Impl> weak = weak_from_this();
+  if (!conn) {
+    // A retry on the I/O thread does not wait for the reconnect loop: it polls.
+    if (conn.error().code() == ErrorCode::kConnectionFailed && Clock::now() < deadline &&
+        std::this_thread::get_id() == io_thread.get_id()) {
+      return RetryAfter(std::chrono::milliseconds(50),
+                        [weak, request, deadline, done = std::move(done)] {
+                          if (auto again = weak.lock()) again->InvokeUntil(request, deadline, done);
+                        });
+    }
+    boost::asio::post(io, [done = std::move(done), e = conn.error()] { done(std::unexpected(e)); });
+    return;
+  }
+  (*conn)->Call(Encode(*request), Remaining(deadline),
+                [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
+                  auto result = Decode(std::move(r));
+                  auto self = weak.lock();
+                  if (result || !self || Clock::now() >= deadline ||
+                      !Retryable(result.error(), request->op)) {
+                    return done(std::move(result));
+                  }
+                  self->log->debug("retrying {} after: {}", map::MapOpName(request->op),
+                                   result.error().message());
+                  self->RetryAfter(std::chrono::milliseconds(20),
+                                   [weak, request, deadline, done = std::move(done)] {
+                                     if (auto again = weak.lock())
+                                       again->InvokeUntil(request, deadline, done);
+                                   });
+                });
+}
+
+void Client::Impl::RetryAfter(std::chrono::milliseconds delay, std::function<void()> fn) {
+  auto timer = std::make_shared<boost::asio::steady_timer>(io, delay);
+  timer->async_wait([timer, fn = std::move(fn)](const boost::system::error_code& ec) {
+    if (!ec) fn();
+  });
+}
+
+Result<map::MapResult> Client::Impl::InvokeSync(map::MapRequest request) {
+  auto deadline = Clock::now() + options.call_timeout;
+  for (;;) {
+    auto conn = Target(request, deadline);
+    if (!conn) return std::unexpected(conn.error());
+    auto result = Decode((*conn)->CallSync(Encode(request), Remaining(deadline)));
+    if (result || Clock::now() >= deadline || !Retryable(result.error(), request.op)) {
+      return result;
+    }
+    log->debug("retrying {} after: {}", map::MapOpName(request.op), result.error().message());
+    if (result.error().code() == ErrorCode::kNotOwner) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+}  // namespace tessera::grid
