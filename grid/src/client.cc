@@ -10,6 +10,7 @@
 #include "native_protocol.h"
 #include "tessera/base/log.h"
 #include "tessera/membership/cluster_message.h"
+#include "transaction_runner.h"
 
 namespace tessera::grid {
 
@@ -124,6 +125,10 @@ std::shared_ptr<ReliableTopic> Client::GetReliableTopic(const std::string& name,
 
 std::shared_ptr<Topic> Client::GetTopic(const std::string& name) {
   return std::make_shared<Topic>(name, std::static_pointer_cast<TopicBackend>(impl_));
+}
+
+base::Result<TransactionResult> Client::Transact(const Transaction& transaction) {
+  return RunTransaction(*impl_, transaction);
 }
 
 std::shared_ptr<Map> Client::GetMap(const std::string& name) {

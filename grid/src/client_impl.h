@@ -167,9 +167,10 @@ struct Client::Impl : public Invoker,
   static Result<map::MapResult> Decode(Result<wire::Message> response);
 
   // Whether a failed call is sent again (within its deadline): never sent (connection failed),
-  // no member took it (not owner), or a read whose connection was lost. A write whose
-  // connection was lost may have been applied: the caller is told (kMemberLeft).
-  static bool Retryable(const base::Error& error, map::MapOp op);
+  // no member took it (not owner), or a read or a transaction with an id whose connection was
+  // lost. Another write whose connection was lost may have been applied: the caller is told
+  // (kMemberLeft).
+  static bool Retryable(const base::Error& error, const map::MapRequest& request);
 
   static std::chrono::milliseconds Remaining(Clock::time_point deadline);
 

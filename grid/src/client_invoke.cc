@@ -63,10 +63,13 @@ Result<map::MapResult> Client::Impl::Decode(Result<wire::Message> response) {
   return map::DecodeResult(response->payload);
 }
 
-bool Client::Impl::Retryable(const base::Error& error, map::MapOp op) {
+bool Client::Impl::Retryable(const base::Error& error, const map::MapRequest& request) {
   const auto code = error.code();
+  // A transaction with an id is applied once however often it is sent (map_service_tx.cc).
+  const bool idempotent = IsRead(request.op) ||
+                          (request.op == map::MapOp::kTransact && !request.transaction_id.empty());
   return code == ErrorCode::kConnectionFailed || code == ErrorCode::kNotOwner ||
-         (code == ErrorCode::kMemberLeft && IsRead(op));
+         (code == ErrorCode::kMemberLeft && idempotent);
 }
 
 std::chrono::milliseconds Client::Impl::Remaining(Clock::time_point deadline) {
@@ -95,22 +98,22 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
     boost::asio::post(io, [done = std::move(done), e = conn.error()] { done(std::unexpected(e)); });
     return;
   }
-  (*conn)->Call(Encode(*request), Remaining(deadline),
-                [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
-                  auto result = Decode(std::move(r));
-                  auto self = weak.lock();
-                  if (result || !self || Clock::now() >= deadline ||
-                      !Retryable(result.error(), request->op)) {
-                    return done(std::move(result));
-                  }
-                  self->log->debug("retrying {} after: {}", map::MapOpName(request->op),
-                                   result.error().message());
-                  self->RetryAfter(std::chrono::milliseconds(20),
-                                   [weak, request, deadline, done = std::move(done)] {
-                                     if (auto again = weak.lock())
-                                       again->InvokeUntil(request, deadline, done);
-                                   });
-                });
+  (*conn)->Call(
+      Encode(*request), Remaining(deadline),
+      [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
+        auto result = Decode(std::move(r));
+        auto self = weak.lock();
+        if (result || !self || Clock::now() >= deadline || !Retryable(result.error(), *request)) {
+          return done(std::move(result));
+        }
+        self->log->debug("retrying {} after: {}", map::MapOpName(request->op),
+                         result.error().message());
+        self->RetryAfter(std::chrono::milliseconds(20),
+                         [weak, request, deadline, done = std::move(done)] {
+                           if (auto again = weak.lock())
+                             again->InvokeUntil(request, deadline, done);
+                         });
+      });
 }
 
 void Client::Impl::RetryAfter(std::chrono::milliseconds delay, std::function<void()> fn) {
@@ -126,7 +129,7 @@ Result<map::MapResult> Client::Impl::InvokeSync(map::MapRequest request) {
     auto conn = Target(request, deadline);
     if (!conn) return std::unexpected(conn.error());
     auto result = Decode((*conn)->CallSync(Encode(request), Remaining(deadline)));
-    if (result || Clock::now() >= deadline || !Retryable(result.error(), request.op)) {
+    if (result || Clock::now() >= deadline || !Retryable(result.error(), request)) {
       return result;
     }
     log->debug("retrying {} after: {}", map::MapOpName(request.op), result.error().message());

@@ -26,6 +26,7 @@
 #include "tessera/runtime/shard_set.h"
 #include "tessera/topic/topic_service.h"
 #include "topic_relay.h"
+#include "transaction_runner.h"
 
 namespace tessera::grid {
 
@@ -370,6 +371,10 @@ std::string Member::InfoJson() const {
   info["migrations_pending"] = impl_->maps.AwaitingPartitionCount();
   info["forwarded_requests"] = impl_->maps.ForwardedCount();
   return info.dump();
+}
+
+base::Result<TransactionResult> Member::Transact(const Transaction& transaction) {
+  return RunTransaction(*impl_->invoker, transaction);
 }
 
 std::shared_ptr<Map> Member::GetMap(const std::string& name) {

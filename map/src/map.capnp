@@ -42,6 +42,24 @@ struct MapRequest {
   argument @9 :Data;          # processor argument, GenericRecord bytes; empty = empty record
   predicate @10 :Data;        # Predicate::Encode() bytes; empty = match all
   projection @11 :UInt8;      # Projection code (query)
+  transaction @12 :List(TxOp);  # transact: the operations (none of them a transact)
+  transactionId @13 :Text;      # transact: the batch's id, empty = none
+}
+
+# One operation of a partition transaction (tessera::map::TxOp).
+struct TxOp {
+  request @0 :MapRequest;
+  condition @1 :UInt8;           # TxCondition code
+  conditionValue @2 :Data;       # value-equals
+  conditionVersion @3 :Int64;    # version-equals
+}
+
+# Why a partition transaction did not commit (tessera::map::TxConflict).
+struct TxConflict {
+  index @0 :UInt32;
+  mapName @1 :Text;
+  key @2 :Data;
+  found @3 :Text;
 }
 
 # MapResult::view.
@@ -84,6 +102,9 @@ struct MapResult {
   hasView @8 :Bool;                      # whether view is set
   view @9 :EntryView;                    # getEntryView
   stats @10 :MapStats;                   # stats
+  results @11 :List(MapResult);          # transact: each operation's result (committed)
+  hasConflict @12 :Bool;                 # whether conflict is set
+  conflict @13 :TxConflict;              # transact: the failed precondition (not committed)
 }
 
 struct EntryEvent {

@@ -137,7 +137,66 @@ base::Result<MapRequest> RequestFromWire(wire::MapRequest::Reader in) {
     if (!predicate) return std::unexpected(predicate.error());
     rq.predicate = std::move(*predicate);
   }
+  rq.transaction_id = FromText(in.getTransactionId());
+  if (in.hasTransaction()) {
+    rq.transaction.reserve(in.getTransaction().size());
+    for (auto op : in.getTransaction()) {
+      if (op.getCondition() > static_cast<std::uint8_t>(TxCondition::kVersionEquals)) {
+        return Fail(ErrorCode::kBadRequest,
+                    "unknown transaction condition code " + std::to_string(op.getCondition()));
+      }
+      if (op.getRequest().getOp() == static_cast<std::uint8_t>(MapOp::kTransact)) {
+        return Fail(ErrorCode::kBadRequest, "a transaction cannot contain a transaction");
+      }
+      auto request = RequestFromWire(op.getRequest());
+      if (!request) return std::unexpected(request.error());
+      TxOp tx;
+      tx.request = std::move(*request);
+      tx.condition = static_cast<TxCondition>(op.getCondition());
+      tx.condition_value = FromData(op.getConditionValue());
+      tx.condition_version = op.getConditionVersion();
+      rq.transaction.push_back(std::move(tx));
+    }
+  }
   return rq;
+}
+
+std::size_t RequestBytes(const MapRequest& rq) {
+  std::size_t bytes = rq.map_name.size() + rq.key.size() + rq.value.size() + rq.expected.size() +
+                      rq.processor.size() + rq.transaction_id.size();
+  for (const auto& [k, v] : rq.entries) bytes += k.size() + v.size() + 16;
+  for (const auto& k : rq.keys) bytes += k.size() + 8;
+  for (const auto& op : rq.transaction) bytes += RequestBytes(op.request) + 160;
+  return bytes;
+}
+
+void RequestToWire(const MapRequest& rq, wire::MapRequest::Builder out) {
+  out.setOp(static_cast<std::uint8_t>(rq.op));
+  out.setMapName(ToText(rq.map_name));
+  out.setKey(ToData(rq.key));
+  out.setValue(ToData(rq.value));
+  out.setExpected(ToData(rq.expected));
+  OptionsToWire(rq.options, out.initOptions());
+  EntriesToWire(rq.entries, out.initEntries(static_cast<unsigned>(rq.entries.size())));
+  auto keys = out.initKeys(static_cast<unsigned>(rq.keys.size()));
+  for (unsigned i = 0; i < keys.size(); ++i) keys.set(i, ToData(rq.keys[i]));
+  out.setProcessor(ToText(rq.processor));
+  if (!(rq.argument == record::GenericRecord{})) out.setArgument(ToData(rq.argument.Encode()));
+  if (rq.predicate.kind() != Predicate::Kind::kTrue) {
+    out.setPredicate(ToData(rq.predicate.Encode()));
+  }
+  out.setProjection(static_cast<std::uint8_t>(rq.projection));
+  if (!rq.transaction.empty()) {
+    auto ops = out.initTransaction(static_cast<unsigned>(rq.transaction.size()));
+    for (unsigned i = 0; i < ops.size(); ++i) {
+      const TxOp& op = rq.transaction[i];
+      RequestToWire(op.request, ops[i].initRequest());
+      ops[i].setCondition(static_cast<std::uint8_t>(op.condition));
+      ops[i].setConditionValue(ToData(op.condition_value));
+      ops[i].setConditionVersion(op.condition_version);
+    }
+  }
+  if (!rq.transaction_id.empty()) out.setTransactionId(ToText(rq.transaction_id));
 }
 
 void ViewToWire(const EntryView& v, wire::EntryView::Builder out) {
@@ -214,45 +273,31 @@ base::Result<MapResult> ResultFromWire(wire::MapResult::Reader in) {
   }
   if (in.getHasView()) r.view = ViewFromWire(in.getView());
   r.stats = StatsFromWire(in.getStats());
+  if (in.hasResults()) {
+    r.results.reserve(in.getResults().size());
+    for (auto part : in.getResults()) {
+      auto decoded = ResultFromWire(part);
+      if (!decoded) return std::unexpected(decoded.error());
+      r.results.push_back(std::move(*decoded));
+    }
+  }
+  if (in.getHasConflict()) {
+    auto c = in.getConflict();
+    r.conflict = TxConflict{c.getIndex(), FromText(c.getMapName()), FromData(c.getKey()),
+                            FromText(c.getFound())};
+  }
   return r;
 }
-}  // namespace
 
-std::string EncodeRequest(const MapRequest& rq) {
-  std::size_t bytes = rq.map_name.size() + rq.key.size() + rq.value.size() + rq.expected.size() +
-                      rq.processor.size();
-  for (const auto& [k, v] : rq.entries) bytes += k.size() + v.size() + 16;
-  for (const auto& k : rq.keys) bytes += k.size() + 8;
-  capnp::MallocMessageBuilder message(SegmentWords(bytes));
-  auto out = message.initRoot<wire::MapRequest>();
-  out.setOp(static_cast<std::uint8_t>(rq.op));
-  out.setMapName(ToText(rq.map_name));
-  out.setKey(ToData(rq.key));
-  out.setValue(ToData(rq.value));
-  out.setExpected(ToData(rq.expected));
-  OptionsToWire(rq.options, out.initOptions());
-  EntriesToWire(rq.entries, out.initEntries(static_cast<unsigned>(rq.entries.size())));
-  auto keys = out.initKeys(static_cast<unsigned>(rq.keys.size()));
-  for (unsigned i = 0; i < keys.size(); ++i) keys.set(i, ToData(rq.keys[i]));
-  out.setProcessor(ToText(rq.processor));
-  if (!(rq.argument == record::GenericRecord{})) out.setArgument(ToData(rq.argument.Encode()));
-  if (rq.predicate.kind() != Predicate::Kind::kTrue) {
-    out.setPredicate(ToData(rq.predicate.Encode()));
-  }
-  out.setProjection(static_cast<std::uint8_t>(rq.projection));
-  return Finish(message);
-}
-
-base::Result<MapRequest> DecodeRequest(std::string_view bytes) {
-  return Read<wire::MapRequest, MapRequest>(bytes, "map request", &RequestFromWire);
-}
-
-std::string EncodeResult(const MapResult& r) {
+std::size_t ResultBytes(const MapResult& r) {
   std::size_t bytes = r.value ? r.value->size() : 0;
   for (const auto& [k, v] : r.entries) bytes += k.size() + v.size() + 16;
   bytes += r.processor_results.size() * 64;
-  capnp::MallocMessageBuilder message(SegmentWords(bytes));
-  auto out = message.initRoot<wire::MapResult>();
+  for (const auto& part : r.results) bytes += ResultBytes(part) + 256;
+  return bytes;
+}
+
+void ResultToWire(const MapResult& r, wire::MapResult::Builder out) {
   out.setHasValue(r.value.has_value());
   if (r.value) out.setValue(ToData(*r.value));
   out.setFlag(r.flag);
@@ -268,6 +313,34 @@ std::string EncodeResult(const MapResult& r) {
   out.setHasView(r.view.has_value());
   if (r.view) ViewToWire(*r.view, out.initView());
   StatsToWire(r.stats, out.initStats());
+  if (!r.results.empty()) {
+    auto parts = out.initResults(static_cast<unsigned>(r.results.size()));
+    for (unsigned i = 0; i < parts.size(); ++i) ResultToWire(r.results[i], parts[i]);
+  }
+  out.setHasConflict(r.conflict.has_value());
+  if (r.conflict) {
+    auto c = out.initConflict();
+    c.setIndex(r.conflict->index);
+    c.setMapName(ToText(r.conflict->map_name));
+    c.setKey(ToData(r.conflict->key));
+    c.setFound(ToText(r.conflict->found));
+  }
+}
+}  // namespace
+
+std::string EncodeRequest(const MapRequest& rq) {
+  capnp::MallocMessageBuilder message(SegmentWords(RequestBytes(rq)));
+  RequestToWire(rq, message.initRoot<wire::MapRequest>());
+  return Finish(message);
+}
+
+base::Result<MapRequest> DecodeRequest(std::string_view bytes) {
+  return Read<wire::MapRequest, MapRequest>(bytes, "map request", &RequestFromWire);
+}
+
+std::string EncodeResult(const MapResult& r) {
+  capnp::MallocMessageBuilder message(SegmentWords(ResultBytes(r)));
+  ResultToWire(r, message.initRoot<wire::MapResult>());
   return Finish(message);
 }
 

@@ -161,6 +161,9 @@ base::Result<MapResult> Dispatch(RecordStore& store, const MapRequest& rq, OpCon
       return detail::OpRingAppend(store, rq, ctx);
     case MapOp::kRingRead:
       return detail::OpRingRead(store, rq, ctx);
+    case MapOp::kTransact:  // spans maps: MapService runs it (map_service_tx.cc)
+      return Fail(ErrorCode::kBadRequest,
+                  "a transaction runs through MapService, not on one store");
     case MapOp::kPutAll:
       return detail::OpPutAll(store, rq, ctx);
     case MapOp::kGetAll:
@@ -243,9 +246,43 @@ base::Result<void> ValidateKeys(const MapRequest& rq) {
   }
   return {};
 }
+
+bool AllowedInTransaction(MapOp op) {
+  return MapOpIsKeyed(op) && op != MapOp::kRingAppend && op != MapOp::kRingRead &&
+         op != MapOp::kTransact;
+}
+
+base::Result<void> ValidateTransaction(const MapRequest& rq,
+                                       const EntryProcessorRegistry* processors) {
+  if (rq.key.empty()) {
+    return Fail(ErrorCode::kBadRequest,
+                "a transaction needs its partition key (every key of the batch is in its "
+                "partition); the request's key is empty");
+  }
+  if (rq.transaction.empty()) {
+    return Fail(ErrorCode::kBadRequest, "the transaction has no operations; add at least one");
+  }
+  for (std::size_t i = 0; i < rq.transaction.size(); ++i) {
+    const MapRequest& op = rq.transaction[i].request;
+    const std::string where = "operation " + std::to_string(i) + " of the transaction";
+    if (!AllowedInTransaction(op.op)) {
+      return Fail(ErrorCode::kBadRequest,
+                  where + " is " + std::string(MapOpName(op.op)) +
+                      ", which a transaction cannot run; use put, set, get, remove, delete, "
+                      "containsKey, putIfAbsent, replace, replaceIfSame, removeIfSame, setTtl, "
+                      "getEntryView or executeOnKey");
+    }
+    if (auto ok = ValidateRequest(op, processors); !ok) {
+      return Fail(ok.error().code(),
+                  where + " (" + std::string(MapOpName(op.op)) + "): " + ok.error().message());
+    }
+  }
+  return {};
+}
 }  // namespace
 
 base::Result<void> ValidateRequest(const MapRequest& rq, const EntryProcessorRegistry* processors) {
+  if (rq.op == MapOp::kTransact) return ValidateTransaction(rq, processors);
   if (rq.map_name.empty()) return Fail(ErrorCode::kBadRequest, "map name is empty");
   if (MapOpName(rq.op) == "unknown") {
     return Fail(ErrorCode::kBadRequest,

@@ -3,7 +3,7 @@
 namespace tessera::map {
 
 void MapRequest::Clear() {
-  static_assert(sizeof(MapRequest) == 440,
+  static_assert(sizeof(MapRequest) == 504,
                 "MapRequest changed: clear the new field in MapRequest::Clear, then update this "
                 "size");
   op = MapOp::kGet;
@@ -18,12 +18,14 @@ void MapRequest::Clear() {
   if (!argument.fields().empty() || !argument.type_name().empty()) argument = {};
   if (predicate.kind() != Predicate::Kind::kTrue) predicate = {};
   projection = Projection::kEntries;
+  transaction.clear();
+  transaction_id.clear();
   local_only = false;
 }
 
 bool MapOpIsKeyed(MapOp op) {
   return static_cast<std::uint8_t>(op) >= static_cast<std::uint8_t>(MapOp::kPut) &&
-         static_cast<std::uint8_t>(op) <= static_cast<std::uint8_t>(MapOp::kRingRead);
+         static_cast<std::uint8_t>(op) <= static_cast<std::uint8_t>(MapOp::kTransact);
 }
 
 std::string_view MapOpName(MapOp op) {
@@ -52,6 +54,8 @@ std::string_view MapOpName(MapOp op) {
       return "ringAppend";
     case MapOp::kRingRead:
       return "ringRead";
+    case MapOp::kTransact:
+      return "transact";
     case MapOp::kSetTtl:
       return "setTtl";
     case MapOp::kGetEntryView:

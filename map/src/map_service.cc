@@ -107,6 +107,9 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
                                                          std::uint32_t partition_id,
                                                          const MapRequest& request,
                                                          std::vector<ReplicaUpdate>* replica_out) {
+  if (request.op == MapOp::kTransact) {
+    return RunTransaction(shard, partition_id, request, replica_out);
+  }
   MapTable& table = TableOn(shard, request.map_name);
   std::vector<EntryEvent> events;
   OpContext ctx = ContextFor(table, partition_id, &events);

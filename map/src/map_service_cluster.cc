@@ -240,10 +240,10 @@ void MapService::Impl::RunKeyedOnShard(std::size_t shard, std::uint32_t partitio
 
 void MapService::Impl::AppendUpdates(MapTable& table, std::uint32_t partition_id,
                                      base::Millis now_ms, const std::vector<EntryEvent>& events,
-                                     std::vector<ReplicaUpdate>& out) {
+                                     std::vector<ReplicaUpdate>& out, std::uint64_t version) {
   RecordStore& store = StoreOf(table, partition_id);
   if (events.empty()) return;
-  const std::uint64_t version = flags[partition_id].version.fetch_add(1) + 1;
+  if (version == 0) version = flags[partition_id].version.fetch_add(1) + 1;
   for (const auto& e : events) {
     ReplicaUpdate u;
     u.map_name = table.name;
@@ -290,8 +290,10 @@ void MapService::Impl::ReplicateThen(std::vector<ReplicaUpdate> updates,
     }
   }
   if (by_backup.empty()) return done(std::move(result));
-  // One request writes one map; its config says whether the caller waits for the backups.
-  if (ConfigOf(updates.front().map_name).async_backups) {
+  // The caller skips waiting for the backups only when every map written is asynchronous (a
+  // transaction may write several).
+  auto async = [this](const ReplicaUpdate& u) { return ConfigOf(u.map_name).async_backups; };
+  if (async(updates.front()) && std::all_of(updates.begin(), updates.end(), async)) {
     done(std::move(result));
     done = [](base::Result<MapResult>) {};
     result = MapResult{};

@@ -169,8 +169,16 @@ struct MapService::Impl {
       return Fail(ErrorCode::kShuttingDown,
                   "the map service is shutting down; retry on another member");
     }
-    return ValidateRequest(request, &processors);
+    if (auto ok = ValidateRequest(request, &processors); !ok) return ok;
+    if (request.op == MapOp::kTransact) return CheckTransaction(request);
+    return {};
   }
+  // A transaction's size and partition (map_service_tx.cc). Errors: kBadRequest.
+  base::Result<void> CheckTransaction(const MapRequest& request) const;
+  // Runs a transaction on its partition's shard (map_service_tx.cc); as RunOnPartition.
+  base::Result<MapResult> RunTransaction(std::size_t shard, std::uint32_t partition_id,
+                                         const MapRequest& request,
+                                         std::vector<ReplicaUpdate>* replica_out);
 
   // A token held by every fan-out request; leaving happens when the last copy dies.
   std::shared_ptr<RequestToken> EnterRequest() { return std::make_shared<RequestToken>(in_flight); }
@@ -265,9 +273,11 @@ struct MapService::Impl {
   // Stops waiting for migration copies of this shard's partitions pending for longer than the
   // limit (their source died or never knew): logs, and serves what the member has.
   void GiveUpStaleCopies(std::size_t shard);
-  // Turns the events of one operation into the resulting state of each key it touched.
+  // Turns the events of one operation into the resulting state of each key it touched, as
+  // replica version `version` (0: the partition's next one).
   void AppendUpdates(MapTable& table, std::uint32_t partition_id, base::Millis now_ms,
-                     const std::vector<EntryEvent>& events, std::vector<ReplicaUpdate>& out);
+                     const std::vector<EntryEvent>& events, std::vector<ReplicaUpdate>& out,
+                     std::uint64_t version = 0);
 
   runtime::ShardSet& shards;
   partition::Partitioner partitioner;

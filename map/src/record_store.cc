@@ -139,7 +139,9 @@ std::size_t RecordStore::IndexOf(std::string_view key, std::uint64_t hash) const
 
 Record* RecordStore::Find(std::string_view key) {
   const std::size_t i = IndexOf(key, Hash(key));
-  return i == kNpos ? nullptr : SlotRecord(slots_[i]);
+  if (i == kNpos) return nullptr;
+  if (undo_ != nullptr) SaveForUndo(key);  // the caller may change it through the pointer
+  return SlotRecord(slots_[i]);
 }
 
 const Record* RecordStore::Find(std::string_view key) const {
@@ -170,6 +172,7 @@ void RecordStore::GrowIfNeeded() {
 
 RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_view value,
                                             base::Millis now_ms) {
+  if (undo_ != nullptr) SaveForUndo(key);
   const std::uint64_t hash = Hash(key);
   const std::size_t index = IndexOf(key, hash);
   if (index == kNpos) {
@@ -222,6 +225,7 @@ void RecordStore::EraseAt(std::size_t index) {
 }
 
 bool RecordStore::Erase(std::string_view key) {
+  if (undo_ != nullptr) SaveForUndo(key);
   const std::size_t index = IndexOf(key, Hash(key));
   if (index == kNpos) return false;
   EraseAt(index);
@@ -312,6 +316,90 @@ RecordStore::SweepResult RecordStore::SweepExpired(
     }
   }
   return result;
+}
+
+}  // namespace tessera::map
+
+namespace tessera::map {
+
+// --- transactions: the undo log ------------------------------------------------------------
+
+void UndoLog::BlockFree::operator()(Record* r) const { RecordStore::BlockFree()(r); }
+
+UndoLog::~UndoLog() { Commit(); }
+
+void UndoLog::Detach() {
+  for (auto& [store, capacity] : stores_) store->undo_ = nullptr;
+}
+
+void UndoLog::Commit() {
+  Detach();
+  stores_.clear();
+  entries_.clear();
+  stats_.clear();
+  seen_.clear();
+}
+
+void UndoLog::RollBack() {
+  Detach();
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    it->store->RestoreFromUndo(it->key, std::move(it->before));
+  }
+  for (auto& [store, stats] : stats_) store->stats_ = stats;
+  // Back to the table size each store had (the batch's inserts may have grown it).
+  for (auto& [store, capacity] : stores_) {
+    if (store->slots_.size() > capacity) store->Rehash(capacity);
+  }
+  stores_.clear();
+  entries_.clear();
+  stats_.clear();
+  seen_.clear();
+}
+
+void RecordStore::AttachUndo(UndoLog& log) {
+  if (undo_ == &log) return;
+  TESSERA_CHECK(undo_ == nullptr, "a record store joined two transactions at once");
+  undo_ = &log;
+  log.stores_.emplace_back(this, slots_.size());
+}
+
+void RecordStore::SaveForUndo(std::string_view key) {
+  UndoLog& log = *undo_;
+  const std::pair<const RecordStore*, std::string_view> wanted{this, key};
+  auto at = std::lower_bound(
+      log.seen_.begin(), log.seen_.end(), wanted, [](const auto& a, const auto& b) {
+        return a.first < b.first || (a.first == b.first && a.second < b.second);
+      });
+  if (at != log.seen_.end() && at->first == this && at->second == key) return;
+  log.seen_.insert(at, {this, std::string(key)});
+  std::unique_ptr<Record, UndoLog::BlockFree> before;
+  const std::size_t index = IndexOf(key, Hash(key));
+  if (index != kNpos) {
+    const Record* current = SlotRecord(slots_[index]);
+    auto copy = Allocate(current->key(), current->value());
+    *copy = *current;  // the whole header: times, TTL, version, hits
+    before.reset(copy.release());
+  }
+  log.entries_.push_back({this, std::string(key), std::move(before)});
+}
+
+void RecordStore::SaveStatsForUndo() {
+  UndoLog& log = *undo_;
+  for (const auto& [store, stats] : log.stats_) {
+    if (store == this) return;
+  }
+  log.stats_.emplace_back(this, stats_);
+}
+
+void RecordStore::RestoreFromUndo(std::string_view key,
+                                  std::unique_ptr<Record, UndoLog::BlockFree> before) {
+  if (const std::size_t index = IndexOf(key, Hash(key)); index != kNpos) EraseAt(index);
+  if (!before) return;
+  GrowIfNeeded();
+  Record* r = before.release();
+  block_bytes_ += BlockCost(r);
+  InsertSlot(MakeSlot(r, Hash(r->key())));
+  ++size_;
 }
 
 }  // namespace tessera::map

@@ -99,6 +99,19 @@ class Network {
     --it->second;
     return true;
   }
+  // Every replica message sent to `address` from now on is kept (Recorded).
+  void Record(const std::string& address) {
+    std::lock_guard lock(mu_);
+    recorded_[address];
+  }
+  void Note(const std::string& address, const std::vector<ReplicaUpdate>& updates) {
+    std::lock_guard lock(mu_);
+    if (auto it = recorded_.find(address); it != recorded_.end()) it->second.push_back(updates);
+  }
+  std::vector<std::vector<ReplicaUpdate>> Recorded(const std::string& address) {
+    std::lock_guard lock(mu_);
+    return recorded_[address];
+  }
   MapService* Find(const std::string& address) {
     std::lock_guard lock(mu_);
     if (dead_.count(address)) return nullptr;
@@ -140,6 +153,7 @@ class Network {
   std::map<std::string, int> lose_;
   std::map<std::string, int> silent_;
   std::map<std::string, std::vector<std::function<void()>>> held_;
+  std::map<std::string, std::vector<std::vector<ReplicaUpdate>>> recorded_;
   tessera::partition::PartitionTable table_;
 };
 
@@ -163,6 +177,7 @@ class InMemoryRouting final : public ClusterRouting {
       return done(tessera::base::Fail(ErrorCode::kTimeout, "no reply from " + address));
     }
     if (net_.TakeSilentLoss(address)) return done(StalePartitions{});  // acked, never applied
+    net_.Note(address, updates);
     std::function<void()> deliver = [target, updates = std::move(updates),
                                      done = std::move(done)]() mutable {
       target->ApplyReplica(std::move(updates),
@@ -468,4 +483,94 @@ TEST_CASE("A backup whose replica version shows a missed update is re-copied", "
     REQUIRE(v);
     CHECK(v->value == (i == 0 ? "lost" : "next"));
   }
+}
+
+namespace {
+// A 3-operation transaction over two maps in the partition of `partition_key`.
+MapRequest Batch(const std::string& partition_key, int n, std::string id = "") {
+  MapRequest rq;
+  rq.op = MapOp::kTransact;
+  rq.key = partition_key;
+  rq.transaction_id = std::move(id);
+  for (const char* map : {"orders", "outbox", "orders"}) {
+    TxOp& op = rq.transaction.emplace_back();
+    op.request.op = MapOp::kSet;
+    op.request.map_name = map;
+    op.request.key = std::string(map) + "-" + std::to_string(n) + "-" +
+                     std::to_string(rq.transaction.size()) + "@" + partition_key;
+    op.request.value = "v" + std::to_string(n);
+  }
+  return rq;
+}
+}  // namespace
+
+TEST_CASE(
+    "A committed transaction reaches its backup as one message under one version, and "
+    "the promoted backup has all of it",
+    "[map][cluster][tx]") {
+  Network net;
+  for (const char* m : {"m1", "m2"}) net.Add(m);
+  net.Install({"m1", "m2"}, {"m1", "m2"});
+  std::string partition_key;
+  for (int i = 0; partition_key.empty(); ++i) {
+    if (net.ReplicasOf("c" + std::to_string(i)) == std::vector<std::string>{"m1", "m2"}) {
+      partition_key = "c" + std::to_string(i);
+    }
+  }
+  net.Record("m2");
+  // Sent to the backup member: it forwards the batch to the owner.
+  auto committed = net.node("m2").service.ExecuteSync(Batch(partition_key, 0, "id-0"));
+  REQUIRE(committed);
+  REQUIRE(committed->flag);
+  auto messages = net.Recorded("m2");
+  REQUIRE(messages.size() == 1);
+  std::set<std::string> keys;
+  std::set<std::uint64_t> versions;
+  for (const auto& u : messages[0]) {
+    keys.insert(u.key);
+    versions.insert(u.version);
+  }
+  CHECK(keys.size() == 4);  // three entries and the batch id's marker
+  CHECK(versions.size() == 1);
+  CHECK(*versions.begin() != 0);
+
+  // A stream of batches, the owner killed in the middle: every acknowledged batch is whole on
+  // the promoted backup, and no batch is there in part.
+  std::atomic<int> acked{0};
+  std::thread writer([&] {
+    for (int n = 1; n <= 300; ++n) {
+      auto r = net.node("m1").service.ExecuteSync(Batch(partition_key, n));
+      if (!r) break;  // the owner is gone
+      acked = n;
+    }
+  });
+  while (acked < 100) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  net.Kill("m1");
+  writer.join();
+  net.Install({"m2"}, {"m2"});
+  MapService& survivor = net.node("m2").service;
+  int whole = 0;
+  for (int n = 0; n <= 300; ++n) {
+    int present = 0;
+    for (const auto& op : Batch(partition_key, n).transaction) {
+      MapRequest get = op.request;
+      get.op = MapOp::kGet;
+      auto r = survivor.ExecuteSync(get);
+      REQUIRE(r);
+      present += r->value.has_value();
+    }
+    CHECK((present == 0 || present == 3));
+    if (present == 3) ++whole;
+    if (n <= acked) CHECK(present == 3);
+  }
+  CHECK(whole >= acked.load() + 1);
+  // The promoted backup remembers the batch id: the same batch is not applied again.
+  MapRequest again = Batch(partition_key, 0, "id-0");
+  again.transaction[0].request.value = "changed";
+  auto replay = survivor.ExecuteSync(again);
+  REQUIRE(replay);
+  CHECK(replay->flag);
+  MapRequest get = again.transaction[0].request;
+  get.op = MapOp::kGet;
+  CHECK(survivor.ExecuteSync(get)->value == "v0");
 }

@@ -194,3 +194,59 @@ TEST_CASE("A cleared MapRequest is a default one, its buffers kept", "[map][code
   CHECK(rq.argument == GenericRecord{});
   CHECK(rq.value.capacity() == value_capacity);  // what reuse is for
 }
+
+TEST_CASE("A transaction and its result survive a round trip; bad ones are rejected",
+          "[map][codec][tx]") {
+  MapRequest rq;
+  rq.op = MapOp::kTransact;
+  rq.key = "cust-9";
+  rq.transaction_id = "batch-7";
+  rq.transaction.reserve(2);
+  TxOp& first = rq.transaction.emplace_back();
+  first.request = FullRequest();
+  first.request.op = MapOp::kExecuteOnKey;
+  first.condition = TxCondition::kVersionEquals;
+  first.condition_version = 42;
+  TxOp& second = rq.transaction.emplace_back();
+  second.request.op = MapOp::kSet;
+  second.request.map_name = "outbox";
+  second.request.key = "e@cust-9";
+  second.condition = TxCondition::kValueEquals;
+  second.condition_value = std::string("\0x", 2);
+  auto decoded = DecodeRequest(EncodeRequest(rq));
+  REQUIRE(decoded);
+  CHECK(decoded->key == "cust-9");
+  CHECK(decoded->transaction_id == "batch-7");
+  REQUIRE(decoded->transaction.size() == 2);
+  CHECK(decoded->transaction[0].request.argument == first.request.argument);
+  CHECK(decoded->transaction[0].request.predicate.ToString() == first.request.predicate.ToString());
+  CHECK(decoded->transaction[0].condition == TxCondition::kVersionEquals);
+  CHECK(decoded->transaction[0].condition_version == 42);
+  CHECK(decoded->transaction[1].request.key == "e@cust-9");
+  CHECK(decoded->transaction[1].condition_value == second.condition_value);
+
+  MapResult result;
+  result.flag = true;
+  result.results.resize(2);
+  result.results[0].value = "old";
+  result.results[1].processor_result = GenericRecord::Build().Int64("value", 3).Done();
+  auto back = DecodeResult(EncodeResult(result));
+  REQUIRE(back);
+  CHECK(back->flag);
+  REQUIRE(back->results.size() == 2);
+  CHECK(back->results[0].value == "old");
+  CHECK(back->results[1].processor_result == result.results[1].processor_result);
+  CHECK_FALSE(back->conflict.has_value());
+  MapResult conflict;
+  conflict.conflict = TxConflict{3, "orders", "k@p", "absent"};
+  CHECK(DecodeResult(EncodeResult(conflict))->conflict == conflict.conflict);
+
+  MapRequest bad = rq;
+  bad.transaction[1].condition = static_cast<TxCondition>(9);
+  auto refused = DecodeRequest(EncodeRequest(bad));
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message(), Catch::Contains("unknown transaction condition code 9"));
+  MapRequest nested = rq;
+  nested.transaction[1].request = rq;
+  CHECK_FALSE(DecodeRequest(EncodeRequest(nested)));
+}

@@ -153,3 +153,44 @@ TEST_CASE("SampleOldest prefers entries not accessed for a long time", "[map][st
   CHECK(single.SampleOldest(16, "only") == nullptr);
   CHECK(single.SampleOldest(16, "other") != nullptr);
 }
+
+TEST_CASE("An undo log rolls a store back exactly, and a committed one keeps the changes",
+          "[map][store][tx]") {
+  using tessera::map::UndoLog;
+  RecordStore store;
+  for (int i = 0; i < 100; ++i) store.Write("k" + std::to_string(i), "v" + std::to_string(i), 10);
+  store.Find("k1")->SetTtl(5000, 10);
+  store.stats().puts = 100;
+  const auto memory_before = store.memory_bytes();
+  const auto view_before = store.Find("k1")->View();
+  {
+    UndoLog log;
+    store.AttachUndo(log);
+    store.Write("k1", "a much longer value than before", 20);  // a new block
+    store.Find("k2")->RecordRead(20);                          // metadata only
+    store.Erase("k3");
+    for (int i = 0; i < 200; ++i) store.Write("new" + std::to_string(i), "x", 20);  // rehash
+    store.stats().puts += 201;
+    log.RollBack();
+  }
+  CHECK(store.size() == 100);
+  CHECK(store.memory_bytes() == memory_before);
+  CHECK(store.stats().puts == 100);
+  CHECK(store.Find("k1")->View() == view_before);
+  CHECK(store.Find("k1")->value() == "v1");
+  CHECK(store.Find("k2")->hits() == 0);
+  REQUIRE(store.Find("k3") != nullptr);
+  CHECK(store.Find("k3")->value() == "v3");
+  CHECK(store.Find("new0") == nullptr);
+  {
+    UndoLog log;
+    store.AttachUndo(log);
+    store.Write("k1", "kept", 30);
+    store.Erase("k4");
+    log.Commit();
+  }
+  CHECK(store.Find("k1")->value() == "kept");
+  CHECK(store.Find("k4") == nullptr);
+  store.Write("after", "no log attached any more", 40);  // must not touch the dead log
+  CHECK(store.size() == 100);
+}

@@ -6,8 +6,9 @@
 // and sends each keyed call straight to its partition's owner; whole-map calls (size, values,
 // queries, executeOnEntries, getAll/putAll) go to one member, which fans them out and merges.
 // Calls are retried within their timeout when never sent, when no member took them (not
-// owner), and reads when their member left; a write whose member left mid-call fails with
-// kMemberLeft (it may have been applied). When the first member goes away the client
+// owner), and reads and transactions (which carry an id: applied once) when their member
+// left; another write whose member left mid-call fails with kMemberLeft (it may have been
+// applied). When the first member goes away the client
 // reconnects (rotating through its addresses and every member the last view listed, with
 // backoff); a call made meanwhile waits within its timeout. Entry listeners are registered on
 // every member, and again on members that join or come back (logged).
@@ -56,6 +57,7 @@ class Client final : public Instance {
   std::shared_ptr<Topic> GetTopic(const std::string& name) override;
   std::shared_ptr<ReliableTopic> GetReliableTopic(const std::string& name,
                                                   ReliableTopicConfig config = {}) override;
+  base::Result<TransactionResult> Transact(const Transaction& transaction) override;
   void Shutdown() override;
 
   // The connected member's view of the cluster: member list (oldest first, the first is the

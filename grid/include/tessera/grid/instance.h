@@ -11,6 +11,7 @@
 #include "tessera/grid/map.h"
 #include "tessera/grid/reliable_topic.h"
 #include "tessera/grid/topic.h"
+#include "tessera/grid/transaction.h"
 #include "tessera/grid/typed_map.h"
 
 namespace tessera::grid {
@@ -36,6 +37,13 @@ class Instance {
   virtual std::shared_ptr<ReliableTopic> GetReliableTopic(const std::string& name,
                                                           ReliableTopicConfig config = {}) = 0;
 
+  // Applies `transaction` all-or-nothing on its partition's owner (see transaction.h): the
+  // result says whether it committed, with each operation's result, or which precondition
+  // failed (nothing applied). Errors: kBadRequest (empty batch, too many operations, a key
+  // outside the partition, an unknown operation; each named), kUnknownProcessor, an
+  // operation's error (nothing applied), and those of any call (kTimeout, kMemberLeft: the
+  // same Transaction may be sent again, it is applied once).
+  virtual base::Result<TransactionResult> Transact(const Transaction& transaction) = 0;
   // Stops the instance: a member leaves, a client disconnects. Idempotent.
   virtual void Shutdown() = 0;
 };

@@ -81,6 +81,7 @@ class Member final : public Instance {
   std::shared_ptr<ReliableTopic> GetReliableTopic(const std::string& name,
                                                   ReliableTopicConfig config = {}) override;
   // Leaves the cluster gracefully (bounded by the failure timeout), then stops everything.
+  base::Result<TransactionResult> Transact(const Transaction& transaction) override;
   void Shutdown() override;
 
   // The native port actually bound (useful with port 0), 0 if not listening.

@@ -48,6 +48,11 @@ enum class MapOp : std::uint8_t {
   kRingRead = 15,    // argument {from, max}; entries = [(sequence, message)] from max(from,
                      // oldest), count = oldest readable sequence, flag = from was lost
                      // (below the oldest), value = "HEAD TAIL"
+  // Partition transaction (map_service_tx.cc): key = the partition key, transaction = the
+  // operations, all on keys of that key's partition, applied all-or-nothing on its owner.
+  // flag = committed; results = each operation's result (committed); conflict = the first
+  // precondition that failed (not committed: nothing applied). See TxOp.
+  kTransact = 16,
   // Multi-partition: fan out and merge.
   kPutAll = 20,            // entries in; count=number written
   kGetAll = 21,            // keys in; entries out (missing keys omitted)
@@ -80,6 +85,8 @@ struct WriteOptions {
 
 enum class Projection : std::uint8_t { kEntries = 0, kKeys = 1, kValues = 2 };
 
+struct TxOp;
+
 struct MapRequest {
   MapOp op = MapOp::kGet;
   std::string map_name;
@@ -93,6 +100,12 @@ struct MapRequest {
   record::GenericRecord argument;                            // executeOn*
   Predicate predicate;                                       // query, executeOnEntries
   Projection projection = Projection::kEntries;              // query
+  std::vector<TxOp> transaction;                             // transact: the operations
+  // transact: the batch's id (empty: none). The owner remembers the ids of committed batches
+  // for MapServiceOptions::transaction_id_ttl_ms, in the same partition: a batch sent again
+  // with the same id (a client retrying after losing the connection) is not applied again,
+  // and gets the first run's result.
+  std::string transaction_id;
   // Run on this member only, over the partitions it owns; never forward (set on requests
   // another member forwarded here). Not encoded: it is a property of where a request came from.
   bool local_only = false;
@@ -103,6 +116,37 @@ struct MapRequest {
   // callgrind). A field added above must be cleared here too (a size check in the .cc fails
   // the build until it is).
   void Clear();
+};
+
+// A precondition of one operation of a partition transaction, checked against the entry as
+// the batch's earlier operations left it. An expired entry is absent.
+enum class TxCondition : std::uint8_t {
+  kNone = 0,
+  kAbsent = 1,        // no live entry under the key
+  kPresent = 2,       // a live entry under the key
+  kValueEquals = 3,   // a live entry whose value is condition_value
+  kVersionEquals = 4  // a live entry whose version (EntryView::version) is condition_version;
+                      // condition_version 0 means absent
+};
+
+// One operation of a partition transaction: a keyed request (put, set, get, remove, delete,
+// containsKey, putIfAbsent, replace, replaceIfSame, removeIfSame, setTtl, getEntryView,
+// executeOnKey) on any map, with an optional precondition. A map that does not exist has no
+// entries: its keys are absent.
+struct TxOp {
+  MapRequest request;
+  TxCondition condition = TxCondition::kNone;
+  std::string condition_value;         // kValueEquals
+  std::int64_t condition_version = 0;  // kVersionEquals
+};
+
+// Why a partition transaction did not commit: the first operation whose precondition failed.
+struct TxConflict {
+  std::uint32_t index = 0;  // the operation's position in the batch
+  std::string map_name;
+  std::string key;
+  std::string found;  // what was there: "absent", "present", or "value of N bytes, version V"
+  friend bool operator==(const TxConflict&, const TxConflict&) = default;
 };
 
 // Metadata of one entry.
@@ -139,6 +183,8 @@ struct MapResult {
   std::vector<std::pair<std::string, record::GenericRecord>> processor_results;
   std::optional<EntryView> view;
   MapStats stats;
+  std::vector<MapResult> results;      // transact: each operation's result, when committed
+  std::optional<TxConflict> conflict;  // transact: why it did not commit
 };
 
 }  // namespace tessera::map

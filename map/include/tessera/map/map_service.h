@@ -50,7 +50,17 @@ struct MapServiceOptions {
   base::Millis sweep_interval_ms = 20;  // background expiry sweep period per shard
   std::int64_t sweep_budget_per_tick =
       4000;  // entries examined per shard per tick (bounds the pause)
+  // Partition transactions (MapOp::kTransact): the most operations one batch may hold, and how
+  // long the owner remembers the id of a committed batch (MapRequest::transaction_id) so that
+  // the same batch sent again is not applied twice.
+  std::size_t max_transaction_ops = 1000;
+  base::Millis transaction_id_ttl_ms = 600'000;
 };
+
+// The map where partition transactions keep the ids of committed batches: key
+// "<transaction id>@<partition key>" (so in the batch's partition, replicated and migrated
+// with it), value the batch's encoded result, TTL MapServiceOptions::transaction_id_ttl_ms.
+inline constexpr std::string_view kTransactionIdMap = "__tessera.transactions";
 
 enum class EntryEventType : std::uint8_t {
   kAdded = 1,
@@ -127,10 +137,19 @@ class MapService {
   void Configure(const std::string& map_name, MapConfig config);
   MapConfig ConfigOf(const std::string& map_name) const;
 
-  // Executes `request`; calls `done` exactly once with the result. `done` runs inline when
-  // the caller is on the owning shard (keyed ops), else on some shard thread (or, for
+  // Executes `request`; calls `done` exactly once with the result.
+  // A transaction (MapOp::kTransact, see map_request.h and docs/architecture.md) runs its
+  // operations in order on the partition's shard, each precondition checked just before its
+  // operation against the entry as the earlier ones left it; the first failed precondition
+  // undoes everything the batch did (entries, TTLs, hits, counters, evictions) and is the
+  // result (flag false, conflict); an operation's error (a processor's, say) undoes it too
+  // and is the call's error. A committed batch's changes go to each backup as one message,
+  // applied there in one step, and its entry events are delivered after it committed. `done` runs
+  // inline when the caller is on the owning shard (keyed ops), else on some shard thread (or, for
   // partitions of other members, the routing's thread).
-  // Errors: kBadRequest (empty map name, missing key, bad options), kUnknownProcessor,
+  // Errors: kBadRequest (empty map name, missing key, bad options; a transaction that is
+  // empty, longer than max_transaction_ops, or has a key outside its partition, named),
+  // kUnknownProcessor,
   // kWrongType (from processors), kBadPredicate, kShuttingDown; in a cluster kNotOwner (a
   // local_only request for a partition owned elsewhere, or ownership that did not settle) and
   // the routing's connection errors.

@@ -19,7 +19,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tessera/base/clock.h"
@@ -83,6 +85,42 @@ class Record {
 };
 static_assert(sizeof(Record) == 48, "Record header must stay 48 bytes");
 
+class RecordStore;
+
+// The undo log of a partition transaction (map_service_tx.cc). While it is attached to stores
+// (RecordStore::AttachUndo), each store saves an entry as it was before its first change in
+// the transaction (a write, an erase, or handing out a mutable Record from Find, through
+// which hits, access times and TTLs change), and its counters before their first change.
+// RollBack puts every saved entry and counter back, so the stores end exactly as they were;
+// Commit forgets them. Either detaches the log from every store it saw.
+// Shard: used on one shard, with stores of that shard only.
+class UndoLog {
+ public:
+  UndoLog() = default;
+  UndoLog(const UndoLog&) = delete;
+  UndoLog& operator=(const UndoLog&) = delete;
+  ~UndoLog();  // commits whatever is left
+
+  void RollBack();
+  void Commit();
+
+ private:
+  friend class RecordStore;
+  struct BlockFree {
+    void operator()(Record* r) const;
+  };
+  struct Saved {
+    RecordStore* store;
+    std::string key;
+    std::unique_ptr<Record, BlockFree> before;  // null: the key was absent
+  };
+  std::vector<Saved> entries_;
+  std::vector<std::pair<RecordStore*, MapStats>> stats_;          // first-touch counters per store
+  std::vector<std::pair<const RecordStore*, std::string>> seen_;  // sorted, for lookups
+  std::vector<std::pair<RecordStore*, std::size_t>> stores_;      // attached, capacity then
+  void Detach();
+};
+
 class RecordStore {
  public:
   RecordStore();
@@ -134,9 +172,17 @@ class RecordStore {
   SweepResult SweepExpired(base::Millis now_ms, std::size_t budget,
                            const std::function<void(const Record&)>& on_expired);
 
+  // Transactions: saves entries in `log` before they change, until the log commits or rolls
+  // back (UndoLog). REQUIRES: no other log is attached; only Find, Write, Erase and stats()
+  // are used while one is (Clear, EraseIf and SweepExpired are not undoable).
+  void AttachUndo(UndoLog& log);
+
   // Counters kept by the operations (map_ops); `entries` and `memory_bytes` are filled by
   // the operations from size()/memory_bytes() when reported.
-  MapStats& stats() { return stats_; }
+  MapStats& stats() {
+    if (undo_ != nullptr) SaveStatsForUndo();
+    return stats_;
+  }
   const MapStats& stats() const { return stats_; }
 
  private:
@@ -156,6 +202,11 @@ class RecordStore {
   void Rehash(std::size_t new_capacity);
   void GrowIfNeeded();
   void ShrinkIfSparse();  // after bulk removals: back to a load of at least 40%
+  void SaveForUndo(std::string_view key);
+  void SaveStatsForUndo();
+  // Puts a saved entry back (after erasing whatever is under its key now).
+  void RestoreFromUndo(std::string_view key, std::unique_ptr<Record, UndoLog::BlockFree> before);
+  friend class UndoLog;
   static constexpr std::size_t kNpos = static_cast<std::size_t>(-1);
 
   std::vector<Slot> slots_;
@@ -164,6 +215,7 @@ class RecordStore {
   std::size_t sweep_cursor_ = 0;
   std::uint64_t random_state_ = 0x9E3779B97F4A7C15ull;
   MapStats stats_;
+  UndoLog* undo_ = nullptr;  // attached transaction log, or null
 };
 
 }  // namespace tessera::map
