@@ -128,6 +128,27 @@ TEST_CASE("grid-node rejects bad flags with exit code 2 and one line", "[tools][
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--idle-poll-us", "2000000"}), 2, "2000000");
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--topic-stats-limit", "-5"}), 2,
                       "topic-stats-limit");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--max-transaction-ops", "0"}), 2,
+                      "max-transaction-ops must be at least 1");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--transaction-id-ttl-ms", "x"}), 2,
+                      "transaction-id-ttl-ms");
+}
+
+TEST_CASE("grid-node --max-transaction-ops bounds a transaction's size", "[tools][node][tx]") {
+  auto node = NodeProcess::StartOrFail({"--max-transaction-ops", "2"});
+  auto client = ConnectOrFail(*node);
+  grid::Transaction two("p");
+  two.Set("m", "a@p", "1").Set("m", "b@p", "2");
+  auto ok = client->Transact(two);
+  REQUIRE(ok);
+  CHECK(ok->committed);
+  grid::Transaction three("p");
+  three.Set("m", "c@p", "1").Set("m", "d@p", "2").Set("m", "e@p", "3");
+  auto refused = client->Transact(three);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == base::ErrorCode::kBadRequest);
+  CHECK_THAT(refused.error().message(), Catch::Contains("3 operations, more than the limit of 2"));
+  CHECK_FALSE(client->GetMap("m")->Get("c@p")->has_value());
 }
 
 TEST_CASE("grid-node rejects unreadable or invalid config files with exit code 2",

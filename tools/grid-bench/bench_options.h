@@ -14,7 +14,8 @@
 
 namespace tessera::tools::bench {
 
-enum class OpKind { kGet, kSet, kPut, kPutIfAbsentTtl, kRemove };
+// tx3: a partition transaction of three sets (the key and two keys in its partition).
+enum class OpKind { kGet, kSet, kPut, kPutIfAbsentTtl, kRemove, kTx3 };
 std::string_view OpKindName(OpKind kind);
 
 struct OpWeight {

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "tessera/grid/client.h"
+#include "tessera/grid/transaction.h"
 
 namespace tessera::tools::bench {
 namespace {
@@ -166,6 +167,14 @@ void Connection::Issue() {
       if (kind == OpKind::kPut) request.value = value_;
       request.options = write;
       map_->ExecuteAsync(std::move(request), std::move(done));
+      break;
+    }
+    case OpKind::kTx3: {
+      grid::Transaction tx(key);
+      tx.Set(map_->name(), key, value_, write)
+          .Set(map_->name(), key + ":a@" + key, value_, write)
+          .Set(map_->name(), key + ":b@" + key, value_, write);
+      map_->ExecuteAsync(tx.request(), std::move(done));
       break;
     }
   }

@@ -176,6 +176,28 @@ std::vector<Setting> Settings() {
        MillisSetter("failure-timeout-ms", &MemberOptions::failure_timeout_ms)},
       {"join-timeout-ms", "start a new cluster if no seed answers by then (default 5000)",
        MillisSetter("join-timeout-ms", &MemberOptions::join_timeout_ms)},
+      {"max-transaction-ops", "most operations in one partition transaction (default 1000)",
+       [](NodeConfig& c, const std::string& text) -> Result<void> {
+         auto v = ParseUnsigned("max-transaction-ops", text, 1'000'000);
+         if (!v) return std::unexpected(v.error());
+         if (*v == 0) {
+           return Fail(ErrorCode::kBadRequest, "max-transaction-ops must be at least 1");
+         }
+         c.member.map_options.max_transaction_ops = *v;
+         return {};
+       }},
+      {"transaction-id-ttl-ms",
+       "how long a committed transaction's id is remembered, so the batch sent again is not "
+       "applied twice (default 600000)",
+       [](NodeConfig& c, const std::string& text) -> Result<void> {
+         auto v = ParseUnsigned("transaction-id-ttl-ms", text, 7ull * 24 * 3600 * 1000);
+         if (!v) return std::unexpected(v.error());
+         if (*v == 0) {
+           return Fail(ErrorCode::kBadRequest, "transaction-id-ttl-ms must be at least 1");
+         }
+         c.member.map_options.transaction_id_ttl_ms = static_cast<base::Millis>(*v);
+         return {};
+       }},
       {"log-level", "trace|debug|info|warn|error (default info)", SetLogLevel},
   };
 }

@@ -286,3 +286,31 @@ TEST_CASE("Bad transactions are refused with a clear error and nothing applied",
     CHECK_THAT(error_of(empty_map.request).message(), Catch::Contains("map name is empty"));
   }
 }
+
+TEST_CASE("A whole-map read never sees half of a batch", "[map][tx]") {
+  ServiceFixture f(3);
+  f.Run(ServiceFixture::Rq(MapOp::kSet, "token", "left@p", "t"));
+  std::atomic<bool> done{false};
+  std::thread mover([&] {
+    for (int i = 0; i < 400; ++i) {
+      const std::string from = i % 2 == 0 ? "left@p" : "right@p";
+      const std::string to = i % 2 == 0 ? "right@p" : "left@p";
+      Tx tx("p");
+      tx.Op(MapOp::kDelete, "token", from).If(TxCondition::kPresent);
+      tx.Op(MapOp::kSet, "token", to, "t").If(TxCondition::kAbsent);
+      f.Run(tx.request);
+    }
+    done = true;
+  });
+  int reads = 0, wrong = 0;
+  while (!done) {
+    wrong += f.Run(ServiceFixture::Rq(MapOp::kSize, "token")).count != 1;
+    MapRequest query = ServiceFixture::Rq(MapOp::kQuery, "token");
+    wrong += f.Run(query).entries.size() != 1;
+    ++reads;
+  }
+  mover.join();
+  INFO(reads << " reads");
+  CHECK(wrong == 0);
+  CHECK(Get(f, "token", "left@p") == "t");
+}
