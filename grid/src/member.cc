@@ -17,6 +17,7 @@
 #include "event_executor.h"
 #include "member_router.h"
 #include "native_handler.h"
+#include "partition_work_service.h"
 #include "tessera/base/check.h"
 #include "tessera/base/log.h"
 #include "tessera/membership/membership_service.h"
@@ -69,8 +70,9 @@ struct Member::Impl {
   std::unique_ptr<net::Server> native;
   std::unique_ptr<resp::RespServer> resp;
   std::unique_ptr<membership::MembershipService> membership;
-  std::unique_ptr<MemberRouter> router;  // sends requests for other members' partitions
-  std::unique_ptr<TopicRelay> relay;     // sends published messages to the other members
+  std::unique_ptr<PartitionWorkService> work;  // made by Member's constructor
+  std::unique_ptr<MemberRouter> router;        // sends requests for other members' partitions
+  std::unique_ptr<TopicRelay> relay;           // sends published messages to the other members
   std::shared_ptr<EmbeddedTopics> embedded_topics;
   // Read by the native handler's cluster hooks on shard threads; set once in Start.
   std::atomic<membership::MembershipService*> membership_ptr{nullptr};
@@ -87,6 +89,13 @@ Member::Member(MemberOptions options, std::shared_ptr<spdlog::logger> log, const
     : options_(std::move(options)), log_(log ? std::move(log) : DefaultLogger()), uuid_(NewUuid()) {
   processors_.RegisterBuiltins();
   impl_ = std::make_unique<Impl>(options_, log_, clock, processors_);
+  impl_->work = std::make_unique<PartitionWorkService>(impl_->shards, impl_->maps, *this);
+}
+
+void Member::RegisterPartitionWork(std::string name, PartitionWorkFactory factory) {
+  std::lock_guard lock(impl_->mu);
+  TESSERA_CHECK(!impl_->started, "RegisterPartitionWork called after Start");
+  impl_->work->Register(std::move(name), std::move(factory));
 }
 
 Member::~Member() { Shutdown(); }
@@ -114,6 +123,7 @@ base::Result<void> Member::Start() {
   // A listening member is a cluster member (maybe of one): until its first partition table
   // it must not serve from its empty stores what other members own.
   if (options_.listen) impl_->maps.ExpectPartitionTable();
+  impl_->work->Start();  // before the first table: its hook sees every ownership change
   impl_->embedded_topics = std::make_shared<EmbeddedTopics>(impl_->topics, impl_->shards.size(),
                                                             "member:" + uuid_, log_);
   if (options_.listen) StartRouter();  // before any front-end can publish
@@ -340,6 +350,26 @@ std::string Member::MetricsText() const {
       .RegisterGauge("tessera_member_migrations_pending", {},
                      "Replicas here whose migration copy has not arrived")
       .Set(static_cast<double>(impl_->maps.AwaitingPartitionCount()));
+  std::int64_t owned = 0;
+  for (std::uint32_t p = 0; p < options_.partition_count; ++p) {
+    owned += impl_->maps.OwnsPartition(p);
+  }
+  registry
+      .RegisterGauge("tessera_member_partitions_owned", {},
+                     "Partitions this member serves as their owner")
+      .Set(static_cast<double>(owned));
+  registry
+      .RegisterGauge("tessera_partition_work_partitions", {},
+                     "Partitions whose registered partition work runs on this member")
+      .Set(static_cast<double>(impl_->work->running_partitions()));
+  sync(registry.RegisterCounter("tessera_partition_work_started_total", {},
+                                "Times this member started a partition's work (it came to own "
+                                "the partition)"),
+       impl_->work->started());
+  sync(registry.RegisterCounter("tessera_partition_work_stopped_total", {},
+                                "Times this member stopped a partition's work (the partition "
+                                "left, or the member stopped)"),
+       impl_->work->stopped());
   return registry.RenderPrometheus();
 }
 
@@ -401,6 +431,9 @@ void Member::Shutdown() {
 void Member::ShutdownLocked() {
   if (!impl_->started || impl_->stopped) return;
   impl_->stopped = true;
+  // Before leaving: the members taking this one's partitions start their work once it left
+  // the table, so it must be over here first.
+  impl_->work->Stop();
   if (impl_->membership) {
     // Leave while the native port still receives the master's answer.
     auto wait =

@@ -126,7 +126,7 @@ struct ListenerOptions {
 
 # tessera::map::ReplicaUpdate: one change to a backup's copy of a partition.
 struct ReplicaUpdate {
-  kind @0 :UInt8;          # 1 set, 2 delete, 3 clear partition, 4 copy complete, 5 copy set, 6 resync begin, 7 resync chunk
+  kind @0 :UInt8;          # 1 set, 2 delete, 3 clear partition, 4 copy complete, 5 copy set, 6 resync begin, 7 resync chunk, 8 handoff
   mapName @1 :Text;        # empty with kind 3: every map
   partitionId @2 :UInt32;
   key @3 :Data;

@@ -438,7 +438,7 @@ base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view b
         std::vector<ReplicaUpdate> out;
         out.reserve(in.getUpdates().size());
         for (auto u : in.getUpdates()) {
-          if (u.getKind() < 1 || u.getKind() > 7) {
+          if (u.getKind() < 1 || u.getKind() > 8) {
             return Fail(ErrorCode::kBadRequest,
                         "unknown replica update kind " + std::to_string(u.getKind()));
           }

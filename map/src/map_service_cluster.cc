@@ -446,13 +446,26 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
   for (auto p = static_cast<std::uint32_t>(shard); p < partitioner.partition_count();
        p += static_cast<std::uint32_t>(shards.size())) {
     auto& f = flags[p];
+    if (f.handoff_pending.load(std::memory_order_relaxed) &&
+        now - f.handoff_since_ms.load() > kAwaitLimit && f.handoff_pending.exchange(false)) {
+      if (log) {
+        log->warn(
+            "partition {}: no work handoff from its previous owner within {} ms; "
+            "starting its partition work here",
+            p, kAwaitLimit);
+      }
+      NotifyOwnership(shard, {p});
+    }
     if (!f.pending.load(std::memory_order_relaxed) ||
         now - f.pending_since_ms.load() <= kAwaitLimit) {
       continue;
     }
-    std::lock_guard lock(ownership_mu);
-    if (!f.pending.exchange(false)) continue;
-    f.local.store(routing && routing->Owner(p) == routing->self);
+    {
+      std::lock_guard lock(ownership_mu);
+      if (!f.pending.exchange(false)) continue;
+      f.local.store(routing && routing->Owner(p) == routing->self);
+    }
+    NotifyOwnership(shard, {p});
     if (log) {
       log->warn(
           "partition {}: its migration copy did not arrive within {} ms; serving and "
@@ -469,7 +482,8 @@ StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
   // Before the first table every partition counts as local, yet a joiner's copies may arrive
   // before its first table: only a member with a table can be a serving owner.
   const bool has_table = CurrentRouting() != nullptr;
-  std::set<std::uint32_t> ignoring;  // resyncs of partitions this member serves as owner
+  std::set<std::uint32_t> ignoring;      // resyncs of partitions this member serves as owner
+  std::vector<std::uint32_t> completed;  // copies that arrived: maybe served here from now on
   std::set<std::uint32_t> stale;
   std::map<std::uint32_t, std::uint64_t> write_version;  // of the write being applied
   for (const auto& u : updates) {
@@ -518,6 +532,16 @@ StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
         break;
       case ReplicaUpdate::Kind::kResyncChunk:
         break;
+      case ReplicaUpdate::Kind::kHandoff: {
+        std::lock_guard lock(ownership_mu);
+        auto& f = flags[u.partition_id];
+        if (f.handoff_pending.exchange(false)) {
+          completed.push_back(u.partition_id);
+        } else if (!(routing && routing->Owner(u.partition_id) == routing->self)) {
+          f.handoff_arrived.store(true);  // before the table that makes us owner
+        }
+        break;
+      }
       case ReplicaUpdate::Kind::kPartitionComplete: {
         // Atomic with SetPartitionTable: the copy may complete before this member installed
         // the table that made it a holder (copies and views travel on different connections).
@@ -528,11 +552,13 @@ StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
         f.copy_arrived.store(true);
         if (f.pending.exchange(false)) {
           f.local.store(routing && routing->Owner(u.partition_id) == routing->self);
+          completed.push_back(u.partition_id);
         }
         break;
       }
     }
   }
+  if (!completed.empty()) NotifyOwnership(shard, std::move(completed));
   return {stale.begin(), stale.end()};
 }
 
@@ -551,6 +577,10 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   TESSERA_CHECK(replicas.size() == partitioner_.partition_count(),
                 "the partition table must list replicas for every partition");
   std::vector<std::pair<std::uint32_t, std::vector<std::string>>> copies;  // partition, to
+  std::vector<std::vector<std::uint32_t>> changed(shards_.size());         // ownership, by shard
+  // Partitions this member stopped owning whose new owner held them already: it waits for
+  // our kHandoff, sent once the ownership hook stopped our work (on the shard).
+  std::vector<std::vector<std::pair<std::uint32_t, std::string>>> handoffs(shards_.size());
   {
     std::lock_guard lock(impl_->ownership_mu);
     auto previous = impl_->routing;
@@ -587,7 +617,32 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
         f.pending.store(true);  // a new holder: wait for the copy (it may serve nothing before)
         f.pending_since_ms.store(now);
       }
+      const bool was_local = f.local.load();
       f.local.store(owner && !f.pending.load());
+      const std::size_t shard = shards_.ShardOfPartition(p);
+      if (was_local != f.local.load()) changed[shard].push_back(p);
+      // Work handoff between two live holders of the partition (no copy orders them).
+      const std::string& previous_owner = before.empty() ? next->self : before[0];
+      const bool was_owner = previous_owner == next->self;
+      if (owner && !was_owner && had && Contains(members, previous_owner)) {
+        if (f.handoff_arrived.exchange(false)) {
+          f.handoff_pending.store(false);
+        } else if (!f.handoff_pending.load()) {
+          f.handoff_pending.store(true);
+          f.handoff_since_ms.store(now);
+          impl_->handoff_from[p] = previous_owner;
+        }
+      } else if (!owner) {
+        f.handoff_arrived.store(false);
+        if (f.handoff_pending.exchange(false)) changed[shard].push_back(p);
+      } else if (f.handoff_pending.load() && !Contains(members, impl_->handoff_from[p])) {
+        f.handoff_pending.store(false);  // the member we waited for is gone
+        changed[shard].push_back(p);
+      }
+      if (was_owner && !owner && !after.empty() && Contains(before, after[0]) &&
+          Contains(members, after[0])) {
+        handoffs[shard].emplace_back(p, after[0]);
+      }
       if (owner && !f.pending.load()) f.versioned.store(true);
       f.has_backups.store(owner && after.size() > 1);
       if (!source.empty() && source == next->self) {
@@ -599,6 +654,21 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       }
     }
     impl_->routing = std::move(next);
+  }
+  // Before the copies are posted: on each shard, work stopped by the hook is over before the
+  // partition's copy leaves (posts to a shard run in order).
+  for (std::size_t shard = 0; shard < changed.size(); ++shard) {
+    if (!changed[shard].empty()) impl_->NotifyOwnership(shard, std::move(changed[shard]));
+    if (handoffs[shard].empty() || routing == nullptr) continue;
+    shards_.InvokeOn(shard,
+                     [routing, list = std::move(handoffs[shard]), token = impl_->EnterRequest()] {
+                       for (const auto& [p, to] : list) {
+                         ReplicaUpdate u;
+                         u.kind = ReplicaUpdate::Kind::kHandoff;
+                         u.partition_id = p;
+                         routing->SendReplica(to, {u}, [](base::Result<StalePartitions>) {});
+                       }
+                     });
   }
   if (copies.empty() || routing == nullptr) return;
   if (impl_->log)
@@ -645,6 +715,45 @@ std::vector<std::pair<std::string, RingCounters>> MapService::RingStats() const 
 
 std::uint64_t MapService::ForwardedCount() const {
   return impl_->forwarded.load(std::memory_order_relaxed);
+}
+
+void MapService::Impl::NotifyOwnership(std::size_t shard, std::vector<std::uint32_t> partitions) {
+  std::shared_ptr<const std::function<void(std::uint32_t)>> hook;
+  {
+    std::lock_guard lock(ownership_mu);
+    hook = ownership_hook;
+  }
+  if (!hook || partitions.empty()) return;
+  shards.DispatchOn(shard, [hook, partitions = std::move(partitions)] {
+    for (auto p : partitions) (*hook)(p);
+  });
+}
+
+void MapService::SetOwnershipHook(std::function<void(std::uint32_t partition)> hook) {
+  std::lock_guard lock(impl_->ownership_mu);
+  impl_->ownership_hook =
+      hook ? std::make_shared<const std::function<void(std::uint32_t)>>(std::move(hook)) : nullptr;
+}
+
+void MapService::ScanPartition(
+    const std::string& map_name, std::uint32_t partition,
+    const std::function<void(std::string_view key, std::string_view value)>& fn) {
+  const std::size_t shard = shards_.ShardOfPartition(partition);
+  TESSERA_CHECK(shards_.OnShard(shard), "ScanPartition called off the partition's shard");
+  const auto& maps = impl_->states[shard]->maps;
+  auto it = maps.find(map_name);
+  if (it == maps.end()) return;
+  const RecordStore* store = it->second->stores.Find(partition / shards_.size());
+  if (store == nullptr) return;
+  const base::Millis now = impl_->clock.NowMs();
+  store->ForEach([&](const Record& r) {
+    if (!r.ExpiredAt(now)) fn(r.key(), r.value());
+  });
+}
+
+bool MapService::RunsPartitionWork(std::uint32_t partition) const {
+  return OwnsPartition(partition) &&
+         !impl_->flags[partition].handoff_pending.load(std::memory_order_acquire);
 }
 
 bool MapService::OwnsPartition(std::uint32_t partition) const {

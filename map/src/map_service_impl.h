@@ -161,6 +161,7 @@ struct MapService::Impl {
     for (std::size_t i = 0; i < shards.size(); ++i)
       states.push_back(std::make_unique<ShardState>());
     flags = std::make_unique<PartitionFlags[]>(partitioner.partition_count());
+    handoff_from.resize(partitioner.partition_count());
   }
 
   // Whether a request may run: the service is not stopping and the request is well-formed.
@@ -222,6 +223,11 @@ struct MapService::Impl {
     // `version` counts from this member's own state: it owned the partition or a copy of it
     // completed here. Only then does a gap mean missed updates.
     std::atomic<bool> versioned{false};
+    // Work handoff (RunsPartitionWork): owned here, waiting for the previous owner's
+    // kHandoff; and a kHandoff that arrived before the table that makes this member owner.
+    std::atomic<bool> handoff_pending{false};
+    std::atomic<bool> handoff_arrived{false};
+    std::atomic<std::int64_t> handoff_since_ms{0};
   };
   // The partition table as addresses, replaced whole on every change.
   struct Routing {
@@ -299,6 +305,14 @@ struct MapService::Impl {
   std::unique_ptr<PartitionFlags[]> flags;  // per partition
   mutable std::mutex ownership_mu;
   std::shared_ptr<const Routing> routing;  // guarded by ownership_mu; null = not clustered
+  // Per partition, the member whose kHandoff a pending handoff waits for; guarded by
+  // ownership_mu.
+  std::vector<std::string> handoff_from;
+  // SetOwnershipHook's hook; guarded by ownership_mu, copied out before it is called.
+  std::shared_ptr<const std::function<void(std::uint32_t)>> ownership_hook;
+  // Runs the ownership hook for `partitions` (all on `shard`): inline when on that shard, else
+  // posted there.
+  void NotifyOwnership(std::size_t shard, std::vector<std::uint32_t> partitions);
 };
 
 }  // namespace tessera::map

@@ -176,10 +176,10 @@ TEST_CASE("Replica updates and acknowledgements survive a round trip", "[map][co
   CHECK(DecodeReplicaAck(EncodeReplicaAck(stale)).value() == stale);
   CHECK(DecodeReplicaAck("abc").error().code() == ErrorCode::kBadRequest);
 
-  updates.front().kind = static_cast<ReplicaUpdate::Kind>(8);
+  updates.front().kind = static_cast<ReplicaUpdate::Kind>(9);
   auto unknown = DecodeReplicaUpdates(EncodeReplicaUpdates(updates));
   REQUIRE_FALSE(unknown);
-  CHECK(unknown.error().message().find("unknown replica update kind 8") != std::string::npos);
+  CHECK(unknown.error().message().find("unknown replica update kind 9") != std::string::npos);
 }
 
 TEST_CASE("A cleared MapRequest is a default one, its buffers kept", "[map][codec]") {

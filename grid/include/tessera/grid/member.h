@@ -15,6 +15,7 @@
 
 #include "tessera/base/clock.h"
 #include "tessera/grid/instance.h"
+#include "tessera/grid/partition_work.h"
 #include "tessera/map/entry_processor.h"
 #include "tessera/map/map_service.h"
 #include "tessera/membership/cluster_view.h"
@@ -68,6 +69,13 @@ class Member final : public Instance {
 
   // Registry to add entry processors to. REQUIRES: before Start().
   map::EntryProcessorRegistry& processors() { return processors_; }
+  // Registers partition-owned work (partition_work.h): `factory` runs on a partition's shard
+  // each time this member comes to own the partition, and what it returns is destroyed there
+  // when the member stops owning it (before the partition's data moves) or shuts down.
+  // Metrics: tessera_member_partitions_owned, tessera_partition_work_partitions,
+  // tessera_partition_work_{started,stopped}_total. REQUIRES: before Start(); unique names (a
+  // second registration of a name replaces the first).
+  void RegisterPartitionWork(std::string name, PartitionWorkFactory factory);
 
   // Starts the shards, services and listeners, then joins the cluster (in the background: the
   // member serves at once; cluster_view() shows when it has joined). Errors:

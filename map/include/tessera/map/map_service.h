@@ -187,6 +187,24 @@ class MapService {
   void ApplyReplica(std::vector<ReplicaUpdate> updates, std::function<void(StalePartitions)> done);
   // Whether this member serves `partition` (true for all until SetPartitionTable).
   bool OwnsPartition(std::uint32_t partition) const;
+  // Partition ownership changes: `hook(partition)` runs on the partition's shard after
+  // OwnsPartition(partition) or RunsPartitionWork(partition) may have changed (a new table, a
+  // promotion, a migration copy that arrived, a copy given up on); the hook reads OwnsPartition to
+  // learn where it stands. When this member stops owning a partition, the hook runs on the shard
+  // before the partition's migration copy to its new owner is taken, and the new owner serves it
+  // only once that copy arrived: work the hook stops is over before the new owner's can start. Set
+  // before the member serves; one hook (a later call replaces it). Thread-safe.
+  void SetOwnershipHook(std::function<void(std::uint32_t partition)> hook);
+  // Whether partition-owned work for `partition` may run here: this member owns it, and when
+  // it took it over from a live member that also held it (a backup promoted as members join
+  // or leave, no copy needed) that member has confirmed it stopped its own work (a handoff,
+  // sent after its ownership hook ran), or it left the table, or kAwaitLimit (10 s) passed.
+  bool RunsPartitionWork(std::uint32_t partition) const;
+  // Calls fn(key, value) for every live entry of `map_name` in `partition` on this member,
+  // without touching them (no hits, no access time). A map without entries there calls
+  // nothing. REQUIRES: on the partition's shard; fn does not modify the map.
+  void ScanPartition(const std::string& map_name, std::uint32_t partition,
+                     const std::function<void(std::string_view key, std::string_view value)>& fn);
   // Replicas on this member (owned or backup) whose migration copy has not arrived yet.
   std::size_t AwaitingPartitionCount() const;
   // Keyed requests this member sent on to another member (their partition's owner) since
