@@ -142,9 +142,10 @@ std::vector<std::string> Lines(const std::string& text) {
 }
 
 base::Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(std::vector<std::string> args,
-                                                              std::chrono::milliseconds timeout) {
+                                                              std::chrono::milliseconds timeout,
+                                                              const std::string& program) {
   auto deadline = Clock::now() + timeout;
-  Spawned p = Spawn(GRID_NODE_PATH, args, /*capture_err=*/false);
+  Spawned p = Spawn(program.empty() ? GRID_NODE_PATH : program, args, /*capture_err=*/false);
   auto node = std::make_unique<NodeProcess>(p.pid, p.out_fd);
   std::string out;
   static const std::regex kReady(R"(grid-node ready: native [0-9.]+:([0-9]+) .*)");
@@ -170,9 +171,14 @@ base::Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(std::vector<std::s
 }
 
 std::unique_ptr<NodeProcess> NodeProcess::StartOrFail(std::vector<std::string> extra) {
+  return StartProgramOrFail("", std::move(extra));
+}
+
+std::unique_ptr<NodeProcess> NodeProcess::StartProgramOrFail(const std::string& program,
+                                                             std::vector<std::string> extra) {
   std::vector<std::string> args = {"--port", "0", "--log-level", "warn", "--threads", "2"};
   args.insert(args.end(), extra.begin(), extra.end());
-  auto node = Start(args);
+  auto node = Start(args, 30s, program);
   if (!node) FAIL(node.error().message());
   return std::move(*node);
 }

@@ -40,9 +40,14 @@ class NodeProcess {
   // Starts grid-node with `args` (add "--port", "0" yourself) and waits for its ready line.
   // Errors: kInternal with the exit status and output when it exits or hangs before ready.
   static base::Result<std::unique_ptr<NodeProcess>> Start(std::vector<std::string> args,
-                                                          std::chrono::milliseconds timeout = 30s);
+                                                          std::chrono::milliseconds timeout = 30s,
+                                                          const std::string& program = "");
   // Starts a node with --port 0 --log-level warn plus `extra`; FAILs the test on error.
   static std::unique_ptr<NodeProcess> StartOrFail(std::vector<std::string> extra = {});
+  // The same with another program that runs a member as grid-node does (tools/grid-node's
+  // RunNode), e.g. WORK_NODE_PATH.
+  static std::unique_ptr<NodeProcess> StartProgramOrFail(const std::string& program,
+                                                         std::vector<std::string> extra);
 
   ~NodeProcess();
   NodeProcess(const NodeProcess&) = delete;

@@ -1,0 +1,19 @@
+#pragma once
+// The body of grid-node: parse flags and config, start a Member, print the ready line, serve
+// until SIGINT/SIGTERM, shut down. Shared by grid-node's main() and by test programs that
+// embed a member the same way (tests/integration/work_node.cc).
+
+#include <functional>
+
+#include "tessera/grid/member.h"
+
+namespace tessera::tools::node {
+
+// Returns the process exit code: 0 after a clean stop, 1 when the member could not start,
+// 2 for bad flags or config (one line on stderr naming the problem). `prepare`, when given,
+// runs on the constructed member before it starts (to register entry processors or
+// partition work).
+int RunNode(int argc, const char* const argv[],
+            const std::function<void(grid::Member&)>& prepare = {});
+
+}  // namespace tessera::tools::node
