@@ -1,0 +1,69 @@
+// IdGenerator (id_generator.h). Next is one compare-and-swap on a 64-bit counter whose high
+// bits are milliseconds and low bits the sequence, so "the next sequence, or the current
+// millisecond if the clock moved on" is max(last + 1, now << 7): running ahead of the clock
+// and ignoring a clock that went back both fall out of it.
+#include "tessera/grid/id_generator.h"
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "tessera/base/check.h"
+#include "tessera/grid/instance.h"
+
+namespace tessera::grid {
+
+namespace {
+
+constexpr const char* kIdMap = "__tessera.ids";
+
+std::int64_t NowMsSinceEpoch() {
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  return std::max<std::int64_t>(0, now - IdGenerator::kEpochMs);
+}
+
+}  // namespace
+
+IdGenerator::IdGenerator(std::uint32_t node_id) : node_id_(node_id) {
+  TESSERA_CHECK(node_id < (1u << kNodeBits), "IdGenerator node id out of range");
+}
+
+std::int64_t IdGenerator::Next() {
+  for (;;) {
+    const std::int64_t now = NowMsSinceEpoch();
+    std::int64_t last = last_.load(std::memory_order_relaxed);
+    const std::int64_t next = std::max(last + 1, now << kSequenceBits);
+    if ((next >> kSequenceBits) - now > kMaxAheadMs) {  // far ahead of the clock: let it catch up
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    if (last_.compare_exchange_weak(last, next, std::memory_order_relaxed)) {
+      return (next << kNodeBits) | node_id_;
+    }
+  }
+}
+
+base::Result<std::unique_ptr<IdGenerator>> IdGenerator::Create(Instance& instance) {
+  auto ids = instance.GetMap(kIdMap);
+  const std::string holder = "generator@" + std::to_string(NowMsSinceEpoch());
+  constexpr std::uint32_t kNodes = 1u << kNodeBits;
+  for (std::uint32_t attempt = 0; attempt < kNodes; ++attempt) {
+    auto counter = ids->ExecuteOnKey("node-counter", "incrementRaw",
+                                     record::GenericRecord::Build().Int64("delta", 1).Done());
+    if (!counter) return std::unexpected(counter.error());
+    auto value = counter->GetInt64("value");
+    if (!value) return std::unexpected(value.error());
+    const auto node = static_cast<std::uint32_t>(*value % kNodes);
+    auto lease = ids->PutIfAbsent("node-" + std::to_string(node), holder, WithTtl(kNodeLeaseMs));
+    if (!lease) return std::unexpected(lease.error());
+    if (!lease->has_value()) return std::make_unique<IdGenerator>(node);  // ours now
+  }
+  return base::Fail(base::ErrorCode::kOverloaded,
+                    "every one of the 32768 id generator node ids is leased (map '" +
+                        std::string(kIdMap) +
+                        "'); generators are meant to live as long as their process");
+}
+
+}  // namespace tessera::grid
