@@ -170,6 +170,13 @@ base::Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(std::vector<std::s
   }
 }
 
+std::vector<std::string> FastClusterArgs(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--heartbeat-ms",    "200", "--failure-timeout-ms", "1500",
+                                   "--join-timeout-ms", "1500"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
 std::unique_ptr<NodeProcess> NodeProcess::StartOrFail(std::vector<std::string> extra) {
   return StartProgramOrFail("", std::move(extra));
 }

@@ -19,13 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> FastFailover(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"--heartbeat-ms",    "200", "--failure-timeout-ms", "1500",
-                                   "--join-timeout-ms", "1500"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
-}
-
 std::string Key(int i) { return "key-" + std::to_string(i); }
 std::string Value(int i) { return "value-" + std::to_string(i); }
 
@@ -107,9 +100,9 @@ void VerifyAll(grid::Map& map, int count, const std::string& phase) {
 
 TEST_CASE("SIGKILL of a member during 100k writes loses no acknowledged write, a joiner too",
           "[tools][cluster][failover]") {
-  auto a = NodeProcess::StartOrFail(FastFailover({}));
-  auto b = NodeProcess::StartOrFail(FastFailover({"--join", a->address()}));
-  auto c = NodeProcess::StartOrFail(FastFailover({"--join", a->address()}));
+  auto a = NodeProcess::StartOrFail(FastClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
+  auto c = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
   WaitForMembers(*a, 3);
 
   auto options = ClientOptionsFor(*a, 10s);
@@ -139,7 +132,7 @@ TEST_CASE("SIGKILL of a member during 100k writes loses no acknowledged write, a
   VerifyAll(*map, kKeys, "after the SIGKILL");
 
   // A fourth member joins: partitions move to it, and every key still reads back.
-  auto d = NodeProcess::StartOrFail(FastFailover({"--join", a->address()}));
+  auto d = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
   WaitForMembers(*a, 3);
   VerifyAll(*map, kKeys, "after the join, via the first member");
   auto via_d = ConnectOrFail(*d);
@@ -148,9 +141,9 @@ TEST_CASE("SIGKILL of a member during 100k writes loses no acknowledged write, a
 
 TEST_CASE("putIfAbsent across members has exactly one winner per key, even as a member dies",
           "[tools][cluster][failover]") {
-  auto a = NodeProcess::StartOrFail(FastFailover({}));
-  auto b = NodeProcess::StartOrFail(FastFailover({"--join", a->address()}));
-  auto c = NodeProcess::StartOrFail(FastFailover({"--join", a->address()}));
+  auto a = NodeProcess::StartOrFail(FastClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
+  auto c = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
   WaitForMembers(*a, 3);
 
   constexpr int kKeys = 3'000;
@@ -196,8 +189,9 @@ TEST_CASE("putIfAbsent across members has exactly one winner per key, even as a 
 
 TEST_CASE("SIGTERM hands a member's partitions over even without backups",
           "[tools][cluster][failover]") {
-  auto a = NodeProcess::StartOrFail(FastFailover({"--backup-count", "0"}));
-  auto b = NodeProcess::StartOrFail(FastFailover({"--backup-count", "0", "--join", a->address()}));
+  auto a = NodeProcess::StartOrFail(FastClusterArgs({"--backup-count", "0"}));
+  auto b =
+      NodeProcess::StartOrFail(FastClusterArgs({"--backup-count", "0", "--join", a->address()}));
   WaitForMembers(*a, 2);
   auto client = ConnectOrFail(*a);
   auto map = client->GetMap("orders");
@@ -214,9 +208,9 @@ namespace tessera::integration {
 
 TEST_CASE("A reliable topic loses no acknowledged message when its owner is SIGKILLed",
           "[tools][cluster][failover][topic]") {
-  auto a = NodeProcess::StartOrFail(FastFailover({}));
-  auto b = NodeProcess::StartOrFail(FastFailover({"--join", a->address()}));
-  auto c = NodeProcess::StartOrFail(FastFailover({"--join", a->address()}));
+  auto a = NodeProcess::StartOrFail(FastClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
+  auto c = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
   WaitForMembers(*a, 3);
   // The member that owns the topic's partition is the one to kill.
   auto view = ConnectOrFail(*a)->FetchClusterView();
@@ -306,9 +300,9 @@ namespace tessera::integration {
 
 TEST_CASE("Transactions stay whole and are applied once when a member is SIGKILLed mid-stream",
           "[tools][cluster][failover][tx]") {
-  auto a = NodeProcess::StartOrFail(FastFailover({}));
-  auto b = NodeProcess::StartOrFail(FastFailover({"--join", a->address()}));
-  auto c = NodeProcess::StartOrFail(FastFailover({"--join", a->address()}));
+  auto a = NodeProcess::StartOrFail(FastClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
+  auto c = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
   WaitForMembers(*a, 3);
 
   // Batch n in the partition of customer n % 20: count it and record it, together. A batch

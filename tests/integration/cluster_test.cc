@@ -14,14 +14,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Fast failure detection so the test takes seconds: heartbeat 200 ms, removed after 1.5 s.
-std::vector<std::string> ClusterArgs(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"--heartbeat-ms",    "200", "--failure-timeout-ms", "1500",
-                                   "--join-timeout-ms", "1500"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
-}
-
 // A node on a fixed port, so that it can be restarted at the same address.
 std::unique_ptr<NodeProcess> StartAt(std::uint16_t port, const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"--port", std::to_string(port), "--log-level",
@@ -66,10 +58,10 @@ std::vector<std::string> Addresses(const membership::ClusterView& view) {
 
 TEST_CASE("grid-node processes form a cluster, detect a SIGKILL, rejoin and leave gracefully",
           "[tools][cluster]") {
-  auto a = NodeProcess::StartOrFail(ClusterArgs({}));
-  auto b = NodeProcess::StartOrFail(ClusterArgs({"--join", a->address()}));
+  auto a = NodeProcess::StartOrFail(FastClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
   const std::uint16_t c_port = UnusedPort();
-  const std::vector<std::string> c_args = ClusterArgs({"--join", b->address()});  // redirected
+  const std::vector<std::string> c_args = FastClusterArgs({"--join", b->address()});  // redirected
   auto c = StartAt(c_port, c_args);
 
   auto view = WaitForMembers(*a, 3);
@@ -120,10 +112,11 @@ TEST_CASE("grid-node processes form a cluster, detect a SIGKILL, rejoin and leav
 
 TEST_CASE("Members with a different partition count or cluster name never merge",
           "[tools][cluster]") {
-  auto a = NodeProcess::StartOrFail(ClusterArgs({}));
-  auto b = NodeProcess::StartOrFail(ClusterArgs({"--join", a->address(), "--partitions", "100"}));
-  auto c =
-      NodeProcess::StartOrFail(ClusterArgs({"--join", a->address(), "--cluster-name", "other"}));
+  auto a = NodeProcess::StartOrFail(FastClusterArgs({}));
+  auto b =
+      NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address(), "--partitions", "100"}));
+  auto c = NodeProcess::StartOrFail(
+      FastClusterArgs({"--join", a->address(), "--cluster-name", "other"}));
   std::this_thread::sleep_for(2500ms);  // past the 1.5 s join timeout
   CHECK(ViewOf(*a).members.members.size() == 1);
   auto b_view = ViewOf(*b);
@@ -140,8 +133,8 @@ TEST_CASE("Members with a different partition count or cluster name never merge"
 }
 
 TEST_CASE("grid-cli members, partitions and cluster describe the cluster", "[tools][cluster]") {
-  auto a = NodeProcess::StartOrFail(ClusterArgs({}));
-  auto b = NodeProcess::StartOrFail(ClusterArgs({"--join", a->address()}));
+  auto a = NodeProcess::StartOrFail(FastClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
   WaitForMembers(*a, 2);
   WaitForMembers(*b, 2);
 
@@ -178,9 +171,9 @@ TEST_CASE("grid-cli members, partitions and cluster describe the cluster", "[too
 namespace tessera::integration {
 
 TEST_CASE("A cluster serves one data set: any member reaches every key", "[tools][cluster]") {
-  auto a = NodeProcess::StartOrFail(ClusterArgs({}));
-  auto b = NodeProcess::StartOrFail(ClusterArgs({"--join", a->address()}));
-  auto c = NodeProcess::StartOrFail(ClusterArgs({"--join", a->address()}));
+  auto a = NodeProcess::StartOrFail(FastClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
+  auto c = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
   for (const auto* node : {a.get(), b.get(), c.get()}) WaitForMembers(*node, 3);
 
   auto via_a = ConnectOrFail(*a);

@@ -14,13 +14,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> Fast(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"--heartbeat-ms",    "200", "--failure-timeout-ms", "1500",
-                                   "--join-timeout-ms", "1500"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
-}
-
 // One metric's value from a member's Prometheus text; -1 when it is not there.
 std::int64_t Metric(const NodeProcess& node, const std::string& name) {
   auto client = grid::Client::Connect(ClientOptionsFor(node, 2000ms));
@@ -58,9 +51,11 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::seconds limit) {
 
 TEST_CASE("Partition work runs on exactly one live member and resumes after SIGKILL",
           "[tools][cluster][work]") {
-  auto a = NodeProcess::StartProgramOrFail(WORK_NODE_PATH, Fast({}));
-  auto b = NodeProcess::StartProgramOrFail(WORK_NODE_PATH, Fast({"--join", a->address()}));
-  auto c = NodeProcess::StartProgramOrFail(WORK_NODE_PATH, Fast({"--join", a->address()}));
+  auto a = NodeProcess::StartProgramOrFail(WORK_NODE_PATH, FastClusterArgs({}));
+  auto b =
+      NodeProcess::StartProgramOrFail(WORK_NODE_PATH, FastClusterArgs({"--join", a->address()}));
+  auto c =
+      NodeProcess::StartProgramOrFail(WORK_NODE_PATH, FastClusterArgs({"--join", a->address()}));
   WaitForMembers(*a, 3);
   REQUIRE(WaitFor([&] { return OnePerPartition({a.get(), b.get(), c.get()}); }, 20s));
   const auto c_running = Metric(*c, "tessera_partition_work_partitions");
@@ -74,7 +69,8 @@ TEST_CASE("Partition work runs on exactly one live member and resumes after SIGK
   INFO("the dead member's " << c_running << " partitions resumed after " << resumed_ms << " ms");
   CHECK(resumed_ms < 1500 + 5000);  // failure timeout + a few seconds
 
-  auto d = NodeProcess::StartProgramOrFail(WORK_NODE_PATH, Fast({"--join", a->address()}));
+  auto d =
+      NodeProcess::StartProgramOrFail(WORK_NODE_PATH, FastClusterArgs({"--join", a->address()}));
   WaitForMembers(*a, 3);
   REQUIRE(WaitFor([&] { return OnePerPartition({a.get(), b.get(), d.get()}); }, 20s));
   CHECK(Metric(*d, "tessera_partition_work_partitions") > 50);
