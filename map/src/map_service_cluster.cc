@@ -666,7 +666,7 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
                          ReplicaUpdate u;
                          u.kind = ReplicaUpdate::Kind::kHandoff;
                          u.partition_id = p;
-                         routing->SendReplica(to, {u}, [](base::Result<StalePartitions>) {});
+                         routing->SendReplica(to, {u}, [](const base::Result<StalePartitions>&) {});
                        }
                      });
   }
