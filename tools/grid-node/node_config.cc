@@ -188,7 +188,7 @@ std::vector<Setting> Settings() {
        }},
       {"transaction-id-ttl-ms",
        "how long a committed transaction's id is remembered, so the batch sent again is not "
-       "applied twice (default 600000)",
+       "applied twice (default 60000)",
        [](NodeConfig& c, const std::string& text) -> Result<void> {
          auto v = ParseUnsigned("transaction-id-ttl-ms", text, 7ull * 24 * 3600 * 1000);
          if (!v) return std::unexpected(v.error());

@@ -211,8 +211,8 @@ TEST_CASE("A batch sent again with the same id is applied once and gets the firs
   f.Run(ServiceFixture::Rq(MapOp::kSet, "m", "gate@p", "closed"));
   CHECK(f.Run(guarded.request).flag);
   CHECK(Get(f, "m", "gate@p") == "open");
-  // The id is remembered for transaction_id_ttl_ms only (default 10 minutes).
-  f.clock.Advance(600'001);
+  // The id is remembered for transaction_id_ttl_ms only (default 60 s).
+  f.clock.Advance(60'001);
   CHECK(f.Run(tx.request).results[0].processor_result->GetInt64("value") == 3);
 }
 

@@ -22,7 +22,7 @@
 //   - Committed: every backup got the batch as one message before the call returns; listeners
 //     see its events after it committed; no reader sees half of it.
 //   - Every Transaction has an id (random, or WithId): the owner remembers the ids of
-//     committed batches for 10 minutes (MapServiceOptions::transaction_id_ttl_ms), so the same
+//     committed batches for 60 s (MapServiceOptions::transaction_id_ttl_ms), so the same
 //     Transaction sent again (a retry after kMemberLeft, by the client or by you) is applied
 //     once and answered with the first result. Build a new Transaction for a new batch.
 //   - Limits: at most MapServiceOptions::max_transaction_ops operations (default 1,000) and

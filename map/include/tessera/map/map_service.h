@@ -54,7 +54,9 @@ struct MapServiceOptions {
   // long the owner remembers the id of a committed batch (MapRequest::transaction_id) so that
   // the same batch sent again is not applied twice.
   std::size_t max_transaction_ops = 1000;
-  base::Millis transaction_id_ttl_ms = 600'000;
+  // Each remembered id costs a marker entry (about 500 bytes for a 3-set batch; its encoded
+  // result is 408): at R committed batches per second the owners hold R x ttl of them.
+  base::Millis transaction_id_ttl_ms = 60'000;
 };
 
 // The map where partition transactions keep the ids of committed batches: key
