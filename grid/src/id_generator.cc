@@ -26,13 +26,22 @@ std::int64_t NowMsSinceEpoch() {
 
 }  // namespace
 
-IdGenerator::IdGenerator(std::uint32_t node_id) : node_id_(node_id) {
+IdGenerator::IdGenerator(std::uint32_t node_id)
+    : node_id_(node_id),
+      start_ms_(NowMsSinceEpoch()),
+      start_steady_(std::chrono::steady_clock::now()) {
   TESSERA_CHECK(node_id < (1u << kNodeBits), "IdGenerator node id out of range");
+}
+
+std::int64_t IdGenerator::ClockMs() const {
+  return start_ms_ + std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - start_steady_)
+                         .count();
 }
 
 std::int64_t IdGenerator::Next() {
   for (;;) {
-    const std::int64_t now = NowMsSinceEpoch();
+    const std::int64_t now = ClockMs();
     std::int64_t last = last_.load(std::memory_order_relaxed);
     const std::int64_t next = std::max(last + 1, now << kSequenceBits);
     if ((next >> kSequenceBits) - now > kMaxAheadMs) {  // far ahead of the clock: let it catch up

@@ -62,6 +62,7 @@ void PartitionWorkService::Register(std::string name, PartitionWorkFactory facto
 
 void PartitionWorkService::Start() {
   if (types_.empty()) return;
+  started_service_ = true;
   maps_.SetOwnershipHook([this](std::uint32_t partition) { Reconcile(partition); });
   const auto count = maps_.partitioner().partition_count();
   shards_.InvokeOnAll([this, count](std::size_t shard) {
@@ -95,7 +96,9 @@ void PartitionWorkService::Reconcile(std::uint32_t partition) {
 }
 
 void PartitionWorkService::Stop() {
-  if (types_.empty() || stopping_.exchange(true)) return;
+  if (!started_service_ || stopping_.exchange(true)) return;
+  TESSERA_CHECK(!shards_.CurrentShard().has_value(),
+                "PartitionWorkService::Stop called on a shard thread; it waits for the shards");
   maps_.SetOwnershipHook(nullptr);
   std::vector<std::future<void>> done;
   for (std::size_t shard = 0; shard < shards_.size(); ++shard) {

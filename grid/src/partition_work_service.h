@@ -34,7 +34,8 @@ class PartitionWorkService {
   // Installs the ownership hook and starts the work of every partition owned now.
   void Start();
   // Stops every running work instance (on its shard) and waits for that; no work starts
-  // after it. REQUIRES: the shards are running.
+  // after it. Does nothing when Start did not run. REQUIRES: not on a shard thread; the
+  // shards are running if Start ran.
   void Stop();
 
   std::int64_t started() const { return started_.load(); }
@@ -53,6 +54,7 @@ class PartitionWorkService {
   std::vector<std::pair<std::string, PartitionWorkFactory>> types_;
   // Per shard, the partitions with work running; touched on that shard only.
   std::vector<std::map<std::uint32_t, std::unique_ptr<Running>>> running_by_shard_;
+  bool started_service_ = false;  // Start ran (the shards are running)
   std::atomic<bool> stopping_{false};
   std::atomic<std::int64_t> started_{0}, stopped_{0}, running_{0};
 };

@@ -12,9 +12,11 @@
 namespace tessera::grid {
 
 namespace {
+// 128 bits straight from the OS's random source: ids of different processes and threads must
+// not collide (a collision within the id TTL would answer a batch with another's result).
 std::string RandomTransactionId() {
-  thread_local std::mt19937_64 random{std::random_device{}()};
-  return fmt::format("{:016x}{:016x}", random(), random());
+  thread_local std::random_device random;
+  return fmt::format("{:08x}{:08x}{:08x}{:08x}", random(), random(), random(), random());
 }
 }  // namespace
 

@@ -446,8 +446,13 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
   for (auto p = static_cast<std::uint32_t>(shard); p < partitioner.partition_count();
        p += static_cast<std::uint32_t>(shards.size())) {
     auto& f = flags[p];
-    if (f.handoff_pending.load(std::memory_order_relaxed) &&
-        now - f.handoff_since_ms.load() > kAwaitLimit && f.handoff_pending.exchange(false)) {
+    bool gave_up_handoff = false;
+    if (f.handoff_pending.load(std::memory_order_relaxed)) {
+      std::lock_guard lock(ownership_mu);  // against a table setting up a new wait meanwhile
+      gave_up_handoff = f.handoff_pending.load() && now - f.handoff_since_ms.load() > kAwaitLimit &&
+                        f.handoff_pending.exchange(false);
+    }
+    if (gave_up_handoff) {
       if (log) {
         log->warn(
             "partition {}: no work handoff from its previous owner within {} ms; "
@@ -535,10 +540,13 @@ StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
       case ReplicaUpdate::Kind::kHandoff: {
         std::lock_guard lock(ownership_mu);
         auto& f = flags[u.partition_id];
-        if (f.handoff_pending.exchange(false)) {
-          completed.push_back(u.partition_id);
+        if (f.handoff_pending.load()) {
+          if (handoff_from[u.partition_id] == u.key && f.handoff_pending.exchange(false)) {
+            completed.push_back(u.partition_id);
+          }
         } else if (!(routing && routing->Owner(u.partition_id) == routing->self)) {
           f.handoff_arrived.store(true);  // before the table that makes us owner
+          handoff_from[u.partition_id] = u.key;
         }
         break;
       }
@@ -581,6 +589,7 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   // Partitions this member stopped owning whose new owner held them already: it waits for
   // our kHandoff, sent once the ownership hook stopped our work (on the shard).
   std::vector<std::vector<std::pair<std::uint32_t, std::string>>> handoffs(shards_.size());
+  std::string self_address;
   {
     std::lock_guard lock(impl_->ownership_mu);
     auto previous = impl_->routing;
@@ -625,11 +634,11 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       const std::string& previous_owner = before.empty() ? next->self : before[0];
       const bool was_owner = previous_owner == next->self;
       if (owner && !was_owner && had && Contains(members, previous_owner)) {
-        if (f.handoff_arrived.exchange(false)) {
+        if (f.handoff_arrived.exchange(false) && impl_->handoff_from[p] == previous_owner) {
           f.handoff_pending.store(false);
         } else if (!f.handoff_pending.load()) {
+          f.handoff_since_ms.store(now);  // before the flag: GiveUpStaleCopies reads both
           f.handoff_pending.store(true);
-          f.handoff_since_ms.store(now);
           impl_->handoff_from[p] = previous_owner;
         }
       } else if (!owner) {
@@ -653,6 +662,7 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
         if (!to.empty()) copies.emplace_back(p, std::move(to));
       }
     }
+    self_address = next->self;
     impl_->routing = std::move(next);
   }
   // Before the copies are posted: on each shard, work stopped by the hook is over before the
@@ -660,15 +670,17 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   for (std::size_t shard = 0; shard < changed.size(); ++shard) {
     if (!changed[shard].empty()) impl_->NotifyOwnership(shard, std::move(changed[shard]));
     if (handoffs[shard].empty() || routing == nullptr) continue;
-    shards_.InvokeOn(shard,
-                     [routing, list = std::move(handoffs[shard]), token = impl_->EnterRequest()] {
-                       for (const auto& [p, to] : list) {
-                         ReplicaUpdate u;
-                         u.kind = ReplicaUpdate::Kind::kHandoff;
-                         u.partition_id = p;
-                         routing->SendReplica(to, {u}, [](const base::Result<StalePartitions>&) {});
-                       }
-                     });
+    shards_.InvokeOn(shard, [impl = impl_.get(), routing, self_address,
+                             list = std::move(handoffs[shard]), token = impl_->EnterRequest()] {
+      for (const auto& [p, to] : list) {
+        if (impl->IsLocal(p)) continue;  // a later table gave it back: our work runs on
+        ReplicaUpdate u;
+        u.kind = ReplicaUpdate::Kind::kHandoff;
+        u.partition_id = p;
+        u.key = self_address;  // the sender: the receiver accepts only the owner it waits for
+        routing->SendReplica(to, {u}, [](const base::Result<StalePartitions>&) {});
+      }
+    });
   }
   if (copies.empty() || routing == nullptr) return;
   if (impl_->log)

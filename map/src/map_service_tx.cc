@@ -129,10 +129,10 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
       const Record* r = store.Find(op.request.key);
       if (r != nullptr && r->ExpiredAt(now)) r = nullptr;
       if (!Holds(op, r)) {
-        undo.RollBack();
-        MapResult conflict;
+        MapResult conflict;  // before the rollback, which may free the block `r` points to
         conflict.conflict = TxConflict{static_cast<std::uint32_t>(i), op.request.map_name,
                                        op.request.key, Describe(r)};
+        undo.RollBack();
         return conflict;
       }
     }

@@ -326,7 +326,7 @@ namespace tessera::map {
 
 void UndoLog::BlockFree::operator()(Record* r) const { RecordStore::BlockFree()(r); }
 
-UndoLog::~UndoLog() { Commit(); }
+UndoLog::~UndoLog() { RollBack(); }  // a no-op after Commit or RollBack
 
 void UndoLog::Detach() {
   for (auto& [store, capacity] : stores_) store->undo_ = nullptr;

@@ -102,6 +102,20 @@ TEST_CASE("A failed precondition applies nothing and names the operation, key an
   CHECK(f.Run(ServiceFixture::Rq(MapOp::kSize, "c")).count == 0);
 }
 
+TEST_CASE("A conflict on a key the batch already wrote names what the batch left there",
+          "[map][tx]") {
+  ServiceFixture f(2);
+  f.Run(ServiceFixture::Rq(MapOp::kSet, "m", "a@p", "old"));
+  Tx tx("p");
+  tx.Op(MapOp::kSet, "m", "a@p", "12345")
+      .Op(MapOp::kSet, "m", "a@p", "x")
+      .If(TxCondition::kValueEquals, "other");
+  MapResult r = f.Run(tx.request);  // the rollback frees the block the check looked at
+  REQUIRE(r.conflict.has_value());
+  CHECK(r.conflict->found == "value of 5 bytes, version 2");
+  CHECK(Get(f, "m", "a@p") == "old");
+}
+
 TEST_CASE("Preconditions see the batch's earlier operations and treat expired entries as absent",
           "[map][tx]") {
   ServiceFixture f(2);

@@ -15,8 +15,9 @@
 //   - A generator hands out 128 ids per millisecond (128k/s) from its own clock. Beyond that
 //     it runs ahead of the clock (borrowing later milliseconds) by up to 10 s, and then Next
 //     waits for the clock: ids never repeat.
-//   - The clock going backwards (NTP step, VM restore) does not go into ids: a generator never
-//     goes below the last millisecond it used, it keeps counting from there.
+//   - A generator's clock is the wall clock read when it was created plus the steady clock
+//     since: a wall clock step (NTP, VM restore) neither goes into its ids nor stalls it; over
+//     days its ids drift from the wall clock by the steady clock's drift (NTP slews it).
 //   - Node ids: Create reserves one through the cluster (an atomic counter and a lease entry
 //     in the map `__tessera.ids`), one round trip. The lease lasts kNodeLeaseMs (7 days):
 //     uniqueness holds among generators created less than 32,768 reservations apart, or
@@ -27,6 +28,7 @@
 // Thread-safety: Next is safe from any thread, lock-free.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -64,7 +66,13 @@ class IdGenerator {
   }
 
  private:
+  // The generator's clock: the wall clock read at construction plus the steady clock since,
+  // so a step of the wall clock (NTP, VM restore) neither goes into ids nor stalls Next.
+  std::int64_t ClockMs() const;
+
   std::uint32_t node_id_;
+  std::int64_t start_ms_;  // wall ms since kEpochMs at construction
+  std::chrono::steady_clock::time_point start_steady_;
   // (milliseconds since kEpochMs << kSequenceBits) | sequence of the last id handed out.
   std::atomic<std::int64_t> last_{0};
 };

@@ -99,7 +99,7 @@ class UndoLog {
   UndoLog() = default;
   UndoLog(const UndoLog&) = delete;
   UndoLog& operator=(const UndoLog&) = delete;
-  ~UndoLog();  // commits whatever is left
+  ~UndoLog();  // rolls back unless Commit (or RollBack) was called
 
   void RollBack();
   void Commit();

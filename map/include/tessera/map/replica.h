@@ -34,8 +34,9 @@ struct ReplicaUpdate {
     kCopySet = 5,            // like kSet, as part of a partition copy
     kResyncBegin = 6,        // like kClearPartition (all maps), starting a resync of a backup
     kResyncChunk = 7,        // no change itself: starts a later message of a resync
-    kHandoff = 8,            // the previous owner stopped the partition's work: the new owner
-                             // (which held a replica already) may start its own
+    kHandoff = 8,            // the previous owner (its address in `key`) stopped the
+                             // partition's work: the new owner, which held a replica
+                             // already, may start its own
   };
   Kind kind = Kind::kSet;
   std::string map_name;
