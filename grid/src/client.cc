@@ -123,6 +123,12 @@ std::shared_ptr<ReliableTopic> Client::GetReliableTopic(const std::string& name,
                                          impl_->publisher_id, impl_->log);
 }
 
+std::shared_ptr<Stream> Client::GetStream(const std::string& name, StreamConfig config) {
+  return std::make_shared<Stream>(name, std::move(config),
+                                  std::static_pointer_cast<Invoker>(impl_),
+                                  impl_->publisher_id, impl_->log);
+}
+
 std::shared_ptr<Topic> Client::GetTopic(const std::string& name) {
   return std::make_shared<Topic>(name, std::static_pointer_cast<TopicBackend>(impl_));
 }

@@ -3,6 +3,8 @@
 // call never sent (kConnectionFailed), one no member took (kNotOwner), and a read whose
 // connection was lost (kMemberLeft; reading twice is harmless). A write whose connection was
 // lost is reported as kMemberLeft: it may or may not have been applied.
+#include <algorithm>
+
 #include "client_impl.h"
 #include "tessera/map/map_codec.h"
 
@@ -25,6 +27,13 @@ bool IsRead(map::MapOp op) {
     case map::MapOp::kQuery:
     case map::MapOp::kStats:
     case map::MapOp::kRingRead:
+    case map::MapOp::kStreamRead:
+    case map::MapOp::kStreamInfo:
+    // Idempotent writes: the same call again changes nothing more.
+    case map::MapOp::kStreamCommit:
+    case map::MapOp::kStreamLease:
+    case map::MapOp::kStreamGroup:
+    case map::MapOp::kStreamJoin:
       return true;
     default:
       return false;
@@ -66,8 +75,13 @@ Result<map::MapResult> Client::Impl::Decode(Result<wire::Message> response) {
 bool Client::Impl::Retryable(const base::Error& error, const map::MapRequest& request) {
   const auto code = error.code();
   // A transaction with an id is applied once however often it is sent (map_service_tx.cc).
-  const bool idempotent = IsRead(request.op) ||
-                          (request.op == map::MapOp::kTransact && !request.transaction_id.empty());
+  // So is a stream append whose every event has an id (map_ops_stream.cc).
+  const bool idempotent =
+      IsRead(request.op) ||
+      (request.op == map::MapOp::kTransact && !request.transaction_id.empty()) ||
+      (request.op == map::MapOp::kStreamAppend && !request.keys.empty() &&
+       std::none_of(request.keys.begin(), request.keys.end(),
+                    [](const std::string& id) { return id.empty(); }));
   return code == ErrorCode::kConnectionFailed || code == ErrorCode::kNotOwner ||
          (code == ErrorCode::kMemberLeft && idempotent);
 }

@@ -419,6 +419,10 @@ std::shared_ptr<ReliableTopic> Member::GetReliableTopic(const std::string& name,
   return std::make_shared<ReliableTopic>(name, config, impl_->invoker, "member:" + uuid_, log_);
 }
 
+std::shared_ptr<Stream> Member::GetStream(const std::string& name, StreamConfig config) {
+  return std::make_shared<Stream>(name, std::move(config), impl_->invoker, "member:" + uuid_, log_);
+}
+
 std::shared_ptr<Topic> Member::GetTopic(const std::string& name) {
   return std::make_shared<Topic>(name, impl_->embedded_topics);
 }

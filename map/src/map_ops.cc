@@ -161,6 +161,20 @@ base::Result<MapResult> Dispatch(RecordStore& store, const MapRequest& rq, OpCon
       return detail::OpRingAppend(store, rq, ctx);
     case MapOp::kRingRead:
       return detail::OpRingRead(store, rq, ctx);
+    case MapOp::kStreamAppend:
+      return detail::OpStreamAppend(store, rq, ctx);
+    case MapOp::kStreamRead:
+      return detail::OpStreamRead(store, rq, ctx);
+    case MapOp::kStreamCommit:
+      return detail::OpStreamCommit(store, rq, ctx);
+    case MapOp::kStreamLease:
+      return detail::OpStreamLease(store, rq, ctx);
+    case MapOp::kStreamGroup:
+      return detail::OpStreamGroup(store, rq, ctx);
+    case MapOp::kStreamInfo:
+      return detail::OpStreamInfo(store, rq, ctx);
+    case MapOp::kStreamJoin:
+      return detail::OpStreamJoin(store, rq, ctx);
     case MapOp::kTransact:  // spans maps: MapService runs it (map_service_tx.cc)
       return Fail(ErrorCode::kBadRequest,
                   "a transaction runs through MapService, not on one store");
@@ -248,8 +262,7 @@ base::Result<void> ValidateKeys(const MapRequest& rq) {
 }
 
 bool AllowedInTransaction(MapOp op) {
-  return MapOpIsKeyed(op) && op != MapOp::kRingAppend && op != MapOp::kRingRead &&
-         op != MapOp::kTransact;
+  return MapOpIsKeyed(op) && op < MapOp::kRingAppend;
 }
 
 base::Result<void> ValidateTransaction(const MapRequest& rq,

@@ -24,8 +24,11 @@ void MapRequest::Clear() {
 }
 
 bool MapOpIsKeyed(MapOp op) {
-  return static_cast<std::uint8_t>(op) >= static_cast<std::uint8_t>(MapOp::kPut) &&
-         static_cast<std::uint8_t>(op) <= static_cast<std::uint8_t>(MapOp::kTransact);
+  const auto code = static_cast<std::uint8_t>(op);
+  return (code >= static_cast<std::uint8_t>(MapOp::kPut) &&
+          code <= static_cast<std::uint8_t>(MapOp::kStreamCommit)) ||
+         (code >= static_cast<std::uint8_t>(MapOp::kStreamLease) &&
+          code <= static_cast<std::uint8_t>(MapOp::kStreamJoin));
 }
 
 std::string_view MapOpName(MapOp op) {
@@ -56,6 +59,20 @@ std::string_view MapOpName(MapOp op) {
       return "ringRead";
     case MapOp::kTransact:
       return "transact";
+    case MapOp::kStreamAppend:
+      return "streamAppend";
+    case MapOp::kStreamRead:
+      return "streamRead";
+    case MapOp::kStreamCommit:
+      return "streamCommit";
+    case MapOp::kStreamLease:
+      return "streamLease";
+    case MapOp::kStreamGroup:
+      return "streamGroup";
+    case MapOp::kStreamInfo:
+      return "streamInfo";
+    case MapOp::kStreamJoin:
+      return "streamJoin";
     case MapOp::kSetTtl:
       return "setTtl";
     case MapOp::kGetEntryView:

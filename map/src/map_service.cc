@@ -93,6 +93,7 @@ OpContext MapService::Impl::ContextFor(MapTable& table, std::uint32_t partition_
   Refresh(table);
   OpContext ctx;
   ctx.now_ms = clock.NowMs();
+  ctx.wall_ms = clock.WallMs();
   ctx.config = table.config;
   ctx.map_name = table.name;
   ctx.partition_id = partition_id;

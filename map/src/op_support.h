@@ -54,5 +54,20 @@ base::Result<MapResult> OpExecuteOnEntries(RecordStore& store, const MapRequest&
 // Ring buffers (map_ops_ring.cc).
 base::Result<MapResult> OpRingAppend(RecordStore& store, const MapRequest& request, OpContext& ctx);
 base::Result<MapResult> OpRingRead(RecordStore& store, const MapRequest& request, OpContext& ctx);
+// Event streams (map_ops_stream.cc).
+base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& request,
+                                       OpContext& ctx);
+base::Result<MapResult> OpStreamRead(RecordStore& store, const MapRequest& request,
+                                     OpContext& ctx);
+base::Result<MapResult> OpStreamCommit(RecordStore& store, const MapRequest& request,
+                                       OpContext& ctx);
+base::Result<MapResult> OpStreamLease(RecordStore& store, const MapRequest& request,
+                                      OpContext& ctx);
+base::Result<MapResult> OpStreamGroup(RecordStore& store, const MapRequest& request,
+                                      OpContext& ctx);
+base::Result<MapResult> OpStreamInfo(RecordStore& store, const MapRequest& request,
+                                     OpContext& ctx);
+base::Result<MapResult> OpStreamJoin(RecordStore& store, const MapRequest& request,
+                                     OpContext& ctx);
 
 }  // namespace tessera::map::detail

@@ -34,6 +34,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "ShuttingDown";
     case ErrorCode::kNotFound:
       return "NotFound";
+    case ErrorCode::kConflict:
+      return "Conflict";
   }
   return "Unknown";
 }

@@ -41,6 +41,7 @@ struct StoreFixture {
   OpContext Context() {
     OpContext ctx;
     ctx.now_ms = clock.NowMs();
+    ctx.wall_ms = clock.WallMs();
     ctx.config = config;
     ctx.map_name = "m";
     ctx.partition_id = 0;

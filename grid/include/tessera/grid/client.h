@@ -57,6 +57,7 @@ class Client final : public Instance {
   std::shared_ptr<Topic> GetTopic(const std::string& name) override;
   std::shared_ptr<ReliableTopic> GetReliableTopic(const std::string& name,
                                                   ReliableTopicConfig config = {}) override;
+  std::shared_ptr<Stream> GetStream(const std::string& name, StreamConfig config = {}) override;
   base::Result<TransactionResult> Transact(const Transaction& transaction) override;
   void Shutdown() override;
 

@@ -10,6 +10,7 @@
 
 #include "tessera/grid/map.h"
 #include "tessera/grid/reliable_topic.h"
+#include "tessera/grid/stream.h"
 #include "tessera/grid/topic.h"
 #include "tessera/grid/transaction.h"
 #include "tessera/grid/typed_map.h"
@@ -36,6 +37,10 @@ class Instance {
   // when the proxy is destroyed. Publishers of one topic should use the same `config`.
   virtual std::shared_ptr<ReliableTopic> GetReliableTopic(const std::string& name,
                                                           ReliableTopicConfig config = {}) = 0;
+
+  // A proxy of the event stream named `name` (see stream.h); its subscriptions stop when the
+  // proxy is destroyed. The first instance to use a stream stores `config` in the grid.
+  virtual std::shared_ptr<Stream> GetStream(const std::string& name, StreamConfig config = {}) = 0;
 
   // Applies `transaction` all-or-nothing on its partition's owner (see transaction.h): the
   // result says whether it committed, with each operation's result, or which precondition

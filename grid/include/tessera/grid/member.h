@@ -88,6 +88,7 @@ class Member final : public Instance {
   std::shared_ptr<Topic> GetTopic(const std::string& name) override;
   std::shared_ptr<ReliableTopic> GetReliableTopic(const std::string& name,
                                                   ReliableTopicConfig config = {}) override;
+  std::shared_ptr<Stream> GetStream(const std::string& name, StreamConfig config = {}) override;
   // Leaves the cluster gracefully (bounded by the failure timeout), then stops everything.
   base::Result<TransactionResult> Transact(const Transaction& transaction) override;
   void Shutdown() override;

@@ -53,6 +53,19 @@ enum class MapOp : std::uint8_t {
   // flag = committed; results = each operation's result (committed); conflict = the first
   // precondition that failed (not committed: nothing applied). See TxOp.
   kTransact = 16,
+  // Event streams (map_ops_stream.cc, formats in stream_format.h): key = "meta@P" for
+  // sub-stream P unless noted.
+  kStreamAppend = 17,  // entries = [(event key, payload)], keys = event ids (none, or one per
+                       // event; "" = no id); argument {max_events, max_bytes, max_age_ms,
+                       // dedup_ms}; all or nothing: entries out = [(offset, "dup" or "")] per
+                       // event, count = events stored, value = "HEAD TAIL". kOverloaded when
+                       // it does not fit (naming the slowest group)
+  kStreamRead = 18,    // argument {from, max, max_bytes}; entries = [(offset, stored event)]
+                       // from max(from, head); count = head; flag = from < head (lost);
+                       // value = "HEAD TAIL"
+  kStreamCommit = 19,  // argument {group, consumer, offset, max_age_ms}: the group's cursor
+                       // becomes max(cursor, offset) if `consumer` holds its lease (kConflict
+                       // if not); count = the cursor
   // Multi-partition: fan out and merge.
   kPutAll = 20,            // entries in; count=number written
   kGetAll = 21,            // keys in; entries out (missing keys omitted)
@@ -62,6 +75,19 @@ enum class MapOp : std::uint8_t {
   kQuery = 25,             // predicate + projection; entries (keys only: values empty)
   kExecuteOnEntries = 26,  // predicate; processor_results
   kStats = 27,             // stats
+  // Event streams, continued (keyed, like 1..19).
+  kStreamLease = 30,  // argument {group, consumer, ttl_ms, release}: take or renew (release:
+                      // give back) group's lease on the sub-stream; flag = held by consumer,
+                      // value = the holder, count = the group's cursor
+  kStreamGroup = 31,  // argument {group, action: "oldest" | "latest" | "delete", max_age_ms}:
+                      // create the group with its cursor before the oldest stored event or
+                      // at the tail, or delete it; flag = changed, count = its cursor
+  kStreamInfo = 32,   // value = StreamMetaText; entries = [(group, "CURSOR OLDEST_MS HOLDER")],
+                      // OLDEST_MS = append time of its oldest uncommitted event (0: none),
+                      // HOLDER = lease holder or "-"; count = append time of the head event
+  kStreamJoin = 33,   // key = "consumers:<g>@S"; argument {consumer, ttl_ms, leave}: record
+                      // the consumer as live until now + ttl_ms (leave: remove it); entries =
+                      // the live consumers [(consumer, expiry_ms)] sorted by name
 };
 
 // What kRingAppend does when the ring holds `capacity` unexpired messages.

@@ -29,6 +29,7 @@ enum class ErrorCode : std::uint16_t {
   kUnsupported = 13,       // the operation is not supported by this member or instance
   kShuttingDown = 14,      // the member or client is shutting down
   kNotFound = 15,          // a named thing (listener id, processor, map) does not exist
+  kConflict = 16,          // a lease or fence the caller relied on is held by someone else
 };
 
 // Returns the code's name, e.g. "Timeout". Unknown numeric values give "Unknown".

@@ -1,0 +1,203 @@
+#pragma once
+// Stream: an event stream with consumer groups (Kafka's model on the grid). Obtained from
+// Instance::GetStream; the same class serves the embedded member and the client.
+//
+// Storage: `sub_streams` sub-streams, each in its own partition of the internal map
+// "__streams" (so written with the map's synchronous backups, moved by migrations, promoted
+// with the partition); formats in tessera/map/stream_format.h. An event goes to the
+// sub-stream of its key's partition key (the text after the key's last '@', else the whole
+// key), so one key's events keep their append order. Offsets count 1, 2, ... per sub-stream.
+//
+// Append is idempotent by event id: an id appended within the dedup window (default 10 min)
+// returns the original offset and stores nothing. An append that returns OK is on the owner
+// and its backups. Append without an id that fails with kMemberLeft may or may not be stored;
+// with an id it is retried and applied once.
+//
+// Consumer groups: Subscribe(group, handler) joins the group (creating it on every sub-stream
+// the first time, at the oldest stored event or at the tail). The group's committed cursor per
+// sub-stream is stored in the grid. The live consumers of a group share the sub-streams: each
+// renews its presence every lease_ttl_ms / 3, takes sub-stream i when i % consumers equals
+// its rank by consumer id, and holds a lease (putIfAbsent with TTL lease_ttl_ms, renewed) on
+// each sub-stream it consumes. A consumer that stops releases its leases at once; one that
+// dies loses them at expiry, and the next holder resumes after the committed cursor. Delivery
+// is in order per sub-stream and at least once: events handled but not yet committed when a
+// consumer dies are delivered again to the next holder (commit per event with commit_every =
+// 1 to make that window one event). A commit by a consumer that lost its lease is refused
+// (kConflict), so a paused consumer cannot move a cursor another consumer owns.
+//
+// Retention and backpressure: an event stays until every group of its sub-stream committed
+// it (plus max_age_ms, if set); a stream with no groups keeps its newest events up to the
+// limits. A sub-stream at max_events or max_bytes makes Append retry for block_timeout_ms and
+// then fail with kOverloaded naming the stream and the slowest group; it never drops an event
+// a group has not committed. DeleteGroup removes a group's cursors, lease and retention hold.
+//
+// Configuration: the first instance to use a stream stores its configuration in the grid
+// ("stream@NAME"); later instances use the stored one (a differing local one is logged once),
+// so every user routes keys to the same sub-streams.
+//
+// Thread-safety: safe to use from many threads at once. Handlers run on the subscription's
+// own thread, one event at a time.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tessera/base/clock.h"
+#include "tessera/base/error.h"
+#include "tessera/grid/invoker.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tessera::grid {
+
+struct StreamConfig {
+  std::uint32_t sub_streams = 16;
+  std::int64_t max_events = 100'000;         // per sub-stream
+  std::int64_t max_bytes = 64 << 20;         // per sub-stream (stored form of the events)
+  base::Millis max_age_ms = 0;               // keep committed events this long (0: drop at once)
+  base::Millis dedup_window_ms = 600'000;    // remember event ids this long
+  base::Millis block_timeout_ms = 5'000;     // a full sub-stream: retry this long, then fail
+  std::vector<std::string> groups;           // created at the oldest event on first use
+};
+
+struct StreamEvent {
+  std::uint32_t sub_stream = 0;
+  std::int64_t offset = 0;
+  std::string id;       // the id given to Append ("" = none)
+  std::string key;
+  std::string payload;
+  std::int64_t time_ms = 0;  // wall-clock time it was appended
+  int attempt = 1;  // 1 + the times this consumer delivered it before (after handler errors)
+};
+
+struct StreamAppend {
+  std::string key;
+  std::string payload;
+  std::string id;  // "" = not deduplicated
+};
+
+struct AppendResult {
+  std::uint32_t sub_stream = 0;
+  std::int64_t offset = 0;
+  bool duplicate = false;  // the id had been appended before: nothing stored, first offset
+  friend bool operator==(const AppendResult&, const AppendResult&) = default;
+};
+
+struct SubscribeOptions {
+  enum class Start { kOldest, kLatest };
+  Start start = Start::kOldest;  // where a group that does not exist yet begins
+  int max_batch = 256;           // events read per sub-stream per round
+  int commit_every = 0;          // commit after this many handled events (0: after each batch)
+  base::Millis lease_ttl_ms = 10'000;
+  base::Millis retry_delay_ms = 100;  // after a handler error, before the event comes again
+  base::Millis max_idle_poll_ms = 20;  // an idle consumer polls at 1 ms, doubling up to this
+  std::string consumer_id;             // "" = generated (unique)
+};
+
+// OK commits the event; an error has it delivered again after retry_delay_ms (and every
+// later event of its sub-stream waits). A handler that throws counts as an error.
+using StreamHandler = std::function<base::Result<void>(const StreamEvent&)>;
+
+using SubscriptionId = std::uint64_t;
+
+struct SubscriptionStats {
+  std::int64_t delivered = 0;    // handler calls
+  std::int64_t committed = 0;    // events committed
+  std::int64_t redelivered = 0;  // handler calls for an event this consumer saw before
+  std::int64_t handler_errors = 0;
+  std::int64_t leases_lost = 0;  // leases taken away (expired or refused commit)
+  std::int64_t leases_held = 0;  // now
+};
+
+struct StreamGroupPosition {
+  std::string group;
+  std::int64_t cursor = 0;        // last committed offset
+  std::int64_t lag = 0;           // events after the cursor
+  std::int64_t oldest_uncommitted_ms = 0;  // append time of the first of them (0: none)
+  std::string holder;             // the consumer holding the lease ("" = none)
+};
+
+struct SubStreamInfo {
+  std::uint32_t index = 0;
+  std::int64_t head = 1, tail = 0, bytes = 0;
+  std::int64_t oldest_ms = 0;  // append time of the oldest stored event (0: empty)
+  std::vector<StreamGroupPosition> groups;
+};
+
+struct StreamInfo {
+  std::string name;
+  StreamConfig config;  // as stored in the grid
+  std::vector<SubStreamInfo> sub_streams;
+  // Per group over all sub-streams: lag = sum, oldest_uncommitted_ms = min (0: none).
+  std::vector<StreamGroupPosition> groups;
+};
+
+class Stream {
+ public:
+  Stream(std::string name, StreamConfig config, std::shared_ptr<Invoker> invoker,
+         std::string instance_id, std::shared_ptr<spdlog::logger> log);
+  ~Stream();  // stops this proxy's subscriptions (releasing their leases)
+
+  const std::string& name() const { return name_; }
+
+  // Errors: kBadRequest (bad stream name, batch too large, sub-stream count differs from the
+  // stored one), kOverloaded (full for block_timeout_ms), and the map's call errors.
+  base::Result<AppendResult> Append(std::string key, std::string payload, std::string id = "");
+  // One append per sub-stream, sent in parallel; each sub-stream's part is all or nothing.
+  // On error, parts for other sub-streams may be stored: send the batch again with the same
+  // ids to finish it (stored events come back as duplicates).
+  base::Result<std::vector<AppendResult>> AppendAll(std::vector<StreamAppend> events);
+  // The sub-stream `key`'s events go to.
+  std::uint32_t SubStreamOf(std::string_view key);
+
+  // Starts a consumer of `group` (its own thread). Errors: kBadRequest for a bad group name
+  // or options, and errors creating the group.
+  base::Result<SubscriptionId> Subscribe(const std::string& group, StreamHandler handler,
+                                         SubscribeOptions options = {});
+  // Stops it after the event in hand, commits what it handled and releases its leases; true
+  // if it existed. No handler call starts after this returns.
+  bool Unsubscribe(SubscriptionId id);
+  std::optional<SubscriptionStats> Stats(SubscriptionId id) const;
+
+  // Creates the group on every sub-stream (no change where it exists).
+  base::Result<void> CreateGroup(const std::string& group,
+                                 SubscribeOptions::Start start = SubscribeOptions::Start::kOldest);
+  base::Result<void> DeleteGroup(const std::string& group);
+  base::Result<StreamInfo> Info();
+
+ private:
+  struct Subscription;
+  base::Result<void> EnsureCreated();
+  base::Result<map::MapResult> Call(map::MapRequest request);
+  map::MapRequest AppendRequest(std::uint32_t sub, const std::vector<StreamAppend>& events,
+                                const std::vector<std::size_t>& index) const;
+  base::Result<void> CreateGroupOnAll(const std::string& group, SubscribeOptions::Start start);
+  std::vector<base::Result<map::MapResult>> CallAll(std::vector<map::MapRequest> requests);
+  void Run(const std::shared_ptr<Subscription>& s);
+  void Rebalance(Subscription& s);
+  bool Consume(Subscription& s);
+  void CommitAll(Subscription& s);
+  void Leave(Subscription& s);
+
+  const std::string name_;
+  StreamConfig config_;  // the stored one once created (guarded by create_mu_ until then)
+  std::shared_ptr<Invoker> invoker_;
+  const std::string instance_id_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::mutex create_mu_;
+  std::atomic<bool> created_{false};
+  mutable std::mutex mu_;
+  std::vector<std::pair<SubscriptionId, std::shared_ptr<Subscription>>> subscriptions_;  // mu_
+  SubscriptionId next_id_ = 1;                                                          // mu_
+  std::atomic<std::uint64_t> consumer_seq_{0};
+};
+
+}  // namespace tessera::grid

@@ -1,0 +1,396 @@
+// Stream consumers: one thread per subscription. Each round it (every lease_ttl_ms / 3, or
+// every 250 ms while it waits for a sub-stream it was assigned) records its presence in the
+// group (kStreamJoin), works out its share (sub-stream i when i % consumers == its rank),
+// gives back leases outside its share and takes or renews the others (kStreamLease); then it
+// reads every held sub-stream at once (kStreamRead), hands the events to the handler in
+// offset order, and commits what was handled (kStreamCommit, fenced by the lease).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
+#include <map>
+
+#include "stream_internal.h"
+#include "tessera/grid/stream.h"
+#include "tessera/map/stream_format.h"
+#include "tessera/record/generic_record.h"
+
+namespace tessera::grid {
+
+using base::ErrorCode;
+using base::Result;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::int64_t ParseOffset(const std::string& text) {
+  std::int64_t v = 0;
+  std::from_chars(text.data(), text.data() + text.size(), v);
+  return v;
+}
+
+}  // namespace
+
+struct Stream::Subscription {
+  struct Held {
+    std::int64_t next = 1;       // the next offset to hand to the handler
+    std::int64_t handled = 0;    // the last offset the handler accepted
+    std::int64_t committed = 0;  // the last offset committed
+    std::int64_t seen = 0;       // the highest offset this consumer delivered
+    std::int64_t failed_offset = 0;
+    int failed_attempts = 0;
+    Clock::time_point retry_at{};
+  };
+
+  std::string group;
+  std::string consumer;
+  StreamHandler handler;
+  SubscribeOptions options;
+  std::thread thread;
+  std::mutex mu;  // for cv only
+  std::condition_variable cv;
+  std::atomic<bool> stop{false};
+  std::map<std::uint32_t, Held> held;  // the thread's own
+  Clock::time_point next_rebalance{};
+  std::string last_error;  // logged once until it changes
+  std::atomic<std::int64_t> delivered{0}, committed{0}, redelivered{0}, handler_errors{0},
+      leases_lost{0}, leases_held{0};
+
+  void Warn(spdlog::logger& log, const std::string& stream, const std::string& what) {
+    if (what == last_error) return;
+    last_error = what;
+    log.warn("stream '{}' group '{}' consumer '{}': {}", stream, group, consumer, what);
+  }
+  void Wait(std::chrono::milliseconds d) {
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, d, [&] { return stop.load(); });
+  }
+};
+
+Stream::~Stream() {
+  std::vector<SubscriptionId> ids;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, s] : subscriptions_) ids.push_back(id);
+  }
+  for (auto id : ids) Unsubscribe(id);
+}
+
+Result<SubscriptionId> Stream::Subscribe(const std::string& group, StreamHandler handler,
+                                         SubscribeOptions options) {
+  if (auto problem = map::StreamNameProblem("group", group); !problem.empty()) {
+    return base::Fail(ErrorCode::kBadRequest, problem);
+  }
+  if (options.max_batch < 1 || options.commit_every < 0 || options.lease_ttl_ms < 30 ||
+      options.retry_delay_ms < 0 || options.max_idle_poll_ms < 1) {
+    return base::Fail(ErrorCode::kBadRequest,
+                      "stream '" + name_ +
+                          "': subscribe needs max_batch >= 1, commit_every >= 0, lease_ttl_ms "
+                          ">= 30, retry_delay_ms >= 0 and max_idle_poll_ms >= 1");
+  }
+  if (!handler) return base::Fail(ErrorCode::kBadRequest, "subscribe needs a handler");
+  auto s = std::make_shared<Subscription>();
+  s->group = group;
+  s->consumer = options.consumer_id.empty()
+                    ? instance_id_ + "/" + std::to_string(++consumer_seq_)
+                    : options.consumer_id;
+  if (auto problem = map::StreamNameProblem("consumer", s->consumer); !problem.empty()) {
+    return base::Fail(ErrorCode::kBadRequest, problem);
+  }
+  if (auto ok = CreateGroup(group, options.start); !ok) return std::unexpected(ok.error());
+  s->handler = std::move(handler);
+  s->options = std::move(options);
+  std::lock_guard lock(mu_);
+  const SubscriptionId id = next_id_++;
+  s->thread = std::thread([this, s] { Run(s); });
+  subscriptions_.emplace_back(id, s);
+  return id;
+}
+
+bool Stream::Unsubscribe(SubscriptionId id) {
+  std::shared_ptr<Subscription> s;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = subscriptions_.begin(); it != subscriptions_.end(); ++it) {
+      if (it->first != id) continue;
+      s = std::move(it->second);
+      subscriptions_.erase(it);
+      break;
+    }
+  }
+  if (!s) return false;
+  {
+    std::lock_guard lock(s->mu);
+    s->stop = true;
+  }
+  s->cv.notify_all();
+  if (s->thread.get_id() == std::this_thread::get_id()) {
+    s->thread.detach();  // from its own handler; Run holds the subscription and leaves after
+  } else if (s->thread.joinable()) {
+    s->thread.join();
+  }
+  return true;
+}
+
+std::optional<SubscriptionStats> Stream::Stats(SubscriptionId id) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [sid, s] : subscriptions_) {
+    if (sid != id) continue;
+    return SubscriptionStats{s->delivered.load(),   s->committed.load(),
+                             s->redelivered.load(), s->handler_errors.load(),
+                             s->leases_lost.load(), s->leases_held.load()};
+  }
+  return std::nullopt;
+}
+
+void Stream::Run(const std::shared_ptr<Subscription>& s) {
+  auto pause = std::chrono::milliseconds(1);
+  while (!s->stop.load()) {
+    if (Clock::now() >= s->next_rebalance) Rebalance(*s);
+    if (s->stop.load()) break;
+    if (Consume(*s)) {
+      pause = std::chrono::milliseconds(1);
+      continue;
+    }
+    s->Wait(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(s->options.max_idle_poll_ms));
+  }
+  Leave(*s);
+}
+
+void Stream::Rebalance(Subscription& s) {
+  const base::Millis ttl = s.options.lease_ttl_ms;
+  auto join = StreamRequest(map::MapOp::kStreamJoin, map::StreamConsumersKey(name_, s.group));
+  join.argument =
+      record::GenericRecord::Build().String("consumer", s.consumer).Int64("ttl_ms", ttl).Done();
+  auto members = Call(std::move(join));
+  std::vector<bool> assigned(config_.sub_streams, false);
+  if (members) {
+    std::size_t rank = 0, count = members->entries.size();
+    for (std::size_t i = 0; i < count; ++i) {
+      if (members->entries[i].first == s.consumer) rank = i;
+    }
+    for (std::uint32_t i = 0; i < config_.sub_streams && count > 0; ++i) {
+      assigned[i] = i % count == rank;
+    }
+  } else {
+    s.Warn(*log_, name_, "cannot reach the group's presence record (" +
+                             members.error().ToString() + "); keeping the leases it holds");
+    for (const auto& [sub, h] : s.held) assigned[sub] = true;
+  }
+  // Outside our share: commit what was handled, then give the lease back.
+  std::vector<std::uint32_t> give_back;
+  for (const auto& [sub, h] : s.held) {
+    if (!assigned[sub]) give_back.push_back(sub);
+  }
+  if (!give_back.empty()) CommitAll(s);
+  std::vector<map::MapRequest> requests;
+  std::vector<std::uint32_t> subs;
+  auto lease = [&](std::uint32_t sub, bool release) {
+    auto rq = StreamRequest(map::MapOp::kStreamLease,
+                            map::StreamMetaKey(map::SubStreamName(name_, sub)));
+    rq.argument = record::GenericRecord::Build()
+                      .String("group", s.group)
+                      .String("consumer", s.consumer)
+                      .Int64("ttl_ms", ttl)
+                      .Bool("release", release)
+                      .Done();
+    requests.push_back(std::move(rq));
+    subs.push_back(sub);
+  };
+  for (auto sub : give_back) {
+    s.held.erase(sub);
+    lease(sub, true);
+  }
+  for (std::uint32_t sub = 0; sub < config_.sub_streams; ++sub) {
+    if (assigned[sub]) lease(sub, false);
+  }
+  auto results = CallAll(std::move(requests));
+  bool waiting = false;
+  for (std::size_t j = 0; j < results.size(); ++j) {
+    const std::uint32_t sub = subs[j];
+    if (!assigned[sub]) continue;  // a release: nothing to learn
+    auto& r = results[j];
+    auto it = s.held.find(sub);
+    if (!r) {
+      if (r.error().code() == ErrorCode::kNotFound && it != s.held.end()) {
+        s.held.erase(it);  // the group was deleted
+      }
+      s.Warn(*log_, name_, "lease on sub-stream " + std::to_string(sub) + ": " +
+                               r.error().ToString());
+      continue;
+    }
+    if (!r->flag) {  // someone else holds it: it gives it back when it sees the new share
+      if (it != s.held.end()) {
+        s.held.erase(it);
+        ++s.leases_lost;
+      }
+      waiting = true;
+      continue;
+    }
+    if (it == s.held.end()) {  // newly taken: resume after the committed cursor
+      Subscription::Held h;
+      h.committed = h.handled = r->count;
+      h.next = r->count + 1;
+      s.held.emplace(sub, h);
+    } else if (r->count > it->second.committed) {
+      // Our lease had lapsed and another consumer moved the cursor on: follow it.
+      auto& h = it->second;
+      h.committed = r->count;
+      h.handled = std::max(h.handled, r->count);
+      h.next = std::max(h.next, r->count + 1);
+    }
+  }
+  s.leases_held = static_cast<std::int64_t>(s.held.size());
+  const auto interval = std::chrono::milliseconds(waiting ? std::min<base::Millis>(ttl / 3, 250)
+                                                          : ttl / 3);
+  s.next_rebalance = Clock::now() + interval;
+}
+
+bool Stream::Consume(Subscription& s) {
+  const auto now = Clock::now();
+  std::vector<map::MapRequest> requests;
+  std::vector<std::uint32_t> subs;
+  for (const auto& [sub, h] : s.held) {
+    if (h.retry_at > now) continue;
+    auto rq = StreamRequest(map::MapOp::kStreamRead,
+                            map::StreamMetaKey(map::SubStreamName(name_, sub)));
+    rq.argument = record::GenericRecord::Build()
+                      .Int64("from", h.next)
+                      .Int64("max", s.options.max_batch)
+                      .Done();
+    requests.push_back(std::move(rq));
+    subs.push_back(sub);
+  }
+  if (requests.empty()) return false;
+  auto results = CallAll(std::move(requests));
+  bool progressed = false;
+  for (std::size_t j = 0; j < results.size() && !s.stop.load(); ++j) {
+    auto& r = results[j];
+    auto it = s.held.find(subs[j]);
+    if (it == s.held.end()) continue;
+    auto& h = it->second;
+    if (!r) {
+      s.Warn(*log_, name_, "read of sub-stream " + std::to_string(subs[j]) + " failed (" +
+                               r.error().ToString() + "); retrying");
+      continue;
+    }
+    if (r->flag) {  // removed before this group committed them: max age, or group re-created
+      s.Warn(*log_, name_, "sub-stream " + std::to_string(subs[j]) + ": events " +
+                               std::to_string(h.next) + " to " + std::to_string(r->count - 1) +
+                               " were removed before this group committed them");
+      h.next = r->count;
+    }
+    for (const auto& [offset_text, bytes] : r->entries) {
+      if (s.stop.load()) break;
+      auto decoded = map::DecodeStoredEvent(bytes);
+      StreamEvent e;
+      e.sub_stream = subs[j];
+      e.offset = ParseOffset(offset_text);
+      if (decoded) {
+        e.id = std::move(decoded->id);
+        e.key = std::move(decoded->key);
+        e.payload = std::move(decoded->payload);
+        e.time_ms = decoded->time_ms;
+      } else {
+        e.payload = bytes;
+      }
+      e.attempt = e.offset == h.failed_offset ? h.failed_attempts + 1 : 1;
+      if (e.offset <= h.seen) ++s.redelivered;
+      h.seen = std::max(h.seen, e.offset);
+      ++s.delivered;
+      Result<void> ok;
+      try {
+        ok = s.handler(e);
+      } catch (const std::exception& ex) {
+        ok = base::Fail(ErrorCode::kInternal, std::string("the handler threw: ") + ex.what());
+      } catch (...) {
+        ok = base::Fail(ErrorCode::kInternal, "the handler threw");
+      }
+      progressed = true;
+      if (!ok) {
+        ++s.handler_errors;
+        h.failed_offset = e.offset;
+        h.failed_attempts = e.attempt;
+        h.retry_at = Clock::now() + std::chrono::milliseconds(s.options.retry_delay_ms);
+        log_->debug("stream '{}' group '{}': handler failed on sub-stream {} offset {}: {}",
+                    name_, s.group, e.sub_stream, e.offset, ok.error().ToString());
+        break;
+      }
+      h.handled = e.offset;
+      h.next = e.offset + 1;
+      if (s.options.commit_every > 0 && h.handled - h.committed >= s.options.commit_every) {
+        CommitAll(s);  // may drop the sub-stream (lease lost): `h` is then gone
+        if (s.held.find(subs[j]) == s.held.end()) break;
+      }
+    }
+  }
+  CommitAll(s);
+  return progressed;
+}
+
+void Stream::CommitAll(Subscription& s) {
+  std::vector<map::MapRequest> requests;
+  std::vector<std::uint32_t> subs;
+  for (const auto& [sub, h] : s.held) {
+    if (h.handled <= h.committed) continue;
+    auto rq = StreamRequest(map::MapOp::kStreamCommit,
+                            map::StreamMetaKey(map::SubStreamName(name_, sub)));
+    rq.argument = record::GenericRecord::Build()
+                      .String("group", s.group)
+                      .String("consumer", s.consumer)
+                      .Int64("offset", h.handled)
+                      .Int64("max_age_ms", config_.max_age_ms)
+                      .Done();
+    requests.push_back(std::move(rq));
+    subs.push_back(sub);
+  }
+  if (requests.empty()) return;
+  auto results = CallAll(std::move(requests));
+  for (std::size_t j = 0; j < results.size(); ++j) {
+    auto it = s.held.find(subs[j]);
+    auto& r = results[j];
+    if (r) {
+      s.committed += it->second.handled - it->second.committed;
+      it->second.committed = it->second.handled;
+      continue;
+    }
+    if (r.error().code() == ErrorCode::kConflict || r.error().code() == ErrorCode::kNotFound) {
+      // The lease went to another consumer (we were too slow or paused): it delivers again
+      // what we handled after the cursor.
+      s.Warn(*log_, name_, r.error().message());
+      s.held.erase(it);
+      ++s.leases_lost;
+      s.next_rebalance = Clock::now();
+      continue;
+    }
+    s.Warn(*log_, name_, "commit on sub-stream " + std::to_string(subs[j]) + " failed (" +
+                             r.error().ToString() + "); retrying");
+  }
+  s.leases_held = static_cast<std::int64_t>(s.held.size());
+}
+
+void Stream::Leave(Subscription& s) {
+  CommitAll(s);
+  std::vector<map::MapRequest> requests;
+  for (const auto& [sub, h] : s.held) {
+    auto rq = StreamRequest(map::MapOp::kStreamLease,
+                            map::StreamMetaKey(map::SubStreamName(name_, sub)));
+    rq.argument = record::GenericRecord::Build()
+                      .String("group", s.group)
+                      .String("consumer", s.consumer)
+                      .Bool("release", true)
+                      .Done();
+    requests.push_back(std::move(rq));
+  }
+  auto leave = StreamRequest(map::MapOp::kStreamJoin, map::StreamConsumersKey(name_, s.group));
+  leave.argument =
+      record::GenericRecord::Build().String("consumer", s.consumer).Bool("leave", true).Done();
+  requests.push_back(std::move(leave));
+  (void)CallAll(std::move(requests));  // best effort: what fails expires by itself
+  s.held.clear();
+  s.leases_held = 0;
+}
+
+}  // namespace tessera::grid

@@ -1,0 +1,406 @@
+// Event stream operations (kStreamAppend .. kStreamJoin) on one sub-stream's partition; the
+// records they use are described in stream_format.h. Each operation reads the sub-stream's
+// meta record once and writes it at most once, so a backup receives one update per record.
+//
+// Retention: an event is removed once every group of the sub-stream committed it (and, with
+// max_age_ms, once it is also that old); without groups nobody is owed an event, so events
+// stay until max_age_ms passes or room is needed (then the oldest go). Removal happens as
+// part of appends and commits, at most kTrimStep events per operation.
+#include <algorithm>
+#include <charconv>
+#include <unordered_set>
+
+#include "op_support.h"
+#include "tessera/map/stream_format.h"
+
+namespace tessera::map::detail {
+namespace {
+
+using base::ErrorCode;
+using base::Fail;
+
+constexpr std::int64_t kTrimStep = 4096;
+
+// "meta@P" -> P.
+std::string_view SubOf(std::string_view key) {
+  auto at = key.find('@');
+  return at == std::string_view::npos ? key : key.substr(at + 1);
+}
+
+std::int64_t IntArg(const MapRequest& rq, std::string_view name, std::int64_t fallback) {
+  auto v = rq.argument.GetInt64(name);
+  return v ? *v : fallback;
+}
+
+std::string StringArg(const MapRequest& rq, std::string_view name) {
+  auto v = rq.argument.GetString(name);
+  return v ? std::string(*v) : std::string();
+}
+
+WriteOptions Forever() {
+  WriteOptions o;
+  o.ttl_ms = 0;
+  o.max_idle_ms = 0;
+  return o;
+}
+
+WriteOptions Lasting(base::Millis ttl_ms) {
+  WriteOptions o;
+  o.ttl_ms = ttl_ms;
+  o.max_idle_ms = 0;
+  return o;
+}
+
+struct Loaded {
+  StreamMeta meta;
+  bool existed = false;
+};
+
+Loaded LoadMeta(RecordStore& store, std::string_view sub, OpContext& ctx) {
+  Loaded out;
+  if (Record* r = FindLive(store, StreamMetaKey(sub), ctx)) {
+    out.meta = ParseStreamMeta(r->value());
+    out.existed = true;
+  }
+  return out;
+}
+
+void SaveMeta(RecordStore& store, std::string_view sub, const Loaded& loaded, OpContext& ctx) {
+  WriteLive(store, StreamMetaKey(sub), StreamMetaText(loaded.meta), Forever(), ctx,
+            loaded.existed, std::nullopt);
+}
+
+// Removes the event at head (if stored) and moves head on.
+void DropHead(RecordStore& store, std::string_view sub, StreamMeta& m, OpContext& ctx) {
+  if (Record* r = FindLive(store, StreamEventKey(sub, m.head), ctx)) {
+    m.bytes -= static_cast<std::int64_t>(r->value().size());
+    RemoveLive(store, *r, ctx, EntryEventType::kEvicted);
+  }
+  ++m.head;
+  if (m.head > m.tail) m.bytes = 0;  // guards against drift from damaged records
+}
+
+// Removes what retention allows from the front (see the file comment). Returns events removed.
+std::int64_t Trim(RecordStore& store, std::string_view sub, StreamMeta& m, OpContext& ctx,
+                  base::Millis max_age_ms) {
+  const auto* slowest = m.Slowest();
+  std::int64_t removed = 0;
+  while (m.head <= m.tail && removed < kTrimStep) {
+    if (slowest == nullptr && max_age_ms <= 0) break;   // no groups: kept until room is needed
+    if (slowest != nullptr && m.head > slowest->second) break;  // someone has not committed it
+    if (max_age_ms > 0) {
+      Record* r = FindLive(store, StreamEventKey(sub, m.head), ctx);
+      if (r != nullptr && ctx.wall_ms - StoredEventTime(r->value()) < max_age_ms) break;
+    }
+    DropHead(store, sub, m, ctx);
+    ++removed;
+  }
+  return removed;
+}
+
+base::Result<void> CheckName(std::string_view what, std::string_view name) {
+  auto problem = StreamNameProblem(what, name);
+  if (problem.empty()) return {};
+  return Fail(ErrorCode::kBadRequest, problem);
+}
+
+base::Result<std::int64_t*> GroupCursor(StreamMeta& m, std::string_view sub,
+                                        const std::string& group) {
+  if (std::int64_t* c = m.CursorOf(group)) return c;
+  return Fail(ErrorCode::kNotFound, "consumer group '" + group + "' does not exist on sub-stream '" +
+                                        std::string(sub) +
+                                        "'; subscribe with the group (it creates it) first");
+}
+
+std::string StreamOfSub(std::string_view sub) { return std::string(sub.substr(0, sub.rfind('#'))); }
+
+}  // namespace
+
+base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const std::string_view sub = SubOf(rq.key);
+  const std::int64_t max_events = IntArg(rq, "max_events", 100'000);
+  const std::int64_t max_bytes = IntArg(rq, "max_bytes", 64 << 20);
+  const base::Millis max_age_ms = IntArg(rq, "max_age_ms", 0);
+  const base::Millis dedup_ms = IntArg(rq, "dedup_ms", 600'000);
+  if (max_events < 1 || max_bytes < 1 || dedup_ms < 0 || max_age_ms < 0) {
+    return Fail(ErrorCode::kBadRequest,
+                "a stream needs max_events and max_bytes of at least 1 and non-negative "
+                "max_age_ms and dedup_ms");
+  }
+  if (!rq.keys.empty() && rq.keys.size() != rq.entries.size()) {
+    return Fail(ErrorCode::kBadRequest, "an append names either no event ids or one per event (" +
+                                            std::to_string(rq.entries.size()) + " events, " +
+                                            std::to_string(rq.keys.size()) + " ids)");
+  }
+  Loaded loaded = LoadMeta(store, sub, ctx);
+  StreamMeta& m = loaded.meta;
+  Trim(store, sub, m, ctx, max_age_ms);
+
+  // Which events are new: an id seen within the dedup window (or earlier in this batch)
+  // answers with the offset it got then.
+  MapResult out;
+  out.entries.resize(rq.entries.size());
+  std::vector<StoredEvent> fresh;
+  std::vector<std::size_t> fresh_index;
+  std::int64_t fresh_bytes = 0;
+  std::unordered_set<std::string_view> batch_ids;
+  for (std::size_t i = 0; i < rq.entries.size(); ++i) {
+    const std::string_view id = rq.keys.empty() ? std::string_view() : rq.keys[i];
+    if (!id.empty()) {
+      if (Record* seen = FindLive(store, StreamIdKey(sub, id), ctx)) {
+        out.entries[i] = {std::string(seen->value()), "dup"};
+        continue;
+      }
+      if (!batch_ids.insert(id).second) {
+        out.entries[i].second = "dup";  // offset filled below from its first occurrence
+        continue;
+      }
+    }
+    StoredEvent e{std::string(id), rq.entries[i].first, ctx.wall_ms, rq.entries[i].second};
+    std::string bytes = EncodeStoredEvent(e);
+    fresh_bytes += static_cast<std::int64_t>(bytes.size());
+    e.payload = std::move(bytes);  // from here on: the encoded event
+    fresh.push_back(std::move(e));
+    fresh_index.push_back(i);
+  }
+  const auto count = static_cast<std::int64_t>(fresh.size());
+  if (count > max_events || fresh_bytes > max_bytes) {
+    return Fail(ErrorCode::kBadRequest,
+                "a batch of " + std::to_string(count) + " events (" + std::to_string(fresh_bytes) +
+                    " bytes) is larger than the sub-stream may hold (" +
+                    std::to_string(max_events) + " events, " + std::to_string(max_bytes) +
+                    " bytes); append it in smaller batches or configure larger limits");
+  }
+  auto full = [&] {
+    return m.tail - m.head + 1 + count > max_events || m.bytes + fresh_bytes > max_bytes;
+  };
+  if (full()) {
+    if (const auto* slowest = m.Slowest()) {
+      return Fail(ErrorCode::kOverloaded,
+                  "stream '" + StreamOfSub(sub) + "' is full (sub-stream '" + std::string(sub) +
+                      "' holds " + std::to_string(m.tail - m.head + 1) + " events, " +
+                      std::to_string(m.bytes) + " bytes); the slowest group is '" +
+                      slowest->first + "', " + std::to_string(m.tail - slowest->second) +
+                      " events behind: let its consumers catch up, delete the group, or "
+                      "configure larger limits");
+    }
+    while (full() && m.head <= m.tail) DropHead(store, sub, m, ctx);  // nobody is owed them
+  }
+  for (std::size_t j = 0; j < fresh.size(); ++j) {
+    const std::int64_t offset = ++m.tail;
+    if (m.head > offset) m.head = offset;
+    const StoredEvent& e = fresh[j];
+    WriteLive(store, StreamEventKey(sub, offset), e.payload, Forever(), ctx, false, std::nullopt);
+    if (!e.id.empty() && dedup_ms > 0) {
+      WriteLive(store, StreamIdKey(sub, e.id), std::to_string(offset), Lasting(dedup_ms), ctx,
+                false, std::nullopt);
+    }
+    out.entries[fresh_index[j]].first = std::to_string(offset);
+  }
+  m.bytes += fresh_bytes;
+  // In-batch duplicates take the offset of their first occurrence.
+  for (std::size_t i = 0; i < out.entries.size(); ++i) {
+    if (!out.entries[i].first.empty()) continue;
+    for (std::size_t j = 0; j < fresh.size(); ++j) {
+      if (fresh[j].id == rq.keys[i]) out.entries[i].first = out.entries[fresh_index[j]].first;
+    }
+  }
+  if (count > 0 || !loaded.existed) SaveMeta(store, sub, loaded, ctx);
+  out.count = count;
+  out.value = std::to_string(m.head) + " " + std::to_string(m.tail);
+  return out;
+}
+
+base::Result<MapResult> OpStreamRead(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const std::string_view sub = SubOf(rq.key);
+  const std::int64_t from = IntArg(rq, "from", 1);
+  const std::int64_t max = std::max<std::int64_t>(1, IntArg(rq, "max", 100));
+  const std::int64_t max_bytes = std::max<std::int64_t>(1, IntArg(rq, "max_bytes", 4 << 20));
+  Loaded loaded = LoadMeta(store, sub, ctx);
+  const StreamMeta& m = loaded.meta;
+  MapResult out;
+  out.value = std::to_string(m.head) + " " + std::to_string(m.tail);
+  out.count = m.head;
+  out.flag = from < m.head;
+  std::int64_t bytes = 0;
+  for (std::int64_t offset = std::max(from, m.head);
+       offset <= m.tail && static_cast<std::int64_t>(out.entries.size()) < max && bytes < max_bytes;
+       ++offset) {
+    if (Record* r = FindLive(store, StreamEventKey(sub, offset), ctx)) {
+      bytes += static_cast<std::int64_t>(r->value().size());
+      out.entries.emplace_back(std::to_string(offset), std::string(r->value()));
+    }
+  }
+  return out;
+}
+
+base::Result<MapResult> OpStreamCommit(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const std::string_view sub = SubOf(rq.key);
+  const std::string group = StringArg(rq, "group");
+  const std::string consumer = StringArg(rq, "consumer");
+  const std::int64_t offset = IntArg(rq, "offset", 0);
+  if (auto ok = CheckName("group", group); !ok) return std::unexpected(ok.error());
+  Loaded loaded = LoadMeta(store, sub, ctx);
+  StreamMeta& m = loaded.meta;
+  auto cursor = GroupCursor(m, sub, group);
+  if (!cursor) return std::unexpected(cursor.error());
+  if (offset > m.tail) {
+    return Fail(ErrorCode::kBadRequest, "cannot commit offset " + std::to_string(offset) +
+                                            " of sub-stream '" + std::string(sub) +
+                                            "': its last offset is " + std::to_string(m.tail));
+  }
+  if (!consumer.empty()) {
+    Record* lease = FindLive(store, StreamLeaseKey(sub, group), ctx);
+    if (lease == nullptr || lease->value() != consumer) {
+      return Fail(ErrorCode::kConflict,
+                  "consumer '" + consumer + "' no longer holds group '" + group +
+                      "''s lease on sub-stream '" + std::string(sub) + "' (" +
+                      (lease ? "'" + std::string(lease->value()) + "' holds it" : "it expired") +
+                      "); its uncommitted events will be delivered again");
+    }
+  }
+  MapResult out;
+  out.flag = offset > **cursor;
+  if (out.flag) {
+    **cursor = offset;
+    Trim(store, sub, m, ctx, IntArg(rq, "max_age_ms", 0));
+    SaveMeta(store, sub, loaded, ctx);
+  }
+  out.count = *m.CursorOf(group);
+  return out;
+}
+
+base::Result<MapResult> OpStreamLease(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const std::string_view sub = SubOf(rq.key);
+  const std::string group = StringArg(rq, "group");
+  const std::string consumer = StringArg(rq, "consumer");
+  const base::Millis ttl_ms = IntArg(rq, "ttl_ms", 10'000);
+  if (auto ok = CheckName("group", group); !ok) return std::unexpected(ok.error());
+  if (auto ok = CheckName("consumer", consumer); !ok) return std::unexpected(ok.error());
+  if (ttl_ms < 1) return Fail(ErrorCode::kBadRequest, "a lease needs a TTL of at least 1 ms");
+  Loaded loaded = LoadMeta(store, sub, ctx);
+  auto cursor = GroupCursor(loaded.meta, sub, group);
+  if (!cursor) return std::unexpected(cursor.error());
+  const std::string key = StreamLeaseKey(sub, group);
+  Record* lease = FindLive(store, key, ctx);
+  MapResult out;
+  out.count = **cursor;
+  if (rq.argument.GetBool("release").value_or(false)) {
+    if (lease != nullptr && lease->value() == consumer) RemoveLive(store, *lease, ctx, EntryEventType::kRemoved);
+    out.value = "-";
+    return out;
+  }
+  if (lease != nullptr && lease->value() != consumer) {
+    out.value = std::string(lease->value());
+    return out;
+  }
+  WriteLive(store, key, consumer, Lasting(ttl_ms), ctx, lease != nullptr, std::nullopt);
+  out.flag = true;
+  out.value = consumer;
+  return out;
+}
+
+base::Result<MapResult> OpStreamGroup(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const std::string_view sub = SubOf(rq.key);
+  const std::string group = StringArg(rq, "group");
+  const std::string action = StringArg(rq, "action");
+  if (auto ok = CheckName("group", group); !ok) return std::unexpected(ok.error());
+  Loaded loaded = LoadMeta(store, sub, ctx);
+  StreamMeta& m = loaded.meta;
+  MapResult out;
+  if (action == "delete") {
+    auto it = std::find_if(m.groups.begin(), m.groups.end(),
+                           [&](const auto& g) { return g.first == group; });
+    if (it == m.groups.end()) return out;
+    m.groups.erase(it);
+    if (Record* lease = FindLive(store, StreamLeaseKey(sub, group), ctx)) {
+      RemoveLive(store, *lease, ctx, EntryEventType::kRemoved);
+    }
+    Trim(store, sub, m, ctx, IntArg(rq, "max_age_ms", 0));
+    SaveMeta(store, sub, loaded, ctx);
+    out.flag = true;
+    return out;
+  }
+  if (action != "oldest" && action != "latest") {
+    return Fail(ErrorCode::kBadRequest, "unknown stream group action '" + action +
+                                            "'; use oldest, latest or delete");
+  }
+  if (std::int64_t* cursor = m.CursorOf(group)) {
+    out.count = *cursor;
+    return out;
+  }
+  const std::int64_t cursor = action == "oldest" ? m.head - 1 : m.tail;
+  auto at = std::lower_bound(m.groups.begin(), m.groups.end(), group,
+                             [](const auto& g, const std::string& name) { return g.first < name; });
+  m.groups.emplace(at, group, cursor);
+  SaveMeta(store, sub, loaded, ctx);
+  out.flag = true;
+  out.count = cursor;
+  return out;
+}
+
+base::Result<MapResult> OpStreamInfo(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const std::string_view sub = SubOf(rq.key);
+  Loaded loaded = LoadMeta(store, sub, ctx);
+  const StreamMeta& m = loaded.meta;
+  auto time_at = [&](std::int64_t offset) -> std::int64_t {
+    if (offset < m.head || offset > m.tail) return 0;
+    Record* r = FindLive(store, StreamEventKey(sub, offset), ctx);
+    return r ? StoredEventTime(r->value()) : 0;
+  };
+  MapResult out;
+  out.value = StreamMetaText(m);
+  out.count = time_at(m.head);
+  for (const auto& [group, cursor] : m.groups) {
+    Record* lease = FindLive(store, StreamLeaseKey(sub, group), ctx);
+    out.entries.emplace_back(group, std::to_string(cursor) + " " +
+                                        std::to_string(time_at(std::max(cursor + 1, m.head))) +
+                                        " " + (lease ? std::string(lease->value()) : "-"));
+  }
+  return out;
+}
+
+base::Result<MapResult> OpStreamJoin(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const std::string consumer = StringArg(rq, "consumer");
+  const base::Millis ttl_ms = IntArg(rq, "ttl_ms", 10'000);
+  if (auto ok = CheckName("consumer", consumer); !ok) return std::unexpected(ok.error());
+  if (ttl_ms < 1) return Fail(ErrorCode::kBadRequest, "a consumer needs a TTL of at least 1 ms");
+  // "<expiry_ms> <consumer>\n" per live consumer.
+  std::vector<std::pair<std::string, std::int64_t>> live;
+  Record* r = FindLive(store, rq.key, ctx);
+  const bool existed = r != nullptr;
+  if (r != nullptr) {
+    std::string_view in = r->value();
+    while (!in.empty()) {
+      auto end = in.find('\n');
+      if (end == std::string_view::npos) break;
+      std::string_view line = in.substr(0, end);
+      in.remove_prefix(end + 1);
+      auto space = line.find(' ');
+      std::int64_t expiry = 0;
+      if (space == std::string_view::npos) continue;
+      std::from_chars(line.data(), line.data() + space, expiry);
+      std::string name(line.substr(space + 1));
+      if (expiry > ctx.wall_ms && name != consumer) live.emplace_back(std::move(name), expiry);
+    }
+  }
+  if (!rq.argument.GetBool("leave").value_or(false)) live.emplace_back(consumer, ctx.wall_ms + ttl_ms);
+  std::sort(live.begin(), live.end());
+  std::string text;
+  std::int64_t last = 0;
+  for (const auto& [name, expiry] : live) {
+    text += std::to_string(expiry) + " " + name + "\n";
+    last = std::max(last, expiry);
+  }
+  MapResult out;
+  if (live.empty()) {
+    if (r != nullptr) RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
+  } else {  // the record goes by itself when its last consumer's time is up
+    WriteLive(store, rq.key, text, Lasting(std::max<base::Millis>(1, last - ctx.wall_ms)), ctx,
+              existed, std::nullopt);
+  }
+  for (auto& [name, expiry] : live) out.entries.emplace_back(std::move(name), std::to_string(expiry));
+  return out;
+}
+
+}  // namespace tessera::map::detail

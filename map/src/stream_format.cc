@@ -1,0 +1,153 @@
+#include "tessera/map/stream_format.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace tessera::map {
+namespace {
+
+// Reads "<decimal>:" from the front of `in`; nullopt if it is not there.
+std::optional<std::int64_t> TakeNumber(std::string_view& in, char end) {
+  std::int64_t n = 0;
+  auto [p, ec] = std::from_chars(in.data(), in.data() + in.size(), n);
+  if (ec != std::errc() || p == in.data() + in.size() || *p != end) return std::nullopt;
+  in.remove_prefix(static_cast<std::size_t>(p - in.data()) + 1);
+  return n;
+}
+
+std::optional<std::string_view> TakeSized(std::string_view& in) {
+  auto n = TakeNumber(in, ':');
+  if (!n || *n < 0 || static_cast<std::size_t>(*n) > in.size()) return std::nullopt;
+  auto out = in.substr(0, static_cast<std::size_t>(*n));
+  in.remove_prefix(static_cast<std::size_t>(*n));
+  return out;
+}
+
+void PutSized(std::string& out, std::string_view s) {
+  out += std::to_string(s.size());
+  out += ':';
+  out += s;
+}
+
+}  // namespace
+
+// "<time>;<n>:<id><n>:<key><payload>": the time first so StoredEventTime reads only that.
+std::string EncodeStoredEvent(const StoredEvent& e) {
+  std::string out;
+  out.reserve(e.id.size() + e.key.size() + e.payload.size() + 32);
+  out += std::to_string(e.time_ms);
+  out += ';';
+  PutSized(out, e.id);
+  PutSized(out, e.key);
+  out += e.payload;
+  return out;
+}
+
+std::optional<StoredEvent> DecodeStoredEvent(std::string_view in) {
+  StoredEvent e;
+  auto time = TakeNumber(in, ';');
+  if (!time) return std::nullopt;
+  e.time_ms = *time;
+  auto id = TakeSized(in);
+  if (!id) return std::nullopt;
+  auto key = TakeSized(in);
+  if (!key) return std::nullopt;
+  e.id = std::string(*id);
+  e.key = std::string(*key);
+  e.payload = std::string(in);
+  return e;
+}
+
+std::int64_t StoredEventTime(std::string_view bytes) {
+  return TakeNumber(bytes, ';').value_or(0);
+}
+
+std::int64_t* StreamMeta::CursorOf(std::string_view group) {
+  for (auto& [name, cursor] : groups) {
+    if (name == group) return &cursor;
+  }
+  return nullptr;
+}
+
+const std::pair<std::string, std::int64_t>* StreamMeta::Slowest() const {
+  const std::pair<std::string, std::int64_t>* slowest = nullptr;
+  for (const auto& g : groups) {
+    if (slowest == nullptr || g.second < slowest->second) slowest = &g;
+  }
+  return slowest;
+}
+
+// "<head> <tail> <bytes>\n" then "<cursor> <group>\n" per group.
+std::string StreamMetaText(const StreamMeta& m) {
+  std::string out = std::to_string(m.head) + " " + std::to_string(m.tail) + " " +
+                    std::to_string(m.bytes) + "\n";
+  for (const auto& [group, cursor] : m.groups) {
+    out += std::to_string(cursor);
+    out += ' ';
+    out += group;
+    out += '\n';
+  }
+  return out;
+}
+
+StreamMeta ParseStreamMeta(std::string_view in) {
+  StreamMeta m;
+  auto head = TakeNumber(in, ' ');
+  auto tail = head ? TakeNumber(in, ' ') : std::nullopt;
+  auto bytes = tail ? TakeNumber(in, '\n') : std::nullopt;
+  if (!bytes) return StreamMeta{};
+  m.head = *head;
+  m.tail = *tail;
+  m.bytes = *bytes;
+  while (!in.empty()) {
+    auto cursor = TakeNumber(in, ' ');
+    auto end = in.find('\n');
+    if (!cursor || end == std::string_view::npos) break;
+    m.groups.emplace_back(std::string(in.substr(0, end)), *cursor);
+    in.remove_prefix(end + 1);
+  }
+  return m;
+}
+
+std::string SubStreamName(std::string_view stream, std::uint32_t index) {
+  return std::string(stream) + "#" + std::to_string(index);
+}
+
+std::string StreamMetaKey(std::string_view sub) { return "meta@" + std::string(sub); }
+
+std::string StreamEventKey(std::string_view sub, std::int64_t offset) {
+  return std::to_string(offset) + "@" + std::string(sub);
+}
+
+std::string StreamIdKey(std::string_view sub, std::string_view event_id) {
+  return "id:" + std::string(event_id) + "@" + std::string(sub);
+}
+
+std::string StreamLeaseKey(std::string_view sub, std::string_view group) {
+  return "lease:" + std::string(group) + "@" + std::string(sub);
+}
+
+std::string StreamConfigKey(std::string_view stream) { return "stream@" + std::string(stream); }
+
+std::string StreamConsumersKey(std::string_view stream, std::string_view group) {
+  return "consumers:" + std::string(group) + "@" + std::string(stream);
+}
+
+std::string StreamNameProblem(std::string_view what, std::string_view name) {
+  const std::string w(what);
+  if (name.empty()) return "the " + w + " name is empty; give it a name";
+  if (name.size() > 200) {
+    return "the " + w + " name is " + std::to_string(name.size()) +
+           " bytes long; use at most 200";
+  }
+  auto bad = std::find_if(name.begin(), name.end(), [](char c) {
+    return c == '@' || c == '#' || c == ' ' || c == '\n' || c == '\t' || c == '\r';
+  });
+  if (bad != name.end()) {
+    return "the " + w + " name '" + std::string(name) +
+           "' contains a space, '@' or '#'; use letters, digits, '-', '_', '.', ':' or '/'";
+  }
+  return "";
+}
+
+}  // namespace tessera::map
