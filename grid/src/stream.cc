@@ -95,7 +95,9 @@ Result<map::MapResult> Stream::Call(map::MapRequest request) {
   return invoker_->InvokeSync(std::move(request));
 }
 
-std::vector<Result<map::MapResult>> Stream::CallAll(std::vector<map::MapRequest> requests) {
+std::vector<Result<map::MapResult>> Stream::CallAll(std::vector<map::MapRequest> requests,
+                                                    const std::atomic<bool>* abandon,
+                                                    std::chrono::milliseconds limit) {
   struct State {
     std::mutex mu;
     std::condition_variable cv;
@@ -112,11 +114,21 @@ std::vector<Result<map::MapResult>> Stream::CallAll(std::vector<map::MapRequest>
       if (--state->left == 0) state->cv.notify_all();
     });
   }
+  // An instance that shut down may never answer: a stopping subscription stops waiting (late
+  // answers land in `state`, which they keep alive), and nobody waits past `limit`.
   std::unique_lock lock(state->mu);
-  state->cv.wait(lock, [&] { return state->left == 0; });
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (state->left > 0 && !(abandon && abandon->load()) &&
+         std::chrono::steady_clock::now() < deadline) {
+    state->cv.wait_for(lock, std::chrono::milliseconds(abandon ? 20 : 1000));
+  }
   std::vector<Result<map::MapResult>> out;
   out.reserve(state->results.size());
-  for (auto& r : state->results) out.push_back(std::move(*r));
+  for (auto& r : state->results) {
+    out.push_back(r ? std::move(*r)
+                    : Result<map::MapResult>(base::Fail(
+                          ErrorCode::kTimeout, "stream '" + name_ + "': no answer (stopping)")));
+  }
   return out;
 }
 

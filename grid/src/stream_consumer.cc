@@ -206,7 +206,7 @@ void Stream::Rebalance(Subscription& s) {
   for (std::uint32_t sub = 0; sub < config_.sub_streams; ++sub) {
     if (assigned[sub]) lease(sub, false);
   }
-  auto results = CallAll(std::move(requests));
+  auto results = CallAll(std::move(requests), &s.stop);
   bool waiting = false;
   for (std::size_t j = 0; j < results.size(); ++j) {
     const std::uint32_t sub = subs[j];
@@ -264,7 +264,7 @@ bool Stream::Consume(Subscription& s) {
     subs.push_back(sub);
   }
   if (requests.empty()) return false;
-  auto results = CallAll(std::move(requests));
+  auto results = CallAll(std::move(requests), &s.stop);
   bool progressed = false;
   for (std::size_t j = 0; j < results.size() && !s.stop.load(); ++j) {
     auto& r = results[j];
@@ -347,7 +347,9 @@ void Stream::CommitAll(Subscription& s) {
     subs.push_back(sub);
   }
   if (requests.empty()) return;
-  auto results = CallAll(std::move(requests));
+  // Stopping: the last commits get a few seconds (an instance shutting down may not answer).
+  auto results = s.stop.load() ? CallAll(std::move(requests), nullptr, std::chrono::seconds(3))
+                               : CallAll(std::move(requests), &s.stop);
   for (std::size_t j = 0; j < results.size(); ++j) {
     auto it = s.held.find(subs[j]);
     auto& r = results[j];
@@ -388,7 +390,8 @@ void Stream::Leave(Subscription& s) {
   leave.argument =
       record::GenericRecord::Build().String("consumer", s.consumer).Bool("leave", true).Done();
   requests.push_back(std::move(leave));
-  (void)CallAll(std::move(requests));  // best effort: what fails expires by itself
+  // Best effort: what fails expires by itself.
+  (void)CallAll(std::move(requests), nullptr, std::chrono::seconds(3));
   s.held.clear();
   s.leases_held = 0;
 }

@@ -39,6 +39,7 @@
 // own thread, one event at a time.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -180,7 +181,11 @@ class Stream {
   map::MapRequest AppendRequest(std::uint32_t sub, const std::vector<StreamAppend>& events,
                                 const std::vector<std::size_t>& index) const;
   base::Result<void> CreateGroupOnAll(const std::string& group, SubscribeOptions::Start start);
-  std::vector<base::Result<map::MapResult>> CallAll(std::vector<map::MapRequest> requests);
+  // Sends the requests at once; waits for every answer, for `abandon` to turn true, or for
+  // `limit` (missing answers are kTimeout errors).
+  std::vector<base::Result<map::MapResult>> CallAll(
+      std::vector<map::MapRequest> requests, const std::atomic<bool>* abandon = nullptr,
+      std::chrono::milliseconds limit = std::chrono::minutes(5));
   void Run(const std::shared_ptr<Subscription>& s);
   void Rebalance(Subscription& s);
   bool Consume(Subscription& s);

@@ -1,0 +1,305 @@
+// Event streams through the Instance API on listening members and a client (real sockets):
+// offsets and idempotent appends, consumer groups sharing sub-streams, redelivery after a
+// handler error, a consumer taking over from one that stopped, backpressure, info, bad input.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "cluster_test_util.h"
+#include "tessera/grid/client.h"
+#include "tessera/grid/member.h"
+
+using namespace tessera;
+using base::ErrorCode;
+using grid::Client;
+using grid::ClientOptions;
+using grid::Member;
+using grid::StreamConfig;
+using grid::StreamEvent;
+using grid::SubscribeOptions;
+using Clock = std::chrono::steady_clock;
+using namespace tessera::grid::testing;  // NOLINT
+
+namespace {
+
+// What one group received: per key the payloads in delivery order, and per consumer a count.
+struct Received {
+  std::mutex mu;
+  std::map<std::string, std::vector<std::string>> by_key;
+  std::map<std::string, int> by_consumer;
+  std::set<std::pair<std::uint32_t, std::int64_t>> positions;
+  int total = 0;
+  int duplicates = 0;
+
+  grid::StreamHandler Handler(const std::string& consumer) {
+    return [this, consumer](const StreamEvent& e) -> base::Result<void> {
+      std::lock_guard lock(mu);
+      if (!positions.insert({e.sub_stream, e.offset}).second) {
+        ++duplicates;
+        return {};
+      }
+      by_key[e.key].push_back(e.payload);
+      ++by_consumer[consumer];
+      ++total;
+      return {};
+    };
+  }
+  int Total() {
+    std::lock_guard lock(mu);
+    return total;
+  }
+};
+
+SubscribeOptions Fast(std::string consumer = "") {
+  SubscribeOptions o;
+  o.lease_ttl_ms = 600;
+  o.max_idle_poll_ms = 5;
+  o.consumer_id = std::move(consumer);
+  return o;
+}
+
+// key k<i % keys>, payload "<key>:<seq within key>".
+std::vector<grid::StreamAppend> Events(int count, int keys, int from = 0) {
+  std::vector<grid::StreamAppend> out;
+  for (int i = from; i < from + count; ++i) {
+    const std::string key = "k" + std::to_string(i % keys);
+    out.push_back({key, key + ":" + std::to_string(i / keys), "e" + std::to_string(i)});
+  }
+  return out;
+}
+
+bool InOrder(const std::vector<std::string>& payloads) {
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    const auto colon = payloads[i].find(':');
+    if (std::stoul(payloads[i].substr(colon + 1)) != i) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("Stream appends get per-sub-stream offsets; an event id is stored once",
+          "[grid][stream]") {
+  Member member(ClusterMember());
+  REQUIRE(member.Start());
+  ClientOptions options;
+  options.addresses = {AddressOf(member)};
+  auto client = Client::Connect(options);
+  REQUIRE(client);
+  StreamConfig config;
+  config.sub_streams = 4;
+  auto via_client = (*client)->GetStream("orders", config);
+  auto via_member = member.GetStream("orders", config);
+
+  auto first = via_client->Append("order-1@cust-9", "created", "evt-1");
+  REQUIRE(first);
+  CHECK(first->offset == 1);
+  CHECK_FALSE(first->duplicate);
+  CHECK(first->sub_stream == via_client->SubStreamOf("cust-9"));  // the partition key decides
+  auto second = via_member->Append("order-2@cust-9", "created", "evt-2");
+  REQUIRE(second);
+  CHECK(second->sub_stream == first->sub_stream);
+  CHECK(second->offset == 2);
+
+  auto again = via_member->Append("order-1@cust-9", "created", "evt-1");
+  REQUIRE(again);
+  CHECK(again->duplicate);
+  CHECK(again->offset == 1);
+
+  auto batch = via_client->AppendAll(Events(100, 10));
+  REQUIRE(batch);
+  auto batch_again = via_member->AppendAll(Events(100, 10));
+  REQUIRE(batch_again);
+  CHECK(*batch_again != *batch);  // differs only in the duplicate flags
+  for (std::size_t i = 0; i < batch->size(); ++i) {
+    CHECK((*batch_again)[i].duplicate);
+    CHECK((*batch_again)[i].offset == (*batch)[i].offset);
+  }
+  auto info = via_client->Info();
+  REQUIRE(info);
+  std::int64_t stored = 0;
+  for (const auto& sub : info->sub_streams) stored += sub.tail - sub.head + 1;
+  CHECK(stored == 102);
+
+  SECTION("a later proxy with another configuration uses the stored one") {
+    StreamConfig other;
+    other.sub_streams = 8;
+    auto late = (*client)->GetStream("orders", other);
+    CHECK(late->SubStreamOf("cust-9") == first->sub_stream);
+    auto late_info = late->Info();
+    REQUIRE(late_info);
+    CHECK(late_info->config.sub_streams == 4);
+  }
+  SECTION("bad names and events are refused with the reason") {
+    auto bad = (*client)->GetStream("a stream");
+    auto r = bad->Append("k", "v");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == ErrorCode::kBadRequest);
+    CHECK(r.error().message().find("stream name") != std::string::npos);
+    auto no_key = via_client->Append("", "v");
+    REQUIRE_FALSE(no_key);
+    CHECK(no_key.error().message().find("needs a key") != std::string::npos);
+    auto bad_group = via_client->Subscribe("g@1", [](const StreamEvent&) -> base::Result<void> {
+      return {};
+    });
+    REQUIRE_FALSE(bad_group);
+    CHECK(bad_group.error().code() == ErrorCode::kBadRequest);
+  }
+  (*client)->Shutdown();
+  member.Shutdown();
+}
+
+TEST_CASE("Two groups each get every event in key order; a group's consumers share the "
+          "sub-streams",
+          "[grid][stream]") {
+  Member a(ClusterMember());
+  REQUIRE(a.Start());
+  Member b(ClusterMember({AddressOf(a)}));
+  REQUIRE(b.Start());
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b}, 2); }));
+  ClientOptions options;
+  options.addresses = {AddressOf(a)};
+  auto client = Client::Connect(options);
+  REQUIRE(client);
+
+  auto producer = (*client)->GetStream("orders");
+  auto on_a = a.GetStream("orders");
+  auto on_b = b.GetStream("orders");
+  Received billing, shipping;
+  REQUIRE(on_a->Subscribe("billing", billing.Handler("a"), Fast("a")));
+  REQUIRE(on_b->Subscribe("billing", billing.Handler("b"), Fast("b")));
+  auto via_client = (*client)->GetStream("orders");
+  REQUIRE(via_client->Subscribe("billing", billing.Handler("c"), Fast("c")));
+  REQUIRE(on_a->Subscribe("shipping", shipping.Handler("s"), Fast("s")));
+
+  constexpr int kEvents = 3'000, kKeys = 60;
+  for (int from = 0; from < kEvents; from += 500) REQUIRE(producer->AppendAll(Events(500, kKeys, from)));
+  REQUIRE(WaitUntil([&] { return billing.Total() == kEvents && shipping.Total() == kEvents; },
+                    std::chrono::seconds(30)));
+  for (auto* r : {&billing, &shipping}) {
+    std::lock_guard lock(r->mu);
+    CHECK(r->by_key.size() == kKeys);
+    for (const auto& [key, payloads] : r->by_key) {
+      CHECK(payloads.size() == kEvents / kKeys);
+      CHECK(InOrder(payloads));
+    }
+    CHECK(r->duplicates == 0);
+  }
+  {
+    std::lock_guard lock(billing.mu);
+    CHECK(billing.by_consumer.size() == 3);  // 16 sub-streams over 3 consumers: all get some
+  }
+  auto info = producer->Info();
+  REQUIRE(info);
+  REQUIRE(info->groups.size() == 2);
+  for (const auto& g : info->groups) CHECK(g.lag == 0);
+  (*client)->Shutdown();
+  b.Shutdown();
+  a.Shutdown();
+}
+
+TEST_CASE("A failed handler gets its event again, later ones wait; a stopped consumer's "
+          "sub-streams move to the others",
+          "[grid][stream]") {
+  Member member(ClusterMember());
+  REQUIRE(member.Start());
+  StreamConfig config;
+  config.sub_streams = 2;
+  auto stream = member.GetStream("jobs", config);
+  REQUIRE(stream->AppendAll(Events(20, 1)));  // one key: one sub-stream, in order
+
+  std::mutex mu;
+  std::vector<std::string> seen;
+  std::vector<int> attempts;
+  bool failed_once = false;
+  auto options = Fast("only");
+  options.retry_delay_ms = 50;
+  auto id = stream->Subscribe(
+      "workers",
+      [&](const StreamEvent& e) -> base::Result<void> {
+        std::lock_guard lock(mu);
+        seen.push_back(e.payload);
+        attempts.push_back(e.attempt);
+        if (e.payload == "k0:5" && !failed_once) {
+          failed_once = true;
+          return base::Fail(ErrorCode::kInternal, "payment service down");
+        }
+        return {};
+      },
+      options);
+  REQUIRE(id);
+  REQUIRE(WaitUntil([&] {
+    std::lock_guard lock(mu);
+    return seen.size() == 21;
+  }));
+  {
+    std::lock_guard lock(mu);
+    CHECK(seen[5] == "k0:5");
+    CHECK(seen[6] == "k0:5");  // again, before anything later
+    CHECK(attempts[6] == 2);
+    CHECK(seen[7] == "k0:6");
+  }
+  auto stats = stream->Stats(*id);
+  REQUIRE(stats);
+  CHECK(stats->handler_errors == 1);
+  CHECK(stats->redelivered == 1);
+  CHECK(stats->committed == 20);
+
+  // A second consumer; then the first stops: the second ends up with both sub-streams and
+  // continues after the committed cursor.
+  Received second;
+  auto id2 = stream->Subscribe("workers", second.Handler("two"), Fast("two"));
+  REQUIRE(id2);
+  REQUIRE(stream->Unsubscribe(*id));
+  REQUIRE(WaitUntil([&] { return stream->Stats(*id2)->leases_held == 2; }));
+  REQUIRE(stream->AppendAll(Events(30, 1, 20)));
+  REQUIRE(WaitUntil([&] { return second.Total() == 30; }));
+  {
+    std::lock_guard lock(second.mu);
+    CHECK(second.duplicates == 0);
+    CHECK(second.by_key["k0"].front() == "k0:20");  // nothing of the first 20 again
+  }
+  member.Shutdown();
+}
+
+TEST_CASE("A full stream blocks, then fails naming the slowest group, and never overwrites",
+          "[grid][stream]") {
+  Member member(ClusterMember());
+  REQUIRE(member.Start());
+  StreamConfig config;
+  config.sub_streams = 1;
+  config.max_events = 10;
+  config.block_timeout_ms = 300;
+  config.groups = {"audit"};
+  auto stream = member.GetStream("ledger", config);
+  REQUIRE(stream->AppendAll(Events(10, 3)));
+  const auto start = Clock::now();
+  auto full = stream->Append("k1", "one too many");
+  const auto waited = Clock::now() - start;
+  REQUIRE_FALSE(full);
+  CHECK(full.error().code() == ErrorCode::kOverloaded);
+  CHECK(full.error().message().find("'audit'") != std::string::npos);
+  CHECK(waited >= std::chrono::milliseconds(250));  // it retried before giving up
+  auto info = stream->Info();
+  REQUIRE(info);
+  CHECK(info->sub_streams[0].head == 1);
+  CHECK(info->sub_streams[0].tail == 10);
+  CHECK(info->groups[0].lag == 10);
+  CHECK(info->groups[0].oldest_uncommitted_ms > 0);
+
+  // An appender blocked on the full stream gets through once the group catches up.
+  std::thread appender([&] {
+    grid::StreamConfig patient = config;
+    patient.block_timeout_ms = 10'000;
+    auto r = member.GetStream("ledger", patient)->Append("k1", "after");
+    CHECK(r);
+  });
+  Received audit;
+  REQUIRE(stream->Subscribe("audit", audit.Handler("x"), Fast()));
+  appender.join();
+  REQUIRE(WaitUntil([&] { return audit.Total() == 11; }));
+  member.Shutdown();
+}
