@@ -83,6 +83,21 @@ map::MapRequest StreamRequest(map::MapOp op, std::string key) {
   return rq;
 }
 
+StreamEvent DecodeEvent(std::uint32_t sub, const std::string& offset, const std::string& bytes) {
+  StreamEvent e;
+  e.sub_stream = sub;
+  std::from_chars(offset.data(), offset.data() + offset.size(), e.offset);
+  if (auto decoded = map::DecodeStoredEvent(bytes)) {
+    e.id = std::move(decoded->id);
+    e.key = std::move(decoded->key);
+    e.payload = std::move(decoded->payload);
+    e.time_ms = decoded->time_ms;
+  } else {
+    e.payload = bytes;
+  }
+  return e;
+}
+
 Stream::Stream(std::string name, StreamConfig config, std::shared_ptr<Invoker> invoker,
                std::string instance_id, std::shared_ptr<spdlog::logger> log)
     : name_(std::move(name)),
@@ -132,16 +147,22 @@ std::vector<Result<map::MapResult>> Stream::CallAll(std::vector<map::MapRequest>
   return out;
 }
 
-Result<void> Stream::EnsureCreated() {
+Result<void> Stream::EnsureCreated(bool create) {
   if (created_.load(std::memory_order_acquire)) return {};
   std::lock_guard lock(create_mu_);
   if (created_.load()) return {};
   if (auto ok = Validate(name_, config_); !ok) return ok;
-  auto rq = StreamRequest(map::MapOp::kPutIfAbsent, map::StreamConfigKey(name_));
+  auto rq = StreamRequest(create ? map::MapOp::kPutIfAbsent : map::MapOp::kGet,
+                          map::StreamConfigKey(name_));
   rq.value = ConfigText(config_);
   rq.options.ttl_ms = 0;
   auto r = Call(rq);
   if (!r) return std::unexpected(r.error());
+  if (!create && !r->value) {
+    return Fail(ErrorCode::kNotFound, "stream '" + name_ +
+                                          "' does not exist (nothing was appended to it or "
+                                          "subscribed to it yet); check the name");
+  }
   if (r->value && *r->value != rq.value) {
     StreamConfig stored = ParseConfig(*r->value, config_);
     log_->warn("stream '{}' is configured in the grid as [{}]; this instance's [{}] is not used",
@@ -149,6 +170,7 @@ Result<void> Stream::EnsureCreated() {
     if (auto ok = Validate(name_, stored); !ok) return ok;
     config_ = stored;
   }
+  if (!create) return {};  // the stored configuration is in config_; creating comes later
   for (const auto& group : config_.groups) {
     if (auto ok = CreateGroupOnAll(group, SubscribeOptions::Start::kOldest); !ok) return ok;
   }
@@ -267,7 +289,7 @@ Result<void> Stream::DeleteGroup(const std::string& group) {
   if (auto problem = map::StreamNameProblem("group", group); !problem.empty()) {
     return Fail(ErrorCode::kBadRequest, problem);
   }
-  if (auto ok = EnsureCreated(); !ok) return ok;
+  if (auto ok = EnsureCreated(/*create=*/false); !ok) return ok;
   std::vector<map::MapRequest> requests;
   for (std::uint32_t i = 0; i < config_.sub_streams; ++i) {
     auto rq = StreamRequest(map::MapOp::kStreamGroup,
@@ -288,7 +310,7 @@ Result<void> Stream::DeleteGroup(const std::string& group) {
 }
 
 Result<StreamInfo> Stream::Info() {
-  if (auto ok = EnsureCreated(); !ok) return std::unexpected(ok.error());
+  if (auto ok = EnsureCreated(/*create=*/false); !ok) return std::unexpected(ok.error());
   std::vector<map::MapRequest> requests;
   for (std::uint32_t i = 0; i < config_.sub_streams; ++i) {
     requests.push_back(StreamRequest(map::MapOp::kStreamInfo,
@@ -330,6 +352,29 @@ Result<StreamInfo> Stream::Info() {
   }
   for (auto& [name, g] : groups) info.groups.push_back(std::move(g));
   return info;
+}
+
+Result<StreamSlice> Stream::Read(std::uint32_t sub, std::int64_t from, int max) {
+  if (auto ok = EnsureCreated(/*create=*/false); !ok) return std::unexpected(ok.error());
+  if (sub >= config_.sub_streams) {
+    return Fail(ErrorCode::kBadRequest, "stream '" + name_ + "' has sub-streams 0 to " +
+                                            std::to_string(config_.sub_streams - 1) + ", not " +
+                                            std::to_string(sub));
+  }
+  auto rq = StreamRequest(map::MapOp::kStreamRead,
+                          map::StreamMetaKey(map::SubStreamName(name_, sub)));
+  rq.argument =
+      record::GenericRecord::Build().Int64("from", from).Int64("max", std::max(1, max)).Done();
+  auto r = Call(std::move(rq));
+  if (!r) return std::unexpected(r.error());
+  StreamSlice slice;
+  std::istringstream range(r->value.value_or(""));
+  range >> slice.head >> slice.tail;
+  slice.lost = r->flag;
+  for (const auto& [offset, bytes] : r->entries) {
+    slice.events.push_back(DecodeEvent(sub, offset, bytes));
+  }
+  return slice;
 }
 
 }  // namespace tessera::grid

@@ -22,16 +22,6 @@ using base::ErrorCode;
 using base::Result;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-std::int64_t ParseOffset(const std::string& text) {
-  std::int64_t v = 0;
-  std::from_chars(text.data(), text.data() + text.size(), v);
-  return v;
-}
-
-}  // namespace
-
 struct Stream::Subscription {
   struct Held {
     std::int64_t next = 1;       // the next offset to hand to the handler
@@ -284,18 +274,7 @@ bool Stream::Consume(Subscription& s) {
     }
     for (const auto& [offset_text, bytes] : r->entries) {
       if (s.stop.load()) break;
-      auto decoded = map::DecodeStoredEvent(bytes);
-      StreamEvent e;
-      e.sub_stream = subs[j];
-      e.offset = ParseOffset(offset_text);
-      if (decoded) {
-        e.id = std::move(decoded->id);
-        e.key = std::move(decoded->key);
-        e.payload = std::move(decoded->payload);
-        e.time_ms = decoded->time_ms;
-      } else {
-        e.payload = bytes;
-      }
+      StreamEvent e = DecodeEvent(subs[j], offset_text, bytes);
       e.attempt = e.offset == h.failed_offset ? h.failed_attempts + 1 : 1;
       if (e.offset <= h.seen) ++s.redelivered;
       h.seen = std::max(h.seen, e.offset);

@@ -3,11 +3,15 @@
 
 #include <string>
 
+#include "tessera/grid/stream.h"
 #include "tessera/map/map_request.h"
 
 namespace tessera::grid {
 
 // A request on the internal stream map.
 map::MapRequest StreamRequest(map::MapOp op, std::string key);
+
+// A stored event as read (kStreamRead's entry); damaged bytes become the payload.
+StreamEvent DecodeEvent(std::uint32_t sub, const std::string& offset, const std::string& bytes);
 
 }  // namespace tessera::grid

@@ -176,6 +176,10 @@ TEST_CASE("grid-cli rejects bad arguments with exit code 2 before connecting", "
   RequireOneLineError(cli({"topic", "subscribe", "t", "--for", "soon"}), 2, "soon");
   RequireOneLineError(cli({"topic", "subscribe", "t", "--from", "0"}), 2, "--from");
   RequireOneLineError(cli({"topic", "stats", "--reliable"}), 2, "--reliable");
+  RequireOneLineError(cli({"stream"}), 2, "subcommand");
+  RequireOneLineError(cli({"stream", "info"}), 2, "NAME");
+  RequireOneLineError(cli({"stream", "list", "--group", "g"}), 2, "--group");
+  RequireOneLineError(cli({"stream", "tail", "s", "--from", "3"}), 2, "oldest");
 }
 
 TEST_CASE("grid-cli --help describes the tool and each command group", "[tools][cli]") {
@@ -256,6 +260,55 @@ TEST_CASE("grid-node keeps statistics of their own for at most --topic-stats-lim
     if (line.starts_with("tessera_topic_published_total{")) ++per_topic;
   }
   CHECK(per_topic == 1);
+}
+
+TEST_CASE("grid-cli shows streams, their groups' lag, and tails events", "[tools][cli][stream]") {
+  auto node = NodeProcess::StartOrFail();
+  auto client = ConnectOrFail(*node);
+  grid::StreamConfig config;
+  config.sub_streams = 4;
+  config.groups = {"billing"};
+  auto stream = client->GetStream("orders", config);
+  std::vector<grid::StreamAppend> events;
+  for (int i = 0; i < 10; ++i) {
+    events.push_back({"k" + std::to_string(i % 3), "p" + std::to_string(i), "e" + std::to_string(i)});
+  }
+  REQUIRE(stream->AppendAll(events));
+
+  auto list = CliJson(*node, {"stream", "list"});
+  REQUIRE(list["streams"].size() == 1);
+  CHECK(list["streams"][0]["stream"] == "orders");
+  CHECK(list["streams"][0]["events"] == 10);
+  CHECK(list["streams"][0]["groups"][0]["lag"] == 10);
+  auto text = Cli(*node, {"stream", "list"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("orders") != std::string::npos);
+
+  auto info = CliJson(*node, {"stream", "info", "orders"});
+  CHECK(info["config"]["sub_streams"] == 4);
+  CHECK(info["sub_streams"].size() == 4);
+  CHECK(info["appended"] == 10);
+
+  // Consume 4 as group billing (committed), then the groups view shows the rest as lag.
+  auto tail = Cli(*node, {"stream", "tail", "orders", "--group", "billing", "--count", "4",
+                          "--for", "10000"});
+  CHECK(tail.exit_code == 0);
+  CHECK(Lines(tail.out).size() == 4);
+  auto groups = CliJson(*node, {"stream", "groups", "orders"});
+  REQUIRE(groups["groups"].size() == 1);
+  CHECK(groups["groups"][0]["group"] == "billing");
+  CHECK(groups["groups"][0]["lag"] == 6);
+  CHECK(groups["groups"][0]["leases"] == 0);  // grid-cli released its leases
+
+  // Without a group: every stored event from the oldest, nothing committed. The 4 billing
+  // committed are gone (its only group has them), so 6 remain.
+  auto all = Cli(*node, {"--json", "stream", "tail", "orders", "--from", "oldest", "--for", "1500"});
+  CHECK(all.exit_code == 0);
+  CHECK(Lines(all.out).size() == 6);
+  CHECK(CliJson(*node, {"stream", "groups", "orders"})["groups"][0]["lag"] == 6);
+
+  auto missing = Cli(*node, {"stream", "info", "nope"});
+  RequireOneLineError(missing, 1, "does not exist");
 }
 
 }  // namespace tessera::integration

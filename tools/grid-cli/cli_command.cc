@@ -83,7 +83,9 @@ po::options_description Describe() {
       ("reliable", "topic publish/subscribe: use the reliable topic NAME (stored, numbered)")  //
       ("from", po::value<std::string>()->value_name("SEQ|oldest"),
        "topic subscribe: read the reliable topic from sequence SEQ or the oldest stored "
-       "(implies --reliable; default: messages published from now on)");
+       "(implies --reliable; default: messages published from now on); stream tail: oldest")  //
+      ("group", po::value<std::string>()->value_name("G"),
+       "stream tail: consume as a member of group G (commits what it prints)");
   return desc;
 }
 
@@ -101,7 +103,13 @@ std::string GeneralHelp() {
          "                       publish MESSAGE to topic NAME (every listener in the cluster)\n"
          "  topic subscribe NAME [--count N] [--for MS] [--reliable] [--from SEQ|oldest]\n"
          "                       print NAME's messages as they arrive (JSON lines with --json)\n"
-         "  topic stats          per-topic counters summed over every member\n\n"
+         "  topic stats          per-topic counters summed over every member\n"
+         "  stream list          streams: sub-streams, stored events, groups and their lag\n"
+         "  stream info NAME     configuration, each sub-stream's range, each group's lag\n"
+         "  stream groups NAME   each group's lag, oldest uncommitted event and lease holders\n"
+         "  stream tail NAME [--group G] [--from oldest] [--count N] [--for MS]\n"
+         "                       print events as they are appended (with --group: consume and\n"
+         "                       commit them as a member of G)\n\n"
       << Describe()
       << "\nExit codes: 0 ok (a missing key is ok and prints (nil)), 1 runtime error, 2 usage "
          "error.\n";
@@ -203,10 +211,14 @@ Result<void> CheckOptionsAllowed(const po::variables_map& vm, const MapCommandSp
                 "--limit does not apply to '" + name + "'; run grid-cli map --help");
   }
   for (const char* flag : {"count", "for", "from"}) {
-    if (vm.count(flag) != 0 && name != "topic subscribe") {
+    if (vm.count(flag) != 0 && name != "topic subscribe" && name != "stream tail") {
       return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " does not apply to '" + name +
-                                              "'; it is for topic subscribe");
+                                              "'; it is for topic subscribe and stream tail");
     }
+  }
+  if (vm.count("group") != 0 && name != "stream tail") {
+    return Fail(ErrorCode::kBadRequest,
+                "--group does not apply to '" + name + "'; it is for stream tail");
   }
   if (vm.count("reliable") != 0 && name != "topic subscribe" && name != "topic publish") {
     return Fail(ErrorCode::kBadRequest,
@@ -272,6 +284,58 @@ Result<void> ParseTopicCommand(const std::vector<std::string>& words, const po::
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown topic subcommand '" + words[1] + "' (use publish, subscribe or stats)");
+}
+
+Result<void> ParseStreamCommand(const std::vector<std::string>& words, const po::variables_map& vm,
+                                CliCommand& command) {
+  static const struct {
+    std::string_view name;
+    CommandKind kind;
+    std::size_t args;
+  } kStream[] = {{"list", CommandKind::kStreamList, 0},
+                 {"info", CommandKind::kStreamInfo, 1},
+                 {"groups", CommandKind::kStreamGroups, 1},
+                 {"tail", CommandKind::kStreamTail, 1}};
+  if (words.size() < 2) {
+    return Fail(ErrorCode::kBadRequest,
+                "'stream' needs a subcommand (list, info, groups, tail); run grid-cli --help");
+  }
+  for (const auto& spec : kStream) {
+    if (words[1] != spec.name) continue;
+    const std::string name = "stream " + std::string(spec.name);
+    if (words.size() - 2 != spec.args) {
+      return Fail(ErrorCode::kBadRequest, "'" + name + "' takes " +
+                                              (spec.args == 0 ? "no arguments" : "NAME") +
+                                              "; run grid-cli --help");
+    }
+    if (auto r = CheckOptionsAllowed(vm, nullptr, name); !r) return r;
+    command.kind = spec.kind;
+    if (spec.args == 1) {
+      command.stream_name = words[2];
+      if (command.stream_name.empty()) {
+        return Fail(ErrorCode::kBadRequest, "NAME must not be empty");
+      }
+    }
+    if (vm.count("group") != 0) command.group = vm["group"].as<std::string>();
+    if (vm.count("from") != 0) {
+      if (vm["from"].as<std::string>() != "oldest") {
+        return Fail(ErrorCode::kBadRequest,
+                    "stream tail --from takes 'oldest' (default: events appended from now on)");
+      }
+      command.from = 0;
+    }
+    for (const char* flag : {"count", "for"}) {
+      if (vm.count(flag) == 0) continue;
+      auto v = ParseNonNegative("--" + std::string(flag), vm[flag].as<std::string>());
+      if (!v) return std::unexpected(v.error());
+      if (*v == 0)
+        return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " must be at least 1");
+      (std::string(flag) == "count" ? command.count : command.for_ms) = *v;
+    }
+    return {};
+  }
+  return Fail(ErrorCode::kBadRequest,
+              "unknown stream subcommand '" + words[1] + "' (use list, info, groups or tail)");
 }
 
 Result<void> FillMapArguments(const std::vector<std::string>& args, const MapCommandSpec& spec,
@@ -354,6 +418,7 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   }
   if (words[0] == "map") return ParseMapCommand(words, vm, command);
   if (words[0] == "topic") return ParseTopicCommand(words, vm, command);
+  if (words[0] == "stream") return ParseStreamCommand(words, vm, command);
   static const std::pair<std::string_view, CommandKind> kPlain[] = {
       {"ping", CommandKind::kPing},
       {"members", CommandKind::kMembers},
@@ -371,7 +436,7 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown command '" + words[0] +
-                  "' (use map, topic, ping, members, partitions, cluster or metrics); run "
+                  "' (use map, topic, stream, ping, members, partitions, cluster or metrics); run "
                   "grid-cli --help");
 }
 

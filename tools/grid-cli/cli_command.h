@@ -34,6 +34,10 @@ enum class CommandKind {
   kTopicSubscribe,  // prints messages as they arrive (streams; see RunSubscribe)
   kTopicStats,      // per-topic counters summed over every member
   kMetrics,         // the connected member's metrics, Prometheus text
+  kStreamList,      // streams with their sub-streams, events and groups
+  kStreamInfo,      // one stream: configuration, each sub-stream's range, each group's lag
+  kStreamGroups,    // one stream's groups: lag, oldest uncommitted event, lease holders
+  kStreamTail,      // prints events as they are appended (streams; see RunStreamTail)
 };
 
 struct CliCommand {
@@ -54,6 +58,8 @@ struct CliCommand {
   std::optional<std::int64_t> for_ms;  // topic subscribe: exit after this long
   bool reliable = false;               // topic publish/subscribe: the reliable topic NAME
   std::optional<std::int64_t> from;    // topic subscribe --from: sequence (0 = oldest)
+  std::string stream_name;             // stream commands
+  std::string group;                   // stream tail --group: consume (and commit) as G
 };
 
 // Parses argv (argv[0] is the program name). Errors: kBadRequest with one line naming the

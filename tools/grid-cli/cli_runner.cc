@@ -14,10 +14,19 @@
 #include <chrono>
 
 #include "cluster_commands.h"
+#include "stream_commands.h"
 #include "tessera/grid/client.h"
 #include "value_format.h"
 
 namespace tessera::tools::cli {
+std::shared_ptr<spdlog::logger> SilentLogger() {
+  // The CLI reports exactly one line per error itself; client logs would add more.
+  auto log =
+      std::make_shared<spdlog::logger>("grid-cli", std::make_shared<spdlog::sinks::null_sink_mt>());
+  log->set_level(spdlog::level::off);
+  return log;
+}
+
 namespace {
 
 using base::Result;
@@ -179,14 +188,6 @@ Result<CommandOutput> RunPing(grid::Client& client, double connect_us) {
                        {{"address", address}, {"connect_us", connect_us}, {"rtt_us", rtt_us}}};
 }
 
-std::shared_ptr<spdlog::logger> SilentLogger() {
-  // The CLI reports exactly one line per error itself; client logs would add more.
-  auto log =
-      std::make_shared<spdlog::logger>("grid-cli", std::make_shared<spdlog::sinks::null_sink_mt>());
-  log->set_level(spdlog::level::off);
-  return log;
-}
-
 // Migration copies not yet arrived, summed over every member of `view` (each asked directly);
 // nullopt when a member could not be asked.
 std::optional<std::int64_t> PendingMigrations(const membership::ClusterView& view,
@@ -290,6 +291,10 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
       if (command.kind == CommandKind::kCluster) pending = PendingMigrations(*view, command);
       return RenderClusterView(command.kind, *view, pending);
     }
+    case CommandKind::kStreamList:
+    case CommandKind::kStreamInfo:
+    case CommandKind::kStreamGroups:
+      return RunStreamCommand(client, command);
     default:
       return RunMapCommand(*client.GetMap(command.map_name), command);
   }

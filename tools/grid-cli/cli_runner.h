@@ -7,7 +7,10 @@
 #include <atomic>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <memory>
 #include <string>
+
+#include <spdlog/logger.h>
 
 #include "cli_command.h"
 #include "tessera/base/error.h"
@@ -29,6 +32,9 @@ base::Result<CommandOutput> RunCommand(const CliCommand& command);
 // `interrupted`. Errors: the client's (connect, subscribe).
 base::Result<void> RunSubscribe(const CliCommand& command, std::ostream& out,
                                 const std::atomic<bool>& interrupted);
+
+// A logger that drops everything (the CLI prints its own one-line errors).
+std::shared_ptr<spdlog::logger> SilentLogger();
 
 // A short "what to do" for errors whose message may not say it, or "" if none is needed.
 std::string HintFor(const base::Error& error, const CliCommand& command);

@@ -15,6 +15,7 @@
 
 #include "cli_command.h"
 #include "cli_runner.h"
+#include "stream_commands.h"
 #include "value_format.h"
 
 namespace tessera::tools::cli {
@@ -65,7 +66,9 @@ std::atomic<bool> interrupted{false};
 int Subscribe(const CliCommand& command) {
   std::signal(SIGINT, [](int) { interrupted.store(true); });
   std::signal(SIGTERM, [](int) { interrupted.store(true); });
-  auto r = RunSubscribe(command, std::cout, interrupted);
+  auto r = command.kind == CommandKind::kStreamTail
+               ? RunStreamTail(command, std::cout, interrupted)
+               : RunSubscribe(command, std::cout, interrupted);
   if (!r) {
     std::string hint = HintFor(r.error(), command);
     PrintErrorLine(r.error().ToString() + (hint.empty() ? "" : "; " + hint));
@@ -75,7 +78,9 @@ int Subscribe(const CliCommand& command) {
 }
 
 int Execute(const CliCommand& command) {
-  if (command.kind == CommandKind::kTopicSubscribe) return Subscribe(command);
+  if (command.kind == CommandKind::kTopicSubscribe || command.kind == CommandKind::kStreamTail) {
+    return Subscribe(command);
+  }
   auto limit = command.client.connect_timeout + command.client.call_timeout +
                std::chrono::milliseconds(3000);
   Watchdog watchdog(limit, command.client.addresses.front());

@@ -141,6 +141,12 @@ struct StreamInfo {
   std::vector<StreamGroupPosition> groups;
 };
 
+struct StreamSlice {
+  std::int64_t head = 1, tail = 0;  // the sub-stream's stored range now
+  bool lost = false;                // `from` was below head: those events are gone
+  std::vector<StreamEvent> events;
+};
+
 class Stream {
  public:
   Stream(std::string name, StreamConfig config, std::shared_ptr<Invoker> invoker,
@@ -172,11 +178,18 @@ class Stream {
   base::Result<void> CreateGroup(const std::string& group,
                                  SubscribeOptions::Start start = SubscribeOptions::Start::kOldest);
   base::Result<void> DeleteGroup(const std::string& group);
+  // The stream's sub-streams and groups. Errors: kNotFound when the stream does not exist
+  // (Info never creates it).
   base::Result<StreamInfo> Info();
+  // Up to `max` events of sub-stream `sub` from offset `from` (or its oldest stored event, if
+  // later), without a group: nothing is committed. For tools (grid-cli stream tail).
+  // Errors: kNotFound when the stream does not exist, kBadRequest for a sub-stream out of range.
+  base::Result<StreamSlice> Read(std::uint32_t sub, std::int64_t from, int max = 256);
 
  private:
   struct Subscription;
-  base::Result<void> EnsureCreated();
+  // Stores the configuration in the grid (create) or reads the stored one (kNotFound if none).
+  base::Result<void> EnsureCreated(bool create = true);
   base::Result<map::MapResult> Call(map::MapRequest request);
   map::MapRequest AppendRequest(std::uint32_t sub, const std::vector<StreamAppend>& events,
                                 const std::vector<std::size_t>& index) const;
