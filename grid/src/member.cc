@@ -331,6 +331,55 @@ std::string Member::MetricsText() const {
                                   "Messages the discard-newest policy dropped on this member"),
          c.discarded);
   }
+  GaugeValues stream_events, stream_bytes, lag, lag_age, leases;
+  const double now_ms = static_cast<double>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  for (const auto& st : impl_->maps.StreamStats()) {
+    const metrics::Labels labels = {{"stream", st.stream}};
+    sync(registry.RegisterCounter("tessera_stream_appended_total", labels,
+                                  "Events stored in the stream by this member as owner"),
+         st.appended);
+    sync(registry.RegisterCounter("tessera_stream_duplicates_total", labels,
+                                  "Appends this member answered from the dedup window"),
+         st.duplicates);
+    stream_events.emplace_back(labels, static_cast<double>(st.events));
+    stream_bytes.emplace_back(labels, static_cast<double>(st.bytes));
+    for (const auto& g : st.groups) {
+      const metrics::Labels gl = {{"stream", st.stream}, {"group", g.group}};
+      sync(registry.RegisterCounter("tessera_stream_delivered_total", gl,
+                                    "Events this member served to the group's consumers"),
+           g.delivered);
+      sync(registry.RegisterCounter("tessera_stream_redelivered_total", gl,
+                                    "Events this member served to the group again"),
+           g.redelivered);
+      sync(registry.RegisterCounter("tessera_stream_committed_total", gl,
+                                    "Events the group committed on this member"),
+           g.committed);
+      lag.emplace_back(gl, static_cast<double>(g.lag));
+      lag_age.emplace_back(gl, g.oldest_uncommitted_ms == 0
+                                   ? 0.0
+                                   : std::max(0.0, now_ms - g.oldest_uncommitted_ms) / 1000.0);
+      leases.emplace_back(gl, static_cast<double>(g.leases_held));
+    }
+  }
+  registry.SetGaugeFamily("tessera_stream_events",
+                          "Events stored in the sub-streams this member owns",
+                          std::move(stream_events));
+  registry.SetGaugeFamily("tessera_stream_bytes", "Bytes of those events", std::move(stream_bytes));
+  registry.SetGaugeFamily("tessera_stream_lag_events",
+                          "Events the group has not committed, in the sub-streams this member "
+                          "owns",
+                          std::move(lag));
+  registry.SetGaugeFamily("tessera_stream_lag_seconds",
+                          "Age of the oldest event the group has not committed, in the "
+                          "sub-streams this member owns (0: none)",
+                          std::move(lag_age));
+  registry.SetGaugeFamily("tessera_stream_leases_held",
+                          "Sub-streams this member owns whose lease a consumer of the group "
+                          "holds",
+                          std::move(leases));
   for (std::size_t shard = 0; shard < impl_->shards.size(); ++shard) {
     const metrics::Labels labels = {{"shard", std::to_string(shard)}};
     const auto poll = impl_->shards.IdlePollStats(shard);

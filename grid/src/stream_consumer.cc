@@ -249,6 +249,7 @@ bool Stream::Consume(Subscription& s) {
     rq.argument = record::GenericRecord::Build()
                       .Int64("from", h.next)
                       .Int64("max", s.options.max_batch)
+                      .String("group", s.group)  // the owner counts deliveries per group
                       .Done();
     requests.push_back(std::move(rq));
     subs.push_back(sub);

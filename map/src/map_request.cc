@@ -31,6 +31,21 @@ bool MapOpIsKeyed(MapOp op) {
           code <= static_cast<std::uint8_t>(MapOp::kStreamJoin));
 }
 
+bool MapOpIsStream(MapOp op) {
+  switch (op) {
+    case MapOp::kStreamAppend:
+    case MapOp::kStreamRead:
+    case MapOp::kStreamCommit:
+    case MapOp::kStreamLease:
+    case MapOp::kStreamGroup:
+    case MapOp::kStreamInfo:
+    case MapOp::kStreamJoin:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string_view MapOpName(MapOp op) {
   switch (op) {
     case MapOp::kPut:

@@ -243,6 +243,27 @@ struct MapService::Impl {
   void CountRingAppend(const MapRequest& request, const MapResult& result);
   mutable std::mutex ring_mu;
   std::map<std::string, RingCounters> ring_counters;  // guarded by ring_mu
+  // Event streams served here as owner (map_service_streams.cc): what each stream operation
+  // changed, kept per sub-stream for MapService::StreamStats.
+  void TrackStream(MapTable& table, std::uint32_t partition_id, const MapRequest& request,
+                   const MapResult& result, base::Millis wall_ms);
+  struct StreamGroupState {
+    std::int64_t cursor = 0;
+    std::int64_t oldest_ms = 0;  // append time of the event after the cursor (0: none)
+    std::int64_t served = 0;     // the highest offset served to the group's reads
+    std::int64_t lease_expiry_ms = 0;  // wall clock; 0 = no lease
+    std::int64_t delivered = 0, redelivered = 0, committed = 0;
+    bool known = false;  // its cursor was read here before
+  };
+  struct SubStreamState {
+    std::string stream;
+    std::uint32_t partition = 0;
+    std::int64_t head = 1, tail = 0, bytes = 0;
+    std::int64_t appended = 0, duplicates = 0;
+    std::map<std::string, StreamGroupState> groups;
+  };
+  mutable std::mutex stream_mu;
+  std::map<std::string, SubStreamState> stream_state;  // by sub-stream; guarded by stream_mu
   bool IsLocal(std::uint32_t partition) const {
     return flags[partition].local.load(std::memory_order_relaxed);
   }

@@ -196,6 +196,25 @@ TEST_CASE("Two groups each get every event in key order; a group's consumers sha
   REQUIRE(info);
   REQUIRE(info->groups.size() == 2);
   for (const auto& g : info->groups) CHECK(g.lag == 0);
+
+  // The owners' metrics add up over the two members.
+  auto sum = [&](const std::string& series) {
+    double total = 0;
+    for (Member* m : {&a, &b}) {
+      const std::string text = m->MetricsText();
+      for (auto at = text.find("\n" + series + " "); at != std::string::npos;
+           at = text.find("\n" + series + " ", at + 1)) {
+        total += std::stod(text.substr(at + series.size() + 2));
+      }
+    }
+    return total;
+  };
+  CHECK(sum("tessera_stream_appended_total{stream=\"orders\"}") == kEvents);
+  CHECK(sum("tessera_stream_committed_total{group=\"billing\",stream=\"orders\"}") == kEvents);
+  CHECK(sum("tessera_stream_delivered_total{group=\"shipping\",stream=\"orders\"}") >= kEvents);
+  CHECK(sum("tessera_stream_lag_events{group=\"billing\",stream=\"orders\"}") == 0);
+  CHECK(sum("tessera_stream_leases_held{group=\"billing\",stream=\"orders\"}") == 16);
+  CHECK(sum("tessera_stream_events{stream=\"orders\"}") == 0);  // both groups committed all
   (*client)->Shutdown();
   b.Shutdown();
   a.Shutdown();

@@ -99,6 +99,8 @@ enum class RingOverflow : std::uint8_t {
 
 // True for operations that address one key (and so one partition).
 bool MapOpIsKeyed(MapOp op);
+// True for the event stream operations (kStreamAppend .. kStreamJoin).
+bool MapOpIsStream(MapOp op);
 // "put", "putIfAbsent", ... for logs and errors.
 std::string_view MapOpName(MapOp op);
 

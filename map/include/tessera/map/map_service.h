@@ -103,6 +103,29 @@ struct RingCounters {
   std::int64_t discarded = 0;
 };
 
+// One stream group as seen by the owner of its sub-streams (MapService::StreamStats).
+struct StreamGroupCounters {
+  std::string group;
+  std::int64_t delivered = 0;    // events served to the group's reads (counter)
+  std::int64_t redelivered = 0;  // of those, events this member had served to the group before
+  std::int64_t committed = 0;    // events the group committed (cursor moves, counter)
+  // Over the sub-streams this member owns now:
+  std::int64_t lag = 0;                    // events after the group's cursor
+  std::int64_t oldest_uncommitted_ms = 0;  // wall-clock append time of the oldest (0: none)
+  std::int64_t leases_held = 0;            // sub-streams whose lease a consumer holds
+};
+
+// One stream as seen by the owner of its sub-streams (counters since this member started;
+// gauges over the sub-streams it owns now).
+struct StreamCounters {
+  std::string stream;
+  std::int64_t appended = 0;    // events stored (counter)
+  std::int64_t duplicates = 0;  // appends answered from the dedup window (counter)
+  std::int64_t events = 0;      // stored now
+  std::int64_t bytes = 0;       // stored now
+  std::vector<StreamGroupCounters> groups;
+};
+
 // How requests reach the partitions other members own (installed by a clustered member).
 class ClusterRouting {
  public:
@@ -215,6 +238,8 @@ class MapService {
   // Per ring (a reliable topic), what this member stored as the ring's owner since start:
   // messages stored, and messages the discard-newest policy dropped. Sorted by ring name.
   std::vector<std::pair<std::string, RingCounters>> RingStats() const;
+  // Event streams served here as owner (see StreamCounters), by stream name.
+  std::vector<StreamCounters> StreamStats() const;
 
   // Blocking form. REQUIRES: the caller is not a shard thread.
   base::Result<MapResult> ExecuteSync(MapRequest request);
