@@ -80,6 +80,7 @@ bool Client::Impl::Retryable(const base::Error& error, const map::MapRequest& re
       IsRead(request.op) ||
       (request.op == map::MapOp::kTransact && !request.transaction_id.empty()) ||
       (request.op == map::MapOp::kStreamAppend && !request.keys.empty() &&
+       request.argument.GetInt64("dedup_ms").value_or(0) > 0 &&
        std::none_of(request.keys.begin(), request.keys.end(),
                     [](const std::string& id) { return id.empty(); }));
   return code == ErrorCode::kConnectionFailed || code == ErrorCode::kNotOwner ||

@@ -148,9 +148,9 @@ std::vector<Result<map::MapResult>> Stream::CallAll(std::vector<map::MapRequest>
 }
 
 Result<void> Stream::EnsureCreated(bool create) {
-  if (created_.load(std::memory_order_acquire)) return {};
+  if (created_.load(std::memory_order_acquire) || (!create && loaded_.load())) return {};
   std::lock_guard lock(create_mu_);
-  if (created_.load()) return {};
+  if (created_.load() || (!create && loaded_.load())) return {};
   if (auto ok = Validate(name_, config_); !ok) return ok;
   auto rq = StreamRequest(create ? map::MapOp::kPutIfAbsent : map::MapOp::kGet,
                           map::StreamConfigKey(name_));
@@ -163,14 +163,15 @@ Result<void> Stream::EnsureCreated(bool create) {
                                           "' does not exist (nothing was appended to it or "
                                           "subscribed to it yet); check the name");
   }
-  if (r->value && *r->value != rq.value) {
+  if (r->value && *r->value != rq.value && !loaded_.load()) {
     StreamConfig stored = ParseConfig(*r->value, config_);
     log_->warn("stream '{}' is configured in the grid as [{}]; this instance's [{}] is not used",
                name_, *r->value, rq.value);
     if (auto ok = Validate(name_, stored); !ok) return ok;
     config_ = stored;
   }
-  if (!create) return {};  // the stored configuration is in config_; creating comes later
+  loaded_.store(true);     // config_ is the stored one from now on: never written again
+  if (!create) return {};  // creating (the groups of config_) comes with the first write
   for (const auto& group : config_.groups) {
     if (auto ok = CreateGroupOnAll(group, SubscribeOptions::Start::kOldest); !ok) return ok;
   }
@@ -179,7 +180,10 @@ Result<void> Stream::EnsureCreated(bool create) {
 }
 
 std::uint32_t Stream::SubStreamOf(std::string_view key) {
-  (void)EnsureCreated();  // an error here shows on the append; route by the local config
+  if (!EnsureCreated()) {  // the error shows on the append; route by the local config
+    std::lock_guard lock(create_mu_);
+    return partition::Partitioner(config_.sub_streams).PartitionOf(key);
+  }
   return partition::Partitioner(config_.sub_streams).PartitionOf(key);
 }
 
@@ -208,6 +212,29 @@ map::MapRequest Stream::AppendRequest(std::uint32_t sub, const std::vector<Strea
                     .Int64("dedup_ms", config_.dedup_window_ms)
                     .Done();
   return rq;
+}
+
+void Stream::AppendAsync(StreamAppend event,
+                         std::function<void(base::Result<AppendResult>)> done) {
+  if (auto ok = EnsureCreated(); !ok) return done(std::unexpected(ok.error()));
+  if (event.key.empty()) {
+    return done(Fail(ErrorCode::kBadRequest,
+                     "stream '" + name_ + "': an event needs a key (it picks the sub-stream)"));
+  }
+  const std::uint32_t sub = partition::Partitioner(config_.sub_streams).PartitionOf(event.key);
+  std::vector<StreamAppend> one;
+  one.push_back(std::move(event));
+  invoker_->Invoke(AppendRequest(sub, one, {0}),
+                   [sub, done = std::move(done)](Result<map::MapResult> r) {
+                     if (!r) return done(std::unexpected(r.error()));
+                     AppendResult out{sub, 0, false};
+                     if (!r->entries.empty()) {
+                       const auto& text = r->entries.front().first;
+                       std::from_chars(text.data(), text.data() + text.size(), out.offset);
+                       out.duplicate = r->entries.front().second == "dup";
+                     }
+                     done(out);
+                   });
 }
 
 Result<std::vector<AppendResult>> Stream::AppendAll(std::vector<StreamAppend> events) {

@@ -10,6 +10,9 @@
 #include <charconv>
 #include <condition_variable>
 #include <map>
+#include <random>
+
+#include <fmt/format.h>
 
 #include "stream_internal.h"
 #include "tessera/grid/stream.h"
@@ -22,6 +25,15 @@ using base::ErrorCode;
 using base::Result;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+std::string SessionSuffix() {
+  static thread_local std::mt19937_64 random(std::random_device{}());
+  return fmt::format("{:08x}", static_cast<std::uint32_t>(random()));
+}
+
+}  // namespace
+
 struct Stream::Subscription {
   struct Held {
     std::int64_t next = 1;       // the next offset to hand to the handler
@@ -31,6 +43,7 @@ struct Stream::Subscription {
     std::int64_t failed_offset = 0;
     int failed_attempts = 0;
     Clock::time_point retry_at{};
+    Clock::time_point renewed_at{};  // when the lease was last taken, renewed or committed
   };
 
   std::string group;
@@ -65,6 +78,14 @@ Stream::~Stream() {
     for (auto& [id, s] : subscriptions_) ids.push_back(id);
   }
   for (auto id : ids) Unsubscribe(id);
+  std::lock_guard lock(mu_);
+  for (auto& t : stopping_) {
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();  // the last reference went in a handler that unsubscribed itself
+    } else if (t.joinable()) {
+      t.join();
+    }
+  }
 }
 
 Result<SubscriptionId> Stream::Subscribe(const std::string& group, StreamHandler handler,
@@ -82,12 +103,15 @@ Result<SubscriptionId> Stream::Subscribe(const std::string& group, StreamHandler
   if (!handler) return base::Fail(ErrorCode::kBadRequest, "subscribe needs a handler");
   auto s = std::make_shared<Subscription>();
   s->group = group;
-  s->consumer = options.consumer_id.empty()
-                    ? instance_id_ + "/" + std::to_string(++consumer_seq_)
-                    : options.consumer_id;
-  if (auto problem = map::StreamNameProblem("consumer", s->consumer); !problem.empty()) {
-    return base::Fail(ErrorCode::kBadRequest, problem);
+  if (!options.consumer_id.empty()) {
+    if (auto problem = map::StreamNameProblem("consumer", options.consumer_id); !problem.empty()) {
+      return base::Fail(ErrorCode::kBadRequest, problem);
+    }
   }
+  // The lease holder is this subscription, not just its name: two processes given the same
+  // consumer id (a restarted one while the old one still runs) must not both pass the fence.
+  s->consumer = (options.consumer_id.empty() ? instance_id_ : options.consumer_id) + "/" +
+                std::to_string(++consumer_seq_) + "-" + SessionSuffix();
   if (auto ok = CreateGroup(group, options.start); !ok) return std::unexpected(ok.error());
   s->handler = std::move(handler);
   s->options = std::move(options);
@@ -116,7 +140,9 @@ bool Stream::Unsubscribe(SubscriptionId id) {
   }
   s->cv.notify_all();
   if (s->thread.get_id() == std::this_thread::get_id()) {
-    s->thread.detach();  // from its own handler; Run holds the subscription and leaves after
+    // From its own handler: Run leaves after it returns; ~Stream joins the thread.
+    std::lock_guard lock(mu_);
+    stopping_.push_back(std::move(s->thread));
   } else if (s->thread.joinable()) {
     s->thread.join();
   }
@@ -196,6 +222,7 @@ void Stream::Rebalance(Subscription& s) {
   for (std::uint32_t sub = 0; sub < config_.sub_streams; ++sub) {
     if (assigned[sub]) lease(sub, false);
   }
+  const auto sent_at = Clock::now();  // a lease granted now lasts from about here
   auto results = CallAll(std::move(requests), &s.stop);
   bool waiting = false;
   for (std::size_t j = 0; j < results.size(); ++j) {
@@ -219,18 +246,16 @@ void Stream::Rebalance(Subscription& s) {
       waiting = true;
       continue;
     }
-    if (it == s.held.end()) {  // newly taken: resume after the committed cursor
+    if (it == s.held.end() || r->count != it->second.committed) {
+      // Newly taken, or the cursor is not where we left it (our lease lapsed and another
+      // consumer moved it, or the group was re-created): resume after the committed cursor.
       Subscription::Held h;
       h.committed = h.handled = r->count;
       h.next = r->count + 1;
-      s.held.emplace(sub, h);
-    } else if (r->count > it->second.committed) {
-      // Our lease had lapsed and another consumer moved the cursor on: follow it.
-      auto& h = it->second;
-      h.committed = r->count;
-      h.handled = std::max(h.handled, r->count);
-      h.next = std::max(h.next, r->count + 1);
+      if (it != s.held.end()) h.seen = it->second.seen;
+      s.held[sub] = h;
     }
+    s.held[sub].renewed_at = sent_at;
   }
   s.leases_held = static_cast<std::int64_t>(s.held.size());
   const auto interval = std::chrono::milliseconds(waiting ? std::min<base::Millis>(ttl / 3, 250)
@@ -273,8 +298,12 @@ bool Stream::Consume(Subscription& s) {
                                " were removed before this group committed them");
       h.next = r->count;
     }
+    const auto lease_ttl = std::chrono::milliseconds(s.options.lease_ttl_ms);
     for (const auto& [offset_text, bytes] : r->entries) {
       if (s.stop.load()) break;
+      // A long batch: stop before the lease could lapse under us; the next round renews it
+      // (Rebalance every ttl / 3) and goes on from here.
+      if (Clock::now() - h.renewed_at > lease_ttl * 2 / 3) break;
       StreamEvent e = DecodeEvent(subs[j], offset_text, bytes);
       e.attempt = e.offset == h.failed_offset ? h.failed_attempts + 1 : 1;
       if (e.offset <= h.seen) ++s.redelivered;
@@ -322,11 +351,13 @@ void Stream::CommitAll(Subscription& s) {
                       .String("consumer", s.consumer)
                       .Int64("offset", h.handled)
                       .Int64("max_age_ms", config_.max_age_ms)
+                      .Int64("ttl_ms", s.options.lease_ttl_ms)  // renews the lease
                       .Done();
     requests.push_back(std::move(rq));
     subs.push_back(sub);
   }
   if (requests.empty()) return;
+  const auto sent_at = Clock::now();
   // Stopping: the last commits get a few seconds (an instance shutting down may not answer).
   auto results = s.stop.load() ? CallAll(std::move(requests), nullptr, std::chrono::seconds(3))
                                : CallAll(std::move(requests), &s.stop);
@@ -336,6 +367,7 @@ void Stream::CommitAll(Subscription& s) {
     if (r) {
       s.committed += it->second.handled - it->second.committed;
       it->second.committed = it->second.handled;
+      it->second.renewed_at = sent_at;
       continue;
     }
     if (r.error().code() == ErrorCode::kConflict || r.error().code() == ErrorCode::kNotFound) {
@@ -347,6 +379,7 @@ void Stream::CommitAll(Subscription& s) {
       s.next_rebalance = Clock::now();
       continue;
     }
+    if (s.stop.load()) continue;  // stopping: Leave commits again
     s.Warn(*log_, name_, "commit on sub-stream " + std::to_string(subs[j]) + " failed (" +
                              r.error().ToString() + "); retrying");
   }

@@ -134,7 +134,12 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
   }
   Loaded loaded = LoadMeta(store, sub, ctx);
   StreamMeta& m = loaded.meta;
-  Trim(store, sub, m, ctx, max_age_ms);
+  // Whatever is removed, the meta record must say so, even when the append then fails.
+  bool changed = Trim(store, sub, m, ctx, max_age_ms) > 0;
+  auto fail = [&](ErrorCode code, std::string message) -> base::Result<MapResult> {
+    if (changed) SaveMeta(store, sub, loaded, ctx);
+    return Fail(code, std::move(message));
+  };
 
   // Which events are new: an id seen within the dedup window (or earlier in this batch)
   // answers with the offset it got then.
@@ -165,7 +170,7 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
   }
   const auto count = static_cast<std::int64_t>(fresh.size());
   if (count > max_events || fresh_bytes > max_bytes) {
-    return Fail(ErrorCode::kBadRequest,
+    return fail(ErrorCode::kBadRequest,
                 "a batch of " + std::to_string(count) + " events (" + std::to_string(fresh_bytes) +
                     " bytes) is larger than the sub-stream may hold (" +
                     std::to_string(max_events) + " events, " + std::to_string(max_bytes) +
@@ -174,9 +179,17 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
   auto full = [&] {
     return m.tail - m.head + 1 + count > max_events || m.bytes + fresh_bytes > max_bytes;
   };
+  if (const auto* slowest = m.Slowest()) {
+    // Room first from events every group committed but max_age_ms still keeps, as many as
+    // the new events need.
+    while (full() && m.head <= m.tail && m.head <= slowest->second) {
+      DropHead(store, sub, m, ctx);
+      changed = true;
+    }
+  }
   if (full()) {
     if (const auto* slowest = m.Slowest()) {
-      return Fail(ErrorCode::kOverloaded,
+      return fail(ErrorCode::kOverloaded,
                   "stream '" + StreamOfSub(sub) + "' is full (sub-stream '" + std::string(sub) +
                       "' holds " + std::to_string(m.tail - m.head + 1) + " events, " +
                       std::to_string(m.bytes) + " bytes); the slowest group is '" +
@@ -184,7 +197,10 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
                       " events behind: let its consumers catch up, delete the group, or "
                       "configure larger limits");
     }
-    while (full() && m.head <= m.tail) DropHead(store, sub, m, ctx);  // nobody is owed them
+    while (full() && m.head <= m.tail) {  // nobody is owed them
+      DropHead(store, sub, m, ctx);
+      changed = true;
+    }
   }
   for (std::size_t j = 0; j < fresh.size(); ++j) {
     const std::int64_t offset = ++m.tail;
@@ -205,7 +221,7 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
       if (fresh[j].id == rq.keys[i]) out.entries[i].first = out.entries[fresh_index[j]].first;
     }
   }
-  if (count > 0 || !loaded.existed) SaveMeta(store, sub, loaded, ctx);
+  if (count > 0 || changed || !loaded.existed) SaveMeta(store, sub, loaded, ctx);
   out.count = count;
   out.value = std::to_string(m.head) + " " + std::to_string(m.tail);
   return out;
@@ -260,6 +276,13 @@ base::Result<MapResult> OpStreamCommit(RecordStore& store, const MapRequest& rq,
     }
   }
   MapResult out;
+  if (Record* lease = FindLive(store, StreamLeaseKey(sub, group), ctx);
+      lease != nullptr && !consumer.empty() && rq.argument.GetInt64("ttl_ms")) {
+    // A commit renews the committer's lease: a consumer busy with a long batch keeps it.
+    WriteLive(store, StreamLeaseKey(sub, group), consumer,
+              Lasting(std::max<base::Millis>(1, IntArg(rq, "ttl_ms", 10'000))), ctx, true,
+              std::nullopt);
+  }
   out.flag = offset > **cursor;
   if (out.flag) {
     **cursor = offset;

@@ -146,7 +146,10 @@ void MapService::Impl::CountRingAppend(const MapRequest& request, const MapResul
 MapConfig MapService::Impl::ConfigOf(const std::string& name) const {
   std::lock_guard lock(config_mu);
   auto it = configs.find(name);
-  return it == configs.end() ? options.default_config : it->second;
+  if (it != configs.end()) return it->second;
+  // Internal maps ("__streams", "__reliable_topics", ...) hold bookkeeping that eviction, a
+  // default TTL or asynchronous backups would corrupt: the member's defaults do not apply.
+  return name.starts_with("__") ? MapConfig{} : options.default_config;
 }
 
 void MapService::Impl::ExecuteKeyed(MapRequest& request, Callback& done) {

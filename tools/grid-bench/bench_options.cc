@@ -39,6 +39,16 @@ po::options_description Describe() {
       ("subscribe-address", po::value<std::string>(),
        "topic mode: the member the subscriber connects to (default --address)")  //
       ("reliable", "topic mode: use the reliable topic")                         //
+      ("stream", po::value<std::string>(),
+       "stream mode: append --events events, consume them as a group, then measure "
+       "append-to-handler latency for --duration s (a fresh stream NAME-<random> per run)")  //
+      ("redis", po::value<std::string>(),
+       "stream mode: run against the Redis server at IPv4:PORT instead (XADD, XREADGROUP)")  //
+      ("events", po::value<std::uint64_t>()->default_value(200000),
+       "stream mode: events to append and consume")                              //
+      ("consumers", po::value<int>()->default_value(1), "stream mode: consumers")  //
+      ("rate", po::value<int>()->default_value(2000),
+       "stream mode: events/s appended in the end-to-end phase (latency, not saturation)")  //
       ("json", "print the result as one JSON document");
   return desc;
 }
@@ -88,6 +98,11 @@ Result<void> CheckRanges(const BenchOptions& o) {
   if (!(o.warmup_s >= 0) || o.warmup_s > 3600) return bad("--warmup must be >= 0 seconds");
   if (o.client.call_timeout.count() < 1) return bad("--timeout must be at least 1 ms");
   if (o.reliable && o.topic.empty()) return bad("--reliable needs --topic");
+  if (!o.redis.empty() && o.stream.empty()) return bad("--redis needs --stream");
+  if (!o.stream.empty() && !o.topic.empty()) return bad("use either --stream or --topic");
+  if (o.consumers < 1 || o.consumers > 64) return bad("--consumers must be 1..64");
+  if (o.events < 1) return bad("--events must be at least 1");
+  if (o.rate < 1 || o.rate > 1'000'000) return bad("--rate must be 1..1000000");
   if (!o.topic.empty() && o.value_size < 8) {
     return bad("--value-size must be at least 8 in topic mode (messages carry a timestamp)");
   }
@@ -120,6 +135,11 @@ void ApplyVariables(const po::variables_map& vm, BenchOptions& o) {
                             ? vm["subscribe-address"].as<std::string>()
                             : o.client.addresses.front();
   o.json = vm.count("json") != 0;
+  if (vm.count("stream") != 0) o.stream = vm["stream"].as<std::string>();
+  if (vm.count("redis") != 0) o.redis = vm["redis"].as<std::string>();
+  o.events = vm["events"].as<std::uint64_t>();
+  o.consumers = vm["consumers"].as<int>();
+  o.rate = vm["rate"].as<int>();
 }
 
 }  // namespace

@@ -44,6 +44,13 @@ struct BenchOptions {
   std::string topic;
   std::string subscribe_address;
   bool reliable = false;  // topic mode: the reliable topic (stored, replicated, polled)
+  // Stream mode (--stream NAME; stream_bench.h): append, consume and end-to-end figures of a
+  // Tessera stream, or of a Redis stream with --redis HOST:PORT.
+  std::string stream;
+  std::string redis;
+  std::uint64_t events = 200'000;  // appended, then consumed
+  int consumers = 1;               // of the consume phase
+  int rate = 2'000;                // end-to-end phase: events appended per second, in total
   bool json = false;
   bool help = false;
 };

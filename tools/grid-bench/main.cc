@@ -8,6 +8,7 @@
 
 #include "bench_options.h"
 #include "bench_runner.h"
+#include "stream_bench.h"
 
 namespace tessera::tools::bench {
 namespace {
@@ -80,6 +81,50 @@ void PrintText(const BenchOptions& o, const BenchReport& r) {
   if (r.unfinished > 0) fmt::print("unfinished  {} calls never completed\n", r.unfinished);
 }
 
+int StreamMain(const BenchOptions& o) {
+  auto r = RunStreamBench(o);
+  if (!r) {
+    std::fprintf(stderr, "grid-bench: %s\n", r.error().ToString().c_str());
+    return 1;
+  }
+  const auto& h = r->e2e_latency_ns;
+  const double append_rate = r->appended / std::max(r->append_seconds, 1e-9);
+  const double consume_rate = r->consumed / std::max(r->consume_seconds, 1e-9);
+  if (o.json) {
+    std::cout << nlohmann::json{{"target", r->target},
+                                {"address", o.redis.empty() ? o.client.addresses.front() : o.redis},
+                                {"connections", o.connections},
+                                {"pipeline", o.pipeline},
+                                {"consumers", o.consumers},
+                                {"value_size", o.value_size},
+                                {"appended", r->appended},
+                                {"append_per_sec", append_rate},
+                                {"consumed", r->consumed},
+                                {"consume_per_sec", consume_rate},
+                                {"e2e_events", r->e2e_events},
+                                {"e2e_latency_us",
+                                 {{"p50", Micros(h.Percentile(0.50))},
+                                  {"p99", Micros(h.Percentile(0.99))},
+                                  {"max", Micros(h.max())}}},
+                                {"errors", r->errors},
+                                {"first_error", r->first_error}}
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << std::endl;
+  } else {
+    fmt::print("{} stream, {} producer(s) x pipeline {}, {} consumer(s), {}-byte payloads\n",
+               r->target, o.connections, o.pipeline, o.consumers, o.value_size);
+    fmt::print("append      {:.0f} events/s ({} in {:.2f} s)\n", append_rate, r->appended,
+               r->append_seconds);
+    fmt::print("consume     {:.0f} events/s ({} read and committed)\n", consume_rate, r->consumed);
+    fmt::print("end to end  p50 {:.1f} us  p99 {:.1f} us  max {:.1f} us ({} events)\n",
+               Micros(h.Percentile(0.50)), Micros(h.Percentile(0.99)), Micros(h.max()),
+               r->e2e_events);
+    fmt::print("errors      {}{}\n", r->errors,
+               r->first_error.empty() ? "" : " (first: " + r->first_error + ")");
+  }
+  return r->errors == 0 ? 0 : 1;
+}
+
 int Main(int argc, const char* const argv[]) {
   auto options = ParseBenchOptions(argc, argv);
   if (!options) {
@@ -90,6 +135,7 @@ int Main(int argc, const char* const argv[]) {
     std::cout << BenchHelpText();
     return 0;
   }
+  if (!options->stream.empty()) return StreamMain(*options);
   auto report = options->topic.empty() ? RunBench(*options) : RunTopicBench(*options);
   if (!report) {
     std::fprintf(stderr, "grid-bench: %s\n", report.error().ToString().c_str());

@@ -301,3 +301,46 @@ TEST_CASE("Join keeps the group's live consumers, sorted, forgetting expired one
   CHECK(join("c") == std::vector<std::string>{"a", "c"});
   CHECK(join("a", true) == std::vector<std::string>{"c"});
 }
+
+TEST_CASE("Events kept only for their max age make room when the sub-stream is full, and the "
+          "meta record counts what an append removed even when it fails",
+          "[map][stream]") {
+  StoreFixture f;
+  Limits aged{.max_events = 3, .max_age_ms = 60'000};
+  f.Run(Group("g", "oldest"));
+  f.Run(Lease("g", "c", false, 600'000));
+  f.Run(Append({{"k", "1"}, {"k", "2"}, {"k", "3"}}, {}, aged));
+  auto aged_commit = [&](std::int64_t offset) {
+    MapRequest commit = Commit("g", "c", offset);
+    commit.argument.Set("max_age_ms", tessera::record::Value(std::int64_t{60'000}));
+    return f.Run(commit);
+  };
+  aged_commit(3);
+  CHECK(Meta(f).head == 1);  // committed but young: kept
+  f.Run(Append({{"k", "4"}, {"k", "5"}}, {}, aged));  // full: committed events go first
+  CHECK(Meta(f).head == 3);
+  CHECK(Payloads(f.Run(Read(1))) == std::vector<std::string>{"3:k=3", "4:k=4", "5:k=5"});
+
+  // A failing append still records what its trim removed (bytes and head stay true).
+  aged_commit(5);
+  f.clock.Advance(60'000);  // 3..5 are old enough to go
+  Limits tiny{.max_events = 3, .max_bytes = 10, .max_age_ms = 60'000};
+  auto too_big = f.Try(Append({{"k", std::string(100, 'x')}}, {}, tiny));
+  REQUIRE_FALSE(too_big);
+  CHECK(Meta(f).head == 6);
+  CHECK(Meta(f).bytes == 0);
+}
+
+TEST_CASE("A commit with a TTL renews the committer's lease", "[map][stream]") {
+  StoreFixture f;
+  f.Run(Group("g", "oldest"));
+  f.Run(Append({{"k", "1"}, {"k", "2"}}));
+  f.Run(Lease("g", "a", false, 1'000));
+  f.clock.Advance(800);
+  MapRequest commit = Commit("g", "a", 1);
+  commit.argument.Set("ttl_ms", tessera::record::Value(std::int64_t{1'000}));
+  f.Run(commit);
+  f.clock.Advance(800);  // 1.6 s after taking it, 0.8 s after the commit: still a's
+  CHECK_FALSE(f.Run(Lease("g", "b")).flag);
+  CHECK(f.Run(Commit("g", "a", 2)).count == 2);
+}

@@ -100,7 +100,9 @@ struct SubscribeOptions {
   base::Millis lease_ttl_ms = 10'000;
   base::Millis retry_delay_ms = 100;  // after a handler error, before the event comes again
   base::Millis max_idle_poll_ms = 20;  // an idle consumer polls at 1 ms, doubling up to this
-  std::string consumer_id;             // "" = generated (unique)
+  // Names the consumer in lease holders and the group's presence record ("" = this
+  // instance's id); a per-subscription suffix is added, so ids never collide.
+  std::string consumer_id;
 };
 
 // OK commits the event; an error has it delivered again after retry_delay_ms (and every
@@ -158,6 +160,10 @@ class Stream {
   // Errors: kBadRequest (bad stream name, batch too large, sub-stream count differs from the
   // stored one), kOverloaded (full for block_timeout_ms), and the map's call errors.
   base::Result<AppendResult> Append(std::string key, std::string payload, std::string id = "");
+  // Append without waiting: `done` gets the result on an internal thread (it must not
+  // block). A full sub-stream fails at once with kOverloaded (no block_timeout_ms retry).
+  // The first call may block once to read or store the stream's configuration.
+  void AppendAsync(StreamAppend event, std::function<void(base::Result<AppendResult>)> done);
   // One append per sub-stream, sent in parallel; each sub-stream's part is all or nothing.
   // On error, parts for other sub-streams may be stored: send the batch again with the same
   // ids to finish it (stored events come back as duplicates).
@@ -206,15 +212,17 @@ class Stream {
   void Leave(Subscription& s);
 
   const std::string name_;
-  StreamConfig config_;  // the stored one once created (guarded by create_mu_ until then)
+  StreamConfig config_;  // the stored one once loaded_ (written under create_mu_ before that)
   std::shared_ptr<Invoker> invoker_;
   const std::string instance_id_;
   std::shared_ptr<spdlog::logger> log_;
   std::mutex create_mu_;
   std::atomic<bool> created_{false};
+  std::atomic<bool> loaded_{false};  // config_ holds the stored configuration (set once)
   mutable std::mutex mu_;
   std::vector<std::pair<SubscriptionId, std::shared_ptr<Subscription>>> subscriptions_;  // mu_
   SubscriptionId next_id_ = 1;                                                          // mu_
+  std::vector<std::thread> stopping_;  // threads of subscriptions that removed themselves; mu_
   std::atomic<std::uint64_t> consumer_seq_{0};
 };
 

@@ -63,9 +63,10 @@ enum class MapOp : std::uint8_t {
   kStreamRead = 18,    // argument {from, max, max_bytes}; entries = [(offset, stored event)]
                        // from max(from, head); count = head; flag = from < head (lost);
                        // value = "HEAD TAIL"
-  kStreamCommit = 19,  // argument {group, consumer, offset, max_age_ms}: the group's cursor
-                       // becomes max(cursor, offset) if `consumer` holds its lease (kConflict
-                       // if not); count = the cursor
+  kStreamCommit = 19,  // argument {group, consumer, offset, max_age_ms, ttl_ms}: the group's
+                       // cursor becomes max(cursor, offset) if `consumer` holds its lease
+                       // (kConflict if not), and with ttl_ms the lease is renewed for that
+                       // long; count = the cursor
   // Multi-partition: fan out and merge.
   kPutAll = 20,            // entries in; count=number written
   kGetAll = 21,            // keys in; entries out (missing keys omitted)
