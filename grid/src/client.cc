@@ -124,8 +124,7 @@ std::shared_ptr<ReliableTopic> Client::GetReliableTopic(const std::string& name,
 }
 
 std::shared_ptr<Stream> Client::GetStream(const std::string& name, StreamConfig config) {
-  return std::make_shared<Stream>(name, std::move(config),
-                                  std::static_pointer_cast<Invoker>(impl_),
+  return std::make_shared<Stream>(name, std::move(config), std::static_pointer_cast<Invoker>(impl_),
                                   impl_->publisher_id, impl_->log);
 }
 

@@ -332,10 +332,9 @@ std::string Member::MetricsText() const {
          c.discarded);
   }
   GaugeValues stream_events, stream_bytes, lag, lag_age, leases;
-  const double now_ms = static_cast<double>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  const double now_ms = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
   for (const auto& st : impl_->maps.StreamStats()) {
     const metrics::Labels labels = {{"stream", st.stream}};
     sync(registry.RegisterCounter("tessera_stream_appended_total", labels,

@@ -197,8 +197,8 @@ Result<AppendResult> Stream::Append(std::string key, std::string payload, std::s
 
 map::MapRequest Stream::AppendRequest(std::uint32_t sub, const std::vector<StreamAppend>& events,
                                       const std::vector<std::size_t>& index) const {
-  auto rq = StreamRequest(map::MapOp::kStreamAppend,
-                          map::StreamMetaKey(map::SubStreamName(name_, sub)));
+  auto rq =
+      StreamRequest(map::MapOp::kStreamAppend, map::StreamMetaKey(map::SubStreamName(name_, sub)));
   bool ids = false;
   for (auto i : index) ids = ids || !events[i].id.empty();
   for (auto i : index) {
@@ -214,8 +214,7 @@ map::MapRequest Stream::AppendRequest(std::uint32_t sub, const std::vector<Strea
   return rq;
 }
 
-void Stream::AppendAsync(StreamAppend event,
-                         std::function<void(base::Result<AppendResult>)> done) {
+void Stream::AppendAsync(StreamAppend event, std::function<void(base::Result<AppendResult>)> done) {
   if (auto ok = EnsureCreated(); !ok) return done(std::unexpected(ok.error()));
   if (event.key.empty()) {
     return done(Fail(ErrorCode::kBadRequest,
@@ -292,8 +291,8 @@ Result<void> Stream::CreateGroupOnAll(const std::string& group, SubscribeOptions
   }
   std::vector<map::MapRequest> requests;
   for (std::uint32_t i = 0; i < config_.sub_streams; ++i) {
-    auto rq = StreamRequest(map::MapOp::kStreamGroup,
-                            map::StreamMetaKey(map::SubStreamName(name_, i)));
+    auto rq =
+        StreamRequest(map::MapOp::kStreamGroup, map::StreamMetaKey(map::SubStreamName(name_, i)));
     rq.argument =
         record::GenericRecord::Build()
             .String("group", group)
@@ -319,8 +318,8 @@ Result<void> Stream::DeleteGroup(const std::string& group) {
   if (auto ok = EnsureCreated(/*create=*/false); !ok) return ok;
   std::vector<map::MapRequest> requests;
   for (std::uint32_t i = 0; i < config_.sub_streams; ++i) {
-    auto rq = StreamRequest(map::MapOp::kStreamGroup,
-                            map::StreamMetaKey(map::SubStreamName(name_, i)));
+    auto rq =
+        StreamRequest(map::MapOp::kStreamGroup, map::StreamMetaKey(map::SubStreamName(name_, i)));
     rq.argument = record::GenericRecord::Build()
                       .String("group", group)
                       .String("action", "delete")
@@ -328,8 +327,7 @@ Result<void> Stream::DeleteGroup(const std::string& group) {
                       .Done();
     requests.push_back(std::move(rq));
   }
-  requests.push_back(
-      StreamRequest(map::MapOp::kDelete, map::StreamConsumersKey(name_, group)));
+  requests.push_back(StreamRequest(map::MapOp::kDelete, map::StreamConsumersKey(name_, group)));
   for (auto& r : CallAll(std::move(requests))) {
     if (!r) return std::unexpected(r.error());
   }
@@ -340,8 +338,8 @@ Result<StreamInfo> Stream::Info() {
   if (auto ok = EnsureCreated(/*create=*/false); !ok) return std::unexpected(ok.error());
   std::vector<map::MapRequest> requests;
   for (std::uint32_t i = 0; i < config_.sub_streams; ++i) {
-    requests.push_back(StreamRequest(map::MapOp::kStreamInfo,
-                                     map::StreamMetaKey(map::SubStreamName(name_, i))));
+    requests.push_back(
+        StreamRequest(map::MapOp::kStreamInfo, map::StreamMetaKey(map::SubStreamName(name_, i))));
   }
   auto results = CallAll(std::move(requests));
   StreamInfo info;
@@ -368,9 +366,8 @@ Result<StreamInfo> Stream::Info() {
       auto& total = groups[group];
       total.group = group;
       total.lag += p.lag;
-      if (p.oldest_uncommitted_ms != 0 &&
-          (total.oldest_uncommitted_ms == 0 ||
-           p.oldest_uncommitted_ms < total.oldest_uncommitted_ms)) {
+      if (p.oldest_uncommitted_ms != 0 && (total.oldest_uncommitted_ms == 0 ||
+                                           p.oldest_uncommitted_ms < total.oldest_uncommitted_ms)) {
         total.oldest_uncommitted_ms = p.oldest_uncommitted_ms;
       }
       sub.groups.push_back(std::move(p));
@@ -388,8 +385,8 @@ Result<StreamSlice> Stream::Read(std::uint32_t sub, std::int64_t from, int max) 
                                             std::to_string(config_.sub_streams - 1) + ", not " +
                                             std::to_string(sub));
   }
-  auto rq = StreamRequest(map::MapOp::kStreamRead,
-                          map::StreamMetaKey(map::SubStreamName(name_, sub)));
+  auto rq =
+      StreamRequest(map::MapOp::kStreamRead, map::StreamMetaKey(map::SubStreamName(name_, sub)));
   rq.argument =
       record::GenericRecord::Build().Int64("from", from).Int64("max", std::max(1, max)).Done();
   auto r = Call(std::move(rq));

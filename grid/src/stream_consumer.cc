@@ -175,6 +175,19 @@ void Stream::Run(const std::shared_ptr<Subscription>& s) {
   Leave(*s);
 }
 
+map::MapRequest Stream::LeaseRequest(const Subscription& s, std::uint32_t sub,
+                                     bool release) const {
+  auto rq =
+      StreamRequest(map::MapOp::kStreamLease, map::StreamMetaKey(map::SubStreamName(name_, sub)));
+  rq.argument = record::GenericRecord::Build()
+                    .String("group", s.group)
+                    .String("consumer", s.consumer)
+                    .Int64("ttl_ms", s.options.lease_ttl_ms)
+                    .Bool("release", release)
+                    .Done();
+  return rq;
+}
+
 void Stream::Rebalance(Subscription& s) {
   const base::Millis ttl = s.options.lease_ttl_ms;
   auto join = StreamRequest(map::MapOp::kStreamJoin, map::StreamConsumersKey(name_, s.group));
@@ -191,8 +204,9 @@ void Stream::Rebalance(Subscription& s) {
       assigned[i] = i % count == rank;
     }
   } else {
-    s.Warn(*log_, name_, "cannot reach the group's presence record (" +
-                             members.error().ToString() + "); keeping the leases it holds");
+    s.Warn(*log_, name_,
+           "cannot reach the group's presence record (" + members.error().ToString() +
+               "); keeping the leases it holds");
     for (const auto& [sub, h] : s.held) assigned[sub] = true;
   }
   // Outside our share: commit what was handled, then give the lease back.
@@ -204,15 +218,7 @@ void Stream::Rebalance(Subscription& s) {
   std::vector<map::MapRequest> requests;
   std::vector<std::uint32_t> subs;
   auto lease = [&](std::uint32_t sub, bool release) {
-    auto rq = StreamRequest(map::MapOp::kStreamLease,
-                            map::StreamMetaKey(map::SubStreamName(name_, sub)));
-    rq.argument = record::GenericRecord::Build()
-                      .String("group", s.group)
-                      .String("consumer", s.consumer)
-                      .Int64("ttl_ms", ttl)
-                      .Bool("release", release)
-                      .Done();
-    requests.push_back(std::move(rq));
+    requests.push_back(LeaseRequest(s, sub, release));
     subs.push_back(sub);
   };
   for (auto sub : give_back) {
@@ -234,8 +240,8 @@ void Stream::Rebalance(Subscription& s) {
       if (r.error().code() == ErrorCode::kNotFound && it != s.held.end()) {
         s.held.erase(it);  // the group was deleted
       }
-      s.Warn(*log_, name_, "lease on sub-stream " + std::to_string(sub) + ": " +
-                               r.error().ToString());
+      s.Warn(*log_, name_,
+             "lease on sub-stream " + std::to_string(sub) + ": " + r.error().ToString());
       continue;
     }
     if (!r->flag) {  // someone else holds it: it gives it back when it sees the new share
@@ -258,8 +264,8 @@ void Stream::Rebalance(Subscription& s) {
     s.held[sub].renewed_at = sent_at;
   }
   s.leases_held = static_cast<std::int64_t>(s.held.size());
-  const auto interval = std::chrono::milliseconds(waiting ? std::min<base::Millis>(ttl / 3, 250)
-                                                          : ttl / 3);
+  const auto interval =
+      std::chrono::milliseconds(waiting ? std::min<base::Millis>(ttl / 3, 250) : ttl / 3);
   s.next_rebalance = Clock::now() + interval;
 }
 
@@ -269,8 +275,8 @@ bool Stream::Consume(Subscription& s) {
   std::vector<std::uint32_t> subs;
   for (const auto& [sub, h] : s.held) {
     if (h.retry_at > now) continue;
-    auto rq = StreamRequest(map::MapOp::kStreamRead,
-                            map::StreamMetaKey(map::SubStreamName(name_, sub)));
+    auto rq =
+        StreamRequest(map::MapOp::kStreamRead, map::StreamMetaKey(map::SubStreamName(name_, sub)));
     rq.argument = record::GenericRecord::Build()
                       .Int64("from", h.next)
                       .Int64("max", s.options.max_batch)
@@ -288,14 +294,16 @@ bool Stream::Consume(Subscription& s) {
     if (it == s.held.end()) continue;
     auto& h = it->second;
     if (!r) {
-      s.Warn(*log_, name_, "read of sub-stream " + std::to_string(subs[j]) + " failed (" +
-                               r.error().ToString() + "); retrying");
+      s.Warn(*log_, name_,
+             "read of sub-stream " + std::to_string(subs[j]) + " failed (" + r.error().ToString() +
+                 "); retrying");
       continue;
     }
     if (r->flag) {  // removed before this group committed them: max age, or group re-created
-      s.Warn(*log_, name_, "sub-stream " + std::to_string(subs[j]) + ": events " +
-                               std::to_string(h.next) + " to " + std::to_string(r->count - 1) +
-                               " were removed before this group committed them");
+      s.Warn(*log_, name_,
+             "sub-stream " + std::to_string(subs[j]) + ": events " + std::to_string(h.next) +
+                 " to " + std::to_string(r->count - 1) +
+                 " were removed before this group committed them");
       h.next = r->count;
     }
     const auto lease_ttl = std::chrono::milliseconds(s.options.lease_ttl_ms);
@@ -323,8 +331,8 @@ bool Stream::Consume(Subscription& s) {
         h.failed_offset = e.offset;
         h.failed_attempts = e.attempt;
         h.retry_at = Clock::now() + std::chrono::milliseconds(s.options.retry_delay_ms);
-        log_->debug("stream '{}' group '{}': handler failed on sub-stream {} offset {}: {}",
-                    name_, s.group, e.sub_stream, e.offset, ok.error().ToString());
+        log_->debug("stream '{}' group '{}': handler failed on sub-stream {} offset {}: {}", name_,
+                    s.group, e.sub_stream, e.offset, ok.error().ToString());
         break;
       }
       h.handled = e.offset;
@@ -380,8 +388,9 @@ void Stream::CommitAll(Subscription& s) {
       continue;
     }
     if (s.stop.load()) continue;  // stopping: Leave commits again
-    s.Warn(*log_, name_, "commit on sub-stream " + std::to_string(subs[j]) + " failed (" +
-                             r.error().ToString() + "); retrying");
+    s.Warn(*log_, name_,
+           "commit on sub-stream " + std::to_string(subs[j]) + " failed (" + r.error().ToString() +
+               "); retrying");
   }
   s.leases_held = static_cast<std::int64_t>(s.held.size());
 }
@@ -389,16 +398,7 @@ void Stream::CommitAll(Subscription& s) {
 void Stream::Leave(Subscription& s) {
   CommitAll(s);
   std::vector<map::MapRequest> requests;
-  for (const auto& [sub, h] : s.held) {
-    auto rq = StreamRequest(map::MapOp::kStreamLease,
-                            map::StreamMetaKey(map::SubStreamName(name_, sub)));
-    rq.argument = record::GenericRecord::Build()
-                      .String("group", s.group)
-                      .String("consumer", s.consumer)
-                      .Bool("release", true)
-                      .Done();
-    requests.push_back(std::move(rq));
-  }
+  for (const auto& [sub, h] : s.held) requests.push_back(LeaseRequest(s, sub, true));
   auto leave = StreamRequest(map::MapOp::kStreamJoin, map::StreamConsumersKey(name_, s.group));
   leave.argument =
       record::GenericRecord::Build().String("consumer", s.consumer).Bool("leave", true).Done();

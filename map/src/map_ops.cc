@@ -261,9 +261,7 @@ base::Result<void> ValidateKeys(const MapRequest& rq) {
   return {};
 }
 
-bool AllowedInTransaction(MapOp op) {
-  return MapOpIsKeyed(op) && op < MapOp::kRingAppend;
-}
+bool AllowedInTransaction(MapOp op) { return MapOpIsKeyed(op) && op < MapOp::kRingAppend; }
 
 base::Result<void> ValidateTransaction(const MapRequest& rq,
                                        const EntryProcessorRegistry* processors) {

@@ -66,8 +66,8 @@ Loaded LoadMeta(RecordStore& store, std::string_view sub, OpContext& ctx) {
 }
 
 void SaveMeta(RecordStore& store, std::string_view sub, const Loaded& loaded, OpContext& ctx) {
-  WriteLive(store, StreamMetaKey(sub), StreamMetaText(loaded.meta), Forever(), ctx,
-            loaded.existed, std::nullopt);
+  WriteLive(store, StreamMetaKey(sub), StreamMetaText(loaded.meta), Forever(), ctx, loaded.existed,
+            std::nullopt);
 }
 
 // Removes the event at head (if stored) and moves head on.
@@ -86,7 +86,7 @@ std::int64_t Trim(RecordStore& store, std::string_view sub, StreamMeta& m, OpCon
   const auto* slowest = m.Slowest();
   std::int64_t removed = 0;
   while (m.head <= m.tail && removed < kTrimStep) {
-    if (slowest == nullptr && max_age_ms <= 0) break;   // no groups: kept until room is needed
+    if (slowest == nullptr && max_age_ms <= 0) break;  // no groups: kept until room is needed
     if (slowest != nullptr && m.head > slowest->second) break;  // someone has not committed it
     if (max_age_ms > 0) {
       Record* r = FindLive(store, StreamEventKey(sub, m.head), ctx);
@@ -107,8 +107,8 @@ base::Result<void> CheckName(std::string_view what, std::string_view name) {
 base::Result<std::int64_t*> GroupCursor(StreamMeta& m, std::string_view sub,
                                         const std::string& group) {
   if (std::int64_t* c = m.CursorOf(group)) return c;
-  return Fail(ErrorCode::kNotFound, "consumer group '" + group + "' does not exist on sub-stream '" +
-                                        std::string(sub) +
+  return Fail(ErrorCode::kNotFound, "consumer group '" + group +
+                                        "' does not exist on sub-stream '" + std::string(sub) +
                                         "'; subscribe with the group (it creates it) first");
 }
 
@@ -192,8 +192,8 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
       return fail(ErrorCode::kOverloaded,
                   "stream '" + StreamOfSub(sub) + "' is full (sub-stream '" + std::string(sub) +
                       "' holds " + std::to_string(m.tail - m.head + 1) + " events, " +
-                      std::to_string(m.bytes) + " bytes); the slowest group is '" +
-                      slowest->first + "', " + std::to_string(m.tail - slowest->second) +
+                      std::to_string(m.bytes) + " bytes); the slowest group is '" + slowest->first +
+                      "', " + std::to_string(m.tail - slowest->second) +
                       " events behind: let its consumers catch up, delete the group, or "
                       "configure larger limits");
     }
@@ -309,7 +309,8 @@ base::Result<MapResult> OpStreamLease(RecordStore& store, const MapRequest& rq, 
   MapResult out;
   out.count = **cursor;
   if (rq.argument.GetBool("release").value_or(false)) {
-    if (lease != nullptr && lease->value() == consumer) RemoveLive(store, *lease, ctx, EntryEventType::kRemoved);
+    if (lease != nullptr && lease->value() == consumer)
+      RemoveLive(store, *lease, ctx, EntryEventType::kRemoved);
     out.value = "-";
     return out;
   }
@@ -345,8 +346,8 @@ base::Result<MapResult> OpStreamGroup(RecordStore& store, const MapRequest& rq, 
     return out;
   }
   if (action != "oldest" && action != "latest") {
-    return Fail(ErrorCode::kBadRequest, "unknown stream group action '" + action +
-                                            "'; use oldest, latest or delete");
+    return Fail(ErrorCode::kBadRequest,
+                "unknown stream group action '" + action + "'; use oldest, latest or delete");
   }
   if (std::int64_t* cursor = m.CursorOf(group)) {
     out.count = *cursor;
@@ -407,7 +408,8 @@ base::Result<MapResult> OpStreamJoin(RecordStore& store, const MapRequest& rq, O
       if (expiry > ctx.wall_ms && name != consumer) live.emplace_back(std::move(name), expiry);
     }
   }
-  if (!rq.argument.GetBool("leave").value_or(false)) live.emplace_back(consumer, ctx.wall_ms + ttl_ms);
+  if (!rq.argument.GetBool("leave").value_or(false))
+    live.emplace_back(consumer, ctx.wall_ms + ttl_ms);
   std::sort(live.begin(), live.end());
   std::string text;
   std::int64_t last = 0;
@@ -422,7 +424,8 @@ base::Result<MapResult> OpStreamJoin(RecordStore& store, const MapRequest& rq, O
     WriteLive(store, rq.key, text, Lasting(std::max<base::Millis>(1, last - ctx.wall_ms)), ctx,
               existed, std::nullopt);
   }
-  for (auto& [name, expiry] : live) out.entries.emplace_back(std::move(name), std::to_string(expiry));
+  for (auto& [name, expiry] : live)
+    out.entries.emplace_back(std::move(name), std::to_string(expiry));
   return out;
 }
 

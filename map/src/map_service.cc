@@ -117,7 +117,8 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
   if (replica_out != nullptr) ctx.events = &events;  // backups need to know what changed
   auto result = ExecuteOnStore(StoreOf(table, partition_id), request, ctx);
   if (request.op == MapOp::kRingAppend && result) CountRingAppend(request, *result);
-  if (result && MapOpIsStream(request.op)) TrackStream(table, partition_id, request, *result, ctx.wall_ms);
+  if (result && MapOpIsStream(request.op))
+    TrackStream(table, partition_id, request, *result, ctx.wall_ms);
   if (replica_out != nullptr) AppendUpdates(table, partition_id, ctx.now_ms, events, *replica_out);
   if (table.listeners) {
     for (const auto& event : events) ListenerRegistry::Deliver(table.listeners, event);

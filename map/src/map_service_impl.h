@@ -249,8 +249,8 @@ struct MapService::Impl {
                    const MapResult& result, base::Millis wall_ms);
   struct StreamGroupState {
     std::int64_t cursor = 0;
-    std::int64_t oldest_ms = 0;  // append time of the event after the cursor (0: none)
-    std::int64_t served = 0;     // the highest offset served to the group's reads
+    std::int64_t oldest_ms = 0;        // append time of the event after the cursor (0: none)
+    std::int64_t served = 0;           // the highest offset served to the group's reads
     std::int64_t lease_expiry_ms = 0;  // wall clock; 0 = no lease
     std::int64_t delivered = 0, redelivered = 0, committed = 0;
     bool known = false;  // its cursor was read here before

@@ -57,17 +57,14 @@ base::Result<MapResult> OpRingRead(RecordStore& store, const MapRequest& request
 // Event streams (map_ops_stream.cc).
 base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& request,
                                        OpContext& ctx);
-base::Result<MapResult> OpStreamRead(RecordStore& store, const MapRequest& request,
-                                     OpContext& ctx);
+base::Result<MapResult> OpStreamRead(RecordStore& store, const MapRequest& request, OpContext& ctx);
 base::Result<MapResult> OpStreamCommit(RecordStore& store, const MapRequest& request,
                                        OpContext& ctx);
 base::Result<MapResult> OpStreamLease(RecordStore& store, const MapRequest& request,
                                       OpContext& ctx);
 base::Result<MapResult> OpStreamGroup(RecordStore& store, const MapRequest& request,
                                       OpContext& ctx);
-base::Result<MapResult> OpStreamInfo(RecordStore& store, const MapRequest& request,
-                                     OpContext& ctx);
-base::Result<MapResult> OpStreamJoin(RecordStore& store, const MapRequest& request,
-                                     OpContext& ctx);
+base::Result<MapResult> OpStreamInfo(RecordStore& store, const MapRequest& request, OpContext& ctx);
+base::Result<MapResult> OpStreamJoin(RecordStore& store, const MapRequest& request, OpContext& ctx);
 
 }  // namespace tessera::map::detail

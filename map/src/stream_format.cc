@@ -58,9 +58,7 @@ std::optional<StoredEvent> DecodeStoredEvent(std::string_view in) {
   return e;
 }
 
-std::int64_t StoredEventTime(std::string_view bytes) {
-  return TakeNumber(bytes, ';').value_or(0);
-}
+std::int64_t StoredEventTime(std::string_view bytes) { return TakeNumber(bytes, ';').value_or(0); }
 
 std::int64_t* StreamMeta::CursorOf(std::string_view group) {
   for (auto& [name, cursor] : groups) {
@@ -79,8 +77,8 @@ const std::pair<std::string, std::int64_t>* StreamMeta::Slowest() const {
 
 // "<head> <tail> <bytes>\n" then "<cursor> <group>\n" per group.
 std::string StreamMetaText(const StreamMeta& m) {
-  std::string out = std::to_string(m.head) + " " + std::to_string(m.tail) + " " +
-                    std::to_string(m.bytes) + "\n";
+  std::string out =
+      std::to_string(m.head) + " " + std::to_string(m.tail) + " " + std::to_string(m.bytes) + "\n";
   for (const auto& [group, cursor] : m.groups) {
     out += std::to_string(cursor);
     out += ' ';
@@ -137,8 +135,7 @@ std::string StreamNameProblem(std::string_view what, std::string_view name) {
   const std::string w(what);
   if (name.empty()) return "the " + w + " name is empty; give it a name";
   if (name.size() > 200) {
-    return "the " + w + " name is " + std::to_string(name.size()) +
-           " bytes long; use at most 200";
+    return "the " + w + " name is " + std::to_string(name.size()) + " bytes long; use at most 200";
   }
   auto bad = std::find_if(name.begin(), name.end(), [](char c) {
     return c == '@' || c == '#' || c == ' ' || c == '\n' || c == '\t' || c == '\r';

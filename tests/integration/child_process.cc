@@ -148,7 +148,8 @@ base::Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(std::vector<std::s
   Spawned p = Spawn(program.empty() ? GRID_NODE_PATH : program, args, /*capture_err=*/false);
   auto node = std::make_unique<NodeProcess>(p.pid, p.out_fd);
   std::string out;
-  static const std::regex kReady(R"((?:grid-node|stream-consumer) ready: native [0-9.]+:([0-9]+) .*)");
+  static const std::regex kReady(
+      R"((?:grid-node|stream-consumer) ready: native [0-9.]+:([0-9]+) .*)");
   while (true) {
     auto newline = out.find('\n');
     if (newline != std::string::npos) {

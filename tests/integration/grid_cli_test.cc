@@ -271,7 +271,8 @@ TEST_CASE("grid-cli shows streams, their groups' lag, and tails events", "[tools
   auto stream = client->GetStream("orders", config);
   std::vector<grid::StreamAppend> events;
   for (int i = 0; i < 10; ++i) {
-    events.push_back({"k" + std::to_string(i % 3), "p" + std::to_string(i), "e" + std::to_string(i)});
+    events.push_back(
+        {"k" + std::to_string(i % 3), "p" + std::to_string(i), "e" + std::to_string(i)});
   }
   REQUIRE(stream->AppendAll(events));
 
@@ -290,8 +291,8 @@ TEST_CASE("grid-cli shows streams, their groups' lag, and tails events", "[tools
   CHECK(info["appended"] == 10);
 
   // Consume 4 as group billing (committed), then the groups view shows the rest as lag.
-  auto tail = Cli(*node, {"stream", "tail", "orders", "--group", "billing", "--count", "4",
-                          "--for", "10000"});
+  auto tail = Cli(
+      *node, {"stream", "tail", "orders", "--group", "billing", "--count", "4", "--for", "10000"});
   CHECK(tail.exit_code == 0);
   CHECK(Lines(tail.out).size() == 4);
   auto groups = CliJson(*node, {"stream", "groups", "orders"});
@@ -302,7 +303,8 @@ TEST_CASE("grid-cli shows streams, their groups' lag, and tails events", "[tools
 
   // Without a group: every stored event from the oldest, nothing committed. The 4 billing
   // committed are gone (its only group has them), so 6 remain.
-  auto all = Cli(*node, {"--json", "stream", "tail", "orders", "--from", "oldest", "--for", "1500"});
+  auto all =
+      Cli(*node, {"--json", "stream", "tail", "orders", "--from", "oldest", "--for", "1500"});
   CHECK(all.exit_code == 0);
   CHECK(Lines(all.out).size() == 6);
   CHECK(CliJson(*node, {"stream", "groups", "orders"})["groups"][0]["lag"] == 6);

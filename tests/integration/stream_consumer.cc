@@ -30,14 +30,22 @@ int main(int argc, char** argv) {
   subscribe.max_batch = 100;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--address") options.addresses.push_back(value);
-    else if (flag == "--stream") stream_name = value;
-    else if (flag == "--group") group = value;
-    else if (flag == "--consumer") subscribe.consumer_id = value;
-    else if (flag == "--out") out = value;
-    else if (flag == "--lease-ttl-ms") subscribe.lease_ttl_ms = std::stoll(value);
-    else if (flag == "--port" || flag == "--log-level" || flag == "--threads") continue;  // from NodeProcess
-    else if (flag == "--sub-streams") config.sub_streams = static_cast<std::uint32_t>(std::stoul(value));
+    if (flag == "--address")
+      options.addresses.push_back(value);
+    else if (flag == "--stream")
+      stream_name = value;
+    else if (flag == "--group")
+      group = value;
+    else if (flag == "--consumer")
+      subscribe.consumer_id = value;
+    else if (flag == "--out")
+      out = value;
+    else if (flag == "--lease-ttl-ms")
+      subscribe.lease_ttl_ms = std::stoll(value);
+    else if (flag == "--port" || flag == "--log-level" || flag == "--threads")
+      continue;  // from NodeProcess
+    else if (flag == "--sub-streams")
+      config.sub_streams = static_cast<std::uint32_t>(std::stoul(value));
     else {
       std::fprintf(stderr, "stream-consumer: unknown flag %s\n", flag.c_str());
       return 2;
@@ -55,7 +63,8 @@ int main(int argc, char** argv) {
 
   const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd < 0) {
-    std::fprintf(stderr, "stream-consumer: cannot open %s: %s\n", out.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "stream-consumer: cannot open %s: %s\n", out.c_str(),
+                 std::strerror(errno));
     return 1;
   }
   auto client = grid::Client::Connect(options);

@@ -49,12 +49,14 @@ TEST_CASE("Stream consumer groups across processes survive a consumer and a memb
           "[tools][cluster][stream]") {
   constexpr int kEvents = 100'000, kKeys = 1'000, kBatch = 500;
   auto a = NodeProcess::StartOrFail(FastClusterArgs({"--backup-count", "1"}));
-  auto b = NodeProcess::StartOrFail(FastClusterArgs({"--backup-count", "1", "--join", a->address()}));
-  auto c = NodeProcess::StartOrFail(FastClusterArgs({"--backup-count", "1", "--join", a->address()}));
+  auto b =
+      NodeProcess::StartOrFail(FastClusterArgs({"--backup-count", "1", "--join", a->address()}));
+  auto c =
+      NodeProcess::StartOrFail(FastClusterArgs({"--backup-count", "1", "--join", a->address()}));
   WaitForMembers(*a, 3);
 
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tessera-stream-" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tessera-stream-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   struct Consumer {
     std::string group, name, out;
@@ -63,12 +65,12 @@ TEST_CASE("Stream consumer groups across processes survive a consumer and a memb
   std::vector<Consumer> consumers;
   for (const std::string group : {"billing", "shipping"}) {
     for (int i = 1; i <= 3; ++i) {
-      Consumer k{group, group + "-" + std::to_string(i), (dir / (group + "-" + std::to_string(i))).string(), nullptr};
+      Consumer k{group, group + "-" + std::to_string(i),
+                 (dir / (group + "-" + std::to_string(i))).string(), nullptr};
       k.process = NodeProcess::StartProgramOrFail(
-          STREAM_CONSUMER_PATH,
-          {"--address", a->address(), "--address", b->address(), "--address", c->address(),
-           "--stream", "orders", "--group", group, "--consumer", k.name, "--out", k.out,
-           "--lease-ttl-ms", "5000"});
+          STREAM_CONSUMER_PATH, {"--address", a->address(), "--address", b->address(), "--address",
+                                 c->address(), "--stream", "orders", "--group", group, "--consumer",
+                                 k.name, "--out", k.out, "--lease-ttl-ms", "5000"});
       consumers.push_back(std::move(k));
     }
   }
@@ -82,7 +84,7 @@ TEST_CASE("Stream consumer groups across processes survive a consumer and a memb
   const auto start = Clock::now();
   for (int from = 0; from < kEvents; from += kBatch) {
     if (from == 30'000) consumers[1].process->Stop(SIGKILL);  // billing-2
-    if (from == 60'000) c->Stop(SIGKILL);                      // a member
+    if (from == 60'000) c->Stop(SIGKILL);                     // a member
     std::vector<grid::StreamAppend> batch;
     for (int i = from; i < from + kBatch; ++i) {
       const std::string key = "k" + std::to_string(i % kKeys);
@@ -140,8 +142,7 @@ TEST_CASE("Stream consumer groups across processes survive a consumer and a memb
     INFO("group " << group << ": " << duplicates << " duplicate deliveries");
     WARN("group " << group << ": " << events.size() << " distinct events, " << duplicates
                   << " duplicates (killed consumer's uncommitted tail), append "
-                  << kEvents / append_s << " events/s, " << retried_batches
-                  << " batches retried");
+                  << kEvents / append_s << " events/s, " << retried_batches << " batches retried");
     CHECK(events.size() == static_cast<std::size_t>(kEvents));  // nothing lost
     CHECK(out_of_order == 0);
     CHECK(duplicates_not_from_killed == 0);

@@ -45,8 +45,11 @@ po::options_description Describe() {
       ("redis", po::value<std::string>(),
        "stream mode: run against the Redis server at IPv4:PORT instead (XADD, XREADGROUP)")  //
       ("events", po::value<std::uint64_t>()->default_value(200000),
-       "stream mode: events to append and consume")                              //
+       "stream mode: events to append and consume")                                //
       ("consumers", po::value<int>()->default_value(1), "stream mode: consumers")  //
+      ("batch", po::value<int>()->default_value(1),
+       "stream mode: events per append call (Stream::AppendAll; for Redis, XADDs sent "
+       "together), instead of --pipeline")  //
       ("rate", po::value<int>()->default_value(2000),
        "stream mode: events/s appended in the end-to-end phase (latency, not saturation)")  //
       ("json", "print the result as one JSON document");
@@ -103,6 +106,8 @@ Result<void> CheckRanges(const BenchOptions& o) {
   if (o.consumers < 1 || o.consumers > 64) return bad("--consumers must be 1..64");
   if (o.events < 1) return bad("--events must be at least 1");
   if (o.rate < 1 || o.rate > 1'000'000) return bad("--rate must be 1..1000000");
+  if (o.batch < 1 || o.batch > 10'000) return bad("--batch must be 1..10000");
+  if (o.batch > 1 && o.pipeline > 1) return bad("use either --batch or --pipeline");
   if (!o.topic.empty() && o.value_size < 8) {
     return bad("--value-size must be at least 8 in topic mode (messages carry a timestamp)");
   }
@@ -140,6 +145,7 @@ void ApplyVariables(const po::variables_map& vm, BenchOptions& o) {
   o.events = vm["events"].as<std::uint64_t>();
   o.consumers = vm["consumers"].as<int>();
   o.rate = vm["rate"].as<int>();
+  o.batch = vm["batch"].as<int>();
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ struct BenchOptions {
   std::uint64_t events = 200'000;  // appended, then consumed
   int consumers = 1;               // of the consume phase
   int rate = 2'000;                // end-to-end phase: events appended per second, in total
+  int batch = 1;  // append phase: events per call (AppendAll / XADDs sent together)
   bool json = false;
   bool help = false;
 };

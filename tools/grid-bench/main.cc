@@ -95,6 +95,7 @@ int StreamMain(const BenchOptions& o) {
                                 {"address", o.redis.empty() ? o.client.addresses.front() : o.redis},
                                 {"connections", o.connections},
                                 {"pipeline", o.pipeline},
+                                {"batch", o.batch},
                                 {"consumers", o.consumers},
                                 {"value_size", o.value_size},
                                 {"appended", r->appended},
@@ -111,8 +112,10 @@ int StreamMain(const BenchOptions& o) {
                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
               << std::endl;
   } else {
-    fmt::print("{} stream, {} producer(s) x pipeline {}, {} consumer(s), {}-byte payloads\n",
-               r->target, o.connections, o.pipeline, o.consumers, o.value_size);
+    fmt::print(
+        "{} stream, {} producer(s) x pipeline {} x batch {}, {} consumer(s), {}-byte "
+        "payloads\n",
+        r->target, o.connections, o.pipeline, o.batch, o.consumers, o.value_size);
     fmt::print("append      {:.0f} events/s ({} in {:.2f} s)\n", append_rate, r->appended,
                r->append_seconds);
     fmt::print("consume     {:.0f} events/s ({} read and committed)\n", consume_rate, r->consumed);

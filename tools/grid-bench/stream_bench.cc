@@ -45,6 +45,12 @@ std::uint64_t StampOf(const std::string& payload) {
   return ns;
 }
 
+// Producer `index`'s i-th key: spread over --keys.
+std::string EventKey(const BenchOptions& o, int index, std::uint64_t i) {
+  return "k" + std::to_string((static_cast<std::uint64_t>(index) * 7919 + i) %
+                              static_cast<std::uint64_t>(o.keys));
+}
+
 // Counts failures across threads, keeping the first message.
 struct Errors {
   std::atomic<std::uint64_t> count{0};
@@ -261,7 +267,8 @@ class RedisTarget : public Target {
     const std::string payload(o_.value_size, 'x');
     std::uint64_t done = 0;
     while (done < count) {
-      const std::uint64_t batch = std::min<std::uint64_t>(o_.pipeline, count - done);
+      const std::uint64_t batch =
+          std::min<std::uint64_t>(std::max(o_.pipeline, o_.batch), count - done);
       for (std::uint64_t i = 0; i < batch; ++i) {
         (*conn)->Add({"XADD", stream_, "*", "k", Key(index, done + i), "p", payload});
       }
@@ -291,7 +298,8 @@ class RedisTarget : public Target {
                   std::function<void(const std::string&)> on_event, Errors& errors) override {
     auto conn = Resp::Connect(o_.redis);
     if (!conn) return errors.Add(conn.error().ToString());
-    auto r = (*conn)->Call({"XGROUP", "CREATE", stream_, group, from_oldest ? "0" : "$", "MKSTREAM"});
+    auto r =
+        (*conn)->Call({"XGROUP", "CREATE", stream_, group, from_oldest ? "0" : "$", "MKSTREAM"});
     if (!r || r->type == Reply::Type::kError) return errors.Add(r ? r->text : "lost");
     stop_ = false;
     for (int i = 0; i < consumers; ++i) {
@@ -311,10 +319,7 @@ class RedisTarget : public Target {
   }
 
  private:
-  std::string Key(int index, std::uint64_t i) const {
-    return "k" + std::to_string((static_cast<std::uint64_t>(index) * 7919 + i) %
-                                static_cast<std::uint64_t>(o_.keys));
-  }
+  std::string Key(int index, std::uint64_t i) const { return EventKey(o_, index, i); }
   const BenchOptions& o_;
   std::string stream_;
   std::vector<std::unique_ptr<Resp>> producers_;  // [i]: producer i's own
@@ -335,6 +340,7 @@ class GridTarget : public Target {
   // A closed loop like map mode's: each completion (on the client's I/O thread) issues the
   // next append, so no thread wakes per event.
   void AppendBurst(int index, std::uint64_t count, Errors& errors) override {
+    if (o_.batch > 1) return AppendBatches(index, count, errors);
     struct Loop {
       std::shared_ptr<grid::Stream> stream;
       std::string payload, prefix;
@@ -371,6 +377,21 @@ class GridTarget : public Target {
     std::unique_lock lock(loop->mu);
     loop->cv.wait(lock, [&] { return loop->running == 0; });
   }
+  // --batch N: one AppendAll of N events per call (one request per sub-stream they hit).
+  void AppendBatches(int index, std::uint64_t count, Errors& errors) {
+    auto stream = producers_[index]->GetStream(stream_);
+    const std::string payload(o_.value_size, 'x');
+    for (std::uint64_t done = 0; done < count;) {
+      const auto n = std::min<std::uint64_t>(static_cast<std::uint64_t>(o_.batch), count - done);
+      std::vector<grid::StreamAppend> batch;
+      batch.reserve(n);
+      for (std::uint64_t i = done; i < done + n; ++i) {
+        batch.push_back({Key(index, i), payload, fmt::format("{}-{}-{}", stream_, index, i)});
+      }
+      if (auto r = stream->AppendAll(std::move(batch)); !r) errors.Add(r.error().ToString());
+      done += n;
+    }
+  }
   bool AppendOne(int index, std::uint64_t seq, const std::string& payload,
                  Errors& errors) override {
     auto r = producers_[index]->GetStream(stream_)->Append(
@@ -387,7 +408,8 @@ class GridTarget : public Target {
     for (int i = 0; i < consumers; ++i) {
       auto stream = consumers_[i % consumers_.size()]->GetStream(stream_);
       auto id = stream->Subscribe(
-          group, [on_event](const grid::StreamEvent& e) -> base::Result<void> {
+          group,
+          [on_event](const grid::StreamEvent& e) -> base::Result<void> {
             on_event(e.payload);
             return {};
           },
@@ -416,10 +438,7 @@ class GridTarget : public Target {
   }
 
  private:
-  std::string Key(int index, std::uint64_t i) const {
-    return "k" + std::to_string((static_cast<std::uint64_t>(index) * 7919 + i) %
-                                static_cast<std::uint64_t>(o_.keys));
-  }
+  std::string Key(int index, std::uint64_t i) const { return EventKey(o_, index, i); }
   const BenchOptions& o_;
   std::string stream_;
   std::vector<std::unique_ptr<grid::Client>> producers_, consumers_;
@@ -461,8 +480,9 @@ Result<StreamBenchReport> RunStreamBench(const BenchOptions& o) {
   {
     std::vector<std::thread> threads;
     for (int i = 0; i < o.connections; ++i) {
-      const std::uint64_t share = o.events / static_cast<std::uint64_t>(o.connections) +
-                                  (static_cast<std::uint64_t>(i) < o.events % o.connections ? 1 : 0);
+      const std::uint64_t share =
+          o.events / static_cast<std::uint64_t>(o.connections) +
+          (static_cast<std::uint64_t>(i) < o.events % o.connections ? 1 : 0);
       threads.emplace_back([&, i, share] { target->AppendBurst(i, share, errors); });
     }
     for (auto& t : threads) t.join();
@@ -483,8 +503,8 @@ Result<StreamBenchReport> RunStreamBench(const BenchOptions& o) {
         consumed.fetch_add(1);
       },
       errors);
-  const auto consume_deadline = Clock::now() + std::chrono::seconds(60) +
-                                std::chrono::microseconds(o.events * 50);
+  const auto consume_deadline =
+      Clock::now() + std::chrono::seconds(60) + std::chrono::microseconds(o.events * 50);
   while (consumed.load() < report.appended && Clock::now() < consume_deadline &&
          errors.count.load() == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -519,7 +539,8 @@ Result<StreamBenchReport> RunStreamBench(const BenchOptions& o) {
         auto next = start + gap * i / o.connections;
         for (std::uint64_t seq = 0; next < e2e_end; ++seq, next += gap) {
           std::this_thread::sleep_until(next);
-          if (target->AppendOne(i, seq, Stamped(o.value_size, SteadyNs()), errors)) sent.fetch_add(1);
+          if (target->AppendOne(i, seq, Stamped(o.value_size, SteadyNs()), errors))
+            sent.fetch_add(1);
         }
       });
     }

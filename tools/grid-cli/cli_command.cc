@@ -227,6 +227,19 @@ Result<void> CheckOptionsAllowed(const po::variables_map& vm, const MapCommandSp
   return {};
 }
 
+// --count N and --for MS of topic subscribe and stream tail (each at least 1).
+Result<void> ParseCountAndFor(const po::variables_map& vm, CliCommand& command) {
+  for (const char* flag : {"count", "for"}) {
+    if (vm.count(flag) == 0) continue;
+    auto v = ParseNonNegative("--" + std::string(flag), vm[flag].as<std::string>());
+    if (!v) return std::unexpected(v.error());
+    if (*v == 0)
+      return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " must be at least 1");
+    (std::string(flag) == "count" ? command.count : command.for_ms) = *v;
+  }
+  return {};
+}
+
 Result<void> ParseTopicCommand(const std::vector<std::string>& words, const po::variables_map& vm,
                                CliCommand& command) {
   static const struct {
@@ -272,15 +285,7 @@ Result<void> ParseTopicCommand(const std::vector<std::string>& words, const po::
         command.from = *seq;
       }
     }
-    for (const char* flag : {"count", "for"}) {
-      if (vm.count(flag) == 0) continue;
-      auto v = ParseNonNegative("--" + std::string(flag), vm[flag].as<std::string>());
-      if (!v) return std::unexpected(v.error());
-      if (*v == 0)
-        return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " must be at least 1");
-      (std::string(flag) == "count" ? command.count : command.for_ms) = *v;
-    }
-    return {};
+    return ParseCountAndFor(vm, command);
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown topic subcommand '" + words[1] + "' (use publish, subscribe or stats)");
@@ -324,15 +329,7 @@ Result<void> ParseStreamCommand(const std::vector<std::string>& words, const po:
       }
       command.from = 0;
     }
-    for (const char* flag : {"count", "for"}) {
-      if (vm.count(flag) == 0) continue;
-      auto v = ParseNonNegative("--" + std::string(flag), vm[flag].as<std::string>());
-      if (!v) return std::unexpected(v.error());
-      if (*v == 0)
-        return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " must be at least 1");
-      (std::string(flag) == "count" ? command.count : command.for_ms) = *v;
-    }
-    return {};
+    return ParseCountAndFor(vm, command);
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown stream subcommand '" + words[1] + "' (use list, info, groups or tail)");

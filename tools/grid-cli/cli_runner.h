@@ -5,9 +5,9 @@
 // Thread-safety: each call uses its own Client; safe from any thread.
 
 #include <atomic>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <memory>
 #include <string>
 
 #include <spdlog/logger.h>

@@ -66,9 +66,8 @@ std::atomic<bool> interrupted{false};
 int Subscribe(const CliCommand& command) {
   std::signal(SIGINT, [](int) { interrupted.store(true); });
   std::signal(SIGTERM, [](int) { interrupted.store(true); });
-  auto r = command.kind == CommandKind::kStreamTail
-               ? RunStreamTail(command, std::cout, interrupted)
-               : RunSubscribe(command, std::cout, interrupted);
+  auto r = command.kind == CommandKind::kStreamTail ? RunStreamTail(command, std::cout, interrupted)
+                                                    : RunSubscribe(command, std::cout, interrupted);
   if (!r) {
     std::string hint = HintFor(r.error(), command);
     PrintErrorLine(r.error().ToString() + (hint.empty() ? "" : "; " + hint));

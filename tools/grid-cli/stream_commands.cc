@@ -23,9 +23,13 @@ std::int64_t NowMs() {
 }
 
 // Age in ms of an append time (0 stays 0: nothing there).
-std::int64_t AgeMs(std::int64_t time_ms) { return time_ms == 0 ? 0 : std::max<std::int64_t>(0, NowMs() - time_ms); }
+std::int64_t AgeMs(std::int64_t time_ms) {
+  return time_ms == 0 ? 0 : std::max<std::int64_t>(0, NowMs() - time_ms);
+}
 
-std::int64_t Stored(const grid::SubStreamInfo& s) { return std::max<std::int64_t>(0, s.tail - s.head + 1); }
+std::int64_t Stored(const grid::SubStreamInfo& s) {
+  return std::max<std::int64_t>(0, s.tail - s.head + 1);
+}
 
 json GroupJson(const grid::StreamGroupPosition& g) {
   json j = {{"group", g.group},
@@ -108,8 +112,8 @@ Result<CommandOutput> Info(grid::Client& client, const CliCommand& command) {
       info->name, c.sub_streams, doc["events"].get<std::int64_t>(),
       doc["bytes"].get<std::int64_t>(), doc["appended"].get<std::int64_t>(), c.max_events,
       c.max_bytes, c.max_age_ms, c.dedup_window_ms);
-  text += fmt::format("{:>4} {:>10} {:>10} {:>10} {:>12} {:>14}\n", "sub", "head", "tail",
-                      "events", "bytes", "oldest age ms");
+  text += fmt::format("{:>4} {:>10} {:>10} {:>10} {:>12} {:>14}\n", "sub", "head", "tail", "events",
+                      "bytes", "oldest age ms");
   for (const auto& s : info->sub_streams) {
     text += fmt::format("{:>4} {:>10} {:>10} {:>10} {:>12} {:>14}\n", s.index, s.head, s.tail,
                         Stored(s), s.bytes, AgeMs(s.oldest_ms));
@@ -140,8 +144,8 @@ Result<CommandOutput> Groups(grid::Client& client, const CliCommand& command) {
           ++holders[p.holder];
           ++leases;
         }
-        cursors.push_back({{"sub_stream", s.index}, {"cursor", p.cursor}, {"lag", p.lag},
-                           {"holder", p.holder}});
+        cursors.push_back(
+            {{"sub_stream", s.index}, {"cursor", p.cursor}, {"lag", p.lag}, {"holder", p.holder}});
       }
     }
     std::string consumers;
@@ -150,9 +154,9 @@ Result<CommandOutput> Groups(grid::Client& client, const CliCommand& command) {
       consumers += (consumers.empty() ? "" : ", ") + holder + " (" + std::to_string(n) + ")";
       holder_doc[holder] = n;
     }
-    text += fmt::format("{:<20} {:>10} {:>16} {:>9}  {}\n", g.group, g.lag,
-                        AgeMs(g.oldest_uncommitted_ms), leases,
-                        consumers.empty() ? "-" : consumers);
+    text +=
+        fmt::format("{:<20} {:>10} {:>16} {:>9}  {}\n", g.group, g.lag,
+                    AgeMs(g.oldest_uncommitted_ms), leases, consumers.empty() ? "-" : consumers);
     json j = GroupJson(g);
     j["leases"] = leases;
     j["consumers"] = holder_doc;

@@ -142,9 +142,8 @@ TEST_CASE("Stream appends get per-sub-stream offsets; an event id is stored once
     auto no_key = via_client->Append("", "v");
     REQUIRE_FALSE(no_key);
     CHECK(no_key.error().message().find("needs a key") != std::string::npos);
-    auto bad_group = via_client->Subscribe("g@1", [](const StreamEvent&) -> base::Result<void> {
-      return {};
-    });
+    auto bad_group =
+        via_client->Subscribe("g@1", [](const StreamEvent&) -> base::Result<void> { return {}; });
     REQUIRE_FALSE(bad_group);
     CHECK(bad_group.error().code() == ErrorCode::kBadRequest);
   }
@@ -152,9 +151,10 @@ TEST_CASE("Stream appends get per-sub-stream offsets; an event id is stored once
   member.Shutdown();
 }
 
-TEST_CASE("Two groups each get every event in key order; a group's consumers share the "
-          "sub-streams",
-          "[grid][stream]") {
+TEST_CASE(
+    "Two groups each get every event in key order; a group's consumers share the "
+    "sub-streams",
+    "[grid][stream]") {
   Member a(ClusterMember());
   REQUIRE(a.Start());
   Member b(ClusterMember({AddressOf(a)}));
@@ -176,7 +176,8 @@ TEST_CASE("Two groups each get every event in key order; a group's consumers sha
   REQUIRE(on_a->Subscribe("shipping", shipping.Handler("s"), Fast("s")));
 
   constexpr int kEvents = 3'000, kKeys = 60;
-  for (int from = 0; from < kEvents; from += 500) REQUIRE(producer->AppendAll(Events(500, kKeys, from)));
+  for (int from = 0; from < kEvents; from += 500)
+    REQUIRE(producer->AppendAll(Events(500, kKeys, from)));
   REQUIRE(WaitUntil([&] { return billing.Total() == kEvents && shipping.Total() == kEvents; },
                     std::chrono::seconds(30)));
   for (auto* r : {&billing, &shipping}) {
@@ -195,8 +196,7 @@ TEST_CASE("Two groups each get every event in key order; a group's consumers sha
   // Handled events are committed after their batch: the lag drops to 0 right after.
   REQUIRE(WaitUntil([&] {
     auto info = producer->Info();
-    return info && info->groups.size() == 2 && info->groups[0].lag == 0 &&
-           info->groups[1].lag == 0;
+    return info && info->groups.size() == 2 && info->groups[0].lag == 0 && info->groups[1].lag == 0;
   }));
 
   // The owners' metrics add up over the two members.
@@ -222,9 +222,10 @@ TEST_CASE("Two groups each get every event in key order; a group's consumers sha
   a.Shutdown();
 }
 
-TEST_CASE("A failed handler gets its event again, later ones wait; a stopped consumer's "
-          "sub-streams move to the others",
-          "[grid][stream]") {
+TEST_CASE(
+    "A failed handler gets its event again, later ones wait; a stopped consumer's "
+    "sub-streams move to the others",
+    "[grid][stream]") {
   Member member(ClusterMember());
   REQUIRE(member.Start());
   StreamConfig config;

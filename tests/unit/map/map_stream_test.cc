@@ -146,9 +146,10 @@ TEST_CASE("An event id appended again within the window returns its first offset
   CHECK(later.entries[0] == std::make_pair(std::string("3"), std::string("")));
 }
 
-TEST_CASE("A full sub-stream refuses appends naming the slowest group, and frees room as "
-          "groups commit",
-          "[map][stream]") {
+TEST_CASE(
+    "A full sub-stream refuses appends naming the slowest group, and frees room as "
+    "groups commit",
+    "[map][stream]") {
   StoreFixture f;
   Limits small{.max_events = 3};
   f.Run(Group("fast", "oldest"));
@@ -302,9 +303,10 @@ TEST_CASE("Join keeps the group's live consumers, sorted, forgetting expired one
   CHECK(join("a", true) == std::vector<std::string>{"c"});
 }
 
-TEST_CASE("Events kept only for their max age make room when the sub-stream is full, and the "
-          "meta record counts what an append removed even when it fails",
-          "[map][stream]") {
+TEST_CASE(
+    "Events kept only for their max age make room when the sub-stream is full, and the "
+    "meta record counts what an append removed even when it fails",
+    "[map][stream]") {
   StoreFixture f;
   Limits aged{.max_events = 3, .max_age_ms = 60'000};
   f.Run(Group("g", "oldest"));
@@ -316,7 +318,7 @@ TEST_CASE("Events kept only for their max age make room when the sub-stream is f
     return f.Run(commit);
   };
   aged_commit(3);
-  CHECK(Meta(f).head == 1);  // committed but young: kept
+  CHECK(Meta(f).head == 1);                           // committed but young: kept
   f.Run(Append({{"k", "4"}, {"k", "5"}}, {}, aged));  // full: committed events go first
   CHECK(Meta(f).head == 3);
   CHECK(Payloads(f.Run(Read(1))) == std::vector<std::string>{"3:k=3", "4:k=4", "5:k=5"});

@@ -61,18 +61,18 @@ namespace tessera::grid {
 
 struct StreamConfig {
   std::uint32_t sub_streams = 16;
-  std::int64_t max_events = 100'000;         // per sub-stream
-  std::int64_t max_bytes = 64 << 20;         // per sub-stream (stored form of the events)
-  base::Millis max_age_ms = 0;               // keep committed events this long (0: drop at once)
-  base::Millis dedup_window_ms = 600'000;    // remember event ids this long
-  base::Millis block_timeout_ms = 5'000;     // a full sub-stream: retry this long, then fail
-  std::vector<std::string> groups;           // created at the oldest event on first use
+  std::int64_t max_events = 100'000;       // per sub-stream
+  std::int64_t max_bytes = 64 << 20;       // per sub-stream (stored form of the events)
+  base::Millis max_age_ms = 0;             // keep committed events this long (0: drop at once)
+  base::Millis dedup_window_ms = 600'000;  // remember event ids this long
+  base::Millis block_timeout_ms = 5'000;   // a full sub-stream: retry this long, then fail
+  std::vector<std::string> groups;         // created at the oldest event on first use
 };
 
 struct StreamEvent {
   std::uint32_t sub_stream = 0;
   std::int64_t offset = 0;
-  std::string id;       // the id given to Append ("" = none)
+  std::string id;  // the id given to Append ("" = none)
   std::string key;
   std::string payload;
   std::int64_t time_ms = 0;  // wall-clock time it was appended
@@ -98,7 +98,7 @@ struct SubscribeOptions {
   int max_batch = 256;           // events read per sub-stream per round
   int commit_every = 0;          // commit after this many handled events (0: after each batch)
   base::Millis lease_ttl_ms = 10'000;
-  base::Millis retry_delay_ms = 100;  // after a handler error, before the event comes again
+  base::Millis retry_delay_ms = 100;   // after a handler error, before the event comes again
   base::Millis max_idle_poll_ms = 20;  // an idle consumer polls at 1 ms, doubling up to this
   // Names the consumer in lease holders and the group's presence record ("" = this
   // instance's id); a per-subscription suffix is added, so ids never collide.
@@ -122,10 +122,10 @@ struct SubscriptionStats {
 
 struct StreamGroupPosition {
   std::string group;
-  std::int64_t cursor = 0;        // last committed offset
-  std::int64_t lag = 0;           // events after the cursor
+  std::int64_t cursor = 0;                 // last committed offset
+  std::int64_t lag = 0;                    // events after the cursor
   std::int64_t oldest_uncommitted_ms = 0;  // append time of the first of them (0: none)
-  std::string holder;             // the consumer holding the lease ("" = none)
+  std::string holder;                      // the consumer holding the lease ("" = none)
 };
 
 struct SubStreamInfo {
@@ -206,6 +206,7 @@ class Stream {
       std::vector<map::MapRequest> requests, const std::atomic<bool>* abandon = nullptr,
       std::chrono::milliseconds limit = std::chrono::minutes(5));
   void Run(const std::shared_ptr<Subscription>& s);
+  map::MapRequest LeaseRequest(const Subscription& s, std::uint32_t sub, bool release) const;
   void Rebalance(Subscription& s);
   bool Consume(Subscription& s);
   void CommitAll(Subscription& s);
@@ -221,7 +222,7 @@ class Stream {
   std::atomic<bool> loaded_{false};  // config_ holds the stored configuration (set once)
   mutable std::mutex mu_;
   std::vector<std::pair<SubscriptionId, std::shared_ptr<Subscription>>> subscriptions_;  // mu_
-  SubscriptionId next_id_ = 1;                                                          // mu_
+  SubscriptionId next_id_ = 1;                                                           // mu_
   std::vector<std::thread> stopping_;  // threads of subscriptions that removed themselves; mu_
   std::atomic<std::uint64_t> consumer_seq_{0};
 };

@@ -36,9 +36,9 @@ namespace tessera::map {
 
 // Everything an operation needs besides the store and the request.
 struct OpContext {
-  base::Millis now_ms = 0;  // the member's monotonic time for this operation
+  base::Millis now_ms = 0;   // the member's monotonic time for this operation
   base::Millis wall_ms = 0;  // wall-clock time (ms since 1970): event streams' append times
-  MapConfig config;         // the map's configuration
+  MapConfig config;          // the map's configuration
   std::string_view map_name;
   std::uint32_t partition_id = 0;
   std::uint32_t partition_count = 1;  // for the per-partition max_entries share

@@ -27,8 +27,8 @@ inline constexpr const char* kStreamMap = "__streams";
 
 // One stored event.
 struct StoredEvent {
-  std::string id;    // the event id given to Append ("" = none)
-  std::string key;   // the event's key (its partition key chose the sub-stream)
+  std::string id;            // the event id given to Append ("" = none)
+  std::string key;           // the event's key (its partition key chose the sub-stream)
   std::int64_t time_ms = 0;  // wall-clock time the owner appended it
   std::string payload;
 };
