@@ -40,6 +40,7 @@ bool Membership::is_master() const {
 
 void Membership::Start() {
   join_started_ms_ = clock_.NowMs();
+  last_tick_ms_ = join_started_ms_;  // a pause before the first Tick counts too
   bool has_seed = std::any_of(options_.seeds.begin(), options_.seeds.end(),
                               [this](const std::string& s) { return s != self_.address; });
   if (!has_seed) {
@@ -51,6 +52,10 @@ void Membership::Start() {
 
 void Membership::Tick() {
   const base::Millis now = clock_.NowMs();
+  const base::Millis threshold = options_.pause_threshold_ms > 0 ? options_.pause_threshold_ms
+                                                                 : options_.failure_timeout_ms / 3;
+  if (last_tick_ms_ != 0 && now - last_tick_ms_ > threshold) OnOwnPause(now - last_tick_ms_, now);
+  last_tick_ms_ = now;
   switch (state_) {
     case MemberState::kJoining:
       if (now - join_started_ms_ >= options_.join_timeout_ms) {
@@ -409,6 +414,19 @@ void Membership::DetectFailures() {
     }
   }
   if (alive.size() != members.size()) PublishMembers(std::move(alive));
+}
+
+void Membership::OnOwnPause(base::Millis gap, base::Millis now) {
+  ++pauses_;
+  last_pause_ms_ = gap;
+  log_->warn(
+      "this member did not run for {} ms (stopped, a VM stall or swapping; failure timeout {} "
+      "ms): its peers were not silent, it could not hear them; giving every member a fresh "
+      "failure window",
+      gap, options_.failure_timeout_ms);
+  for (const auto& m : view_.members.members) last_heard_ms_[m.uuid] = now;
+  for (auto& [address, heard] : joiners_heard_ms_) heard = now;
+  join_started_ms_ += gap;  // a paused joiner does not give up on joining because of it
 }
 
 ClusterMessage Membership::Make(MessageType type) const {

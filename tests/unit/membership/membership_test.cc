@@ -117,6 +117,35 @@ TEST_CASE("A crashed member is removed after the failure timeout, its backups ar
   CHECK(net.Log("a:1").find("silent for") != std::string::npos);
 }
 
+TEST_CASE(
+    "A cluster frozen for 10 s and resumed together stays one cluster; a member that "
+    "died meanwhile is still removed",
+    "[membership]") {
+  SimNetwork net;
+  StartInOrder(net, {"a:1", "b:1", "c:1"});
+  net.Run(300);
+  CheckConverged(net, {"a:1", "b:1", "c:1"});
+
+  net.clock().Advance(10'000);  // every process stopped: no timer, no message
+  net.Run(500);
+  CheckConverged(net, {"a:1", "b:1", "c:1"});
+  for (const auto& address : net.LiveAddresses()) {
+    CHECK(net.Find(address)->pauses() == 1);
+    CHECK(net.Find(address)->last_pause_ms() >= 10'000);
+    CHECK(net.Log(address).find("did not run for") != std::string::npos);
+    CHECK(net.Log(address).find("silent for") == std::string::npos);
+  }
+  net.Run(6'000);  // well past a failure timeout after waking: nobody was removed
+  CheckConverged(net, {"a:1", "b:1", "c:1"});
+
+  net.Crash("c:1");
+  net.clock().Advance(10'000);  // frozen again; c does not come back
+  net.Run(4'000);               // a fresh window: not yet
+  CHECK(net.Find("a:1")->view().members.members.size() == 3);
+  net.Run(2'500);
+  CheckConverged(net, {"a:1", "b:1"});
+}
+
 TEST_CASE("When the master dies the next-oldest member takes over", "[membership]") {
   SimNetwork net;
   StartInOrder(net, {"a:1", "b:1", "c:1"});

@@ -19,6 +19,13 @@
 //     silent for failure_timeout; when the master is silent that long, the oldest member that
 //     is not silent takes over (removing the silent ones). Views are accepted only with a
 //     higher list version, so a late, older View never rolls a member back.
+//   - Own pause: when two Ticks are further apart than pause_threshold (default a third of
+//     the failure timeout), this process was not running (SIGSTOP, a VM stall, swapping): its
+//     peers were not silent, it could not hear them. It logs the pause with its length and
+//     gives every member a fresh failure window instead of removing them; a member that
+//     really died is removed one failure timeout later. A whole cluster frozen and resumed
+//     together therefore stays one cluster. A joining member moves its join deadline on by
+//     the pause, so it does not start a cluster of its own on waking.
 //   - Leave: the master hands mastership to the next-oldest by sending a View without itself;
 //     another member asks the master to remove it.
 //
@@ -59,6 +66,9 @@ struct MembershipOptions {
   base::Millis failure_timeout_ms = 5000;  // silence after which a member is removed
   base::Millis join_interval_ms = 500;     // JoinRequest retry interval while joining
   base::Millis join_timeout_ms = 5000;     // no cluster found by then: start one
+  // A gap between two Ticks longer than this is a pause of this process (see above);
+  // 0 = failure_timeout_ms / 3.
+  base::Millis pause_threshold_ms = 0;
 };
 
 enum class MemberState {
@@ -95,6 +105,9 @@ class Membership {
   const MemberInfo& self() const { return self_; }
   const ClusterView& view() const { return view_; }
   bool is_master() const;
+  // Pauses of this process seen by Tick (see "Own pause"), and the length of the last one.
+  std::uint64_t pauses() const { return pauses_; }
+  base::Millis last_pause_ms() const { return last_pause_ms_; }
 
  private:
   void SendJoinRequests();
@@ -112,6 +125,7 @@ class Membership {
   void SendView(const std::string& address);
   void SendHeartbeats();
   void DetectFailures();
+  void OnOwnPause(base::Millis gap, base::Millis now);
   void Rejoin(const std::string& why);
   bool IsSilent(const std::string& uuid) const;
   std::string RefusalReason(const ClusterSettings& theirs) const;
@@ -130,6 +144,9 @@ class Membership {
   base::Millis join_started_ms_ = 0;
   base::Millis next_join_ms_ = 0;
   base::Millis next_heartbeat_ms_ = 0;
+  base::Millis last_tick_ms_ = 0;  // 0 before Start
+  std::uint64_t pauses_ = 0;
+  base::Millis last_pause_ms_ = 0;
   std::string master_hint_;                    // from a JoinRedirect
   std::vector<std::string> rejoin_addresses_;  // members of the view we were dropped from
   std::unordered_map<std::string, base::Millis> last_heard_ms_;  // by uuid
