@@ -207,4 +207,28 @@ TEST_CASE("A cluster serves one data set: any member reaches every key", "[tools
   CHECK(orders_a->Size().value() == 0);
 }
 
+TEST_CASE("A cluster whose processes are all stopped for 10 s and resumed stays one cluster",
+          "[tools][cluster][pause]") {
+  // The failure timeout is 1.5 s: a 10 s SIGSTOP of every member used to leave each one
+  // finding the others silent and removing them (two or three clusters, for good).
+  auto a = NodeProcess::StartOrFail(FastClusterArgs({}));
+  auto b = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
+  auto c = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
+  for (const auto* node : {a.get(), b.get(), c.get()}) WaitForMembers(*node, 3);
+  auto client = ConnectOrFail(*a);
+  REQUIRE(client->GetMap("kept")->Set("k", "v"));
+
+  for (const auto* node : {a.get(), b.get(), c.get()}) kill(node->pid(), SIGSTOP);
+  std::this_thread::sleep_for(10s);
+  for (const auto* node : {a.get(), b.get(), c.get()}) kill(node->pid(), SIGCONT);
+  std::this_thread::sleep_for(4s);  // more than two failure timeouts after waking
+
+  for (const auto* node : {a.get(), b.get(), c.get()}) {
+    auto view = ConnectOrFail(*node)->FetchClusterView();
+    REQUIRE(view);
+    CHECK(Addresses(*view) == std::vector<std::string>{a->address(), b->address(), c->address()});
+  }
+  CHECK(ConnectOrFail(*c)->GetMap("kept")->Get("k").value() == "v");
+}
+
 }  // namespace tessera::integration
