@@ -398,6 +398,16 @@ std::string Member::MetricsText() const {
       .RegisterGauge("tessera_member_migrations_pending", {},
                      "Replicas here whose migration copy has not arrived")
       .Set(static_cast<double>(impl_->maps.AwaitingPartitionCount()));
+  if (auto* service = impl_->membership_ptr.load()) {
+    sync(registry.RegisterCounter("tessera_member_pauses_total", {},
+                                  "Times this process did not run for more than a third of the "
+                                  "failure timeout (stopped, VM stall, swapping)"),
+         static_cast<std::int64_t>(service->pauses()));
+    registry
+        .RegisterGauge("tessera_member_last_pause_seconds", {},
+                       "Length of the last such pause (0: none)")
+        .Set(static_cast<double>(service->last_pause_ms()) / 1000.0);
+  }
   std::int64_t owned = 0;
   for (std::uint32_t p = 0; p < options_.partition_count; ++p) {
     owned += impl_->maps.OwnsPartition(p);
@@ -433,6 +443,11 @@ std::shared_ptr<const membership::ClusterView> Member::cluster_view() const {
   if (auto* service = impl_->membership_ptr.load()) return service->view();
   return impl_->standalone_view ? impl_->standalone_view
                                 : std::make_shared<const membership::ClusterView>();
+}
+
+std::uint64_t Member::pauses() const {
+  auto* service = impl_->membership_ptr.load();
+  return service ? service->pauses() : 0;
 }
 
 std::string Member::InfoJson() const {

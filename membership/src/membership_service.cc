@@ -164,6 +164,8 @@ void MembershipService::Publish() {
     std::lock_guard lock(mu_);
     state_.store(loop_->membership.state());
     master_.store(loop_->membership.is_master());
+    last_pause_ms_.store(loop_->membership.last_pause_ms());
+    pauses_.store(loop_->membership.pauses());
   }
   changed_.notify_all();
 }

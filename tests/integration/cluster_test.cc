@@ -224,9 +224,17 @@ TEST_CASE("A cluster whose processes are all stopped for 10 s and resumed stays 
   std::this_thread::sleep_for(4s);  // more than two failure timeouts after waking
 
   for (const auto* node : {a.get(), b.get(), c.get()}) {
-    auto view = ConnectOrFail(*node)->FetchClusterView();
+    auto connected = ConnectOrFail(*node);
+    auto view = connected->FetchClusterView();
     REQUIRE(view);
     CHECK(Addresses(*view) == std::vector<std::string>{a->address(), b->address(), c->address()});
+    auto metrics = connected->FetchMetricsText();
+    REQUIRE(metrics);
+    // At least the 10 s stop (a busy machine may add a late timer of its own).
+    const auto at = metrics->find("\ntessera_member_pauses_total ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stod(metrics->substr(at + 29)) >= 1);
+    CHECK(metrics->find("\ntessera_member_last_pause_seconds ") != std::string::npos);
   }
   CHECK(ConnectOrFail(*c)->GetMap("kept")->Get("k").value() == "v");
 }

@@ -104,9 +104,14 @@ class Member final : public Instance {
   // The member's current view of its cluster (members, partition table); a one-member view
   // when not listening. Never null after Start().
   std::shared_ptr<const membership::ClusterView> cluster_view() const;
+  // Times this process was seen paused (its membership timer did not run for more than a
+  // third of the failure timeout: SIGSTOP, a VM stall, swapping), 0 when not clustered. A
+  // holder of a lease (putIfAbsent with TTL) reads it before and after acting: a change means
+  // the lease may have expired meanwhile and must be checked again before relying on it.
+  std::uint64_t pauses() const;
   // The member's metrics in the Prometheus text format: per topic published/delivered/
   // dropped/listener-error counters and listener gauges, forwarded requests, pending
-  // migrations. Also served to clients (Client::FetchMetricsText, grid-cli metrics).
+  // migrations, pauses. Also served to clients (Client::FetchMetricsText, grid-cli metrics).
   std::string MetricsText() const;
 
  private:

@@ -63,6 +63,10 @@ class MembershipService {
   MemberState state() const { return state_.load(); }
   bool is_master() const { return master_.load(); }
   const MemberInfo& self() const { return self_; }
+  // Pauses of this process the state machine detected (Membership::pauses), and the length
+  // of the last one: code holding leases compares the count before and after acting.
+  std::uint64_t pauses() const { return pauses_.load(); }
+  base::Millis last_pause_ms() const { return last_pause_ms_.load(); }
 
  private:
   struct Loop;     // the event loop, transport and state machine; private to the .cc
@@ -78,6 +82,8 @@ class MembershipService {
   std::shared_ptr<const ClusterView> view_;  // guarded by mu_
   std::atomic<MemberState> state_{MemberState::kJoining};
   std::atomic<bool> master_{false};
+  std::atomic<std::uint64_t> pauses_{0};
+  std::atomic<base::Millis> last_pause_ms_{0};
   std::thread thread_;
   bool stopped_loop_ = false;  // loop thread only
   bool started_ = false;
