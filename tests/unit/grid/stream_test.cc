@@ -326,3 +326,36 @@ TEST_CASE("A full stream blocks, then fails naming the slowest group, and never 
   REQUIRE(WaitUntil([&] { return audit.Total() == 11; }));
   member.Shutdown();
 }
+
+TEST_CASE("A consumer whose handler is slower than its lease keeps it and makes progress",
+          "[grid][stream]") {
+  Member member(ClusterMember());
+  REQUIRE(member.Start());
+  StreamConfig config;
+  config.sub_streams = 1;
+  auto stream = member.GetStream("slow", config);
+  REQUIRE(stream->AppendAll(Events(24, 1)));
+  // 24 events x 50 ms = 1.2 s in one batch, twice the 600 ms lease: the consumer must stop
+  // before its lease lapses, commit (which renews it) and go on, never losing it.
+  Received seen;
+  auto handler = seen.Handler("slow");
+  auto id = stream->Subscribe(
+      "g",
+      [&](const StreamEvent& e) -> base::Result<void> {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return handler(e);
+      },
+      Fast("slow"));
+  REQUIRE(id);
+  REQUIRE(WaitUntil([&] { return seen.Total() == 24; }, std::chrono::seconds(20)));
+  auto stats = stream->Stats(*id);
+  REQUIRE(stats);
+  CHECK(stats->leases_lost == 0);
+  CHECK(stats->redelivered == 0);
+  {
+    std::lock_guard lock(seen.mu);
+    CHECK(seen.duplicates == 0);
+    CHECK(InOrder(seen.by_key["k0"]));
+  }
+  member.Shutdown();
+}
