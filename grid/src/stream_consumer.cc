@@ -175,8 +175,7 @@ void Stream::Run(const std::shared_ptr<Subscription>& s) {
   Leave(*s);
 }
 
-map::MapRequest Stream::LeaseRequest(const Subscription& s, std::uint32_t sub,
-                                     bool release) const {
+map::MapRequest Stream::LeaseRequest(const Subscription& s, std::uint32_t sub, bool release) const {
   auto rq =
       StreamRequest(map::MapOp::kStreamLease, map::StreamMetaKey(map::SubStreamName(name_, sub)));
   rq.argument = record::GenericRecord::Build()

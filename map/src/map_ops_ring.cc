@@ -18,13 +18,6 @@ struct RingMeta {
   std::int64_t tail = 0;
 };
 
-// "ring@NAME" -> NAME (NAME may itself contain '@'; every key of the ring then partitions by
-// the same text after its last '@').
-std::string_view RingName(std::string_view key) {
-  auto at = key.find('@');
-  return at == std::string_view::npos ? key : key.substr(at + 1);
-}
-
 std::string MessageKey(std::string_view ring, std::int64_t seq) {
   return std::to_string(seq) + "@" + std::string(ring);
 }
@@ -53,15 +46,10 @@ void SkipGone(RecordStore& store, std::string_view ring, RingMeta& m, OpContext&
   }
 }
 
-std::int64_t IntArg(const MapRequest& rq, std::string_view name, std::int64_t fallback) {
-  auto v = rq.argument.GetInt64(name);
-  return v ? *v : fallback;
-}
-
 }  // namespace
 
 base::Result<MapResult> OpRingAppend(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  const std::string_view ring = RingName(rq.key);
+  const std::string_view ring = AfterFirstAt(rq.key);
   const std::int64_t capacity = IntArg(rq, "capacity", 10'000);
   const auto policy = static_cast<RingOverflow>(IntArg(rq, "overflow", 0));
   if (capacity < 1) {
@@ -111,7 +99,7 @@ base::Result<MapResult> OpRingAppend(RecordStore& store, const MapRequest& rq, O
 }
 
 base::Result<MapResult> OpRingRead(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  const std::string_view ring = RingName(rq.key);
+  const std::string_view ring = AfterFirstAt(rq.key);
   const std::int64_t from = IntArg(rq, "from", 1);
   const std::int64_t max = std::max<std::int64_t>(1, IntArg(rq, "max", 100));
   RingMeta m;

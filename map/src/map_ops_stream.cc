@@ -21,22 +21,6 @@ using base::Fail;
 
 constexpr std::int64_t kTrimStep = 4096;
 
-// "meta@P" -> P.
-std::string_view SubOf(std::string_view key) {
-  auto at = key.find('@');
-  return at == std::string_view::npos ? key : key.substr(at + 1);
-}
-
-std::int64_t IntArg(const MapRequest& rq, std::string_view name, std::int64_t fallback) {
-  auto v = rq.argument.GetInt64(name);
-  return v ? *v : fallback;
-}
-
-std::string StringArg(const MapRequest& rq, std::string_view name) {
-  auto v = rq.argument.GetString(name);
-  return v ? std::string(*v) : std::string();
-}
-
 WriteOptions Forever() {
   WriteOptions o;
   o.ttl_ms = 0;
@@ -117,7 +101,7 @@ std::string StreamOfSub(std::string_view sub) { return std::string(sub.substr(0,
 }  // namespace
 
 base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  const std::string_view sub = SubOf(rq.key);
+  const std::string_view sub = AfterFirstAt(rq.key);
   const std::int64_t max_events = IntArg(rq, "max_events", 100'000);
   const std::int64_t max_bytes = IntArg(rq, "max_bytes", 64 << 20);
   const base::Millis max_age_ms = IntArg(rq, "max_age_ms", 0);
@@ -228,7 +212,7 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
 }
 
 base::Result<MapResult> OpStreamRead(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  const std::string_view sub = SubOf(rq.key);
+  const std::string_view sub = AfterFirstAt(rq.key);
   const std::int64_t from = IntArg(rq, "from", 1);
   const std::int64_t max = std::max<std::int64_t>(1, IntArg(rq, "max", 100));
   const std::int64_t max_bytes = std::max<std::int64_t>(1, IntArg(rq, "max_bytes", 4 << 20));
@@ -251,7 +235,7 @@ base::Result<MapResult> OpStreamRead(RecordStore& store, const MapRequest& rq, O
 }
 
 base::Result<MapResult> OpStreamCommit(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  const std::string_view sub = SubOf(rq.key);
+  const std::string_view sub = AfterFirstAt(rq.key);
   const std::string group = StringArg(rq, "group");
   const std::string consumer = StringArg(rq, "consumer");
   const std::int64_t offset = IntArg(rq, "offset", 0);
@@ -294,7 +278,7 @@ base::Result<MapResult> OpStreamCommit(RecordStore& store, const MapRequest& rq,
 }
 
 base::Result<MapResult> OpStreamLease(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  const std::string_view sub = SubOf(rq.key);
+  const std::string_view sub = AfterFirstAt(rq.key);
   const std::string group = StringArg(rq, "group");
   const std::string consumer = StringArg(rq, "consumer");
   const base::Millis ttl_ms = IntArg(rq, "ttl_ms", 10'000);
@@ -325,7 +309,7 @@ base::Result<MapResult> OpStreamLease(RecordStore& store, const MapRequest& rq, 
 }
 
 base::Result<MapResult> OpStreamGroup(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  const std::string_view sub = SubOf(rq.key);
+  const std::string_view sub = AfterFirstAt(rq.key);
   const std::string group = StringArg(rq, "group");
   const std::string action = StringArg(rq, "action");
   if (auto ok = CheckName("group", group); !ok) return std::unexpected(ok.error());
@@ -364,7 +348,7 @@ base::Result<MapResult> OpStreamGroup(RecordStore& store, const MapRequest& rq, 
 }
 
 base::Result<MapResult> OpStreamInfo(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  const std::string_view sub = SubOf(rq.key);
+  const std::string_view sub = AfterFirstAt(rq.key);
   Loaded loaded = LoadMeta(store, sub, ctx);
   const StreamMeta& m = loaded.meta;
   auto time_at = [&](std::int64_t offset) -> std::int64_t {

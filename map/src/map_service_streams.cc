@@ -6,15 +6,11 @@
 #include <charconv>
 
 #include "map_service_impl.h"
+#include "op_support.h"
 #include "tessera/map/stream_format.h"
 
 namespace tessera::map {
 namespace {
-
-std::int64_t IntArg(const MapRequest& rq, std::string_view name, std::int64_t fallback) {
-  auto v = rq.argument.GetInt64(name);
-  return v ? *v : fallback;
-}
 
 std::int64_t EventTime(RecordStore& store, std::string_view sub, std::int64_t offset) {
   const Record* r = store.Find(StreamEventKey(sub, offset));
@@ -57,7 +53,7 @@ void MapService::Impl::TrackStream(MapTable& table, std::uint32_t partition_id,
     if (request.argument.GetBool("release").value_or(false)) {
       g.lease_expiry_ms = 0;
     } else if (result.flag) {
-      g.lease_expiry_ms = wall_ms + IntArg(request, "ttl_ms", 10'000);
+      g.lease_expiry_ms = wall_ms + detail::IntArg(request, "ttl_ms", 10'000);
     }
   }
   // Refresh from the meta record the operation left.

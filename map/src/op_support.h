@@ -16,6 +16,24 @@ namespace tessera::map::detail {
 // event, expirations counter).
 Record* FindLive(RecordStore& store, std::string_view key, OpContext& ctx);
 
+// Arguments of the ring and stream operations (MapRequest::argument), with a fallback when
+// absent or of another type.
+inline std::int64_t IntArg(const MapRequest& rq, std::string_view name, std::int64_t fallback) {
+  auto v = rq.argument.GetInt64(name);
+  return v ? *v : fallback;
+}
+inline std::string StringArg(const MapRequest& rq, std::string_view name) {
+  auto v = rq.argument.GetString(name);
+  return v ? std::string(*v) : std::string();
+}
+
+// "ring@R" -> R, "meta@S#3" -> S#3: the name after a bookkeeping key's first '@' (the name may
+// hold '@' itself; every key of the ring or stream then partitions by the text after its last).
+inline std::string_view AfterFirstAt(std::string_view key) {
+  auto at = key.find('@');
+  return at == std::string_view::npos ? key : key.substr(at + 1);
+}
+
 // Appends an event when someone listens.
 void Emit(OpContext& ctx, EntryEventType type, std::string_view key,
           std::optional<std::string_view> value, std::optional<std::string_view> old_value);
