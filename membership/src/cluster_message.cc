@@ -95,6 +95,12 @@ std::string_view MessageTypeName(MessageType type) {
       return "Leave";
     case MessageType::kNotMember:
       return "NotMember";
+    case MessageType::kSplitProbe:
+      return "SplitProbe";
+    case MessageType::kSplitProbeReply:
+      return "SplitProbeReply";
+    case MessageType::kMergeInto:
+      return "MergeInto";
   }
   return "Unknown";
 }
@@ -111,6 +117,8 @@ std::string EncodeClusterMessage(const ClusterMessage& message) {
   out.setMasterAddress(message.master_address);
   out.setListVersion(message.list_version);
   out.setTableVersion(message.table_version);
+  if (!message.master.uuid.empty()) WriteMember(out.initMaster(), message.master);
+  out.setMemberCount(message.member_count);
   if (message.view) {
     out.setHasView(true);
     WriteView(out.initView(), *message.view);
@@ -135,7 +143,7 @@ base::Result<ClusterMessage> DecodeClusterMessage(std::string_view bytes) {
     auto in = reader.getRoot<schema::ClusterMessage>();
     ClusterMessage out;
     const std::uint16_t type = in.getType();
-    if (type < 1 || type > static_cast<std::uint16_t>(MessageType::kNotMember)) {
+    if (type < 1 || type > static_cast<std::uint16_t>(MessageType::kMergeInto)) {
       return Fail(ErrorCode::kBadRequest,
                   "not a valid cluster message: unknown type " + std::to_string(type));
     }
@@ -146,6 +154,8 @@ base::Result<ClusterMessage> DecodeClusterMessage(std::string_view bytes) {
     out.master_address = FromText(in.getMasterAddress());
     out.list_version = in.getListVersion();
     out.table_version = in.getTableVersion();
+    if (in.hasMaster()) out.master = ReadMember(in.getMaster());
+    out.member_count = in.getMemberCount();
     if (in.getHasView()) {
       auto view = ReadView(in.getView());
       if (!view) return std::unexpected(view.error());

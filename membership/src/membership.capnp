@@ -21,7 +21,7 @@ struct View {
 }
 
 struct ClusterMessage {
-  type @0 :UInt16;            # membership::MessageType (1 = joinRequest ... 7 = notMember)
+  type @0 :UInt16;            # membership::MessageType (1 = joinRequest ... 10 = mergeInto)
   from @1 :MemberInfo;        # the sender
   clusterName @2 :Text;       # joinRequest: the sender's cluster settings
   protocolVersion @3 :UInt32;
@@ -32,4 +32,6 @@ struct ClusterMessage {
   tableVersion @8 :Int64;     # heartbeat: the sender's partition-table version
   view @9 :View;              # view: the member list and partition table
   hasView @10 :Bool;
+  master @11 :MemberInfo;     # splitProbe/splitProbeReply: the sender's master
+  memberCount @12 :UInt32;    # splitProbe/splitProbeReply: members of the sender's cluster
 }

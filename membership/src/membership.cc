@@ -69,6 +69,9 @@ void Membership::Tick() {
     case MemberState::kLeaving:
       if (now >= next_heartbeat_ms_) SendHeartbeats();
       if (state_ == MemberState::kMember) DetectFailures();
+      if (is_master() && options_.merge_interval_ms > 0 && now >= next_probe_ms_) {
+        SendSplitProbes();
+      }
       if (state_ == MemberState::kLeaving && now >= next_join_ms_) {
         if (const MemberInfo* master = view_.members.master()) {
           transport_.Send(master->address, Make(MessageType::kLeave));
@@ -112,6 +115,15 @@ void Membership::OnMessage(const ClusterMessage& message) {
       return;
     case MessageType::kNotMember:
       OnNotMember(message);
+      return;
+    case MessageType::kSplitProbe:
+      OnSplitProbe(message);
+      return;
+    case MessageType::kSplitProbeReply:
+      OnSplitProbeReply(message);
+      return;
+    case MessageType::kMergeInto:
+      OnMergeInto(message);
       return;
   }
 }
@@ -175,7 +187,8 @@ bool Membership::MaybeStartWithJoiners() {
   std::erase_if(joiners_heard_ms_, [&](const auto& entry) {
     return now - entry.second > 2 * options_.join_interval_ms;
   });
-  if (joiners_heard_ms_.empty() || now - join_started_ms_ < options_.join_interval_ms) {
+  if (joiners_heard_ms_.empty() || now - join_started_ms_ < options_.join_interval_ms ||
+      !master_hint_.empty()) {  // a master exists: join it
     return false;
   }
   const std::string& smallest_other = joiners_heard_ms_.begin()->first;
@@ -296,7 +309,10 @@ void Membership::InstallView(ClusterView view) {
   }
   last_heard_ms_ = std::move(heard);
   std::vector<std::string> addresses;
-  for (const auto& m : view_.members.members) addresses.push_back(m.address);
+  for (const auto& m : view_.members.members) {
+    addresses.push_back(m.address);
+    if (m.address != self_.address) known_addresses_.insert(m.address);
+  }
   log_->info("members (version {}, master {}): [{}]; partition table version {}",
              view_.members.version,
              view_.members.master() ? view_.members.master()->address : "none",
@@ -364,16 +380,108 @@ void Membership::OnNotMember(const ClusterMessage& m) {
   }
 }
 
-void Membership::Rejoin(const std::string& why) {
+void Membership::Rejoin(const std::string& why, const std::string& master) {
   log_->warn("{}; rejoining", why);
+  ++rejoins_;
+  if (on_rejoin_) on_rejoin_(why);
   rejoin_addresses_.clear();
-  for (const auto& m : view_.members.members) {
-    if (m.uuid != self_.uuid) rejoin_addresses_.push_back(m.address);
+  if (master.empty()) {
+    for (const auto& m : view_.members.members) {
+      if (m.uuid != self_.uuid) rejoin_addresses_.push_back(m.address);
+    }
   }
+  // Forget the old cluster: the one we join may have lower list versions.
+  view_ = ClusterView{};
+  last_heard_ms_.clear();
+  joiners_heard_ms_.clear();
   state_ = MemberState::kJoining;
   join_started_ms_ = clock_.NowMs();
-  master_hint_.clear();
+  master_hint_ = master;
   SendJoinRequests();
+}
+
+ClusterMessage Membership::MakeSummary(MessageType type) const {
+  ClusterMessage m = Make(type);
+  if (const MemberInfo* master = view_.members.master()) m.master = *master;
+  m.member_count = static_cast<std::uint32_t>(view_.members.members.size());
+  return m;
+}
+
+void Membership::SendSplitProbes() {
+  std::set<std::string> targets(options_.seeds.begin(), options_.seeds.end());
+  targets.insert(known_addresses_.begin(), known_addresses_.end());
+  const ClusterMessage probe = MakeSummary(MessageType::kSplitProbe);
+  for (const auto& address : targets) {
+    if (address == self_.address || refused_by_.count(address) ||
+        view_.members.FindByAddress(address) != nullptr) {
+      continue;
+    }
+    transport_.Send(address, probe);
+  }
+  next_probe_ms_ = clock_.NowMs() + options_.merge_interval_ms;
+}
+
+bool Membership::FromOwnCluster(const ClusterMessage& m) const {
+  const MemberInfo* master = view_.members.master();
+  return m.master.uuid.empty() || master == nullptr || view_.members.Find(m.from.uuid) ||
+         m.master.uuid == master->uuid || m.master.uuid == self_.uuid;
+}
+
+void Membership::OnSplitProbe(const ClusterMessage& m) {
+  if (state_ != MemberState::kMember || FromOwnCluster(m)) return;
+  if (!RefusalReason(m.settings).empty()) return;  // another cluster altogether: never merged
+  transport_.Send(m.from.address, MakeSummary(MessageType::kSplitProbeReply));
+  ConsiderMerge(m);
+}
+
+void Membership::OnSplitProbeReply(const ClusterMessage& m) {
+  if (state_ != MemberState::kMember || FromOwnCluster(m)) return;
+  if (!RefusalReason(m.settings).empty()) return;
+  ConsiderMerge(m);
+}
+
+void Membership::ConsiderMerge(const ClusterMessage& m) {
+  if (!is_master()) return;  // the prober hears our master's address and asks it
+  const MemberInfo& mine = *view_.members.master();
+  const std::size_t ours = view_.members.members.size();
+  bool merge = false;
+  if (m.member_count != ours) {
+    merge = m.member_count > ours;
+  } else if (m.master.start_wall_ms != mine.start_wall_ms) {
+    merge = m.master.start_wall_ms < mine.start_wall_ms;  // theirs is older
+  } else {
+    merge = m.master.uuid < mine.uuid;
+  }
+  if (!merge) {
+    // The larger cluster stays. Its master waits for ours to merge; make sure it hears of us.
+    if (m.from.uuid != m.master.uuid) {
+      transport_.Send(m.master.address, MakeSummary(MessageType::kSplitProbe));
+    }
+    return;
+  }
+  const std::string why = fmt::format(
+      "split brain: another cluster '{}' of {} member(s) with master {} at {} can be reached; "
+      "this cluster of {} member(s) (master {}) is the {} and merges into it",
+      options_.settings.cluster_name, m.member_count, m.master.uuid, m.master.address, ours,
+      mine.address, m.member_count > ours ? "smaller" : "younger");
+  ClusterMessage order = Make(MessageType::kMergeInto);
+  order.master_address = m.master.address;
+  for (const auto& member : view_.members.members) {
+    if (member.uuid != self_.uuid) transport_.Send(member.address, order);
+  }
+  Rejoin(why, m.master.address);
+}
+
+void Membership::OnMergeInto(const ClusterMessage& m) {
+  const MemberInfo* master = view_.members.master();
+  if (state_ != MemberState::kMember || master == nullptr || master->uuid != m.from.uuid ||
+      m.from.uuid == self_.uuid || m.master_address.empty()) {
+    return;
+  }
+  Rejoin(fmt::format("split brain: master {} merges this cluster into the one whose master is "
+                     "at {}",
+                     m.from.address, m.master_address),
+         m.master_address);
 }
 
 void Membership::SendHeartbeats() {

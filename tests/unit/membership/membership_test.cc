@@ -263,6 +263,103 @@ TEST_CASE("A member cut off from the rest is removed, the rest keep one consiste
   CHECK(view.AllReplicasPresent());
 }
 
+// Counts the rejoin-listener calls of `m` (a member taking its data out of its old cluster).
+std::shared_ptr<int> CountRejoins(Membership& m) {
+  auto count = std::make_shared<int>(0);
+  m.set_rejoin_listener([count](const std::string&) { ++*count; });
+  return count;
+}
+
+TEST_CASE("Split brain: a 2|1 partition heals into one cluster within the merge interval, the "
+          "smaller side merging into the larger",
+          "[membership][split]") {
+  SimNetwork net;
+  StartInOrder(net, {"a:1", "b:1", "c:1"});
+  net.Run(300);
+  auto a_rejoins = CountRejoins(*net.Find("a:1"));
+  auto c_rejoins = CountRejoins(*net.Find("c:1"));
+  net.Partition({"c:1"}, {"a:1", "b:1"});
+  net.Run(7000);  // both sides remove the other: two clusters, {a, b} and {c}
+  REQUIRE(net.Find("a:1")->view().members.members.size() == 2);
+  REQUIRE(net.Find("c:1")->view().members.members.size() == 1);
+  REQUIRE(net.Find("c:1")->is_master());
+  CHECK(*c_rejoins == 0);
+
+  net.Heal();
+  net.Run(2600);  // one merge interval (2 s) and a join
+  CheckConverged(net, {"a:1", "b:1", "c:1"});
+  CHECK(*c_rejoins == 1);
+  CHECK(*a_rejoins == 0);
+  CHECK(net.Find("c:1")->rejoins() == 1);
+  CHECK(net.Find("a:1")->rejoins() == 0);
+  CHECK(net.Find("a:1")->is_master());
+  CHECK(net.Log("c:1").find("split brain: another cluster 'dev' of 2 member(s)") !=
+        std::string::npos);
+  net.Run(6000);  // and it stays one
+  CheckConverged(net, {"a:1", "b:1", "c:1"});
+}
+
+TEST_CASE("Split brain between equal halves: the younger cluster merges, all its members rejoin",
+          "[membership][split]") {
+  SimNetwork net;
+  StartInOrder(net, {"a:1", "b:1", "c:1", "d:1"});
+  net.Run(300);
+  auto c_rejoins = CountRejoins(*net.Find("c:1"));
+  auto d_rejoins = CountRejoins(*net.Find("d:1"));
+  auto b_rejoins = CountRejoins(*net.Find("b:1"));
+  net.Partition({"c:1", "d:1"}, {"a:1", "b:1"});
+  net.Run(7000);
+  REQUIRE(net.Find("c:1")->is_master());  // took over its half; started after a
+  REQUIRE(net.Find("c:1")->view().members.members.size() == 2);
+  net.Heal();
+  net.Run(3000);
+  CheckConverged(net, {"a:1", "b:1", "c:1", "d:1"});
+  CHECK(*c_rejoins == 1);
+  CHECK(*d_rejoins == 1);
+  CHECK(*b_rejoins == 0);
+  CHECK(net.Log("c:1").find("is the younger and merges into it") != std::string::npos);
+  CHECK(net.Log("d:1").find("merges this cluster into the one whose master is at a:1") !=
+        std::string::npos);
+}
+
+TEST_CASE("A member paused past the failure timeout is removed, and on waking rejoins with a "
+          "fresh view",
+          "[membership][split]") {
+  SimNetwork net;
+  StartInOrder(net, {"a:1", "b:1", "c:1"});
+  net.Run(300);
+  auto c_rejoins = CountRejoins(*net.Find("c:1"));
+  net.Freeze("c:1");
+  net.Run(10'000);
+  REQUIRE(net.Find("a:1")->view().members.members.size() == 2);
+  net.Thaw("c:1");
+  net.Run(1500);
+  CheckConverged(net, {"a:1", "b:1", "c:1"});
+  CHECK(*c_rejoins == 1);
+  CHECK(net.Find("c:1")->pauses() == 1);
+  CHECK(net.Log("c:1").find("no longer lists this member; rejoining") != std::string::npos);
+}
+
+TEST_CASE("Split-brain detection can be switched off: the halves then stay apart",
+          "[membership][split]") {
+  SimNetwork net;
+  auto options = [](std::vector<std::string> seeds) {
+    auto o = Options(std::move(seeds));
+    o.merge_interval_ms = 0;
+    return o;
+  };
+  net.Start("a:1", options({}));
+  net.Run(100);
+  net.Start("b:1", options({"a:1"}));
+  net.Run(300);
+  net.Partition({"b:1"}, {"a:1"});
+  net.Run(7000);
+  net.Heal();
+  net.Run(5000);
+  CHECK(net.Find("a:1")->view().members.members.size() == 1);
+  CHECK(net.Find("b:1")->view().members.members.size() == 1);
+}
+
 TEST_CASE("Cluster messages round-trip through the codec, bad bytes are rejected", "[membership]") {
   ClusterMessage m;
   m.type = MessageType::kView;

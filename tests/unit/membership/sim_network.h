@@ -42,6 +42,11 @@ class SimNetwork {
   // The process at `address` dies: it neither sends nor receives any more.
   void Crash(const std::string& address) { nodes_.erase(address); }
 
+  // The process at `address` is stopped (SIGSTOP): it neither ticks nor sends, and what is
+  // sent to it is lost, until Thaw (its next Tick then sees the time it missed).
+  void Freeze(const std::string& address) { frozen_.insert(address); }
+  void Thaw(const std::string& address) { frozen_.erase(address); }
+
   // Messages between the two groups are lost until Heal().
   void Partition(std::set<std::string> a, std::set<std::string> b) {
     split_a_ = std::move(a);
@@ -57,7 +62,9 @@ class SimNetwork {
     for (base::Millis t = 0; t < duration; t += step) {
       clock_.Advance(step);
       Deliver();
-      for (auto& [address, node] : nodes_) node->membership->Tick();
+      for (auto& [address, node] : nodes_) {
+        if (!frozen_.count(address)) node->membership->Tick();
+      }
       Deliver();
     }
   }
@@ -102,7 +109,7 @@ class SimNetwork {
   }
 
   void Enqueue(const std::string& from, const std::string& to, std::string bytes) {
-    if (Split(from, to)) return;
+    if (Split(from, to) || frozen_.count(from)) return;
     if (drop_rate_ > 0 && std::uniform_real_distribution<double>(0, 1)(random_) < drop_rate_) {
       return;
     }
@@ -120,7 +127,7 @@ class SimNetwork {
       if (due.empty()) return;
       for (auto& e : due) {
         auto it = nodes_.find(e.to);
-        if (it == nodes_.end() || Split(e.from, e.to)) continue;
+        if (it == nodes_.end() || Split(e.from, e.to) || frozen_.count(e.to)) continue;
         auto message = DecodeClusterMessage(e.bytes);
         if (!message) throw std::runtime_error(message.error().message());
         ++delivered_;
@@ -134,6 +141,7 @@ class SimNetwork {
   std::map<std::string, std::unique_ptr<Node>> nodes_;
   std::vector<Envelope> queue_;
   std::set<std::string> split_a_, split_b_;
+  std::set<std::string> frozen_;
   double drop_rate_ = 0;
   base::Millis max_delay_ms_ = 0;
   std::size_t starts_ = 0;

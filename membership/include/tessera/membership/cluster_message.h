@@ -10,6 +10,12 @@
 //                list and table versions (the master resends the view to a stale member)
 //   Leave        member -> master: remove me (graceful shutdown)
 //   NotMember    master -> a member it has removed: rejoin
+//   SplitProbe   master -> an address outside its cluster (a seed, a member it lost), every
+//                merge interval: my cluster's master and size (split-brain detection)
+//   SplitProbeReply  -> the prober, from a member of another cluster with the same
+//                settings: its cluster's master and size
+//   MergeInto    master -> its members: leave this cluster and join the one whose master is
+//                at master_address, bringing your data (the smaller cluster merges)
 //
 // Value types; thread-compatible.
 
@@ -31,6 +37,9 @@ enum class MessageType : std::uint16_t {
   kHeartbeat = 5,
   kLeave = 6,
   kNotMember = 7,
+  kSplitProbe = 8,
+  kSplitProbeReply = 9,
+  kMergeInto = 10,
 };
 
 // Settings every member of one cluster must share. A join with different ones is refused.
@@ -47,10 +56,12 @@ struct ClusterMessage {
   MemberInfo from;                  // the sender
   ClusterSettings settings;         // kJoinRequest
   std::string reason;               // kJoinRefused
-  std::string master_address;       // kJoinRedirect
+  std::string master_address;       // kJoinRedirect, kMergeInto
   std::int64_t list_version = 0;    // kHeartbeat
   std::int64_t table_version = 0;   // kHeartbeat
   std::optional<ClusterView> view;  // kView
+  MemberInfo master;                // kSplitProbe, kSplitProbeReply: the sender's master
+  std::uint32_t member_count = 0;   // kSplitProbe, kSplitProbeReply: its cluster's size
 
   friend bool operator==(const ClusterMessage&, const ClusterMessage&) = default;
 };

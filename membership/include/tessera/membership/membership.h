@@ -26,6 +26,20 @@
 //     really died is removed one failure timeout later. A whole cluster frozen and resumed
 //     together therefore stays one cluster. A joining member moves its join deadline on by
 //     the pause, so it does not start a cluster of its own on waking.
+//   - Split brain: a master sends SplitProbe every merge interval to the seed addresses and to
+//     every address it has seen in a view that its cluster does not list now (members it lost
+//     to a network partition or removed). A member of another cluster with the same settings
+//     answers with its cluster's master and size. The smaller cluster merges into the larger;
+//     between equal sizes the younger (its master started later; then the larger master uuid)
+//     merges: its master sends MergeInto to its members and each, the master last, rejoins
+//     through the other cluster's master. A non-master's answer names its master, whom the
+//     prober then probes, so the decision is always taken by the two masters.
+//   - Rejoin (merging, or removed by the master while alive: a NotMember, or a view without
+//     this member): the rejoin listener runs first (the member takes its data out of the old
+//     partition table, to merge it into the cluster it joins), then the view is forgotten and
+//     the member joins like a new one (same uuid), through the other cluster's master or the
+//     members of the view it was dropped from. A joiner that knows a master does not start a
+//     cluster with other joiners.
 //   - Leave: the master hands mastership to the next-oldest by sending a View without itself;
 //     another member asks the master to remove it.
 //
@@ -69,6 +83,10 @@ struct MembershipOptions {
   // A gap between two Ticks longer than this is a pause of this process (see above);
   // 0 = failure_timeout_ms / 3.
   base::Millis pause_threshold_ms = 0;
+  // How often a master looks for other clusters with the same settings (split brain, see
+  // above); 0 = never. After a network partition heals, the clusters merge within about this
+  // long plus a join.
+  base::Millis merge_interval_ms = 2000;
 };
 
 enum class MemberState {
@@ -82,6 +100,7 @@ std::string_view MemberStateName(MemberState state);
 class Membership {
  public:
   using ViewListener = std::function<void(const ClusterView& view)>;
+  using RejoinListener = std::function<void(const std::string& why)>;
 
   // `self.uuid` and `self.address` identify this member. `transport`, `clock` outlive this.
   Membership(MemberInfo self, MembershipOptions options, Transport& transport,
@@ -89,6 +108,10 @@ class Membership {
 
   // Called after every accepted change of the view (members or partition table).
   void set_view_listener(ViewListener listener) { on_view_ = std::move(listener); }
+  // Called when this member leaves its cluster to join another (see "Rejoin"), before it
+  // forgets its view: the partition table it held is void from then on, and the views of the
+  // cluster it joins follow.
+  void set_rejoin_listener(RejoinListener listener) { on_rejoin_ = std::move(listener); }
 
   // Starts joining (or, without seeds, starts a cluster). REQUIRES: called once, first.
   void Start();
@@ -108,6 +131,9 @@ class Membership {
   // Pauses of this process seen by Tick (see "Own pause"), and the length of the last one.
   std::uint64_t pauses() const { return pauses_; }
   base::Millis last_pause_ms() const { return last_pause_ms_; }
+  // Times this member left its cluster to join another: merged after a split brain, or
+  // removed while alive and rejoined.
+  std::uint64_t rejoins() const { return rejoins_; }
 
  private:
   void SendJoinRequests();
@@ -126,7 +152,19 @@ class Membership {
   void SendHeartbeats();
   void DetectFailures();
   void OnOwnPause(base::Millis gap, base::Millis now);
-  void Rejoin(const std::string& why);
+  // Leaves the cluster to join through `master` (a merge) or, when empty, through the members
+  // of the current view.
+  void Rejoin(const std::string& why, const std::string& master = {});
+  void SendSplitProbes();
+  void OnSplitProbe(const ClusterMessage& m);
+  void OnSplitProbeReply(const ClusterMessage& m);
+  void OnMergeInto(const ClusterMessage& m);
+  // Whether `m` comes from this member's own cluster (or is no split-brain summary at all).
+  bool FromOwnCluster(const ClusterMessage& m) const;
+  // Master: merges into the cluster `m` describes when it is the larger (then older) one;
+  // otherwise makes sure that cluster's master hears of this one.
+  void ConsiderMerge(const ClusterMessage& m);
+  ClusterMessage MakeSummary(MessageType type) const;
   bool IsSilent(const std::string& uuid) const;
   std::string RefusalReason(const ClusterSettings& theirs) const;
   ClusterMessage Make(MessageType type) const;
@@ -138,6 +176,7 @@ class Membership {
   const base::Clock& clock_;
   std::shared_ptr<spdlog::logger> log_;
   ViewListener on_view_;
+  RejoinListener on_rejoin_;
 
   MemberState state_ = MemberState::kJoining;
   ClusterView view_;
@@ -147,6 +186,9 @@ class Membership {
   base::Millis last_tick_ms_ = 0;  // 0 before Start
   std::uint64_t pauses_ = 0;
   base::Millis last_pause_ms_ = 0;
+  std::uint64_t rejoins_ = 0;
+  base::Millis next_probe_ms_ = 0;
+  std::set<std::string> known_addresses_;  // every other address seen in a view
   std::string master_hint_;                    // from a JoinRedirect
   std::vector<std::string> rejoin_addresses_;  // members of the view we were dropped from
   std::unordered_map<std::string, base::Millis> last_heard_ms_;  // by uuid
