@@ -3,6 +3,7 @@
 // close connections, stop services, stop shards, then drain the event thread.
 #include "tessera/grid/member.h"
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "cluster_merger.h"
 #include "embedded_invoker.h"
 #include "embedded_topics.h"
 #include "event_executor.h"
@@ -73,6 +75,9 @@ struct Member::Impl {
   std::unique_ptr<PartitionWorkService> work;  // made by Member's constructor
   std::unique_ptr<MemberRouter> router;        // sends requests for other members' partitions
   std::unique_ptr<TopicRelay> relay;           // sends published messages to the other members
+  std::unique_ptr<ClusterMerger> merger;       // split-brain merges (clustered members)
+  // Fault injection (Member::BlockPeers): shared by the router's and membership's pools.
+  std::shared_ptr<net::PeerBlocklist> blocklist = std::make_shared<net::PeerBlocklist>();
   std::shared_ptr<EmbeddedTopics> embedded_topics;
   // Read by the native handler's cluster hooks on shard threads; set once in Start.
   std::atomic<membership::MembershipService*> membership_ptr{nullptr};
@@ -203,6 +208,7 @@ void Member::StartRouter() {
   impl_->router = std::make_unique<MemberRouter>(
       std::move(hello), partition::Partitioner(options_.partition_count),
       std::chrono::milliseconds(4000), options_.max_frame_bytes, log_);
+  impl_->router->set_blocklist(impl_->blocklist);
   impl_->relay =
       std::make_unique<TopicRelay>(impl_->topics, *impl_->router, options_.topics,
                                    partition::Partitioner(options_.partition_count), log_);
@@ -231,11 +237,16 @@ base::Result<void> Member::StartMembership() {
   cluster.membership.failure_timeout_ms = options_.failure_timeout_ms;
   cluster.membership.join_timeout_ms = options_.join_timeout_ms;
   cluster.membership.join_interval_ms = std::min<base::Millis>(500, options_.heartbeat_interval_ms);
+  cluster.membership.merge_interval_ms = options_.merge_interval_ms;
   cluster.secret = options_.secret;
   cluster.max_frame_bytes = options_.max_frame_bytes;
+  cluster.blocklist = impl_->blocklist;
   const std::string self_address = self.address;
   impl_->membership = std::make_unique<membership::MembershipService>(
       std::move(self), std::move(cluster), impl_->steady, log_);
+  impl_->merger = std::make_unique<ClusterMerger>(impl_->maps, log_);
+  impl_->membership->set_rejoin_listener(
+      [merger = impl_->merger.get()](const std::string& why) { merger->OnRejoin(why); });
   impl_->membership->set_view_listener([this, self_address](const membership::ClusterView& view) {
     // The partition table as addresses, for routing, backups and migration.
     std::unordered_map<std::string, std::string> address;
@@ -259,6 +270,7 @@ base::Result<void> Member::StartMembership() {
     for (const auto& r : replicas) owners.push_back(r.empty() ? std::string() : r.front());
     impl_->relay->SetPeers(std::move(others), self_address, std::move(owners));
     impl_->maps.SetPartitionTable(std::move(replicas), members, self_address, impl_->router.get());
+    if (view.members.Find(uuid_)) impl_->merger->OnJoined();  // a merge's entries may go
     // Clients keep the table to send each key to its owner (see client.h).
     if (impl_->native_handler) impl_->native_handler->PublishView(EncodedView(&view));
   });
@@ -407,6 +419,28 @@ std::string Member::MetricsText() const {
         .RegisterGauge("tessera_member_last_pause_seconds", {},
                        "Length of the last such pause (0: none)")
         .Set(static_cast<double>(service->last_pause_ms()) / 1000.0);
+    const ClusterMerger::Stats merges = impl_->merger->stats();
+    sync(registry.RegisterCounter("tessera_member_merges_total", {},
+                                  "Times this member left its cluster to join another with its "
+                                  "data (the smaller side of a split brain, or removed while "
+                                  "alive)"),
+         static_cast<std::int64_t>(merges.merges));
+    sync(registry.RegisterCounter("tessera_merge_entries_applied_total", {},
+                                  "Entries this member brought into the cluster it merged into "
+                                  "that the maps' merge policies took"),
+         static_cast<std::int64_t>(merges.applied));
+    sync(registry.RegisterCounter("tessera_merge_entries_discarded_total", {},
+                                  "Entries this member brought to a merge that the maps' merge "
+                                  "policies kept out"),
+         static_cast<std::int64_t>(merges.discarded));
+    sync(registry.RegisterCounter("tessera_merge_entries_unmerged_total", {},
+                                  "Event-stream and reliable-topic entries dropped at a merge "
+                                  "(not merged yet)"),
+         static_cast<std::int64_t>(merges.unmerged));
+    registry
+        .RegisterGauge("tessera_merge_entries_pending", {},
+                       "Entries taken out at a merge and not applied in the new cluster yet")
+        .Set(static_cast<double>(merges.pending));
   }
   std::int64_t owned = 0;
   for (std::uint32_t p = 0; p < options_.partition_count; ++p) {
@@ -443,6 +477,20 @@ std::shared_ptr<const membership::ClusterView> Member::cluster_view() const {
   if (auto* service = impl_->membership_ptr.load()) return service->view();
   return impl_->standalone_view ? impl_->standalone_view
                                 : std::make_shared<const membership::ClusterView>();
+}
+
+void Member::BlockPeers(std::vector<std::string> addresses) {
+  impl_->blocklist->Set({addresses.begin(), addresses.end()});
+  if (!addresses.empty()) {
+    log_->warn("fault injection: traffic to [{}] is blocked", fmt::join(addresses, ", "));
+  } else {
+    log_->warn("fault injection: no traffic is blocked any more");
+  }
+}
+
+std::uint64_t Member::rejoins() const {
+  auto* service = impl_->membership_ptr.load();
+  return service ? service->rejoins() : 0;
 }
 
 std::uint64_t Member::pauses() const {
@@ -515,6 +563,7 @@ void Member::ShutdownLocked() {
   if (impl_->resp) impl_->resp->Stop();
   if (impl_->native) impl_->native->Stop();
   impl_->maps.Stop();
+  if (impl_->merger) impl_->merger->Stop();  // after the map service: a batch in flight fails
   if (impl_->router) impl_->router->Stop();  // after the map service: forwards finish first
   impl_->shards.Stop();
   impl_->events.Stop();

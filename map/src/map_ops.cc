@@ -180,6 +180,8 @@ base::Result<MapResult> Dispatch(RecordStore& store, const MapRequest& rq, OpCon
                   "a transaction runs through MapService, not on one store");
     case MapOp::kPutAll:
       return detail::OpPutAll(store, rq, ctx);
+    case MapOp::kMergeEntries:
+      return detail::OpMergeEntries(store, rq, ctx);
     case MapOp::kGetAll:
       return detail::OpGetAll(store, rq, ctx);
     case MapOp::kExecuteOnKeys:

@@ -5,6 +5,7 @@
 
 #include "op_support.h"
 #include "tessera/map/map_ops.h"
+#include "tessera/map/merge.h"
 
 namespace tessera::map {
 namespace detail {
@@ -18,6 +19,32 @@ base::Result<MapResult> OpPutAll(RecordStore& store, const MapRequest& rq, OpCon
     WriteLive(store, key, value, rq.options, ctx, r != nullptr, old);
     ++out.count;
   }
+  return out;
+}
+
+base::Result<MapResult> OpMergeEntries(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  MapResult out;
+  std::int64_t discarded = 0;
+  for (const auto& [key, bytes] : rq.entries) {
+    auto merging = DecodeMergeEntry(bytes);
+    if (!merging) return std::unexpected(merging.error());
+    const Record* r = FindLive(store, key, ctx);
+    const base::Millis existing_update_wall =
+        r == nullptr ? 0 : ctx.wall_ms - (ctx.now_ms - r->last_update_ms());
+    if (!MergeWins(ctx.config.merge_policy, *merging, r != nullptr, r == nullptr ? 0 : r->hits(),
+                   existing_update_wall)) {
+      ++discarded;
+      continue;
+    }
+    std::optional<std::string> old;
+    if (r != nullptr && ctx.events != nullptr && ctx.event_values) old = std::string(r->value());
+    WriteOptions options;
+    options.ttl_ms = merging->ttl_left_ms;
+    options.max_idle_ms = merging->max_idle_ms;
+    WriteLive(store, key, merging->value, options, ctx, r != nullptr, old);
+    ++out.count;
+  }
+  out.entries.emplace_back("discarded", std::to_string(discarded));
   return out;
 }
 

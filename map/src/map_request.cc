@@ -31,6 +31,11 @@ bool MapOpIsKeyed(MapOp op) {
           code <= static_cast<std::uint8_t>(MapOp::kStreamJoin));
 }
 
+bool MapOpHasKeys(MapOp op) {
+  return op == MapOp::kPutAll || op == MapOp::kGetAll || op == MapOp::kExecuteOnKeys ||
+         op == MapOp::kMergeEntries;
+}
+
 bool MapOpIsStream(MapOp op) {
   switch (op) {
     case MapOp::kStreamAppend:
@@ -110,6 +115,8 @@ std::string_view MapOpName(MapOp op) {
       return "executeOnEntries";
     case MapOp::kStats:
       return "stats";
+    case MapOp::kMergeEntries:
+      return "mergeEntries";
   }
   return "unknown";
 }

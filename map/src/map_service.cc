@@ -233,8 +233,7 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
 }
 
 void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
-  const bool has_keys = request.op == MapOp::kPutAll || request.op == MapOp::kGetAll ||
-                        request.op == MapOp::kExecuteOnKeys;
+  const bool has_keys = MapOpHasKeys(request.op);
   auto parts = std::make_shared<Parts>();
   if (has_keys) *parts = SplitByShard(request);
   auto shared_request = std::make_shared<const MapRequest>(std::move(request));
@@ -328,8 +327,10 @@ MapService::MapService(runtime::ShardSet& shards, partition::Partitioner partiti
                        std::shared_ptr<spdlog::logger> log, MapServiceOptions options)
     : shards_(shards),
       partitioner_(partitioner),
-      impl_(std::make_unique<Impl>(shards, partitioner, clock, processors, std::move(log),
-                                   options)) {}
+      impl_(
+          std::make_unique<Impl>(shards, partitioner, clock, processors, std::move(log), options)) {
+  if (options.default_config.min_cluster_size > 1) impl_->any_quorum.store(true);
+}
 
 MapService::~MapService() { Stop(); }
 
@@ -362,7 +363,52 @@ void MapService::Stop() {
   }
 }
 
+namespace {
+
+// Operations that change a map (a quorum is needed for them); merges are exempt (they are how
+// a split heals).
+bool MapOpWrites(MapOp op) {
+  switch (op) {
+    case MapOp::kGet:
+    case MapOp::kContainsKey:
+    case MapOp::kGetEntryView:
+    case MapOp::kGetAll:
+    case MapOp::kSize:
+    case MapOp::kQuery:
+    case MapOp::kStats:
+    case MapOp::kRingRead:
+    case MapOp::kStreamRead:
+    case MapOp::kStreamInfo:
+    case MapOp::kMergeEntries:
+      return false;
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
+base::Result<void> MapService::Impl::CheckQuorum(const MapRequest& request) const {
+  if (request.op == MapOp::kTransact) {
+    for (const auto& op : request.transaction) {
+      if (auto ok = CheckQuorum(op.request); !ok) return ok;
+    }
+    return {};
+  }
+  if (!MapOpWrites(request.op)) return {};
+  const std::size_t need = ConfigOf(request.map_name).min_cluster_size;
+  const std::size_t have = cluster_size.load(std::memory_order_relaxed);
+  if (need <= 1 || have >= need) return {};
+  return Fail(ErrorCode::kNoQuorum,
+              fmt::format("map '{}' needs {} cluster members for writes and this member's "
+                          "cluster has {} (members are down or cut off by a network "
+                          "partition); the {} was not applied: retry once the cluster is whole, "
+                          "or lower the map's min_cluster_size",
+                          request.map_name, need, have, MapOpName(request.op)));
+}
+
 void MapService::Configure(const std::string& map_name, MapConfig config) {
+  if (config.min_cluster_size > 1) impl_->any_quorum.store(true);
   std::lock_guard lock(impl_->config_mu);
   impl_->configs[map_name] = config;
   impl_->config_version.fetch_add(1, std::memory_order_acq_rel);

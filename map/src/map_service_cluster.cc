@@ -24,10 +24,12 @@
 // Resync: a backup that did not acknowledge an update (timeout, lost connection) is sent the
 // whole partition again, every second until it confirms or the table no longer lists it.
 #include <algorithm>
+#include <future>
 #include <iterator>
 
 #include "map_service_impl.h"
 #include "tessera/base/check.h"
+#include "tessera/map/stream_format.h"
 
 namespace tessera::map {
 namespace {
@@ -165,8 +167,7 @@ void MapService::Impl::ExecuteAcrossMembers(MapRequest request, Callback done, i
     }
     return it->second;
   };
-  const bool has_keys = request.op == MapOp::kPutAll || request.op == MapOp::kGetAll ||
-                        request.op == MapOp::kExecuteOnKeys;
+  const bool has_keys = MapOpHasKeys(request.op);
   bool unowned = false;
   if (has_keys) {
     for (const auto& entry : request.entries) {
@@ -664,6 +665,7 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     }
     self_address = next->self;
     impl_->routing = std::move(next);
+    impl_->cluster_size.store(members.size());
   }
   // Before the copies are posted: on each shard, work stopped by the hook is over before the
   // partition's copy leaves (posts to a shard run in order).
@@ -699,6 +701,99 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       }
     });
   }
+}
+
+std::vector<MergeBatch> MapService::LeaveCluster(std::size_t* unmerged) {
+  TESSERA_CHECK(!shards_.CurrentShard().has_value(), "LeaveCluster called on a shard thread");
+  constexpr std::size_t kBatchEntries = 1000;
+  constexpr std::size_t kBatchBytes = 1 << 20;
+  const std::uint32_t count = partitioner_.partition_count();
+  auto owned = std::make_shared<std::vector<bool>>(count, false);
+  std::vector<std::vector<std::uint32_t>> changed(shards_.size());
+  {
+    std::lock_guard lock(impl_->ownership_mu);
+    for (std::uint32_t p = 0; p < count; ++p) {
+      auto& f = impl_->flags[p];
+      (*owned)[p] = f.local.exchange(false);
+      if ((*owned)[p] || f.handoff_pending.load())
+        changed[shards_.ShardOfPartition(p)].push_back(p);
+      f.pending.store(false);
+      f.copy_arrived.store(false);
+      f.has_backups.store(false);
+      f.versioned.store(false);
+      f.version.store(0);
+      f.handoff_pending.store(false);
+      f.handoff_arrived.store(false);
+    }
+    impl_->routing = nullptr;  // requests wait for the next table (ExpectPartitionTable)
+    impl_->expects_table.store(true);
+  }
+  for (std::size_t shard = 0; shard < changed.size(); ++shard) {
+    impl_->NotifyOwnership(shard, std::move(changed[shard]));  // stops partition work first
+  }
+  struct ShardPart {
+    std::vector<MergeBatch> batches;
+    std::size_t unmerged = 0;
+  };
+  std::promise<std::vector<ShardPart>> promise;
+  auto future = promise.get_future();
+  shards_.MapReduce<ShardPart>(
+      [impl = impl_.get(), owned](std::size_t shard) {
+        ShardPart part;
+        const base::Millis now = impl->clock.NowMs();
+        const base::Millis wall = impl->clock.WallMs();
+        const std::size_t shard_count = impl->shards.size();
+        for (auto& [name, table] : impl->states[shard]->maps) {
+          const bool sequences = name == kStreamMap || name == kRingMap;
+          MergeBatch* batch = nullptr;
+          std::size_t bytes = 0;
+          for (std::size_t slot = 0; slot < table->stores.slot_count(); ++slot) {
+            RecordStore* store = table->stores.At(slot);
+            if (store == nullptr) continue;
+            const auto p =
+                static_cast<std::uint32_t>(table->stores.LocalAt(slot) * shard_count + shard);
+            if ((*owned)[p]) {
+              store->ForEach([&](const Record& r) {
+                if (r.ExpiredAt(now)) return;
+                if (sequences) {
+                  ++part.unmerged;
+                  return;
+                }
+                if (batch == nullptr || batch->entries.size() >= kBatchEntries ||
+                    bytes >= kBatchBytes) {
+                  part.batches.push_back({name, {}});
+                  batch = &part.batches.back();
+                  bytes = 0;
+                }
+                MergeEntry e;
+                e.value = std::string(r.value());
+                e.update_wall_ms = wall - (now - r.last_update_ms());
+                e.hits = r.hits();
+                e.ttl_left_ms =
+                    r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now);
+                e.max_idle_ms = r.max_idle_ms();
+                batch->entries.emplace_back(std::string(r.key()), EncodeMergeEntry(e));
+                bytes += r.key().size() + r.value().size() + 40;
+              });
+            }
+            store->Clear();
+          }
+        }
+        return part;
+      },
+      [&promise](std::vector<ShardPart> parts) { promise.set_value(std::move(parts)); });
+  std::vector<MergeBatch> batches;
+  std::size_t dropped = 0;
+  for (auto& part : future.get()) {
+    std::move(part.batches.begin(), part.batches.end(), std::back_inserter(batches));
+    dropped += part.unmerged;
+  }
+  {
+    std::lock_guard lock(impl_->stream_mu);
+    impl_->stream_state.clear();
+  }
+  if (unmerged != nullptr) *unmerged = dropped;
+  return batches;
 }
 
 void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,

@@ -171,9 +171,15 @@ struct MapService::Impl {
                   "the map service is shutting down; retry on another member");
     }
     if (auto ok = ValidateRequest(request, &processors); !ok) return ok;
-    if (request.op == MapOp::kTransact) return CheckTransaction(request);
+    if (request.op == MapOp::kTransact) {
+      if (auto ok = CheckTransaction(request); !ok) return ok;
+    }
+    if (any_quorum.load(std::memory_order_relaxed)) return CheckQuorum(request);
     return {};
   }
+  // Errors: kNoQuorum when `request` writes to a map whose min_cluster_size this member's
+  // cluster does not reach (map_service.cc).
+  base::Result<void> CheckQuorum(const MapRequest& request) const;
   // A transaction's size and partition (map_service_tx.cc). Errors: kBadRequest.
   base::Result<void> CheckTransaction(const MapRequest& request) const;
   // Runs a transaction on its partition's shard (map_service_tx.cc); as RunOnPartition.
@@ -238,6 +244,10 @@ struct MapService::Impl {
   };
   // Set by ExpectPartitionTable: a cluster member, which serves nothing before its first table.
   std::atomic<bool> expects_table{false};
+  // Members in this member's cluster (1 until the first table), for the quorum check; set when
+  // any map's config asks for a quorum.
+  std::atomic<std::size_t> cluster_size{1};
+  std::atomic<bool> any_quorum{false};
   std::atomic<std::uint64_t> forwarded{0};  // keyed requests sent on to their owner
   // Ring appends served here as owner (MapService::RingStats).
   void CountRingAppend(const MapRequest& request, const MapResult& result);

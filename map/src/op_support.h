@@ -61,6 +61,8 @@ base::Result<const EntryProcessor*> LookupProcessor(const EntryProcessorRegistry
 
 // Per-partition parts of the multi-partition operations (map_ops_multi.cc).
 base::Result<MapResult> OpPutAll(RecordStore& store, const MapRequest& request, OpContext& ctx);
+base::Result<MapResult> OpMergeEntries(RecordStore& store, const MapRequest& request,
+                                       OpContext& ctx);
 base::Result<MapResult> OpGetAll(RecordStore& store, const MapRequest& request, OpContext& ctx);
 base::Result<MapResult> OpExecuteOnKeys(RecordStore& store, const MapRequest& request,
                                         OpContext& ctx);

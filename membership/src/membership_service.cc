@@ -37,6 +37,7 @@ class TcpTransport final : public Transport {
         std::max<base::Millis>(200, options.membership.heartbeat_interval_ms));
     pool_ = net::PeerPool::Create(io, std::move(hello), connect_timeout, options.max_frame_bytes,
                                   std::move(log));
+    pool_->set_blocklist(options.blocklist);
   }
 
   void Send(const std::string& address, const ClusterMessage& message) override {
@@ -89,6 +90,10 @@ MembershipService::~MembershipService() { Stop(); }
 
 void MembershipService::set_view_listener(std::function<void(const ClusterView&)> listener) {
   on_view_ = std::move(listener);
+}
+
+void MembershipService::set_rejoin_listener(std::function<void(const std::string&)> listener) {
+  loop_->membership.set_rejoin_listener(std::move(listener));
 }
 
 void MembershipService::Start() {
@@ -166,6 +171,7 @@ void MembershipService::Publish() {
     master_.store(loop_->membership.is_master());
     last_pause_ms_.store(loop_->membership.last_pause_ms());
     pauses_.store(loop_->membership.pauses());
+    rejoins_.store(loop_->membership.rejoins());
   }
   changed_.notify_all();
 }

@@ -176,6 +176,11 @@ std::vector<Setting> Settings() {
        MillisSetter("failure-timeout-ms", &MemberOptions::failure_timeout_ms)},
       {"join-timeout-ms", "start a new cluster if no seed answers by then (default 5000)",
        MillisSetter("join-timeout-ms", &MemberOptions::join_timeout_ms)},
+      {"merge-interval-ms",
+       "split brain: how often the master looks for another cluster of the same name at the "
+       "join addresses and at members it lost, and merges the smaller into the larger "
+       "(default 2000)",
+       MillisSetter("merge-interval-ms", &MemberOptions::merge_interval_ms)},
       {"max-transaction-ops", "most operations in one partition transaction (default 1000)",
        [](NodeConfig& c, const std::string& text) -> Result<void> {
          auto v = ParseUnsigned("max-transaction-ops", text, 1'000'000);
@@ -246,7 +251,8 @@ Result<void> ApplyMapConfig(const std::string& name, const YAML::Node& node, Nod
   if (!node.IsMap()) {
     return Fail(ErrorCode::kBadRequest, "'maps." + name +
                                             "' must be a mapping of default_ttl_ms, "
-                                            "max_idle_ms, max_entries, async_backups");
+                                            "max_idle_ms, max_entries, async_backups, "
+                                            "merge_policy, min_cluster_size");
   }
   map::MapConfig map_config;
   for (const auto& item : node) {
@@ -260,6 +266,15 @@ Result<void> ApplyMapConfig(const std::string& name, const YAML::Node& node, Nod
       map_config.async_backups = text == "true";
       continue;
     }
+    if (key == "merge_policy") {
+      auto policy = map::ParseMergePolicy(item.second.as<std::string>());
+      if (!policy) {
+        return Fail(ErrorCode::kBadRequest,
+                    "'maps." + name + ".merge_policy': " + policy.error().message());
+      }
+      map_config.merge_policy = *policy;
+      continue;
+    }
     auto v = MapNumber(name, item.second, key);
     if (!v) return std::unexpected(v.error());
     if (key == "default_ttl_ms") {
@@ -268,10 +283,12 @@ Result<void> ApplyMapConfig(const std::string& name, const YAML::Node& node, Nod
       map_config.default_max_idle_ms = *v;
     } else if (key == "max_entries") {
       map_config.max_entries = *v;
+    } else if (key == "min_cluster_size") {
+      map_config.min_cluster_size = static_cast<std::uint32_t>(std::min<base::Millis>(*v, 1000));
     } else {
       return Fail(ErrorCode::kBadRequest, "unknown key 'maps." + name + "." + key +
                                               "': use default_ttl_ms, max_idle_ms, max_entries, "
-                                              "async_backups");
+                                              "async_backups, merge_policy, min_cluster_size");
     }
   }
   config.member.maps[name] = map_config;
@@ -428,6 +445,7 @@ std::string HelpText() {
          "  maps:\n"
          "    orders: {default_ttl_ms: 60000, max_idle_ms: 0, max_entries: 100000}\n"
          "    events: {async_backups: true}   # writes do not wait for backups\n"
+         "    carts: {merge_policy: latest_update, min_cluster_size: 2}  # split brain\n"
          "  topics:\n"
          "    ledger: {global_ordering: true}  # every listener sees one order\n"
          "\nExit codes: 0 clean shutdown, 1 start failed (e.g. port in use), 2 bad flags or "

@@ -36,6 +36,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "NotFound";
     case ErrorCode::kConflict:
       return "Conflict";
+    case ErrorCode::kNoQuorum:
+      return "NoQuorum";
   }
   return "Unknown";
 }

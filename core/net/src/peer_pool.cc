@@ -44,6 +44,15 @@ void PeerPool::CloseAll() {
 }
 
 void PeerPool::CallOnIo(const std::string& address, Waiting call) {
+  if (blocklist_ && blocklist_->Contains(address)) {
+    if (auto it = peers_.find(address); it != peers_.end() && it->second.connection) {
+      it->second.connection->Close();
+      it->second.connection.reset();
+    }
+    call.done(base::Fail(ErrorCode::kConnectionFailed,
+                         "traffic to " + address + " is blocked (fault injection)"));
+    return;
+  }
   Peer& peer = peers_[address];
   if (peer.connection && peer.connection->is_open()) {
     peer.connection->Call(std::move(call.request), call.timeout, std::move(call.done));

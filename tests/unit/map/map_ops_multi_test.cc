@@ -3,6 +3,7 @@
 
 #include "map_test_util.h"
 #include "tessera/map/map_ops.h"
+#include "tessera/map/merge.h"
 
 using namespace tessera::map;  // NOLINT
 using tessera::map::testing::Rq;
@@ -193,4 +194,90 @@ TEST_CASE("MergeResult adds counts, concatenates entries and sums stats", "[map]
   CHECK(a.entries.size() == 2);
   CHECK(a.stats.entries == 7);
   CHECK(a.stats.hits == 3);
+}
+
+namespace {
+std::string Merging(const std::string& value, std::int64_t update_wall_ms, std::int64_t hits,
+                    std::int64_t ttl_left_ms = 0) {
+  MergeEntry e;
+  e.value = value;
+  e.update_wall_ms = update_wall_ms;
+  e.hits = hits;
+  e.ttl_left_ms = ttl_left_ms;
+  return EncodeMergeEntry(e);
+}
+
+// Merges {absent: "m", present: "m"} into a store holding present = "here" (written at wall
+// time `here_wall`, read `here_hits` times); returns what the store holds after.
+std::pair<std::string, std::string> MergeWith(MergePolicy policy, std::int64_t merging_wall,
+                                              std::int64_t merging_hits,
+                                              std::int64_t* discarded = nullptr) {
+  StoreFixture f;
+  f.config.merge_policy = policy;
+  f.Put("present", "here");  // wall time of the write: the fixture clock's
+  for (int i = 0; i < 3; ++i) f.Get("present");
+  auto merge = Rq(MapOp::kMergeEntries);
+  merge.entries = {{"absent", Merging("m", merging_wall, merging_hits)},
+                   {"present", Merging("m", merging_wall, merging_hits)}};
+  auto result = f.Run(merge);
+  REQUIRE(result.entries.size() == 1);
+  CHECK(result.entries[0].first == "discarded");
+  if (discarded) *discarded = std::stoll(result.entries[0].second);
+  CHECK(result.count + std::stoll(result.entries[0].second) == 2);
+  return {*f.Get("absent"), *f.Get("present")};
+}
+}  // namespace
+
+TEST_CASE(
+    "mergeEntries applies each merge policy: absent keys always merge, present ones by "
+    "the policy",
+    "[map][ops][multi][merge]") {
+  const std::int64_t here_wall = StoreFixture{}.clock.WallMs();
+  std::int64_t discarded = -1;
+  CHECK(MergeWith(MergePolicy::kPutIfAbsent, here_wall + 1000, 100, &discarded) ==
+        std::pair<std::string, std::string>{"m", "here"});
+  CHECK(discarded == 1);
+  CHECK(MergeWith(MergePolicy::kPassThrough, here_wall - 1000, 0, &discarded) ==
+        std::pair<std::string, std::string>{"m", "m"});
+  CHECK(discarded == 0);
+  // Latest update: the later write wins, either way.
+  CHECK(MergeWith(MergePolicy::kLatestUpdate, here_wall + 1, 0).second == "m");
+  CHECK(MergeWith(MergePolicy::kLatestUpdate, here_wall - 1, 0).second == "here");
+  // Higher hits: "here" was read 3 times.
+  CHECK(MergeWith(MergePolicy::kHigherHits, here_wall, 4).second == "m");
+  CHECK(MergeWith(MergePolicy::kHigherHits, here_wall, 3).second == "here");
+}
+
+TEST_CASE("mergeEntries keeps the TTL left, and refuses bytes that are not merge entries",
+          "[map][ops][multi][merge]") {
+  StoreFixture f;
+  auto merge = Rq(MapOp::kMergeEntries);
+  merge.entries = {{"k", Merging("v", 0, 0, 50)}};
+  CHECK(f.Run(merge).count == 1);
+  f.clock.Advance(49);
+  CHECK(f.Get("k") == "v");
+  f.clock.Advance(1);
+  CHECK(!f.Get("k"));
+
+  merge.entries = {{"k", "plain value"}};
+  auto bad = f.Try(merge);
+  REQUIRE(!bad);
+  CHECK(bad.error().code() == tessera::base::ErrorCode::kBadRequest);
+  CHECK(bad.error().message().find("not a merge entry") != std::string::npos);
+  CHECK(!f.Get("k"));
+}
+
+TEST_CASE("Merge policies parse from their names; other names are refused with the list",
+          "[map][merge]") {
+  for (auto policy : {MergePolicy::kPutIfAbsent, MergePolicy::kPassThrough,
+                      MergePolicy::kHigherHits, MergePolicy::kLatestUpdate}) {
+    CHECK(ParseMergePolicy(MergePolicyName(policy)) == policy);
+  }
+  auto bad = ParseMergePolicy("newest");
+  REQUIRE(!bad);
+  CHECK(bad.error().message() ==
+        "unknown merge policy 'newest'; use put_if_absent, pass_through, higher_hits or "
+        "latest_update");
+  MergeEntry e{std::string("value\0with nul", 14), 1234567890123, 7, 5000, 60};
+  CHECK(DecodeMergeEntry(EncodeMergeEntry(e)) == e);
 }

@@ -58,6 +58,10 @@ struct MemberOptions {
   std::int64_t heartbeat_interval_ms = 1000;
   std::int64_t failure_timeout_ms = 5000;  // silence after which a member is removed
   std::int64_t join_timeout_ms = 5000;     // no cluster found through `join` by then: start one
+  // Split brain: how often the master looks for another cluster of the same name at the join
+  // addresses and at members it lost (0 = never); the smaller cluster then merges into the
+  // larger, each map by its MapConfig::merge_policy. See docs/architecture.md.
+  std::int64_t merge_interval_ms = 2000;
 };
 
 class Member final : public Instance {
@@ -109,6 +113,14 @@ class Member final : public Instance {
   // holder of a lease (putIfAbsent with TTL) reads it before and after acting: a change means
   // the lease may have expired meanwhile and must be checked again before relying on it.
   std::uint64_t pauses() const;
+  // Times this member left its cluster to join another with its data (merged after a split
+  // brain, or removed while alive and rejoined); 0 when not clustered.
+  std::uint64_t rejoins() const;
+  // Fault injection for tests and chaos runs: this member stops sending anything to the
+  // members at `addresses` ("host:port"; its connections to them close, its calls to them fail
+  // as if the network were cut); an empty list lifts the block. A network partition between two
+  // groups takes a block on every member of each, naming the other group.
+  void BlockPeers(std::vector<std::string> addresses);
   // The member's metrics in the Prometheus text format: per topic published/delivered/
   // dropped/listener-error counters and listener gauges, forwarded requests, pending
   // migrations, pauses. Also served to clients (Client::FetchMetricsText, grid-cli metrics).

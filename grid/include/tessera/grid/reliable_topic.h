@@ -36,6 +36,7 @@
 #include "tessera/base/error.h"
 #include "tessera/grid/invoker.h"
 #include "tessera/grid/topic.h"
+#include "tessera/map/map_request.h"
 
 namespace spdlog {
 class logger;
@@ -43,7 +44,7 @@ class logger;
 
 namespace tessera::grid {
 
-inline constexpr const char* kReliableTopicMap = "__reliable_topics";
+inline constexpr const char* kReliableTopicMap = map::kRingMap;
 
 struct ReliableTopicConfig {
   enum class Overload { kBlock, kDiscardOldest, kDiscardNewest, kError };

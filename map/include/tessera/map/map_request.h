@@ -76,6 +76,9 @@ enum class MapOp : std::uint8_t {
   kQuery = 25,             // predicate + projection; entries (keys only: values empty)
   kExecuteOnEntries = 26,  // predicate; processor_results
   kStats = 27,             // stats
+  kMergeEntries = 28,      // entries in: (key, EncodeMergeEntry) from a member that leaves its
+                           // cluster (merge.h), applied by the map's merge policy; count =
+                           // entries applied, entries out = [("discarded", N)] per partition
   // Event streams, continued (keyed, like 1..19).
   kStreamLease = 30,  // argument {group, consumer, ttl_ms, release}: take or renew (release:
                       // give back) group's lease on the sub-stream; flag = held by consumer,
@@ -91,6 +94,9 @@ enum class MapOp : std::uint8_t {
                       // the live consumers [(consumer, expiry_ms)] sorted by name
 };
 
+// The internal map reliable topics keep their rings in (grid::ReliableTopic).
+inline constexpr const char* kRingMap = "__reliable_topics";
+
 // What kRingAppend does when the ring holds `capacity` unexpired messages.
 enum class RingOverflow : std::uint8_t {
   kError = 0,          // fail with kOverloaded (messages already stored by the call stay)
@@ -100,6 +106,9 @@ enum class RingOverflow : std::uint8_t {
 
 // True for operations that address one key (and so one partition).
 bool MapOpIsKeyed(MapOp op);
+// True for the multi-partition operations whose keys (or entries) say which partitions they
+// touch: putAll, getAll, executeOnKeys, mergeEntries.
+bool MapOpHasKeys(MapOp op);
 // True for the event stream operations (kStreamAppend .. kStreamJoin).
 bool MapOpIsStream(MapOp op);
 // "put", "putIfAbsent", ... for logs and errors.

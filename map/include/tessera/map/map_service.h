@@ -17,6 +17,7 @@
 #include "tessera/base/clock.h"
 #include "tessera/base/error.h"
 #include "tessera/map/map_request.h"
+#include "tessera/map/merge.h"
 #include "tessera/map/replica.h"
 #include "tessera/partition/partitioner.h"
 #include "tessera/runtime/shard_set.h"
@@ -43,6 +44,12 @@ struct MapConfig {
   // but a write acknowledged just before its owner dies can be lost. Either way a backup
   // that missed an update is re-copied.
   bool async_backups = false;
+  // After a split brain, how the merging side's entries are applied here (merge.h).
+  MergePolicy merge_policy = MergePolicy::kPutIfAbsent;
+  // Quorum: writes need at least this many members in this member's cluster (0 or 1 = none).
+  // The minority side of a network partition then fails writes with kNoQuorum instead of
+  // accepting writes that the merge would discard. Reads are always served.
+  std::uint32_t min_cluster_size = 0;
 };
 
 struct MapServiceOptions {
@@ -230,6 +237,15 @@ class MapService {
   // nothing. REQUIRES: on the partition's shard; fn does not modify the map.
   void ScanPartition(const std::string& map_name, std::uint32_t partition,
                      const std::function<void(std::string_view key, std::string_view value)>& fn);
+  // Split brain: this member leaves its cluster to join another (membership's rejoin
+  // listener). Every partition stops being served here (the ownership hook runs; requests
+  // wait for the next SetPartitionTable, as before the first one), the live entries of the
+  // partitions it owned are taken out as kMergeEntries batches (merge.h), and every store is
+  // emptied, so the next table's migrations copy the new cluster's data in and nothing of the
+  // old table is copied out. Event streams and reliable topics are not in the batches (their
+  // entries are sequences, not values): `unmerged` counts their entries, dropped. Blocks until
+  // every shard is done. REQUIRES: not on a shard thread.
+  std::vector<MergeBatch> LeaveCluster(std::size_t* unmerged = nullptr);
   // Replicas on this member (owned or backup) whose migration copy has not arrived yet.
   std::size_t AwaitingPartitionCount() const;
   // Keyed requests this member sent on to another member (their partition's owner) since

@@ -19,6 +19,7 @@
 #include "tessera/base/clock.h"
 #include "tessera/membership/cluster_view.h"
 #include "tessera/membership/membership.h"
+#include "tessera/net/peer_pool.h"
 
 namespace spdlog {
 class logger;
@@ -34,6 +35,8 @@ struct MembershipServiceOptions {
   MembershipOptions membership;
   std::string secret;  // presented in the Hello to other members
   std::size_t max_frame_bytes = 16 * 1024 * 1024;
+  // Fault injection: members this one must not reach (null: none).
+  std::shared_ptr<const net::PeerBlocklist> blocklist;
 };
 
 class MembershipService {
@@ -47,6 +50,10 @@ class MembershipService {
 
   // Called on the service's thread after every accepted view change. REQUIRES: before Start().
   void set_view_listener(std::function<void(const ClusterView&)> listener);
+  // Called on the service's thread when this member leaves its cluster to join another
+  // (Membership::set_rejoin_listener), before the views of the new cluster. It may block
+  // briefly (the member takes its data out meanwhile). REQUIRES: before Start().
+  void set_rejoin_listener(std::function<void(const std::string& why)> listener);
 
   // Starts the thread and begins joining. REQUIRES: called once.
   void Start();
@@ -67,6 +74,8 @@ class MembershipService {
   // of the last one: code holding leases compares the count before and after acting.
   std::uint64_t pauses() const { return pauses_.load(); }
   base::Millis last_pause_ms() const { return last_pause_ms_.load(); }
+  // Membership::rejoins(): merges into another cluster and rejoins after removal.
+  std::uint64_t rejoins() const { return rejoins_.load(); }
 
  private:
   struct Loop;     // the event loop, transport and state machine; private to the .cc
@@ -84,6 +93,7 @@ class MembershipService {
   std::atomic<bool> master_{false};
   std::atomic<std::uint64_t> pauses_{0};
   std::atomic<base::Millis> last_pause_ms_{0};
+  std::atomic<std::uint64_t> rejoins_{0};
   std::thread thread_;
   bool stopped_loop_ = false;  // loop thread only
   bool started_ = false;

@@ -30,6 +30,7 @@ enum class ErrorCode : std::uint16_t {
   kShuttingDown = 14,      // the member or client is shutting down
   kNotFound = 15,          // a named thing (listener id, processor, map) does not exist
   kConflict = 16,          // a lease or fence the caller relied on is held by someone else
+  kNoQuorum = 17,          // the map needs more cluster members for writes than can be seen
 };
 
 // Returns the code's name, e.g. "Timeout". Unknown numeric values give "Unknown".

@@ -10,16 +10,46 @@
 #include <utility>  // before Asio's awaitable header (Boost 1.74)
 
 #include <spdlog/logger.h>
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "tessera/net/client_connection.h"
 
 namespace tessera::net {
+
+// Fault injection for tests and chaos runs: the addresses a member must not reach, as if the
+// network between them were cut. Every PeerPool of the member that holds it fails calls to
+// them at once (kConnectionFailed) and closes its connections to them. Cutting both directions
+// takes a block on each side. Thread-safe.
+class PeerBlocklist {
+ public:
+  void Set(std::set<std::string> addresses) {
+    std::lock_guard lock(mu_);
+    blocked_ = std::move(addresses);
+    any_.store(!blocked_.empty(), std::memory_order_release);
+  }
+  std::set<std::string> Get() const {
+    std::lock_guard lock(mu_);
+    return blocked_;
+  }
+  bool Contains(const std::string& address) const {
+    if (!any_.load(std::memory_order_acquire)) return false;
+    std::lock_guard lock(mu_);
+    return blocked_.count(address) != 0;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<std::string> blocked_;  // guarded by mu_
+  std::atomic<bool> any_{false};
+};
 
 class PeerPool : public std::enable_shared_from_this<PeerPool> {
  public:
@@ -42,6 +72,11 @@ class PeerPool : public std::enable_shared_from_this<PeerPool> {
             ClientConnection::CallCallback done);
   // Closes every connection; later calls open new ones.
   void CloseAll();
+  // Calls to the addresses `blocklist` holds fail (see PeerBlocklist). REQUIRES: before the
+  // first Call.
+  void set_blocklist(std::shared_ptr<const PeerBlocklist> blocklist) {
+    blocklist_ = std::move(blocklist);
+  }
 
   class Passkey {
     friend class PeerPool;
@@ -72,6 +107,7 @@ class PeerPool : public std::enable_shared_from_this<PeerPool> {
   const ClientOptions options_;
   std::shared_ptr<spdlog::logger> log_;
   std::map<std::string, Peer> peers_;  // io thread only
+  std::shared_ptr<const PeerBlocklist> blocklist_;
 };
 
 }  // namespace tessera::net

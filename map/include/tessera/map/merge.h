@@ -1,0 +1,63 @@
+#pragma once
+// Split-brain merge of map entries. When a member leaves its cluster to join another (the
+// smaller side of a healed network partition, or a member removed while it was paused), it
+// takes the live entries of the partitions it owned out of its stores (MapService::LeaveCluster)
+// and, once it has joined, sends them to their new owners as MapOp::kMergeEntries. The owner
+// applies each entry by the map's MergePolicy (MapConfig::merge_policy, the surviving
+// cluster's configuration).
+//
+// Deletions are not merged: an entry the surviving side removed during the split comes back if
+// the merging side still had it and the policy takes absent keys (every policy does), as in
+// Hazelcast. A merged entry counts as written at the merge (its version and update time are
+// the owner's).
+//
+// Value types and pure functions; thread-compatible.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tessera/base/clock.h"
+#include "tessera/base/error.h"
+
+namespace tessera::map {
+
+enum class MergePolicy : std::uint8_t {
+  kPutIfAbsent = 0,   // the merging entry only where the key is absent (default)
+  kPassThrough = 1,   // the merging entry always wins
+  kHigherHits = 2,    // the entry read more often wins; absent: the merging entry
+  kLatestUpdate = 3,  // the entry written last (wall clock) wins; absent: the merging entry
+};
+// "put_if_absent", "pass_through", "higher_hits", "latest_update".
+std::string_view MergePolicyName(MergePolicy policy);
+// Errors: kBadRequest naming the text and the four names.
+base::Result<MergePolicy> ParseMergePolicy(std::string_view text);
+
+// One entry of the merging side.
+struct MergeEntry {
+  std::string value;
+  base::Millis update_wall_ms = 0;  // wall-clock time of its last write (ms since 1970)
+  std::int64_t hits = 0;            // reads since its creation
+  base::Millis ttl_left_ms = 0;     // 0 = no TTL deadline
+  base::Millis max_idle_ms = 0;     // 0 = none
+  friend bool operator==(const MergeEntry&, const MergeEntry&) = default;
+};
+// The value of one (key, value) pair of kMergeEntries' entries.
+std::string EncodeMergeEntry(const MergeEntry& entry);
+// Errors: kBadRequest for bytes EncodeMergeEntry did not produce.
+base::Result<MergeEntry> DecodeMergeEntry(std::string_view bytes);
+
+// Whether `policy` lets the merging entry replace what the owner has: `existing` false when
+// the key is absent there; otherwise its hits and the wall-clock time of its last write.
+bool MergeWins(MergePolicy policy, const MergeEntry& merging, bool existing,
+               std::int64_t existing_hits, base::Millis existing_update_wall_ms);
+
+// A map's entries taken out of a member that leaves its cluster, in kMergeEntries batches.
+struct MergeBatch {
+  std::string map_name;
+  std::vector<std::pair<std::string, std::string>> entries;  // key, EncodeMergeEntry
+};
+
+}  // namespace tessera::map

@@ -1,0 +1,139 @@
+// Split brain with real members on loopback: a network partition made with Member::BlockPeers
+// (every member of each side stops sending to the other side), writes on both sides, then the
+// heal; the smaller side merges into the larger and every map ends as its merge policy says.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster_test_util.h"
+#include "tessera/grid/map.h"
+#include "tessera/grid/member.h"
+
+using tessera::base::ErrorCode;
+using tessera::grid::Member;
+using tessera::grid::MemberOptions;
+using tessera::map::MapConfig;
+using tessera::map::MergePolicy;
+using namespace tessera::grid::testing;
+
+namespace {
+
+MemberOptions SplitMember(std::vector<std::string> join = {}) {
+  MemberOptions o = ClusterMember(std::move(join));
+  o.partition_count = 31;
+  o.maps["pia"] = MapConfig{};  // put_if_absent, the default
+  MapConfig pt;
+  pt.merge_policy = MergePolicy::kPassThrough;
+  o.maps["pt"] = pt;
+  MapConfig lu;
+  lu.merge_policy = MergePolicy::kLatestUpdate;
+  o.maps["lu"] = lu;
+  MapConfig hh;
+  hh.merge_policy = MergePolicy::kHigherHits;
+  o.maps["hh"] = hh;
+  MapConfig quorum;
+  quorum.min_cluster_size = 2;
+  o.maps["quorum"] = quorum;
+  return o;
+}
+
+std::string Value(Member& m, const std::string& map, const std::string& key) {
+  auto got = m.GetMap(map)->Get(key);
+  REQUIRE(got.has_value());
+  return got->value_or("<absent>");
+}
+
+void Set(Member& m, const std::string& map, const std::string& key, const std::string& value) {
+  auto ok = m.GetMap(map)->Set(key, value);
+  INFO(map << " " << key << " on " << AddressOf(m));
+  REQUIRE(ok.has_value());
+}
+
+}  // namespace
+
+TEST_CASE(
+    "A 2|1 network partition heals into one cluster; each map holds what its merge "
+    "policy says, and with a quorum the minority refused writes",
+    "[grid][split]") {
+  Member a(SplitMember());
+  REQUIRE(a.Start());
+  Member b(SplitMember({AddressOf(a)}));
+  REQUIRE(b.Start());
+  Member c(SplitMember({AddressOf(a)}));
+  REQUIRE(c.Start());
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b, &c}, 3); }));
+  for (int i = 0; i < 20; ++i) Set(a, "pia", "before" + std::to_string(i), "v0");
+
+  // The partition: {a, b} | {c}.
+  a.BlockPeers({AddressOf(c)});
+  b.BlockPeers({AddressOf(c)});
+  c.BlockPeers({AddressOf(a), AddressOf(b)});
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b}, 2) && AllList({&c}, 1); }));
+  // Each side serves every partition (the minority from what it held; settle its promotions).
+  REQUIRE(WaitUntil([&] { return c.map_service().AwaitingPartitionCount() == 0; }));
+
+  // Both sides write; the majority first, then the minority, then the majority again.
+  Set(a, "pia", "both", "majority");
+  Set(a, "pt", "both", "majority");
+  Set(a, "lu", "first-majority", "majority");
+  Set(a, "hh", "read-on-majority", "majority");
+  Set(a, "hh", "read-on-minority", "majority");
+  REQUIRE(a.GetMap("quorum")->Set("q", "majority").has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Set(c, "pia", "both", "minority");
+  Set(c, "pia", "minority-only", "minority");
+  Set(c, "pt", "both", "minority");
+  Set(c, "lu", "first-majority", "minority");  // later: wins
+  Set(c, "lu", "last-majority", "minority");
+  Set(c, "hh", "read-on-majority", "minority");
+  Set(c, "hh", "read-on-minority", "minority");
+  auto refused = c.GetMap("quorum")->Set("q", "minority");
+  REQUIRE(!refused.has_value());
+  CHECK(refused.error().code() == ErrorCode::kNoQuorum);
+  CHECK(refused.error().message().find("map 'quorum' needs 2 cluster members for writes and "
+                                       "this member's cluster has 1") != std::string::npos);
+  CHECK(Value(c, "quorum", "q") != "minority");  // reads are served
+  for (int i = 0; i < 5; ++i) Value(c, "hh", "read-on-minority");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Set(a, "lu", "last-majority", "majority");  // later: wins
+  for (int i = 0; i < 5; ++i) Value(a, "hh", "read-on-majority");
+
+  // Heal: within a merge interval (2 s) c finds {a, b}, and merges into it.
+  const auto healed = std::chrono::steady_clock::now();
+  a.BlockPeers({});
+  b.BlockPeers({});
+  c.BlockPeers({});
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b, &c}, 3); }, std::chrono::seconds(10)));
+  const auto one_cluster_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::steady_clock::now() - healed)
+                                  .count();
+  WARN("heal to one cluster: " << one_cluster_ms << " ms");
+  CHECK(c.rejoins() == 1);
+  CHECK(a.rejoins() == 0);
+  CHECK(b.rejoins() == 0);
+  REQUIRE(WaitUntil([&] {
+    return c.MetricsText().find("tessera_merge_entries_pending 0") != std::string::npos &&
+           c.MetricsText().find("tessera_merge_entries_applied_total 0") == std::string::npos;
+  }));
+
+  for (Member* m : {&a, &b, &c}) {
+    INFO("read through " << AddressOf(*m));
+    CHECK(Value(*m, "pia", "both") == "majority");
+    CHECK(Value(*m, "pia", "minority-only") == "minority");
+    CHECK(Value(*m, "pt", "both") == "minority");
+    CHECK(Value(*m, "lu", "first-majority") == "minority");
+    CHECK(Value(*m, "lu", "last-majority") == "majority");
+    CHECK(Value(*m, "hh", "read-on-majority") == "majority");
+    CHECK(Value(*m, "hh", "read-on-minority") == "minority");
+    CHECK(Value(*m, "quorum", "q") == "majority");
+    for (int i = 0; i < 20; ++i) CHECK(Value(*m, "pia", "before" + std::to_string(i)) == "v0");
+  }
+  const std::string metrics = c.MetricsText();
+  CHECK(metrics.find("tessera_member_merges_total 1") != std::string::npos);
+  CHECK(metrics.find("tessera_merge_entries_discarded_total 0") == std::string::npos);
+  // Writes need the quorum again and have it.
+  CHECK(c.GetMap("quorum")->Set("q", "after").has_value());
+}
