@@ -213,6 +213,14 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
   };
   if (parts != nullptr) {
     for (const auto& [p, part] : *parts) {
+      if (!IsLocal(p)) {
+        // The table moved (or the partition's copy has not arrived) since the keys were split
+        // by owner: writing now would go to a store the copy is about to replace.
+        return Fail(ErrorCode::kNotOwner,
+                    fmt::format("partition {} is not served by this member now; the {} is "
+                                "retried with the current partition table",
+                                p, MapOpName(request.op)));
+      }
       auto ok = run(p, part);
       if (!ok) return std::unexpected(ok.error());
     }

@@ -6,8 +6,12 @@
 
 #include <sys/types.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +90,22 @@ std::unique_ptr<grid::Client> ConnectOrFail(const NodeProcess& node);
 // Waits (up to 20 s) until `node`'s view lists `count` members and returns that view; FAILs
 // the test otherwise.
 membership::ClusterView WaitForMembers(const NodeProcess& node, std::size_t count);
+
+// A temporary file removed at the end of the test.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content) {
+    auto unique = std::chrono::steady_clock::now().time_since_epoch().count();
+    path_ = std::filesystem::temp_directory_path() /
+            ("grid-node-test-" + std::to_string(getpid()) + "-" + std::to_string(unique) + ".yaml");
+    std::ofstream(path_) << content;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // A loopback port with nothing listening on it (bound, read back and closed).
 std::uint16_t UnusedPort();

@@ -19,22 +19,6 @@
 namespace tessera::integration {
 namespace {
 
-// A temporary file removed at the end of the test.
-class TempFile {
- public:
-  explicit TempFile(const std::string& content) {
-    auto unique = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = std::filesystem::temp_directory_path() /
-            ("grid-node-test-" + std::to_string(getpid()) + "-" + std::to_string(unique) + ".yaml");
-    std::ofstream(path_) << content;
-  }
-  ~TempFile() { std::filesystem::remove(path_); }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
 void RequireOneLineError(const ProcessResult& r, int exit_code, const std::string& mentions) {
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK_FALSE(r.timed_out);
