@@ -137,3 +137,48 @@ TEST_CASE(
   // Writes need the quorum again and have it.
   CHECK(c.GetMap("quorum")->Set("q", "after").has_value());
 }
+
+// Figures for docs/benchmarks.md, not a check (hidden; run with "[.split-figures]"): time from
+// the heal to one cluster, and how fast the merging side's entries are applied.
+TEST_CASE("Split-brain figures: heal to one cluster, entries merged per second",
+          "[.split-figures]") {
+  constexpr int kEntries = 50'000;
+  Member a(SplitMember());
+  REQUIRE(a.Start());
+  Member b(SplitMember({AddressOf(a)}));
+  REQUIRE(b.Start());
+  Member c(SplitMember({AddressOf(a)}));
+  REQUIRE(c.Start());
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b, &c}, 3); }));
+  a.BlockPeers({AddressOf(c)});
+  b.BlockPeers({AddressOf(c)});
+  c.BlockPeers({AddressOf(a), AddressOf(b)});
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b}, 2) && AllList({&c}, 1); }));
+  REQUIRE(WaitUntil([&] { return c.map_service().AwaitingPartitionCount() == 0; }));
+  auto pia = c.GetMap("pia");
+  tessera::grid::Entries batch;
+  for (int i = 0; i < kEntries; ++i) {
+    batch.emplace_back("key-" + std::to_string(i), std::string(100, 'v'));
+    if (batch.size() == 1000) {
+      REQUIRE(pia->PutAll(batch));
+      batch.clear();
+    }
+  }
+  const auto healed = std::chrono::steady_clock::now();
+  a.BlockPeers({});
+  b.BlockPeers({});
+  c.BlockPeers({});
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b, &c}, 3); }, std::chrono::seconds(10)));
+  const auto joined = std::chrono::steady_clock::now();
+  REQUIRE(WaitUntil(
+      [&] { return c.MetricsText().find("tessera_merge_entries_pending 0") != std::string::npos; },
+      std::chrono::seconds(60)));
+  const auto merged = std::chrono::steady_clock::now();
+  auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  REQUIRE(a.GetMap("pia")->Size().value() == kEntries);
+  WARN("heal to one cluster " << ms(joined - healed) << " ms; " << kEntries << " entries merged in "
+                              << ms(merged - joined) << " ms after "
+                              << "joining = "
+                              << kEntries * 1000.0 / std::max<long>(1, ms(merged - joined))
+                              << " entries/s");
+}
