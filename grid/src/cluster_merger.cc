@@ -49,6 +49,13 @@ void ClusterMerger::OnJoined() {
   wake_.notify_all();
 }
 
+bool ClusterMerger::WaitApplied(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return applied_.wait_for(lock, timeout, [this] {
+    return batches_.empty() || !joined_ || stop_;
+  }) && batches_.empty();
+}
+
 void ClusterMerger::Stop() {
   {
     std::lock_guard lock(mu_);
@@ -75,6 +82,12 @@ void ClusterMerger::Run() {
   while (true) {
     wake_.wait(lock, [this] { return stop_ || (joined_ && !batches_.empty()); });
     if (stop_) return;
+    if (maps_.AwaitingPartitionCount() > 0) {
+      // The new cluster's copies of this member's partitions are on their way: a batch sent
+      // now would fail on them and be sent again whole (parts applied twice).
+      wake_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stop_; });
+      continue;
+    }
     map::MapRequest request;
     request.op = map::MapOp::kMergeEntries;
     request.map_name = batches_.front().map_name;
@@ -83,7 +96,6 @@ void ClusterMerger::Run() {
     auto result = maps_.ExecuteSync(std::move(request));
     lock.lock();
     if (!result) {
-      if (result.error().code() == base::ErrorCode::kShuttingDown) return;
       if (failures++ == 0) {
         log_->warn("merging {} entries of map '{}' failed: {}; retrying until it is applied",
                    batches_.front().entries.size(), batches_.front().map_name,
@@ -106,6 +118,7 @@ void ClusterMerger::Run() {
     merge_discarded_ += discarded;
     batches_.pop_front();
     if (batches_.empty()) {
+      applied_.notify_all();
       const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::steady_clock::now() - merge_started_)
                             .count();

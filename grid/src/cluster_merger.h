@@ -47,6 +47,9 @@ class ClusterMerger {
   void OnRejoin(const std::string& why);
   // A view listing this member arrived (its view listener).
   void OnJoined();
+  // Waits up to `timeout` until every queued batch is applied (true), e.g. before a graceful
+  // leave: the queue is the only copy of those entries.
+  bool WaitApplied(std::chrono::milliseconds timeout);
   // Stops the thread; what is still queued is logged as lost. Idempotent.
   void Stop();
   Stats stats() const;
@@ -58,6 +61,7 @@ class ClusterMerger {
   std::shared_ptr<spdlog::logger> log_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
+  std::condition_variable applied_;                        // the queue drained
   std::deque<map::MergeBatch> batches_;                    // guarded by mu_
   bool joined_ = true;                                     // guarded by mu_
   bool stop_ = false;                                      // guarded by mu_

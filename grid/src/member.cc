@@ -549,6 +549,9 @@ void Member::ShutdownLocked() {
   // Before leaving: the members taking this one's partitions start their work once it left
   // the table, so it must be over here first.
   impl_->work->Stop();
+  if (impl_->merger && !impl_->merger->WaitApplied(std::chrono::seconds(10))) {
+    log_->error("a split-brain merge was still sending when the member shut down");
+  }
   if (impl_->membership) {
     // Leave while the native port still receives the master's answer.
     auto wait =

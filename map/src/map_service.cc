@@ -212,7 +212,7 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
     return {};
   };
   if (parts != nullptr) {
-    for (const auto& [p, part] : *parts) {
+    for (const auto& [p, part] : *parts) {  // all or none of this shard's parts
       if (!IsLocal(p)) {
         // The table moved (or the partition's copy has not arrived) since the keys were split
         // by owner: writing now would go to a store the copy is about to replace.
@@ -221,6 +221,8 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
                                 "retried with the current partition table",
                                 p, MapOpName(request.op)));
       }
+    }
+    for (const auto& [p, part] : *parts) {
       auto ok = run(p, part);
       if (!ok) return std::unexpected(ok.error());
     }

@@ -86,7 +86,13 @@ void Membership::Tick() {
 
 void Membership::OnMessage(const ClusterMessage& message) {
   if (state_ == MemberState::kLeft) return;
-  last_heard_ms_[message.from.uuid] = clock_.NowMs();
+  // Signs of life of a member of this cluster. Split-brain probes and NotMember come from
+  // members of another cluster (maybe still listed here): counting them would keep members
+  // that left this cluster listed for good, and the two clusters would never merge.
+  if (message.type != MessageType::kSplitProbe && message.type != MessageType::kSplitProbeReply &&
+      message.type != MessageType::kNotMember) {
+    last_heard_ms_[message.from.uuid] = clock_.NowMs();
+  }
   switch (message.type) {
     case MessageType::kJoinRequest:
       OnJoinRequest(message);
@@ -521,7 +527,10 @@ void Membership::DetectFailures() {
                  m.address, now - last_heard_ms_[m.uuid], options_.failure_timeout_ms);
     }
   }
-  if (alive.size() != members.size()) PublishMembers(std::move(alive));
+  if (alive.size() != members.size()) {
+    PublishMembers(std::move(alive));
+    next_probe_ms_ = 0;  // the removed members may be a cluster of their own: look now
+  }
 }
 
 void Membership::OnOwnPause(base::Millis gap, base::Millis now) {

@@ -132,8 +132,8 @@ TEST_CASE(
     for (int i = 0; i < 20; ++i) CHECK(Value(*m, "pia", "before" + std::to_string(i)) == "v0");
   }
   const std::string metrics = c.MetricsText();
-  CHECK(metrics.find("tessera_member_merges_total 1") != std::string::npos);
-  CHECK(metrics.find("tessera_merge_entries_discarded_total 0") == std::string::npos);
+  CHECK(metrics.find("\ntessera_member_merges_total 1\n") != std::string::npos);
+  CHECK(metrics.find("\ntessera_merge_entries_discarded_total 0\n") == std::string::npos);
   // Writes need the quorum again and have it.
   CHECK(c.GetMap("quorum")->Set("q", "after").has_value());
 }

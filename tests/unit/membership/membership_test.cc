@@ -270,9 +270,10 @@ std::shared_ptr<int> CountRejoins(Membership& m) {
   return count;
 }
 
-TEST_CASE("Split brain: a 2|1 partition heals into one cluster within the merge interval, the "
-          "smaller side merging into the larger",
-          "[membership][split]") {
+TEST_CASE(
+    "Split brain: a 2|1 partition heals into one cluster within the merge interval, the "
+    "smaller side merging into the larger",
+    "[membership][split]") {
   SimNetwork net;
   StartInOrder(net, {"a:1", "b:1", "c:1"});
   net.Run(300);
@@ -322,9 +323,10 @@ TEST_CASE("Split brain between equal halves: the younger cluster merges, all its
         std::string::npos);
 }
 
-TEST_CASE("A member paused past the failure timeout is removed, and on waking rejoins with a "
-          "fresh view",
-          "[membership][split]") {
+TEST_CASE(
+    "A member paused past the failure timeout is removed, and on waking rejoins with a "
+    "fresh view",
+    "[membership][split]") {
   SimNetwork net;
   StartInOrder(net, {"a:1", "b:1", "c:1"});
   net.Run(300);
@@ -338,6 +340,28 @@ TEST_CASE("A member paused past the failure timeout is removed, and on waking re
   CHECK(*c_rejoins == 1);
   CHECK(net.Find("c:1")->pauses() == 1);
   CHECK(net.Log("c:1").find("no longer lists this member; rejoining") != std::string::npos);
+}
+
+TEST_CASE(
+    "A master paused past the failure timeout is replaced, and on waking merges into the "
+    "cluster that went on without it",
+    "[membership][split]") {
+  SimNetwork net;
+  StartInOrder(net, {"a:1", "b:1", "c:1"});
+  net.Run(300);
+  auto a_rejoins = CountRejoins(*net.Find("a:1"));
+  auto b_rejoins = CountRejoins(*net.Find("b:1"));
+  net.Freeze("a:1");
+  net.Run(10'000);
+  REQUIRE(net.Find("b:1")->is_master());
+  REQUIRE(net.Find("b:1")->view().members.members.size() == 2);
+  net.Thaw("a:1");
+  // a wakes believing it masters {a, b, c}; b answers its heartbeats with NotMember, which is
+  // no sign of life of a member of a's cluster: a loses b and c, finds {b, c} and merges.
+  net.Run(6000);
+  CheckConverged(net, {"b:1", "c:1", "a:1"});
+  CHECK(*a_rejoins == 1);
+  CHECK(*b_rejoins == 0);
 }
 
 TEST_CASE("Split-brain detection can be switched off: the halves then stay apart",
