@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,28 +53,43 @@ void Set(Member& m, const std::string& map, const std::string& key, const std::s
   REQUIRE(ok.has_value());
 }
 
+// Three members of one cluster, b and c joining through a.
+struct Trio {
+  std::unique_ptr<Member> a, b, c;
+  Trio() {
+    a = std::make_unique<Member>(SplitMember());
+    REQUIRE(a->Start());
+    b = std::make_unique<Member>(SplitMember({AddressOf(*a)}));
+    REQUIRE(b->Start());
+    c = std::make_unique<Member>(SplitMember({AddressOf(*a)}));
+    REQUIRE(c->Start());
+    REQUIRE(WaitUntil([&] { return AllList({a.get(), b.get(), c.get()}, 3); }));
+  }
+  // The network partition {a, b} | {c}; returns once each side removed the other and c serves
+  // every partition.
+  void Split() {
+    a->BlockPeers({AddressOf(*c)});
+    b->BlockPeers({AddressOf(*c)});
+    c->BlockPeers({AddressOf(*a), AddressOf(*b)});
+    REQUIRE(WaitUntil([&] { return AllList({a.get(), b.get()}, 2) && AllList({c.get()}, 1); }));
+    REQUIRE(WaitUntil([&] { return c->map_service().AwaitingPartitionCount() == 0; }));
+  }
+  void Heal() {
+    for (Member* m : {a.get(), b.get(), c.get()}) m->BlockPeers({});
+  }
+};
+
 }  // namespace
 
 TEST_CASE(
     "A 2|1 network partition heals into one cluster; each map holds what its merge "
     "policy says, and with a quorum the minority refused writes",
     "[grid][split]") {
-  Member a(SplitMember());
-  REQUIRE(a.Start());
-  Member b(SplitMember({AddressOf(a)}));
-  REQUIRE(b.Start());
-  Member c(SplitMember({AddressOf(a)}));
-  REQUIRE(c.Start());
-  REQUIRE(WaitUntil([&] { return AllList({&a, &b, &c}, 3); }));
+  Trio trio;
+  Member &a = *trio.a, &b = *trio.b, &c = *trio.c;
   for (int i = 0; i < 20; ++i) Set(a, "pia", "before" + std::to_string(i), "v0");
 
-  // The partition: {a, b} | {c}.
-  a.BlockPeers({AddressOf(c)});
-  b.BlockPeers({AddressOf(c)});
-  c.BlockPeers({AddressOf(a), AddressOf(b)});
-  REQUIRE(WaitUntil([&] { return AllList({&a, &b}, 2) && AllList({&c}, 1); }));
-  // Each side serves every partition (the minority from what it held; settle its promotions).
-  REQUIRE(WaitUntil([&] { return c.map_service().AwaitingPartitionCount() == 0; }));
+  trio.Split();  // {a, b} | {c}
 
   // Both sides write; the majority first, then the minority, then the majority again.
   Set(a, "pia", "both", "majority");
@@ -103,9 +119,7 @@ TEST_CASE(
 
   // Heal: within a merge interval (2 s) c finds {a, b}, and merges into it.
   const auto healed = std::chrono::steady_clock::now();
-  a.BlockPeers({});
-  b.BlockPeers({});
-  c.BlockPeers({});
+  trio.Heal();
   REQUIRE(WaitUntil([&] { return AllList({&a, &b, &c}, 3); }, std::chrono::seconds(10)));
   const auto one_cluster_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::steady_clock::now() - healed)
@@ -143,18 +157,9 @@ TEST_CASE(
 TEST_CASE("Split-brain figures: heal to one cluster, entries merged per second",
           "[.split-figures]") {
   constexpr int kEntries = 50'000;
-  Member a(SplitMember());
-  REQUIRE(a.Start());
-  Member b(SplitMember({AddressOf(a)}));
-  REQUIRE(b.Start());
-  Member c(SplitMember({AddressOf(a)}));
-  REQUIRE(c.Start());
-  REQUIRE(WaitUntil([&] { return AllList({&a, &b, &c}, 3); }));
-  a.BlockPeers({AddressOf(c)});
-  b.BlockPeers({AddressOf(c)});
-  c.BlockPeers({AddressOf(a), AddressOf(b)});
-  REQUIRE(WaitUntil([&] { return AllList({&a, &b}, 2) && AllList({&c}, 1); }));
-  REQUIRE(WaitUntil([&] { return c.map_service().AwaitingPartitionCount() == 0; }));
+  Trio trio;
+  Member &a = *trio.a, &b = *trio.b, &c = *trio.c;
+  trio.Split();
   auto pia = c.GetMap("pia");
   tessera::grid::Entries batch;
   for (int i = 0; i < kEntries; ++i) {
@@ -165,9 +170,7 @@ TEST_CASE("Split-brain figures: heal to one cluster, entries merged per second",
     }
   }
   const auto healed = std::chrono::steady_clock::now();
-  a.BlockPeers({});
-  b.BlockPeers({});
-  c.BlockPeers({});
+  trio.Heal();
   REQUIRE(WaitUntil([&] { return AllList({&a, &b, &c}, 3); }, std::chrono::seconds(10)));
   const auto joined = std::chrono::steady_clock::now();
   REQUIRE(WaitUntil(
