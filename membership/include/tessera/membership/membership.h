@@ -188,7 +188,7 @@ class Membership {
   base::Millis last_pause_ms_ = 0;
   std::uint64_t rejoins_ = 0;
   base::Millis next_probe_ms_ = 0;
-  std::set<std::string> known_addresses_;  // every other address seen in a view
+  std::set<std::string> known_addresses_;      // every other address seen in a view
   std::string master_hint_;                    // from a JoinRedirect
   std::vector<std::string> rejoin_addresses_;  // members of the view we were dropped from
   std::unordered_map<std::string, base::Millis> last_heard_ms_;  // by uuid
