@@ -245,7 +245,20 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
 void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
   const bool has_keys = MapOpHasKeys(request.op);
   auto parts = std::make_shared<Parts>();
-  if (has_keys) *parts = SplitByShard(request);
+  if (has_keys) {
+    *parts = SplitByShard(request);
+    // All or nothing, before any shard applies its parts (each shard checks again).
+    for (const auto& shard_parts : *parts) {
+      for (const auto& [p, part] : shard_parts) {
+        if (!IsLocal(p)) {
+          return done(Fail(ErrorCode::kNotOwner,
+                           fmt::format("partition {} is not served by this member now; the {} "
+                                       "is retried with the current partition table",
+                                       p, MapOpName(request.op))));
+        }
+      }
+    }
+  }
   auto shared_request = std::make_shared<const MapRequest>(std::move(request));
   auto token = EnterRequest();
   // What the parts changed on partitions with backups; slot i is written only by shard i.

@@ -187,9 +187,12 @@ void MapService::Impl::ExecuteAcrossMembers(MapRequest request, Callback done, i
   }
   if (unowned) return RetryLater(std::move(request), std::move(done), attempt);
   if (by_member.empty()) return done(MapResult{});
+  // Keyed parts that fail retryably (the table moved under them) are retried alone: the parts
+  // other members applied are not sent again (a merge or putAll applied twice could overwrite
+  // a write made in between). Whole-map requests are retried whole.
   struct Gather {
     std::mutex mu;
-    std::vector<base::Result<MapResult>> parts;
+    std::vector<std::pair<MapRequest, base::Result<MapResult>>> parts;
     std::size_t remaining = 0;
     MapRequest request;
     Callback done;
@@ -200,29 +203,54 @@ void MapService::Impl::ExecuteAcrossMembers(MapRequest request, Callback done, i
   gather->request = std::move(request);
   gather->done = std::move(done);
   gather->attempt = attempt;
-  Callback collect = [this, gather](base::Result<MapResult> part) {
-    std::unique_lock lock(gather->mu);
-    gather->parts.push_back(std::move(part));
-    if (--gather->remaining != 0) return;
-    lock.unlock();
-    MapResult merged;
-    for (auto& p : gather->parts) {
-      if (!p) {
-        if (RetryableRouteError(p.error().code())) {
+  auto collect_for = [this, gather, has_keys](MapRequest sent) -> Callback {
+    return [this, gather, has_keys, sent = has_keys ? std::move(sent) : MapRequest{}](
+               base::Result<MapResult> part) mutable {
+      std::unique_lock lock(gather->mu);
+      gather->parts.emplace_back(std::move(sent), std::move(part));
+      if (--gather->remaining != 0) return;
+      lock.unlock();
+      MapResult merged;
+      MapRequest retry;
+      bool retry_any = false;
+      for (auto& [sent_part, p] : gather->parts) {
+        if (p) {
+          MergeResult(gather->request.op, merged, std::move(*p));
+          continue;
+        }
+        if (!RetryableRouteError(p.error().code())) return gather->done(std::unexpected(p.error()));
+        if (!has_keys) {
           return RetryLater(std::move(gather->request), std::move(gather->done), gather->attempt);
         }
-        return gather->done(std::unexpected(p.error()));
+        if (!retry_any) {
+          retry = gather->request;
+          retry.entries.clear();
+          retry.keys.clear();
+          retry_any = true;
+        }
+        std::move(sent_part.entries.begin(), sent_part.entries.end(),
+                  std::back_inserter(retry.entries));
+        std::move(sent_part.keys.begin(), sent_part.keys.end(), std::back_inserter(retry.keys));
       }
-      MergeResult(gather->request.op, merged, std::move(*p));
-    }
-    gather->done(std::move(merged));
+      if (!retry_any) return gather->done(std::move(merged));
+      retry.local_only = false;
+      RetryLater(
+          std::move(retry),
+          [this, op = gather->request.op, merged = std::move(merged),
+           done = std::move(gather->done)](base::Result<MapResult> rest) mutable {
+            if (!rest) return done(std::move(rest));
+            MergeResult(op, merged, std::move(*rest));
+            done(std::move(merged));
+          },
+          gather->attempt);
+    };
   };
   for (auto& [member, part] : by_member) {
+    Callback collect = collect_for(part);
     if (member == current->self) {
-      Callback local = collect;
-      ExecuteFanOut(part, local);
+      ExecuteFanOut(part, collect);
     } else {
-      current->routing->Send(member, std::move(part), collect);
+      current->routing->Send(member, std::move(part), std::move(collect));
     }
   }
 }

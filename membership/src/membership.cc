@@ -58,7 +58,19 @@ void Membership::Tick() {
   last_tick_ms_ = now;
   switch (state_) {
     case MemberState::kJoining:
-      if (now - join_started_ms_ >= options_.join_timeout_ms) {
+      if (now - join_started_ms_ >= options_.join_timeout_ms && !master_hint_.empty() &&
+          !rejoin_addresses_.empty()) {
+        // A merge whose target master did not answer (gone, or reachable only one way): join
+        // back with the members of the old cluster (they elect one among the joiners) rather
+        // than each starting a cluster alone; the next probe finds the other cluster again.
+        log_->warn(
+            "the master at {} did not admit this member within {} ms; joining through "
+            "[{}] instead",
+            master_hint_, options_.join_timeout_ms, fmt::join(rejoin_addresses_, ", "));
+        master_hint_.clear();
+        join_started_ms_ = now;
+        SendJoinRequests();
+      } else if (now - join_started_ms_ >= options_.join_timeout_ms) {
         StartAsMaster(fmt::format("no member answered through [{}] within {} ms",
                                   fmt::join(options_.seeds, ", "), options_.join_timeout_ms));
       } else if (!MaybeStartWithJoiners() && now >= next_join_ms_) {
@@ -256,8 +268,24 @@ void Membership::OnJoinRequest(const ClusterMessage& m) {
 
 void Membership::Admit(const MemberInfo& joiner) {
   if (view_.members.Find(joiner.uuid)) {
-    SendView(joiner.address);  // its copy of the view was lost
-    return;
+    const auto admitted = admitted_ms_.find(joiner.uuid);
+    if (admitted != admitted_ms_.end() &&
+        clock_.NowMs() - admitted->second <= options_.join_interval_ms) {
+      SendView(joiner.address);  // a second request of the join in progress (via a redirect)
+      return;
+    }
+    // A listed member that joins has forgotten its view and emptied its stores (it left to
+    // merge, or it was removed and we re-listed it meanwhile): the table must not count on its
+    // replicas. Take it out, then admit it afresh, so that its partitions are copied to it.
+    log_->warn(
+        "member {} at {} joins again while listed: it lost its state; removing it and "
+        "admitting it afresh",
+        joiner.uuid, joiner.address);
+    std::vector<MemberInfo> rest;
+    for (const auto& m : view_.members.members) {
+      if (m.uuid != joiner.uuid) rest.push_back(m);
+    }
+    PublishMembers(std::move(rest));
   }
   std::vector<MemberInfo> members = view_.members.members;
   auto same_address = std::find_if(members.begin(), members.end(), [&](const MemberInfo& m) {
@@ -269,6 +297,7 @@ void Membership::Admit(const MemberInfo& joiner) {
     members.erase(same_address);
   }
   log_->info("admitting member {} at {}", joiner.uuid, joiner.address);
+  admitted_ms_[joiner.uuid] = clock_.NowMs();
   members.push_back(joiner);
   last_heard_ms_[joiner.uuid] = clock_.NowMs();
   PublishMembers(std::move(members));
@@ -319,6 +348,7 @@ void Membership::InstallView(ClusterView view) {
     addresses.push_back(m.address);
     if (m.address != self_.address) known_addresses_.insert(m.address);
   }
+  std::erase_if(admitted_ms_, [this](const auto& e) { return !view_.members.Find(e.first); });
   log_->info("members (version {}, master {}): [{}]; partition table version {}",
              view_.members.version,
              view_.members.master() ? view_.members.master()->address : "none",
@@ -391,10 +421,8 @@ void Membership::Rejoin(const std::string& why, const std::string& master) {
   ++rejoins_;
   if (on_rejoin_) on_rejoin_(why);
   rejoin_addresses_.clear();
-  if (master.empty()) {
-    for (const auto& m : view_.members.members) {
-      if (m.uuid != self_.uuid) rejoin_addresses_.push_back(m.address);
-    }
+  for (const auto& m : view_.members.members) {
+    if (m.uuid != self_.uuid) rejoin_addresses_.push_back(m.address);
   }
   // Forget the old cluster: the one we join may have lower list versions.
   view_ = ClusterView{};

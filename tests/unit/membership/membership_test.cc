@@ -364,6 +364,34 @@ TEST_CASE(
   CHECK(*b_rejoins == 0);
 }
 
+TEST_CASE(
+    "A merge whose target master cannot be reached falls back to the old members instead "
+    "of leaving each one alone",
+    "[membership][split]") {
+  SimNetwork net;
+  StartInOrder(net, {"a:1", "b:1", "c:1", "d:1"});
+  net.Run(300);
+  net.Partition({"c:1", "d:1"}, {"a:1", "b:1"});
+  net.Run(7000);
+  REQUIRE(net.Find("c:1")->view().members.members.size() == 2);
+  // Now only a and b reach c and d: c hears a's probes, decides to merge into a (same size,
+  // a is older), but its join requests never arrive.
+  net.Heal();
+  for (const auto& from : {"c:1", "d:1"}) {
+    for (const auto& to : {"a:1", "b:1"}) net.BlockOneWay(from, to);
+  }
+  net.Run(12'000);
+  for (const auto& address : {"c:1", "d:1"}) {
+    INFO(net.Log(address));
+    CHECK(net.Log(address).find("did not admit this member within 5000 ms; joining through") !=
+          std::string::npos);
+    CHECK(net.Log(address).find("no member answered") == std::string::npos);
+  }
+  net.Heal();
+  net.Run(10'000);
+  CheckConverged(net, {"a:1", "b:1", "c:1", "d:1"});
+}
+
 TEST_CASE("Split-brain detection can be switched off: the halves then stay apart",
           "[membership][split]") {
   SimNetwork net;

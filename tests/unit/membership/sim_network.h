@@ -52,7 +52,9 @@ class SimNetwork {
     split_a_ = std::move(a);
     split_b_ = std::move(b);
   }
-  void Heal() { split_a_.clear(), split_b_.clear(); }
+  void Heal() { split_a_.clear(), split_b_.clear(), one_way_.clear(); }
+  // Messages from `from` to `to` are lost (the other direction works) until Heal().
+  void BlockOneWay(const std::string& from, const std::string& to) { one_way_.insert({from, to}); }
   void set_drop_rate(double rate) { drop_rate_ = rate; }
   void set_max_delay_ms(base::Millis ms) { max_delay_ms_ = ms; }
 
@@ -105,7 +107,8 @@ class SimNetwork {
   };
 
   bool Split(const std::string& a, const std::string& b) const {
-    return (split_a_.count(a) && split_b_.count(b)) || (split_a_.count(b) && split_b_.count(a));
+    return one_way_.count({a, b}) != 0 || (split_a_.count(a) && split_b_.count(b)) ||
+           (split_a_.count(b) && split_b_.count(a));
   }
 
   void Enqueue(const std::string& from, const std::string& to, std::string bytes) {
@@ -142,6 +145,7 @@ class SimNetwork {
   std::vector<Envelope> queue_;
   std::set<std::string> split_a_, split_b_;
   std::set<std::string> frozen_;
+  std::set<std::pair<std::string, std::string>> one_way_;  // (from, to)
   double drop_rate_ = 0;
   base::Millis max_delay_ms_ = 0;
   std::size_t starts_ = 0;

@@ -39,7 +39,11 @@
 //     partition table, to merge it into the cluster it joins), then the view is forgotten and
 //     the member joins like a new one (same uuid), through the other cluster's master or the
 //     members of the view it was dropped from. A joiner that knows a master does not start a
-//     cluster with other joiners.
+//     cluster with other joiners; when that master does not admit it within the join timeout
+//     it joins through its old cluster's members instead (they elect one among them). A master
+//     that receives a JoinRequest from a member it lists (more than a join interval after
+//     admitting it) knows that member lost its state: it removes it and admits it afresh, so
+//     the new table copies its partitions to it.
 //   - Leave: the master hands mastership to the next-oldest by sending a View without itself;
 //     another member asks the master to remove it.
 //
@@ -152,8 +156,8 @@ class Membership {
   void SendHeartbeats();
   void DetectFailures();
   void OnOwnPause(base::Millis gap, base::Millis now);
-  // Leaves the cluster to join through `master` (a merge) or, when empty, through the members
-  // of the current view.
+  // Leaves the cluster to join through `master` (a merge; the members of the current view if
+  // it does not answer) or, when empty, through the members of the current view.
   void Rejoin(const std::string& why, const std::string& master = {});
   void SendSplitProbes();
   void OnSplitProbe(const ClusterMessage& m);
@@ -188,7 +192,10 @@ class Membership {
   base::Millis last_pause_ms_ = 0;
   std::uint64_t rejoins_ = 0;
   base::Millis next_probe_ms_ = 0;
-  std::set<std::string> known_addresses_;      // every other address seen in a view
+  std::set<std::string> known_addresses_;  // every other address seen in a view
+  // Master: when it admitted each member (a JoinRequest from a listed member soon after is a
+  // duplicate; later, the member lost its state: see Admit).
+  std::map<std::string, base::Millis> admitted_ms_;
   std::string master_hint_;                    // from a JoinRedirect
   std::vector<std::string> rejoin_addresses_;  // members of the view we were dropped from
   std::unordered_map<std::string, base::Millis> last_heard_ms_;  // by uuid
