@@ -146,12 +146,13 @@ std::shared_ptr<Map> Client::GetMap(const std::string& name) {
 void Client::Shutdown() { impl_->Stop(); }
 
 namespace {
-// One blocking call (empty request) on the client's current connection.
+// One blocking call on the client's current connection.
 Result<std::string> ClusterCall(Client::Impl& impl, std::uint16_t op,
-                                wire::Service service = wire::Service::kCluster) {
+                                wire::Service service = wire::Service::kCluster,
+                                std::string payload = {}) {
   auto conn = impl.Current(Clock::now() + impl.options.call_timeout);
   if (!conn) return std::unexpected(conn.error());
-  auto reply = (*conn)->CallSync(wire::Message::MakeRequest(0, -1, service, op, ""),
+  auto reply = (*conn)->CallSync(wire::Message::MakeRequest(0, -1, service, op, std::move(payload)),
                                  impl.options.call_timeout);
   if (!reply) return std::unexpected(reply.error());
   return std::move(reply->payload);
@@ -177,6 +178,14 @@ base::Result<std::string> Client::FetchMemberInfoJson() {
 
 base::Result<std::string> Client::FetchMetricsText() {
   return ClusterCall(*impl_, native::kClusterMetrics);
+}
+
+base::Result<std::vector<std::string>> Client::SetBlockedPeers(
+    const std::vector<std::string>& addresses) {
+  auto reply = ClusterCall(*impl_, native::kClusterFault, wire::Service::kCluster,
+                           native::EncodeAddressList(addresses));
+  if (!reply) return std::unexpected(reply.error());
+  return native::DecodeAddressList(*reply);
 }
 
 base::Result<std::string> Client::FetchTopicStatsJson() {

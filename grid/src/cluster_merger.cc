@@ -35,7 +35,7 @@ void ClusterMerger::OnRejoin(const std::string& why) {
       "in {} ms, to merge into the cluster it joins{}",
       why, entries, took,
       unmerged == 0 ? std::string()
-                    : fmt::format("; {} event-stream and reliable-topic entries are "
+                    : fmt::format("; {} reliable-topic entries are "
                                   "dropped (their merge is not built yet)",
                                   unmerged));
 }
@@ -89,9 +89,11 @@ void ClusterMerger::Run() {
       continue;
     }
     map::MapRequest request;
-    request.op = map::MapOp::kMergeEntries;
+    request.op = batches_.front().op;
     request.map_name = batches_.front().map_name;
+    request.key = batches_.front().key;
     request.entries = batches_.front().entries;
+    request.keys = batches_.front().keys;
     lock.unlock();
     auto result = maps_.ExecuteSync(std::move(request));
     lock.lock();

@@ -19,6 +19,7 @@
 #include "event_executor.h"
 #include "member_router.h"
 #include "native_handler.h"
+#include "native_protocol.h"
 #include "partition_work_service.h"
 #include "tessera/base/check.h"
 #include "tessera/base/log.h"
@@ -171,6 +172,13 @@ base::Result<void> Member::StartNative() {
   hooks.message = [this](std::string bytes) {
     if (auto* service = impl_->membership_ptr.load()) service->Deliver(std::move(bytes));
   };
+  if (options_.fault_injection) {
+    hooks.fault = [this](const std::string& payload) {
+      BlockPeers(native::DecodeAddressList(payload));
+      const auto now = impl_->blocklist->Get();
+      return native::EncodeAddressList({now.begin(), now.end()});
+    };
+  }
   impl_->native_handler = std::make_unique<NativeHandler>(
       impl_->maps, impl_->topics, impl_->shards.size(), std::move(hooks), log_);
   auto native = net::Server::Start(impl_->shards, server, *impl_->native_handler, log_);
@@ -426,16 +434,15 @@ std::string Member::MetricsText() const {
                                   "alive)"),
          static_cast<std::int64_t>(merges.merges));
     sync(registry.RegisterCounter("tessera_merge_entries_applied_total", {},
-                                  "Entries this member brought into the cluster it merged into "
-                                  "that the maps' merge policies took"),
+                                  "Entries (and stream events) this member brought into the "
+                                  "cluster it merged into that the merge kept"),
          static_cast<std::int64_t>(merges.applied));
     sync(registry.RegisterCounter("tessera_merge_entries_discarded_total", {},
                                   "Entries this member brought to a merge that the maps' merge "
-                                  "policies kept out"),
+                                  "policies kept out (and stream events the cluster had)"),
          static_cast<std::int64_t>(merges.discarded));
     sync(registry.RegisterCounter("tessera_merge_entries_unmerged_total", {},
-                                  "Event-stream and reliable-topic entries dropped at a merge "
-                                  "(not merged yet)"),
+                                  "Reliable-topic entries dropped at a merge (not merged yet)"),
          static_cast<std::int64_t>(merges.unmerged));
     registry
         .RegisterGauge("tessera_merge_entries_pending", {},

@@ -195,6 +195,14 @@ void NativeHandler::HandleCluster(const std::shared_ptr<net::Connection>& connec
       connection->Send(Message::MakeResponse(request, cluster_.view()));
       return;
     }
+    case native::kClusterFault:
+      if (!cluster_.fault) {
+        return ReplyError(connection, request, ErrorCode::kUnsupported,
+                          "fault injection is off on this member; start it with "
+                          "--fault-injection true (for tests and chaos runs only)");
+      }
+      connection->Send(Message::MakeResponse(request, cluster_.fault(request.payload)));
+      return;
     case native::kClusterMessage: {
       if (!cluster_.message) break;
       const wire::Hello* hello = connection->peer_hello();

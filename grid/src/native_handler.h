@@ -29,6 +29,9 @@ struct ClusterHooks {
   // membership::kClusterMessageOp from a member-role connection: the encoded message; null
   // when not clustered.
   std::function<void(std::string)> message;
+  // kClusterFault: sets the blocked peers (Member::BlockPeers) from the payload and returns
+  // them; null when fault injection is off.
+  std::function<std::string(const std::string&)> fault;
 };
 
 class NativeHandler final : public net::RequestHandler {

@@ -6,6 +6,9 @@
 // Numbers travel on the wire: append only.
 
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace tessera::grid::native {
 
@@ -55,6 +58,27 @@ inline constexpr std::uint16_t kClusterView = 3;
 inline constexpr std::uint16_t kClusterViewSubscribe = 4;
 //   metrics: empty request, response the member's metrics in the Prometheus text format
 inline constexpr std::uint16_t kClusterMetrics = 5;
+//   fault injection (tests and chaos runs; served only by members started with fault
+//   injection on, else kUnsupported): request the addresses this member must stop sending to,
+//   one per line (empty: none, the network heals), response the same list as now in force.
+inline constexpr std::uint16_t kClusterFault = 6;
+// kClusterFault's payloads: addresses one per line.
+inline std::string EncodeAddressList(const std::vector<std::string>& addresses) {
+  std::string out;
+  for (const auto& address : addresses) out += address + "\n";
+  return out;
+}
+inline std::vector<std::string> DecodeAddressList(std::string_view text) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    if (end > at) out.emplace_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
 inline constexpr std::uint16_t kClusterViewEvent = 201;
 //   member to member: one encoded membership::ClusterMessage, empty response. Only from
 //   member-role connections. Same number as membership::kClusterMessageOp.

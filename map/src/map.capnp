@@ -134,6 +134,8 @@ struct ReplicaUpdate {
   ttlLeftMs @5 :Int64;     # 0 = no TTL deadline
   maxIdleMs @6 :Int64;     # 0 = none
   version @7 :UInt64;      # replica version (see replica.h); 0 = unversioned
+  updateAgeMs @8 :Int64;   # set/copy set: how long before sending the entry was last written
+  hits @9 :Int64;          # set/copy set: its reads on the owner
 }
 
 struct ReplicaUpdates {

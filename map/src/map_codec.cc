@@ -429,6 +429,8 @@ std::string EncodeReplicaUpdates(const std::vector<ReplicaUpdate>& updates) {
     out.setTtlLeftMs(u.ttl_left_ms);
     out.setMaxIdleMs(u.max_idle_ms);
     out.setVersion(u.version);
+    out.setUpdateAgeMs(u.update_age_ms);
+    out.setHits(u.hits);
   }
   return Finish(message);
 }
@@ -446,7 +448,9 @@ base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view b
           }
           out.push_back({static_cast<ReplicaUpdate::Kind>(u.getKind()), FromText(u.getMapName()),
                          u.getPartitionId(), FromData(u.getKey()), FromData(u.getValue()),
-                         u.getTtlLeftMs(), u.getMaxIdleMs(), u.getVersion()});
+                         u.getTtlLeftMs(), u.getMaxIdleMs(), u.getVersion(),
+                         std::max<std::int64_t>(0, u.getUpdateAgeMs()),
+                         std::max<std::int64_t>(0, u.getHits())});
         }
         return out;
       });

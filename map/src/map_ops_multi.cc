@@ -42,6 +42,10 @@ base::Result<MapResult> OpMergeEntries(RecordStore& store, const MapRequest& rq,
     options.ttl_ms = merging->ttl_left_ms;
     options.max_idle_ms = merging->max_idle_ms;
     WriteLive(store, key, merging->value, options, ctx, r != nullptr, old);
+    if (Record* written = store.Find(key)) {  // it keeps its own history, not the merge's
+      written->SetUpdateHistory(std::max<base::Millis>(0, ctx.wall_ms - merging->update_wall_ms),
+                                merging->hits, ctx.now_ms);
+    }
     ++out.count;
   }
   out.entries.emplace_back("discarded", std::to_string(discarded));

@@ -211,6 +211,52 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
   return out;
 }
 
+base::Result<MapResult> OpStreamMerge(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const std::string_view sub = AfterFirstAt(rq.key);
+  const base::Millis dedup_ms = IntArg(rq, "dedup_ms", 600'000);
+  Loaded loaded = LoadMeta(store, sub, ctx);
+  StreamMeta& m = loaded.meta;
+  bool changed = !loaded.existed;
+  for (const auto& group : rq.keys) {
+    if (!StreamNameProblem("group", group).empty() || m.CursorOf(group) != nullptr) continue;
+    m.groups.emplace_back(group, m.head - 1);  // everything stored is owed to it
+    std::sort(m.groups.begin(), m.groups.end());
+    changed = true;
+  }
+  MapResult out;
+  std::int64_t discarded = 0;
+  for (const auto& [offset_text, bytes] : rq.entries) {
+    auto event = DecodeStoredEvent(bytes);
+    if (!event) {
+      return Fail(ErrorCode::kBadRequest,
+                  "streamMerge entry at offset '" + offset_text + "' is not a stored event");
+    }
+    std::int64_t offset = 0;
+    std::from_chars(offset_text.data(), offset_text.data() + offset_text.size(), offset);
+    // The same event on both sides: appended before the split (same bytes at the same
+    // offset), or known by its id.
+    const Record* same = offset > 0 ? FindLive(store, StreamEventKey(sub, offset), ctx) : nullptr;
+    if ((same != nullptr && same->value() == bytes) ||
+        (!event->id.empty() && FindLive(store, StreamIdKey(sub, event->id), ctx) != nullptr)) {
+      ++discarded;
+      continue;
+    }
+    const std::int64_t at = ++m.tail;
+    if (m.head > at) m.head = at;
+    WriteLive(store, StreamEventKey(sub, at), bytes, Forever(), ctx, false, std::nullopt);
+    if (!event->id.empty() && dedup_ms > 0) {
+      WriteLive(store, StreamIdKey(sub, event->id), std::to_string(at), Lasting(dedup_ms), ctx,
+                false, std::nullopt);
+    }
+    m.bytes += static_cast<std::int64_t>(bytes.size());
+    ++out.count;
+    changed = true;
+  }
+  if (changed) SaveMeta(store, sub, loaded, ctx);
+  out.entries.emplace_back("discarded", std::to_string(discarded));
+  return out;
+}
+
 base::Result<MapResult> OpStreamRead(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   const std::string_view sub = AfterFirstAt(rq.key);
   const std::int64_t from = IntArg(rq, "from", 1);

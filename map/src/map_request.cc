@@ -28,7 +28,7 @@ bool MapOpIsKeyed(MapOp op) {
   return (code >= static_cast<std::uint8_t>(MapOp::kPut) &&
           code <= static_cast<std::uint8_t>(MapOp::kStreamCommit)) ||
          (code >= static_cast<std::uint8_t>(MapOp::kStreamLease) &&
-          code <= static_cast<std::uint8_t>(MapOp::kStreamJoin));
+          code <= static_cast<std::uint8_t>(MapOp::kStreamMerge));
 }
 
 bool MapOpHasKeys(MapOp op) {
@@ -45,6 +45,7 @@ bool MapOpIsStream(MapOp op) {
     case MapOp::kStreamGroup:
     case MapOp::kStreamInfo:
     case MapOp::kStreamJoin:
+    case MapOp::kStreamMerge:
       return true;
     default:
       return false;
@@ -93,6 +94,8 @@ std::string_view MapOpName(MapOp op) {
       return "streamInfo";
     case MapOp::kStreamJoin:
       return "streamJoin";
+    case MapOp::kStreamMerge:
+      return "streamMerge";
     case MapOp::kSetTtl:
       return "setTtl";
     case MapOp::kGetEntryView:

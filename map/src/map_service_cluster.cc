@@ -24,12 +24,10 @@
 // Resync: a backup that did not acknowledge an update (timeout, lost connection) is sent the
 // whole partition again, every second until it confirms or the table no longer lists it.
 #include <algorithm>
-#include <future>
 #include <iterator>
 
 #include "map_service_impl.h"
 #include "tessera/base/check.h"
-#include "tessera/map/stream_format.h"
 
 namespace tessera::map {
 namespace {
@@ -292,6 +290,8 @@ void MapService::Impl::AppendUpdates(MapTable& table, std::uint32_t partition_id
         u.ttl_left_ms =
             r->expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r->expire_at_ms() - now_ms);
         u.max_idle_ms = r->max_idle_ms();
+        u.update_age_ms = std::max<base::Millis>(0, now_ms - r->last_update_ms());
+        u.hits = r->hits();
         break;
       }
       case EntryEventType::kRemoved:
@@ -462,7 +462,8 @@ std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
       out.push_back({ReplicaUpdate::Kind::kCopySet, name, partition_id, std::string(r.key()),
                      std::string(r.value()),
                      r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now),
-                     r.max_idle_ms(), 0});
+                     r.max_idle_ms(), 0, std::max<base::Millis>(0, now - r.last_update_ms()),
+                     r.hits()});
     });
   }
   out.push_back({ReplicaUpdate::Kind::kPartitionComplete, "", partition_id, "", "", 0, 0,
@@ -550,6 +551,7 @@ StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
         auto [record, inserted] = store.Write(u.key, u.value, now);
         record->SetTtl(u.ttl_left_ms, now);
         record->SetMaxIdle(u.max_idle_ms);
+        record->SetUpdateHistory(u.update_age_ms, u.hits, now);
         break;
       }
       case ReplicaUpdate::Kind::kDelete:
@@ -729,99 +731,6 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       }
     });
   }
-}
-
-std::vector<MergeBatch> MapService::LeaveCluster(std::size_t* unmerged) {
-  TESSERA_CHECK(!shards_.CurrentShard().has_value(), "LeaveCluster called on a shard thread");
-  constexpr std::size_t kBatchEntries = 1000;
-  constexpr std::size_t kBatchBytes = 1 << 20;
-  const std::uint32_t count = partitioner_.partition_count();
-  auto owned = std::make_shared<std::vector<bool>>(count, false);
-  std::vector<std::vector<std::uint32_t>> changed(shards_.size());
-  {
-    std::lock_guard lock(impl_->ownership_mu);
-    for (std::uint32_t p = 0; p < count; ++p) {
-      auto& f = impl_->flags[p];
-      (*owned)[p] = f.local.exchange(false);
-      if ((*owned)[p] || f.handoff_pending.load())
-        changed[shards_.ShardOfPartition(p)].push_back(p);
-      f.pending.store(false);
-      f.copy_arrived.store(false);
-      f.has_backups.store(false);
-      f.versioned.store(false);
-      f.version.store(0);
-      f.handoff_pending.store(false);
-      f.handoff_arrived.store(false);
-    }
-    impl_->routing = nullptr;  // requests wait for the next table (ExpectPartitionTable)
-    impl_->expects_table.store(true);
-  }
-  for (std::size_t shard = 0; shard < changed.size(); ++shard) {
-    impl_->NotifyOwnership(shard, std::move(changed[shard]));  // stops partition work first
-  }
-  struct ShardPart {
-    std::vector<MergeBatch> batches;
-    std::size_t unmerged = 0;
-  };
-  std::promise<std::vector<ShardPart>> promise;
-  auto future = promise.get_future();
-  shards_.MapReduce<ShardPart>(
-      [impl = impl_.get(), owned](std::size_t shard) {
-        ShardPart part;
-        const base::Millis now = impl->clock.NowMs();
-        const base::Millis wall = impl->clock.WallMs();
-        const std::size_t shard_count = impl->shards.size();
-        for (auto& [name, table] : impl->states[shard]->maps) {
-          const bool sequences = name == kStreamMap || name == kRingMap;
-          MergeBatch* batch = nullptr;
-          std::size_t bytes = 0;
-          for (std::size_t slot = 0; slot < table->stores.slot_count(); ++slot) {
-            RecordStore* store = table->stores.At(slot);
-            if (store == nullptr) continue;
-            const auto p =
-                static_cast<std::uint32_t>(table->stores.LocalAt(slot) * shard_count + shard);
-            if ((*owned)[p]) {
-              store->ForEach([&](const Record& r) {
-                if (r.ExpiredAt(now)) return;
-                if (sequences) {
-                  ++part.unmerged;
-                  return;
-                }
-                if (batch == nullptr || batch->entries.size() >= kBatchEntries ||
-                    bytes >= kBatchBytes) {
-                  part.batches.push_back({name, {}});
-                  batch = &part.batches.back();
-                  bytes = 0;
-                }
-                MergeEntry e;
-                e.value = std::string(r.value());
-                e.update_wall_ms = wall - (now - r.last_update_ms());
-                e.hits = r.hits();
-                e.ttl_left_ms =
-                    r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now);
-                e.max_idle_ms = r.max_idle_ms();
-                batch->entries.emplace_back(std::string(r.key()), EncodeMergeEntry(e));
-                bytes += r.key().size() + r.value().size() + 40;
-              });
-            }
-            store->Clear();
-          }
-        }
-        return part;
-      },
-      [&promise](std::vector<ShardPart> parts) { promise.set_value(std::move(parts)); });
-  std::vector<MergeBatch> batches;
-  std::size_t dropped = 0;
-  for (auto& part : future.get()) {
-    std::move(part.batches.begin(), part.batches.end(), std::back_inserter(batches));
-    dropped += part.unmerged;
-  }
-  {
-    std::lock_guard lock(impl_->stream_mu);
-    impl_->stream_state.clear();
-  }
-  if (unmerged != nullptr) *unmerged = dropped;
-  return batches;
 }
 
 void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,

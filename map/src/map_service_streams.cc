@@ -45,6 +45,7 @@ void MapService::Impl::TrackStream(MapTable& table, std::uint32_t partition_id,
     }
     return;
   }
+  if (request.op == MapOp::kStreamMerge) s.appended += result.count;
   if (request.op == MapOp::kStreamAppend) {
     for (const auto& [offset, dup] : result.entries) (dup.empty() ? s.appended : s.duplicates)++;
   }

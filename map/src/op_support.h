@@ -86,5 +86,7 @@ base::Result<MapResult> OpStreamGroup(RecordStore& store, const MapRequest& requ
                                       OpContext& ctx);
 base::Result<MapResult> OpStreamInfo(RecordStore& store, const MapRequest& request, OpContext& ctx);
 base::Result<MapResult> OpStreamJoin(RecordStore& store, const MapRequest& request, OpContext& ctx);
+base::Result<MapResult> OpStreamMerge(RecordStore& store, const MapRequest& request,
+                                      OpContext& ctx);
 
 }  // namespace tessera::map::detail

@@ -63,6 +63,16 @@ void Record::RecordAccess(base::Millis now_ms) {
   update_age_ = EncodeDuration(now_ms - update);
 }
 
+void Record::SetUpdateHistory(base::Millis update_age_ms, std::int64_t hits, base::Millis now_ms) {
+  const base::Millis creation = creation_ms();
+  last_access_ms_ = std::max(last_access_ms_, now_ms);
+  const base::Millis update = now_ms - std::max<base::Millis>(0, update_age_ms);
+  update_age_ = EncodeDuration(std::max<base::Millis>(0, last_access_ms_ - update));
+  creation_age_ = EncodeDuration(creation < update ? update - creation : 0);
+  hits_ = static_cast<std::uint32_t>(
+      std::clamp<std::int64_t>(hits, 0, std::numeric_limits<std::uint32_t>::max()));
+}
+
 void Record::RecordRead(base::Millis now_ms) {
   RecordAccess(now_ms);
   if (hits_ != std::numeric_limits<std::uint32_t>::max()) ++hits_;

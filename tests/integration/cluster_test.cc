@@ -302,4 +302,129 @@ TEST_CASE(
   CHECK(carts->Size().value() == 2 * kKeys);
 }
 
+namespace {
+
+// grid-cli fault on `node` (block: the addresses; none: heal); REQUIREs success.
+void Fault(const NodeProcess& node, std::vector<std::string> blocked) {
+  std::string list;
+  for (const auto& address : blocked) list += (list.empty() ? "" : ",") + address;
+  std::vector<std::string> args = {"--address", node.address(), "fault"};
+  if (blocked.empty()) {
+    args.push_back("heal");
+  } else {
+    args.push_back("block");
+    args.push_back(list);
+  }
+  auto r = RunProcess(GRID_CLI_PATH, args, 20s);
+  INFO("grid-cli " << list << ": " << r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+}
+
+std::string ValueOn(grid::Client& client, const std::string& map, const std::string& key) {
+  auto got = client.GetMap(map)->Get(key);
+  REQUIRE(got);
+  return got->value_or("<absent>");
+}
+
+}  // namespace
+
+TEST_CASE(
+    "grid-node processes cut 2|1 for 20 s with writes on both sides merge into one "
+    "cluster within 10 s, each map holds what its merge policy says, key by key",
+    "[tools][cluster][split]") {
+  TempFile config(
+      "maps:\n"
+      "  pt: {merge_policy: pass_through}\n"
+      "  lu: {merge_policy: latest_update}\n"
+      "  quorum: {min_cluster_size: 2}\n");
+  auto args = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--config", config.path(), "--fault-injection", "true"});
+    return FastClusterArgs(extra);
+  };
+  auto a = NodeProcess::StartOrFail(args({}));
+  auto b = NodeProcess::StartOrFail(args({"--join", a->address()}));
+  auto c = NodeProcess::StartOrFail(args({"--join", a->address()}));
+  for (const auto* node : {a.get(), b.get(), c.get()}) WaitForMembers(*node, 3);
+  constexpr int kKeys = 50;
+  auto key = [](const char* prefix, int i) { return prefix + std::to_string(i); };
+  {
+    auto client = ConnectOrFail(*a);
+    for (int i = 0; i < kKeys; ++i) REQUIRE(client->GetMap("pia")->Set(key("pre", i), "v0"));
+  }
+
+  const auto cut = Clock::now();
+  Fault(*a, {c->address()});
+  Fault(*b, {c->address()});
+  Fault(*c, {a->address(), b->address()});
+  WaitForView(*a, [](const auto& v) { return v.members.members.size() == 2; });
+  WaitForView(*c, [](const auto& v) { return v.members.members.size() == 1; });
+  std::this_thread::sleep_for(1s);  // c's promotions settle
+  {
+    auto majority = ConnectOrFail(*a);
+    auto minority = ConnectOrFail(*c);
+    for (int i = 0; i < kKeys; ++i) {
+      REQUIRE(majority->GetMap("pia")->Set(key("both", i), "majority"));
+      REQUIRE(majority->GetMap("pt")->Set(key("both", i), "majority"));
+      REQUIRE(majority->GetMap("lu")->Set(key("first", i), "majority"));
+      REQUIRE(majority->GetMap("quorum")->Set(key("q", i), "majority"));
+    }
+    std::this_thread::sleep_for(20ms);
+    for (int i = 0; i < kKeys; ++i) {
+      REQUIRE(minority->GetMap("pia")->Set(key("both", i), "minority"));
+      REQUIRE(minority->GetMap("pia")->Set(key("minority", i), "minority"));
+      REQUIRE(minority->GetMap("pt")->Set(key("both", i), "minority"));
+      REQUIRE(minority->GetMap("lu")->Set(key("first", i), "minority"));
+      REQUIRE(minority->GetMap("lu")->Set(key("last", i), "minority"));
+      auto refused = minority->GetMap("quorum")->Set(key("q", i), "minority");
+      REQUIRE(!refused);
+      CHECK(refused.error().code() == base::ErrorCode::kNoQuorum);
+    }
+    std::this_thread::sleep_for(20ms);
+    for (int i = 0; i < kKeys; ++i) {
+      REQUIRE(majority->GetMap("lu")->Set(key("last", i), "majority"));
+    }
+  }
+  std::this_thread::sleep_until(cut + 20s);
+
+  const auto healed = Clock::now();
+  for (const auto* node : {a.get(), b.get(), c.get()}) Fault(*node, {});
+  WaitForView(
+      *a, [](const auto& v) { return v.members.members.size() == 3; }, 10s);
+  WaitForView(
+      *c, [](const auto& v) { return v.members.members.size() == 3; }, 10s);
+  WARN("heal to one cluster: "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - healed).count()
+       << " ms");
+
+  auto on_c = ConnectOrFail(*c);
+  std::string metrics;
+  const auto deadline = Clock::now() + 15s;
+  while (Clock::now() < deadline) {
+    metrics = on_c->FetchMetricsText().value_or("");
+    if (metrics.find("\ntessera_merge_entries_pending 0\n") != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(metrics.find("\ntessera_member_merges_total 1\n") != std::string::npos);
+  CHECK(metrics.find("\ntessera_merge_entries_pending 0\n") != std::string::npos);
+  for (const auto* node : {a.get(), b.get(), c.get()}) {
+    auto client = ConnectOrFail(*node);
+    std::string wrong;  // "map key=found" for every key not as its policy says
+    auto expect = [&](const char* map, const std::string& k, const char* value) {
+      const std::string found = ValueOn(*client, map, k);
+      if (found != value) wrong += std::string(map) + " " + k + "=" + found + "; ";
+    };
+    for (int i = 0; i < kKeys; ++i) {
+      expect("pia", key("pre", i), "v0");
+      expect("pia", key("both", i), "majority");
+      expect("pia", key("minority", i), "minority");
+      expect("pt", key("both", i), "minority");
+      expect("lu", key("first", i), "minority");
+      expect("lu", key("last", i), "majority");
+      expect("quorum", key("q", i), "majority");
+    }
+    INFO("through " << node->address());
+    CHECK(wrong == "");
+  }
+}
+
 }  // namespace tessera::integration

@@ -180,6 +180,9 @@ TEST_CASE("grid-cli rejects bad arguments with exit code 2 before connecting", "
   RequireOneLineError(cli({"stream", "info"}), 2, "NAME");
   RequireOneLineError(cli({"stream", "list", "--group", "g"}), 2, "--group");
   RequireOneLineError(cli({"stream", "tail", "s", "--from", "3"}), 2, "oldest");
+  RequireOneLineError(cli({"fault"}), 2, "fault heal");
+  RequireOneLineError(cli({"fault", "block", "nohost"}), 2, "'nohost'");
+  RequireOneLineError(cli({"fault", "block", ","}), 2, "at least one HOST:PORT");
 }
 
 TEST_CASE("grid-cli --help describes the tool and each command group", "[tools][cli]") {

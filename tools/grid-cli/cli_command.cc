@@ -109,7 +109,12 @@ std::string GeneralHelp() {
          "  stream groups NAME   each group's lag, oldest uncommitted event and lease holders\n"
          "  stream tail NAME [--group G] [--from oldest] [--count N] [--for MS]\n"
          "                       print events as they are appended (with --group: consume and\n"
-         "                       commit them as a member of G)\n\n"
+         "                       commit them as a member of G)\n"
+         "  fault block HOST:PORT[,HOST:PORT...]\n"
+         "                       fault injection (tests, chaos runs): the member stops sending to\n"
+         "                       those members, as if the network were cut; block each side of a\n"
+         "                       partition towards the other. Needs grid-node --fault-injection\n"
+         "  fault heal           lift the member's block\n\n"
       << Describe()
       << "\nExit codes: 0 ok (a missing key is ok and prints (nil)), 1 runtime error, 2 usage "
          "error.\n";
@@ -408,6 +413,37 @@ Result<void> ParseMapCommand(const std::vector<std::string>& words, const po::va
   return {};
 }
 
+Result<void> ParseFaultCommand(const std::vector<std::string>& words, const po::variables_map& vm,
+                               CliCommand& command) {
+  command.kind = CommandKind::kFault;
+  if (words.size() == 2 && words[1] == "heal") return CheckOptionsAllowed(vm, nullptr, "fault");
+  if (words.size() != 3 || words[1] != "block") {
+    return Fail(ErrorCode::kBadRequest,
+                "use 'fault block HOST:PORT[,HOST:PORT...]' or 'fault heal'; run grid-cli --help");
+  }
+  std::size_t start = 0;
+  const std::string& list = words[2];
+  while (start <= list.size()) {
+    std::size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string address = list.substr(start, comma - start);
+    start = comma + 1;
+    if (address.empty()) continue;
+    const auto colon = address.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+      return Fail(ErrorCode::kBadRequest, "invalid member address '" + address +
+                                              "' for fault block: expected host:port, e.g. "
+                                              "127.0.0.1:5702");
+    }
+    command.blocked.push_back(std::move(address));
+  }
+  if (command.blocked.empty()) {
+    return Fail(ErrorCode::kBadRequest,
+                "fault block needs at least one HOST:PORT (use 'fault heal' to lift the block)");
+  }
+  return CheckOptionsAllowed(vm, nullptr, "fault");
+}
+
 Result<void> ParseWords(const std::vector<std::string>& words, const po::variables_map& vm,
                         CliCommand& command) {
   if (words.empty()) {
@@ -416,6 +452,7 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   if (words[0] == "map") return ParseMapCommand(words, vm, command);
   if (words[0] == "topic") return ParseTopicCommand(words, vm, command);
   if (words[0] == "stream") return ParseStreamCommand(words, vm, command);
+  if (words[0] == "fault") return ParseFaultCommand(words, vm, command);
   static const std::pair<std::string_view, CommandKind> kPlain[] = {
       {"ping", CommandKind::kPing},
       {"members", CommandKind::kMembers},
@@ -433,7 +470,8 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown command '" + words[0] +
-                  "' (use map, topic, stream, ping, members, partitions, cluster or metrics); run "
+                  "' (use map, topic, stream, fault, ping, members, partitions, cluster or "
+                  "metrics); run "
                   "grid-cli --help");
 }
 

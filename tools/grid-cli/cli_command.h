@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tessera/base/clock.h"
 #include "tessera/base/error.h"
@@ -38,6 +39,7 @@ enum class CommandKind {
   kStreamInfo,      // one stream: configuration, each sub-stream's range, each group's lag
   kStreamGroups,    // one stream's groups: lag, oldest uncommitted event, lease holders
   kStreamTail,      // prints events as they are appended (streams; see RunStreamTail)
+  kFault,           // fault injection: the members the connected member stops sending to
 };
 
 struct CliCommand {
@@ -60,6 +62,7 @@ struct CliCommand {
   std::optional<std::int64_t> from;    // topic subscribe --from: sequence (0 = oldest)
   std::string stream_name;             // stream commands
   std::string group;                   // stream tail --group: consume (and commit) as G
+  std::vector<std::string> blocked;    // fault block: addresses (empty: fault heal)
 };
 
 // Parses argv (argv[0] is the program name). Errors: kBadRequest with one line naming the

@@ -3,6 +3,7 @@
 #include "cli_runner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/null_sink.h>
 #include <condition_variable>
@@ -274,6 +275,17 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
       auto text = client.FetchMetricsText();
       if (!text) return std::unexpected(text.error());
       return CommandOutput{*text, {{"address", client.connected_address()}, {"metrics", *text}}};
+    }
+    case CommandKind::kFault: {
+      auto now = client.SetBlockedPeers(command.blocked);
+      if (!now) return std::unexpected(now.error());
+      nlohmann::json list = *now;
+      std::string text = now->empty()
+                             ? "no traffic blocked on " + client.connected_address()
+                             : "traffic from " + client.connected_address() + " blocked to " +
+                                   fmt::format("{}", fmt::join(*now, ", "));
+      return CommandOutput{text + "\n",
+                           {{"address", client.connected_address()}, {"blocked", list}}};
     }
     case CommandKind::kTopicStats: {
       auto view = client.FetchClusterView();

@@ -181,6 +181,17 @@ std::vector<Setting> Settings() {
        "join addresses and at members it lost, and merges the smaller into the larger "
        "(default 2000)",
        MillisSetter("merge-interval-ms", &MemberOptions::merge_interval_ms)},
+      {"fault-injection",
+       "true: serve the fault-injection op (grid-cli fault block|heal cuts this member off from "
+       "named members); for tests and chaos runs only (default false)",
+       [](NodeConfig& c, const std::string& text) -> Result<void> {
+         if (text != "true" && text != "false") {
+           return Fail(ErrorCode::kBadRequest,
+                       "'fault-injection' is '" + text + "'; use true or false");
+         }
+         c.member.fault_injection = text == "true";
+         return {};
+       }},
       {"max-transaction-ops", "most operations in one partition transaction (default 1000)",
        [](NodeConfig& c, const std::string& text) -> Result<void> {
          auto v = ParseUnsigned("max-transaction-ops", text, 1'000'000);

@@ -81,7 +81,7 @@ bool InOrder(const std::vector<std::string>& payloads) {
 
 }  // namespace
 
-TEST_CASE("Stream appends get per-sub-stream offsets; an event id is stored once",
+TEST_CASE("Stream appends get per-sub-stream offsets, an event id is stored once",
           "[grid][stream]") {
   Member member(ClusterMember());
   REQUIRE(member.Start());
@@ -152,7 +152,7 @@ TEST_CASE("Stream appends get per-sub-stream offsets; an event id is stored once
 }
 
 TEST_CASE(
-    "Two groups each get every event in key order; a group's consumers share the "
+    "Two groups each get every event in key order, a group's consumers share the "
     "sub-streams",
     "[grid][stream]") {
   Member a(ClusterMember());
@@ -223,7 +223,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "A failed handler gets its event again, later ones wait; a stopped consumer's "
+    "A failed handler gets its event again, later ones wait, a stopped consumer's "
     "sub-streams move to the others",
     "[grid][stream]") {
   Member member(ClusterMember());

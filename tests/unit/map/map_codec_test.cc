@@ -164,7 +164,8 @@ TEST_CASE("Replica updates and acknowledgements survive a round trip", "[map][co
   for (int kind = 1; kind <= 7; ++kind) {
     updates.push_back({static_cast<ReplicaUpdate::Kind>(kind), "orders",
                        static_cast<std::uint32_t>(100 + kind), std::string("k\0", 2), "value",
-                       kind * 1000, kind * 10, static_cast<std::uint64_t>(kind) << 40});
+                       kind * 1000, kind * 10, static_cast<std::uint64_t>(kind) << 40, kind * 77,
+                       kind * 3});
   }
   auto decoded = DecodeReplicaUpdates(EncodeReplicaUpdates(updates));
   REQUIRE(decoded);
@@ -195,7 +196,7 @@ TEST_CASE("A cleared MapRequest is a default one, its buffers kept", "[map][code
   CHECK(rq.value.capacity() == value_capacity);  // what reuse is for
 }
 
-TEST_CASE("A transaction and its result survive a round trip; bad ones are rejected",
+TEST_CASE("A transaction and its result survive a round trip, bad ones are rejected",
           "[map][codec][tx]") {
   MapRequest rq;
   rq.op = MapOp::kTransact;

@@ -267,7 +267,7 @@ TEST_CASE("mergeEntries keeps the TTL left, and refuses bytes that are not merge
   CHECK(!f.Get("k"));
 }
 
-TEST_CASE("Merge policies parse from their names; other names are refused with the list",
+TEST_CASE("Merge policies parse from their names, other names are refused with the list",
           "[map][merge]") {
   for (auto policy : {MergePolicy::kPutIfAbsent, MergePolicy::kPassThrough,
                       MergePolicy::kHigherHits, MergePolicy::kLatestUpdate}) {

@@ -1,5 +1,6 @@
 // Event stream operations (kStreamAppend .. kStreamJoin) against one partition's store.
 #include <catch2/catch.hpp>
+#include <map>
 
 #include "map_test_util.h"
 #include "tessera/map/stream_format.h"
@@ -208,7 +209,7 @@ TEST_CASE("Byte limits count the stored events", "[map][stream]") {
   f.Run(Append({{"k", std::string(60, 'y')}}, {}, small));
 }
 
-TEST_CASE("Leases: one holder per group, renewable, released, expiring; commits are fenced",
+TEST_CASE("Leases: one holder per group, renewable, released, expiring, commits are fenced",
           "[map][stream]") {
   StoreFixture f;
   f.Run(Group("g", "oldest"));
@@ -245,7 +246,7 @@ TEST_CASE("Leases: one holder per group, renewable, released, expiring; commits 
   CHECK(unknown.error().message().find("subscribe") != std::string::npos);
 }
 
-TEST_CASE("Groups start at the oldest event or at the tail; creating twice changes nothing",
+TEST_CASE("Groups start at the oldest event or at the tail, creating twice changes nothing",
           "[map][stream]") {
   StoreFixture f;
   f.Run(Append({{"k", "1"}, {"k", "2"}}));
@@ -345,4 +346,46 @@ TEST_CASE("A commit with a TTL renews the committer's lease", "[map][stream]") {
   f.clock.Advance(800);  // 1.6 s after taking it, 0.8 s after the commit: still a's
   CHECK_FALSE(f.Run(Lease("g", "b")).flag);
   CHECK(f.Run(Commit("g", "a", 2)).count == 2);
+}
+
+TEST_CASE(
+    "streamMerge appends the merging side's events the owner lacks, once, and adds its "
+    "groups at the oldest event",
+    "[map][stream][merge]") {
+  StoreFixture f;
+  f.Run(Append({{"k1", "before"}, {"k2", "ours"}}, {"id-before", "id-ours"}));
+  f.Run(Group("g-ours", "latest"));
+  // The merging side: offset 1 is the same event (appended before the split), offset 2 its
+  // own, offset 3 an event this side also has by id, offset 4 one without id.
+  const std::string before = f.Run(Read(1)).entries[0].second;
+  auto theirs = [](const std::string& id, const std::string& key, const std::string& payload) {
+    return EncodeStoredEvent(StoredEvent{id, key, 1'700'000'000'000, payload});
+  };
+  MapRequest merge = Rq(MapOp::kStreamMerge, kMeta);
+  merge.entries = {{"1", before},
+                   {"2", theirs("id-theirs", "k1", "theirs")},
+                   {"3", theirs("id-ours", "k2", "ours again")},
+                   {"4", theirs("", "k3", "no id")}};
+  merge.keys = {"g-theirs", "g-ours"};
+  auto result = f.Run(merge);
+  CHECK(result.count == 2);
+  REQUIRE(result.entries.size() == 1);
+  CHECK(result.entries[0] == std::pair<std::string, std::string>{"discarded", "2"});
+  CHECK(Payloads(f.Run(Read(1))) ==
+        std::vector<std::string>{"1:k1=before", "2:k2=ours", "3:k1=theirs", "4:k3=no id"});
+  // The merged event keeps its id: appending it again is a duplicate.
+  auto again = f.Run(Append({{"k1", "theirs"}}, {"id-theirs"}));
+  CHECK(again.count == 0);
+  // The merging side's group sees everything stored; ours keeps its cursor.
+  auto info = f.Run(Rq(MapOp::kStreamInfo, kMeta));
+  std::map<std::string, std::string> cursors;
+  for (const auto& [group, text] : info.entries) cursors[group] = text.substr(0, text.find(' '));
+  CHECK(cursors == std::map<std::string, std::string>{{"g-ours", "2"}, {"g-theirs", "0"}});
+  // Merging the same batch twice changes nothing.
+  CHECK(f.Run(merge).count == 0);
+
+  merge.entries = {{"5", "not an event"}};
+  auto bad = f.Try(merge);
+  REQUIRE(!bad);
+  CHECK(bad.error().code() == ErrorCode::kBadRequest);
 }

@@ -194,3 +194,19 @@ TEST_CASE("An undo log rolls a store back exactly, and a committed one keeps the
   store.Write("after", "no log attached any more", 40);  // must not touch the dead log
   CHECK(store.size() == 100);
 }
+
+TEST_CASE("A replica keeps the entry's last-update time and hits from the owner", "[map][store]") {
+  RecordStore store;
+  auto w = store.Write("k", "v", 10'000);
+  w.record->SetUpdateHistory(2'500, 7, 10'000);  // written 2.5 s before, read 7 times
+  CHECK(w.record->last_update_ms() == 7'500);
+  CHECK(w.record->creation_ms() == 7'500);
+  CHECK(w.record->last_access_ms() == 10'000);
+  CHECK(w.record->hits() == 7);
+  // An update of an older entry: its creation stays, the update time moves.
+  auto again = store.Write("k", "v2", 20'000);
+  again.record->SetUpdateHistory(1'000, 9, 20'000);
+  CHECK(again.record->last_update_ms() == 19'000);
+  CHECK(again.record->creation_ms() == 7'500);
+  CHECK(again.record->hits() == 9);
+}

@@ -118,7 +118,7 @@ TEST_CASE("A crashed member is removed after the failure timeout, its backups ar
 }
 
 TEST_CASE(
-    "A cluster frozen for 10 s and resumed together stays one cluster; a member that "
+    "A cluster frozen for 10 s and resumed together stays one cluster, a member that "
     "died meanwhile is still removed",
     "[membership]") {
   SimNetwork net;

@@ -73,6 +73,10 @@ class Client final : public Instance {
   base::Result<std::string> FetchTopicStatsJson();
   // The connected member's metrics in the Prometheus text format (Member::MetricsText).
   base::Result<std::string> FetchMetricsText();
+  // Fault injection on the connected member (it must run with fault injection on): it stops
+  // sending anything to the members at `addresses` (Member::BlockPeers); empty heals. Returns
+  // the list now in force. Errors: kUnsupported when fault injection is off there.
+  base::Result<std::vector<std::string>> SetBlockedPeers(const std::vector<std::string>& addresses);
 
   // The address of the member currently connected to ("" when disconnected).
   std::string connected_address() const;

@@ -62,6 +62,9 @@ struct MemberOptions {
   // addresses and at members it lost (0 = never); the smaller cluster then merges into the
   // larger, each map by its MapConfig::merge_policy. See docs/architecture.md.
   std::int64_t merge_interval_ms = 2000;
+  // Serve the fault-injection op (Client::SetBlockedPeers, grid-cli fault): for tests and
+  // chaos runs; off by default.
+  bool fault_injection = false;
 };
 
 class Member final : public Instance {

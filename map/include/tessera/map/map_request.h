@@ -92,6 +92,12 @@ enum class MapOp : std::uint8_t {
   kStreamJoin = 33,   // key = "consumers:<g>@S"; argument {consumer, ttl_ms, leave}: record
                       // the consumer as live until now + ttl_ms (leave: remove it); entries =
                       // the live consumers [(consumer, expiry_ms)] sorted by name
+  kStreamMerge = 34,  // split-brain merge of one sub-stream (merge.h): entries = the merging
+                      // side's [(offset, stored event)] in offset order, keys = its groups;
+                      // appends every event the owner lacks (not the same bytes at the same
+                      // offset, id not in the dedup window) with its id and time, beyond the
+                      // limits; creates missing groups at the oldest event; argument
+                      // {dedup_ms}; count = appended, entries = [("discarded", N)]
 };
 
 // The internal map reliable topics keep their rings in (grid::ReliableTopic).
@@ -109,7 +115,7 @@ bool MapOpIsKeyed(MapOp op);
 // True for the multi-partition operations whose keys (or entries) say which partitions they
 // touch: putAll, getAll, executeOnKeys, mergeEntries.
 bool MapOpHasKeys(MapOp op);
-// True for the event stream operations (kStreamAppend .. kStreamJoin).
+// True for the event stream operations (kStreamAppend .. kStreamMerge).
 bool MapOpIsStream(MapOp op);
 // "put", "putIfAbsent", ... for logs and errors.
 std::string_view MapOpName(MapOp op);

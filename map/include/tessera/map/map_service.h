@@ -242,9 +242,9 @@ class MapService {
   // wait for the next SetPartitionTable, as before the first one), the live entries of the
   // partitions it owned are taken out as kMergeEntries batches (merge.h), and every store is
   // emptied, so the next table's migrations copy the new cluster's data in and nothing of the
-  // old table is copied out. Event streams and reliable topics are not in the batches (their
-  // entries are sequences, not values): `unmerged` counts their entries, dropped. Blocks until
-  // every shard is done. REQUIRES: not on a shard thread.
+  // old table is copied out. Event streams come out per sub-stream as kStreamMerge batches
+  // (events in offset order, groups); reliable topics are not merged yet: `unmerged` counts
+  // their entries, dropped. Blocks until every shard is done. REQUIRES: not on a shard thread.
   std::vector<MergeBatch> LeaveCluster(std::size_t* unmerged = nullptr);
   // Replicas on this member (owned or backup) whose migration copy has not arrived yet.
   std::size_t AwaitingPartitionCount() const;

@@ -8,8 +8,9 @@
 //
 // Deletions are not merged: an entry the surviving side removed during the split comes back if
 // the merging side still had it and the policy takes absent keys (every policy does), as in
-// Hazelcast. A merged entry counts as written at the merge (its version and update time are
-// the owner's).
+// Hazelcast. A merged entry keeps its last-update time and hits (its version is the owner's).
+// Replicas and migration copies carry both too, so a partition that moved during the split is
+// judged by when its entries were written, not by when they were copied.
 //
 // Value types and pure functions; thread-compatible.
 
@@ -21,6 +22,7 @@
 
 #include "tessera/base/clock.h"
 #include "tessera/base/error.h"
+#include "tessera/map/map_request.h"
 
 namespace tessera::map {
 
@@ -54,10 +56,15 @@ base::Result<MergeEntry> DecodeMergeEntry(std::string_view bytes);
 bool MergeWins(MergePolicy policy, const MergeEntry& merging, bool existing,
                std::int64_t existing_hits, base::Millis existing_update_wall_ms);
 
-// A map's entries taken out of a member that leaves its cluster, in kMergeEntries batches.
+// What a member that leaves its cluster took out, as the requests that merge it: a map's
+// entries (kMergeEntries: entries = key, EncodeMergeEntry), or a sub-stream's events
+// (kStreamMerge on key "meta@P" of kStreamMap: entries = offset, stored event; keys = groups).
 struct MergeBatch {
+  MapOp op = MapOp::kMergeEntries;
   std::string map_name;
-  std::vector<std::pair<std::string, std::string>> entries;  // key, EncodeMergeEntry
+  std::string key;
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::vector<std::string> keys;
 };
 
 }  // namespace tessera::map

@@ -64,6 +64,10 @@ class Record {
   void RecordRead(base::Millis now_ms);
   // Refreshes the idle clock without counting a hit.
   void RecordAccess(base::Millis now_ms);
+  // A replica of an entry written elsewhere: its last update was `update_age_ms` before
+  // `now_ms` (also its creation, if that is later) and it was read `hits` times. Call right
+  // after Write(.., now_ms).
+  void SetUpdateHistory(base::Millis update_age_ms, std::int64_t hits, base::Millis now_ms);
 
   EntryView View() const;
 

@@ -49,6 +49,11 @@ struct ReplicaUpdate {
   // same for every update of one write); kPartitionComplete: the version the copy was taken
   // at; 0: unversioned.
   std::uint64_t version = 0;
+  // kSet/kCopySet: how long before it was sent the entry was last written on the owner, and
+  // how often it was read there, so a replica (and a promoted backup) keeps the entry's
+  // last-update time and hits (merge policies latest_update and higher_hits judge by them).
+  base::Millis update_age_ms = 0;
+  std::int64_t hits = 0;
 
   friend bool operator==(const ReplicaUpdate&, const ReplicaUpdate&) = default;
 };

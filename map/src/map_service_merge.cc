@@ -1,0 +1,146 @@
+// MapService's half of a split-brain merge (merge.h): taking this member's data out of the
+// old partition table when it leaves its cluster to join another.
+#include <algorithm>
+#include <charconv>
+#include <future>
+#include <iterator>
+#include <map>
+
+#include "map_service_impl.h"
+#include "tessera/base/check.h"
+#include "tessera/map/stream_format.h"
+
+namespace tessera::map {
+
+std::vector<MergeBatch> MapService::LeaveCluster(std::size_t* unmerged) {
+  TESSERA_CHECK(!shards_.CurrentShard().has_value(), "LeaveCluster called on a shard thread");
+  constexpr std::size_t kBatchEntries = 1000;
+  constexpr std::size_t kBatchBytes = 1 << 20;
+  const std::uint32_t count = partitioner_.partition_count();
+  auto owned = std::make_shared<std::vector<bool>>(count, false);
+  std::vector<std::vector<std::uint32_t>> changed(shards_.size());
+  {
+    std::lock_guard lock(impl_->ownership_mu);
+    for (std::uint32_t p = 0; p < count; ++p) {
+      auto& f = impl_->flags[p];
+      (*owned)[p] = f.local.exchange(false);
+      if ((*owned)[p] || f.handoff_pending.load())
+        changed[shards_.ShardOfPartition(p)].push_back(p);
+      f.pending.store(false);
+      f.copy_arrived.store(false);
+      f.has_backups.store(false);
+      f.versioned.store(false);
+      f.version.store(0);
+      f.handoff_pending.store(false);
+      f.handoff_arrived.store(false);
+    }
+    impl_->routing = nullptr;  // requests wait for the next table (ExpectPartitionTable)
+    impl_->expects_table.store(true);
+  }
+  for (std::size_t shard = 0; shard < changed.size(); ++shard) {
+    impl_->NotifyOwnership(shard, std::move(changed[shard]));  // stops partition work first
+  }
+  struct ShardPart {
+    std::vector<MergeBatch> batches;
+    std::size_t unmerged = 0;
+  };
+  std::promise<std::vector<ShardPart>> promise;
+  auto future = promise.get_future();
+  shards_.MapReduce<ShardPart>(
+      [impl = impl_.get(), owned](std::size_t shard) {
+        ShardPart part;
+        const base::Millis now = impl->clock.NowMs();
+        const base::Millis wall = impl->clock.WallMs();
+        const std::size_t shard_count = impl->shards.size();
+        for (auto& [name, table] : impl->states[shard]->maps) {
+          const bool streams = name == kStreamMap;
+          const bool rings = name == kRingMap;
+          // Streams: per sub-stream, its events by offset and its groups (kStreamMerge).
+          std::map<std::string, std::map<std::int64_t, std::string>> events;
+          std::map<std::string, std::vector<std::string>> groups;
+          MergeBatch* batch = nullptr;
+          std::size_t bytes = 0;
+          for (std::size_t slot = 0; slot < table->stores.slot_count(); ++slot) {
+            RecordStore* store = table->stores.At(slot);
+            if (store == nullptr) continue;
+            const auto p =
+                static_cast<std::uint32_t>(table->stores.LocalAt(slot) * shard_count + shard);
+            if ((*owned)[p]) {
+              store->ForEach([&](const Record& r) {
+                if (r.ExpiredAt(now)) return;
+                if (rings) {
+                  ++part.unmerged;
+                  return;
+                }
+                if (streams) {
+                  const std::string_view key = r.key();
+                  const auto at = key.find('@');
+                  if (at == std::string_view::npos) return;
+                  const std::string_view prefix = key.substr(0, at);
+                  const std::string sub(key.substr(at + 1));
+                  std::int64_t offset = 0;
+                  const auto [end, ec] =
+                      std::from_chars(prefix.data(), prefix.data() + prefix.size(), offset);
+                  if (ec == std::errc() && end == prefix.data() + prefix.size()) {
+                    events[sub][offset] = std::string(r.value());
+                    return;
+                  }
+                  if (prefix == "meta") {
+                    for (const auto& [group, cursor] : ParseStreamMeta(r.value()).groups) {
+                      groups[sub].push_back(group);
+                    }
+                    return;
+                  }
+                  // Dedup markers come back with the events, leases and consumer presence
+                  // are renewed by the consumers; the stream's configuration merges as an entry.
+                  if (prefix != "stream") return;
+                }
+                if (batch == nullptr || batch->entries.size() >= kBatchEntries ||
+                    bytes >= kBatchBytes) {
+                  part.batches.push_back({MapOp::kMergeEntries, name, {}, {}, {}});
+                  batch = &part.batches.back();
+                  bytes = 0;
+                }
+                MergeEntry e;
+                e.value = std::string(r.value());
+                e.update_wall_ms = wall - (now - r.last_update_ms());
+                e.hits = r.hits();
+                e.ttl_left_ms =
+                    r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now);
+                e.max_idle_ms = r.max_idle_ms();
+                batch->entries.emplace_back(std::string(r.key()), EncodeMergeEntry(e));
+                bytes += r.key().size() + r.value().size() + 40;
+              });
+            }
+            store->Clear();
+          }
+          for (auto& [sub, by_offset] : events) {
+            MergeBatch* stream_batch = nullptr;
+            for (auto& [offset, bytes] : by_offset) {
+              if (stream_batch == nullptr || stream_batch->entries.size() >= kBatchEntries) {
+                part.batches.push_back(
+                    {MapOp::kStreamMerge, name, StreamMetaKey(sub), {}, groups[sub]});
+                stream_batch = &part.batches.back();
+              }
+              stream_batch->entries.emplace_back(std::to_string(offset), std::move(bytes));
+            }
+          }
+        }
+        return part;
+      },
+      [&promise](std::vector<ShardPart> parts) { promise.set_value(std::move(parts)); });
+  std::vector<MergeBatch> batches;
+  std::size_t dropped = 0;
+  for (auto& part : future.get()) {
+    std::move(part.batches.begin(), part.batches.end(), std::back_inserter(batches));
+    dropped += part.unmerged;
+  }
+  {
+    std::lock_guard lock(impl_->stream_mu);
+    impl_->stream_state.clear();
+  }
+  if (unmerged != nullptr) *unmerged = dropped;
+  return batches;
+}
+
+}  // namespace tessera::map
