@@ -12,9 +12,8 @@ ClusterMerger::ClusterMerger(map::MapService& maps, std::shared_ptr<spdlog::logg
 ClusterMerger::~ClusterMerger() { Stop(); }
 
 void ClusterMerger::OnRejoin(const std::string& why) {
-  std::size_t unmerged = 0;
   const auto started = std::chrono::steady_clock::now();
-  auto batches = maps_.LeaveCluster(&unmerged);
+  auto batches = maps_.LeaveCluster();
   std::size_t entries = 0;
   for (const auto& b : batches) entries += b.entries.size();
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -24,20 +23,15 @@ void ClusterMerger::OnRejoin(const std::string& why) {
     std::lock_guard lock(mu_);
     joined_ = false;
     ++stats_.merges;
-    stats_.unmerged += unmerged;
     stats_.pending += entries;
     for (auto& b : batches) batches_.push_back(std::move(b));
     merge_started_ = started;
     merge_applied_ = merge_discarded_ = 0;
   }
   log_->warn(
-      "leaving the cluster ({}): took {} entries of the partitions this member owned out "
-      "in {} ms, to merge into the cluster it joins{}",
-      why, entries, took,
-      unmerged == 0 ? std::string()
-                    : fmt::format("; {} reliable-topic entries are "
-                                  "dropped (their merge is not built yet)",
-                                  unmerged));
+      "leaving the cluster ({}): took {} entries, stream events and reliable-topic messages of "
+      "the partitions this member owned out in {} ms, to merge into the cluster it joins",
+      why, entries, took);
 }
 
 void ClusterMerger::OnJoined() {

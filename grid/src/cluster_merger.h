@@ -34,7 +34,6 @@ class ClusterMerger {
     std::uint64_t merges = 0;     // times this member took its data out to join another cluster
     std::uint64_t applied = 0;    // entries the new owners took (the policy let them in)
     std::uint64_t discarded = 0;  // entries the merge policy kept out
-    std::uint64_t unmerged = 0;   // reliable-topic entries dropped (not merged yet)
     std::uint64_t pending = 0;    // entries taken out and not applied yet
   };
 

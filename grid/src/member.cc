@@ -434,16 +434,15 @@ std::string Member::MetricsText() const {
                                   "alive)"),
          static_cast<std::int64_t>(merges.merges));
     sync(registry.RegisterCounter("tessera_merge_entries_applied_total", {},
-                                  "Entries (and stream events) this member brought into the "
-                                  "cluster it merged into that the merge kept"),
+                                  "Entries, stream events and reliable-topic messages this member "
+                                  "brought into the cluster it merged into that the merge kept"),
          static_cast<std::int64_t>(merges.applied));
-    sync(registry.RegisterCounter("tessera_merge_entries_discarded_total", {},
-                                  "Entries this member brought to a merge that the maps' merge "
-                                  "policies kept out (and stream events the cluster had)"),
+    sync(registry.RegisterCounter(
+             "tessera_merge_entries_discarded_total", {},
+             "Entries this member brought to a merge that the maps' merge "
+             "policies kept out (and stream events and reliable-topic messages the "
+             "cluster had)"),
          static_cast<std::int64_t>(merges.discarded));
-    sync(registry.RegisterCounter("tessera_merge_entries_unmerged_total", {},
-                                  "Reliable-topic entries dropped at a merge (not merged yet)"),
-         static_cast<std::int64_t>(merges.unmerged));
     registry
         .RegisterGauge("tessera_merge_entries_pending", {},
                        "Entries taken out at a merge and not applied in the new cluster yet")

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "op_support.h"
+#include "tessera/map/merge.h"
 
 namespace tessera::map::detail {
 namespace {
@@ -94,6 +95,44 @@ base::Result<MapResult> OpRingAppend(RecordStore& store, const MapRequest& rq, O
   keep.max_idle_ms = 0;
   WriteLive(store, meta_key, MetaText(m), keep, ctx, had_meta, std::nullopt);
   out.value = MetaText(m);
+  out.entries.emplace_back("discarded", std::to_string(discarded));
+  return out;
+}
+
+base::Result<MapResult> OpRingMerge(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const std::string_view ring = AfterFirstAt(rq.key);
+  const std::string meta_key = MetaKey(ring);
+  RingMeta m;
+  Record* meta = FindLive(store, meta_key, ctx);
+  const bool had_meta = meta != nullptr;
+  if (meta) m = ParseMeta(meta->value());
+  MapResult out;
+  std::int64_t discarded = 0;
+  for (const auto& [seq_text, bytes] : rq.entries) {
+    auto message = DecodeMergeEntry(bytes);
+    if (!message) return std::unexpected(message.error());
+    std::int64_t seq = 0;
+    std::from_chars(seq_text.data(), seq_text.data() + seq_text.size(), seq);
+    // Published before the split: the same message at the same sequence on both sides.
+    const Record* same = seq > 0 ? FindLive(store, MessageKey(ring, seq), ctx) : nullptr;
+    if (same != nullptr && same->value() == message->value) {
+      ++discarded;
+      continue;
+    }
+    ++m.tail;
+    if (m.head > m.tail) m.head = m.tail;
+    WriteOptions options;
+    options.ttl_ms = message->ttl_left_ms;
+    options.max_idle_ms = 0;
+    WriteLive(store, MessageKey(ring, m.tail), message->value, options, ctx, false, std::nullopt);
+    ++out.count;
+  }
+  if (out.count > 0 || !had_meta) {
+    WriteOptions keep;
+    keep.ttl_ms = 0;
+    keep.max_idle_ms = 0;
+    WriteLive(store, meta_key, MetaText(m), keep, ctx, had_meta, std::nullopt);
+  }
   out.entries.emplace_back("discarded", std::to_string(discarded));
   return out;
 }

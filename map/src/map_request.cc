@@ -28,7 +28,7 @@ bool MapOpIsKeyed(MapOp op) {
   return (code >= static_cast<std::uint8_t>(MapOp::kPut) &&
           code <= static_cast<std::uint8_t>(MapOp::kStreamCommit)) ||
          (code >= static_cast<std::uint8_t>(MapOp::kStreamLease) &&
-          code <= static_cast<std::uint8_t>(MapOp::kStreamMerge));
+          code <= static_cast<std::uint8_t>(MapOp::kRingMerge));
 }
 
 bool MapOpHasKeys(MapOp op) {
@@ -96,6 +96,8 @@ std::string_view MapOpName(MapOp op) {
       return "streamJoin";
     case MapOp::kStreamMerge:
       return "streamMerge";
+    case MapOp::kRingMerge:
+      return "ringMerge";
     case MapOp::kSetTtl:
       return "setTtl";
     case MapOp::kGetEntryView:

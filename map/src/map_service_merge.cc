@@ -12,7 +12,7 @@
 
 namespace tessera::map {
 
-std::vector<MergeBatch> MapService::LeaveCluster(std::size_t* unmerged) {
+std::vector<MergeBatch> MapService::LeaveCluster() {
   TESSERA_CHECK(!shards_.CurrentShard().has_value(), "LeaveCluster called on a shard thread");
   constexpr std::size_t kBatchEntries = 1000;
   constexpr std::size_t kBatchBytes = 1 << 20;
@@ -42,7 +42,6 @@ std::vector<MergeBatch> MapService::LeaveCluster(std::size_t* unmerged) {
   }
   struct ShardPart {
     std::vector<MergeBatch> batches;
-    std::size_t unmerged = 0;
   };
   std::promise<std::vector<ShardPart>> promise;
   auto future = promise.get_future();
@@ -55,7 +54,8 @@ std::vector<MergeBatch> MapService::LeaveCluster(std::size_t* unmerged) {
         for (auto& [name, table] : impl->states[shard]->maps) {
           const bool streams = name == kStreamMap;
           const bool rings = name == kRingMap;
-          // Streams: per sub-stream, its events by offset and its groups (kStreamMerge).
+          // Streams and rings: per sub-stream (ring), its events (messages) by offset and its
+          // groups (kStreamMerge, kRingMerge).
           std::map<std::string, std::map<std::int64_t, std::string>> events;
           std::map<std::string, std::vector<std::string>> groups;
           MergeBatch* batch = nullptr;
@@ -68,11 +68,7 @@ std::vector<MergeBatch> MapService::LeaveCluster(std::size_t* unmerged) {
             if ((*owned)[p]) {
               store->ForEach([&](const Record& r) {
                 if (r.ExpiredAt(now)) return;
-                if (rings) {
-                  ++part.unmerged;
-                  return;
-                }
-                if (streams) {
+                if (streams || rings) {
                   const std::string_view key = r.key();
                   const auto at = key.find('@');
                   if (at == std::string_view::npos) return;
@@ -82,9 +78,19 @@ std::vector<MergeBatch> MapService::LeaveCluster(std::size_t* unmerged) {
                   const auto [end, ec] =
                       std::from_chars(prefix.data(), prefix.data() + prefix.size(), offset);
                   if (ec == std::errc() && end == prefix.data() + prefix.size()) {
-                    events[sub][offset] = std::string(r.value());
+                    if (streams) {
+                      events[sub][offset] = std::string(r.value());
+                    } else {  // a ring's message keeps its TTL
+                      MergeEntry message;
+                      message.value = std::string(r.value());
+                      message.ttl_left_ms = r.expire_at_ms() == 0
+                                                ? 0
+                                                : std::max<base::Millis>(1, r.expire_at_ms() - now);
+                      events[sub][offset] = EncodeMergeEntry(message);
+                    }
                     return;
                   }
+                  if (rings) return;  // "ring@R": the owner keeps its own head and tail
                   if (prefix == "meta") {
                     for (const auto& [group, cursor] : ParseStreamMeta(r.value()).groups) {
                       groups[sub].push_back(group);
@@ -119,7 +125,9 @@ std::vector<MergeBatch> MapService::LeaveCluster(std::size_t* unmerged) {
             for (auto& [offset, bytes] : by_offset) {
               if (stream_batch == nullptr || stream_batch->entries.size() >= kBatchEntries) {
                 part.batches.push_back(
-                    {MapOp::kStreamMerge, name, StreamMetaKey(sub), {}, groups[sub]});
+                    streams
+                        ? MergeBatch{MapOp::kStreamMerge, name, StreamMetaKey(sub), {}, groups[sub]}
+                        : MergeBatch{MapOp::kRingMerge, name, "ring@" + sub, {}, {}});
                 stream_batch = &part.batches.back();
               }
               stream_batch->entries.emplace_back(std::to_string(offset), std::move(bytes));
@@ -130,16 +138,13 @@ std::vector<MergeBatch> MapService::LeaveCluster(std::size_t* unmerged) {
       },
       [&promise](std::vector<ShardPart> parts) { promise.set_value(std::move(parts)); });
   std::vector<MergeBatch> batches;
-  std::size_t dropped = 0;
   for (auto& part : future.get()) {
     std::move(part.batches.begin(), part.batches.end(), std::back_inserter(batches));
-    dropped += part.unmerged;
   }
   {
     std::lock_guard lock(impl_->stream_mu);
     impl_->stream_state.clear();
   }
-  if (unmerged != nullptr) *unmerged = dropped;
   return batches;
 }
 

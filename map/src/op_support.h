@@ -88,5 +88,6 @@ base::Result<MapResult> OpStreamInfo(RecordStore& store, const MapRequest& reque
 base::Result<MapResult> OpStreamJoin(RecordStore& store, const MapRequest& request, OpContext& ctx);
 base::Result<MapResult> OpStreamMerge(RecordStore& store, const MapRequest& request,
                                       OpContext& ctx);
+base::Result<MapResult> OpRingMerge(RecordStore& store, const MapRequest& request, OpContext& ctx);
 
 }  // namespace tessera::map::detail

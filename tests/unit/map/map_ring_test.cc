@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "map_test_util.h"
+#include "tessera/map/merge.h"
 #include "tessera/record/generic_record.h"
 
 using namespace tessera::map;           // NOLINT
@@ -95,4 +96,35 @@ TEST_CASE("Expired ring messages free their slots and count as lost for late rea
   CHECK(read.flag);
   CHECK(read.count == 3);
   CHECK(Payloads(read) == std::vector<std::string>{"3=new"});
+}
+
+TEST_CASE("ringMerge appends the merging side's messages the ring lacks, with their TTL",
+          "[map][ring][merge]") {
+  StoreFixture f;
+  f.Run(Append({"before", "ours"}, 3));
+  auto message = [](const std::string& text, std::int64_t ttl_left_ms = 0) {
+    MergeEntry e;
+    e.value = text;
+    e.ttl_left_ms = ttl_left_ms;
+    return EncodeMergeEntry(e);
+  };
+  MapRequest merge = Rq(MapOp::kRingMerge, "ring@news");
+  merge.entries = {{"1", message("before")},  // published before the split: the same
+                   {"2", message("theirs")},
+                   {"3", message("short-lived", 50)}};
+  auto result = f.Run(merge);
+  CHECK(result.count == 2);
+  CHECK(result.entries == std::vector<std::pair<std::string, std::string>>{{"discarded", "1"}});
+  // Beyond the capacity of 3: a merge never drops what either side accepted.
+  CHECK(Payloads(f.Run(Read(1))) ==
+        std::vector<std::string>{"1=before", "2=ours", "3=theirs", "4=short-lived"});
+  f.clock.Advance(50);
+  CHECK(Payloads(f.Run(Read(1))) == std::vector<std::string>{"1=before", "2=ours", "3=theirs"});
+  // The ring goes on from there.
+  CHECK(f.Run(Append({"after"}, 10)).count == 5);
+
+  merge.entries = {{"6", "not a merge entry"}};
+  auto bad = f.Try(merge);
+  REQUIRE(!bad);
+  CHECK(bad.error().code() == ErrorCode::kBadRequest);
 }

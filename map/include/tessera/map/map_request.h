@@ -98,6 +98,11 @@ enum class MapOp : std::uint8_t {
                       // offset, id not in the dedup window) with its id and time, beyond the
                       // limits; creates missing groups at the oldest event; argument
                       // {dedup_ms}; count = appended, entries = [("discarded", N)]
+  kRingMerge = 35,    // split-brain merge of one ring (key "ring@R"): entries = the merging
+                      // side's [(sequence, EncodeMergeEntry(message, its TTL left))] in order;
+                      // appends every message the owner lacks (not the same bytes at the same
+                      // sequence) after its tail, beyond the capacity; count = appended,
+                      // entries = [("discarded", N)]
 };
 
 // The internal map reliable topics keep their rings in (grid::ReliableTopic).

@@ -243,9 +243,9 @@ class MapService {
   // partitions it owned are taken out as kMergeEntries batches (merge.h), and every store is
   // emptied, so the next table's migrations copy the new cluster's data in and nothing of the
   // old table is copied out. Event streams come out per sub-stream as kStreamMerge batches
-  // (events in offset order, groups); reliable topics are not merged yet: `unmerged` counts
-  // their entries, dropped. Blocks until every shard is done. REQUIRES: not on a shard thread.
-  std::vector<MergeBatch> LeaveCluster(std::size_t* unmerged = nullptr);
+  // (events in offset order, groups), reliable topics per ring as kRingMerge batches. Blocks
+  // until every shard is done. REQUIRES: not on a shard thread.
+  std::vector<MergeBatch> LeaveCluster();
   // Replicas on this member (owned or backup) whose migration copy has not arrived yet.
   std::size_t AwaitingPartitionCount() const;
   // Keyed requests this member sent on to another member (their partition's owner) since

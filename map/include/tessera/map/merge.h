@@ -58,7 +58,9 @@ bool MergeWins(MergePolicy policy, const MergeEntry& merging, bool existing,
 
 // What a member that leaves its cluster took out, as the requests that merge it: a map's
 // entries (kMergeEntries: entries = key, EncodeMergeEntry), or a sub-stream's events
-// (kStreamMerge on key "meta@P" of kStreamMap: entries = offset, stored event; keys = groups).
+// (kStreamMerge on key "meta@P" of kStreamMap: entries = offset, stored event; keys = groups),
+// or a ring's messages (kRingMerge on key "ring@R" of kRingMap: entries = sequence,
+// EncodeMergeEntry of the message with its TTL left).
 struct MergeBatch {
   MapOp op = MapOp::kMergeEntries;
   std::string map_name;
