@@ -466,7 +466,9 @@ std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
                      r.hits()});
     });
   }
-  out.push_back({ReplicaUpdate::Kind::kPartitionComplete, "", partition_id, "", "", 0, 0,
+  auto current = CurrentRouting();
+  out.push_back({ReplicaUpdate::Kind::kPartitionComplete, "", partition_id,
+                 current ? current->master : std::string(), "", 0, 0,
                  flags[partition_id].version.load()});
   return out;
 }
@@ -589,6 +591,7 @@ StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
         f.version.store(u.version);
         f.versioned.store(true);
         f.copy_arrived.store(true);
+        copy_master[u.partition_id] = u.key;  // the sender's master (ExportPartition)
         if (f.pending.exchange(false)) {
           f.local.store(routing && routing->Owner(u.partition_id) == routing->self);
           completed.push_back(u.partition_id);
@@ -621,11 +624,26 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   // our kHandoff, sent once the ownership hook stopped our work (on the shard).
   std::vector<std::vector<std::pair<std::uint32_t, std::string>>> handoffs(shards_.size());
   std::string self_address;
+  std::vector<std::uint32_t> foreign_copies;
   {
     std::lock_guard lock(impl_->ownership_mu);
     auto previous = impl_->routing;
     auto next = std::make_shared<Impl::Routing>(
-        Impl::Routing{std::move(replicas), std::move(self), routing});
+        Impl::Routing{std::move(replicas), std::move(self), routing,
+                      members.empty() ? std::string() : members.front()});
+    // A member that left its cluster (LeaveCluster) may have received a late copy from it
+    // before this table: only copies from this table's cluster count. The partition then waits
+    // for this cluster's copy, which starts by clearing what the other one left.
+    if (impl_->left_cluster) {
+      impl_->left_cluster = false;
+      for (std::uint32_t p = 0; p < next->replicas.size(); ++p) {
+        auto& f = impl_->flags[p];
+        if (f.copy_arrived.load() && impl_->copy_master[p] != next->master) {
+          f.copy_arrived.store(false);
+          foreign_copies.push_back(p);
+        }
+      }
+    }
     const base::Millis now = SteadyMs();
     static const std::vector<std::string> kNone;
     for (std::uint32_t p = 0; p < next->replicas.size(); ++p) {
@@ -696,6 +714,12 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     self_address = next->self;
     impl_->routing = std::move(next);
     impl_->cluster_size.store(members.size());
+  }
+  if (!foreign_copies.empty() && impl_->log) {
+    impl_->log->warn(
+        "ignoring {} partition copies that came from the cluster this member left; "
+        "waiting for this cluster's",
+        foreign_copies.size());
   }
   // Before the copies are posted: on each shard, work stopped by the hook is over before the
   // partition's copy leaves (posts to a shard run in order).

@@ -162,6 +162,7 @@ struct MapService::Impl {
       states.push_back(std::make_unique<ShardState>());
     flags = std::make_unique<PartitionFlags[]>(partitioner.partition_count());
     handoff_from.resize(partitioner.partition_count());
+    copy_master.resize(partitioner.partition_count());
   }
 
   // Whether a request may run: the service is not stopping and the request is well-formed.
@@ -240,6 +241,7 @@ struct MapService::Impl {
     std::vector<std::vector<std::string>> replicas;  // [p] = owner, backups...
     std::string self;
     ClusterRouting* routing = nullptr;
+    std::string master;  // the cluster's master (members[0]): copies say which cluster sent them
     const std::string& Owner(std::uint32_t p) const;
   };
   // Set by ExpectPartitionTable: a cluster member, which serves nothing before its first table.
@@ -339,6 +341,12 @@ struct MapService::Impl {
   // Per partition, the member whose kHandoff a pending handoff waits for; guarded by
   // ownership_mu.
   std::vector<std::string> handoff_from;
+  // Per partition, the master named by the last migration copy that completed here (see
+  // LeaveCluster); guarded by ownership_mu.
+  std::vector<std::string> copy_master;
+  // LeaveCluster ran and no table came since: copies that completed meanwhile count only if
+  // they came from the cluster of the next table. Guarded by ownership_mu.
+  bool left_cluster = false;
   // SetOwnershipHook's hook; guarded by ownership_mu, copied out before it is called.
   std::shared_ptr<const std::function<void(std::uint32_t)>> ownership_hook;
   // Runs the ownership hook for `partitions` (all on `shard`): inline when on that shard, else

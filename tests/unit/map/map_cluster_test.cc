@@ -574,3 +574,70 @@ TEST_CASE(
   get.op = MapOp::kGet;
   CHECK(survivor.ExecuteSync(get)->value == "v0");
 }
+
+namespace {
+// Routing to nobody: calls fail as to an unreachable member, replicas are acknowledged.
+class NoPeers final : public ClusterRouting {
+ public:
+  void Send(const std::string&, MapRequest, Callback done) override {
+    done(tessera::base::Fail(ErrorCode::kConnectionFailed, "no peers in this test"));
+  }
+  void SendReplica(const std::string&, std::vector<ReplicaUpdate>,
+                   std::function<void(tessera::base::Result<StalePartitions>)> done) override {
+    done(StalePartitions{});
+  }
+};
+
+std::vector<ReplicaUpdate> CopyOf(std::uint32_t p, const std::string& key, const std::string& value,
+                                  const std::string& master) {
+  return {{ReplicaUpdate::Kind::kClearPartition, "", p, "", "", 0, 0, 0},
+          {ReplicaUpdate::Kind::kCopySet, "orders", p, key, value, 0, 0, 0},
+          {ReplicaUpdate::Kind::kPartitionComplete, "", p, master, "", 0, 0, 1}};
+}
+
+void Apply(MapService& service, std::vector<ReplicaUpdate> updates) {
+  std::promise<void> applied;
+  service.ApplyReplica(std::move(updates), [&](StalePartitions) { applied.set_value(); });
+  applied.get_future().wait();
+}
+}  // namespace
+
+TEST_CASE(
+    "A member that left its cluster takes its data out, ignores a late copy from that "
+    "cluster and serves the new cluster's",
+    "[map][cluster][merge]") {
+  tessera::base::SteadyClock clock;
+  EntryProcessorRegistry processors;
+  tessera::runtime::ShardSet shards{2};
+  shards.Start();
+  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
+                     spdlog::null_logger_mt("left-cluster"));
+  service.Start();
+  NoPeers peers;
+  const std::uint32_t p = tessera::partition::Partitioner(271).PartitionOf("k");
+  auto table = [&](const std::string& other) {
+    return std::vector<std::vector<std::string>>(271, {"self", other});
+  };
+  service.SetPartitionTable(table("a"), {"a", "self"}, "self", &peers);  // master a
+  REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "k", "ours")));
+
+  auto batches = service.LeaveCluster();
+  REQUIRE(batches.size() == 1);
+  CHECK(batches[0].op == MapOp::kMergeEntries);
+  CHECK(batches[0].map_name == "orders");
+  REQUIRE(batches[0].entries.size() == 1);
+  CHECK(batches[0].entries[0].first == "k");
+  CHECK(DecodeMergeEntry(batches[0].entries[0].second)->value == "ours");
+  CHECK(!service.OwnsPartition(p));
+
+  Apply(service, CopyOf(p, "k", "stale", "a"));  // a late copy from the old cluster
+  service.SetPartitionTable(table("b"), {"b", "self"}, "self", &peers);  // joined b's cluster
+  CHECK(!service.OwnsPartition(p));                                      // waits for b's copy
+  Apply(service, CopyOf(p, "k", "fresh", "b"));
+  CHECK(service.OwnsPartition(p));
+  auto got = service.ExecuteSync(Rq(MapOp::kGet, "k"));
+  REQUIRE(got);
+  CHECK(got->value == "fresh");
+  service.Stop();
+  shards.Stop();
+}

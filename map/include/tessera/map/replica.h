@@ -30,7 +30,8 @@ struct ReplicaUpdate {
     kSet = 1,                // key := value, with the TTL left and the max-idle given
     kDelete = 2,             // key removed (removed, expired, evicted)
     kClearPartition = 3,     // every entry of the partition in map_name (empty: in every map)
-    kPartitionComplete = 4,  // the end of a partition copy (migration): it may be served now
+    kPartitionComplete = 4,  // the end of a partition copy (migration): it may be served now;
+                             // `key` = the sender's master (which cluster sent the copy)
     kCopySet = 5,            // like kSet, as part of a partition copy
     kResyncBegin = 6,        // like kClearPartition (all maps), starting a resync of a backup
     kResyncChunk = 7,        // no change itself: starts a later message of a resync
