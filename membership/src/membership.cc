@@ -476,6 +476,12 @@ void Membership::OnSplitProbeReply(const ClusterMessage& m) {
 
 void Membership::ConsiderMerge(const ClusterMessage& m) {
   if (!is_master()) return;  // the prober hears our master's address and asks it
+  if (m.from.uuid != m.master.uuid) {
+    // Second-hand: decide only on what their master itself says (it is then alive, reachable
+    // from here, and its size is current), so ask it.
+    transport_.Send(m.master.address, MakeSummary(MessageType::kSplitProbe));
+    return;
+  }
   const MemberInfo& mine = *view_.members.master();
   const std::size_t ours = view_.members.members.size();
   bool merge = false;
@@ -486,13 +492,7 @@ void Membership::ConsiderMerge(const ClusterMessage& m) {
   } else {
     merge = m.master.uuid < mine.uuid;
   }
-  if (!merge) {
-    // The larger cluster stays. Its master waits for ours to merge; make sure it hears of us.
-    if (m.from.uuid != m.master.uuid) {
-      transport_.Send(m.master.address, MakeSummary(MessageType::kSplitProbe));
-    }
-    return;
-  }
+  if (!merge) return;  // the larger cluster stays; its master told us, ours will be told
   const std::string why = fmt::format(
       "split brain: another cluster '{}' of {} member(s) with master {} at {} can be reached; "
       "this cluster of {} member(s) (master {}) is the {} and merges into it",

@@ -33,7 +33,9 @@
 //     between equal sizes the younger (its master started later; then the larger master uuid)
 //     merges: its master sends MergeInto to its members and each, the master last, rejoins
 //     through the other cluster's master. A non-master's answer names its master, whom the
-//     prober then probes, so the decision is always taken by the two masters.
+//     prober then probes: a master decides only on what the other master itself sent (so that
+//     master is alive and reachable from here, and its size current), the same way on both
+//     sides.
 //   - Rejoin (merging, or removed by the master while alive: a NotMember, or a view without
 //     this member): the rejoin listener runs first (the member takes its data out of the old
 //     partition table, to merge it into the cluster it joins), then the view is forgotten and
