@@ -1,0 +1,226 @@
+// The outbox relay: one Relay per owned partition (partition work, on the partition's shard)
+// finds the partition's entries; one publisher thread per Outbox appends them to the shared
+// stream and removes them (blocking calls never run on a shard).
+#include "tessera/saga/outbox.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "tessera/base/log.h"
+
+namespace tessera::saga {
+namespace {
+
+std::string EntryKey(std::int64_t id, const std::string& partition_key) {
+  return fmt::format("{:016x}@{}", static_cast<std::uint64_t>(id), partition_key);
+}
+
+}  // namespace
+
+base::Result<void> Outbox::Stage(grid::Transaction& tx, const Event& event) {
+  if (auto ok = ValidateEvent(event); !ok) return ok;
+  tx.Set(kOutboxMap, EntryKey(event.id, tx.request().key), EncodeEvent(event));
+  return {};
+}
+
+struct Outbox::State {
+  grid::Member* member = nullptr;
+  std::shared_ptr<grid::Instance> shared;
+  OutboxOptions options;
+  std::shared_ptr<spdlog::logger> log = base::NamedLogger("outbox");
+  std::shared_ptr<grid::Stream> stream;
+
+  std::mutex mu;
+  std::condition_variable wake;
+  std::deque<std::function<void()>> jobs;  // guarded by mu
+  bool stop = false;                       // guarded by mu
+  Stats stats;                             // guarded by mu (pending/oldest: from `seen`)
+  std::map<std::uint32_t, std::pair<std::int64_t, std::int64_t>> seen;  // p -> count, oldest
+  bool outage = false;                                                  // guarded by mu
+  std::thread publisher;
+
+  void Post(std::function<void()> job) {
+    {
+      std::lock_guard lock(mu);
+      if (stop) return;
+      jobs.push_back(std::move(job));
+    }
+    wake.notify_one();
+  }
+
+  void Run() {
+    std::unique_lock lock(mu);
+    while (true) {
+      wake.wait(lock, [this] { return stop || !jobs.empty(); });
+      if (stop) return;
+      auto job = std::move(jobs.front());
+      jobs.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+
+  // On the publisher thread: appends `entries` (one partition's, in id order) and removes
+  // them. Returns the error of the append or the removal.
+  base::Result<void> Publish(const std::vector<std::pair<std::string, std::string>>& entries) {
+    std::vector<grid::StreamAppend> events;
+    for (const auto& [key, bytes] : entries) {
+      auto event = DecodeEvent(bytes);
+      if (!event) {
+        log->error("outbox entry {} is not an event ({}); it stays for an operator to inspect", key,
+                   event.error().message());
+        continue;
+      }
+      events.push_back({event->key, bytes, std::to_string(event->id)});
+    }
+    if (!events.empty()) {
+      if (!stream) stream = shared->GetStream(options.stream, options.stream_config);
+      auto appended = stream->AppendAll(std::move(events));
+      if (!appended) return std::unexpected(appended.error());
+    }
+    // Every entry of one partition shares it: one transaction removes them all.
+    const std::string& first = entries.front().first;
+    grid::Transaction tx(first.substr(first.find('@') + 1));
+    for (const auto& [key, bytes] : entries) tx.RemoveIfSame(kOutboxMap, key, bytes);
+    auto removed = member->Transact(tx);
+    if (!removed) return std::unexpected(removed.error());
+    return {};
+  }
+};
+
+namespace {
+
+// One partition's relay, on its shard.
+class Relay final : public grid::PartitionWork {
+ public:
+  Relay(grid::PartitionWorkContext& context, std::shared_ptr<Outbox::State> state)
+      : context_(context), state_(std::move(state)), timer_(context.shard_context()) {}
+  ~Relay() override {
+    std::lock_guard lock(state_->mu);
+    state_->seen.erase(context_.partition());
+  }
+
+  void Arm(base::Millis delay) {
+    timer_.expires_after(std::chrono::milliseconds(delay));
+    timer_.async_wait([this, alive = context_.lifetime()](const boost::system::error_code& ec) {
+      if (ec || alive.expired()) return;
+      Tick();
+    });
+  }
+
+ private:
+  void Tick() {
+    std::vector<std::pair<std::string, std::string>> entries;
+    context_.ScanLocal(kOutboxMap, [&](std::string_view key, std::string_view value) {
+      entries.emplace_back(std::string(key), std::string(value));
+    });
+    std::sort(entries.begin(), entries.end());
+    std::int64_t oldest = 0;
+    if (!entries.empty()) {
+      if (auto e = DecodeEvent(entries.front().second)) oldest = e->time_ms;
+    }
+    {
+      std::lock_guard lock(state_->mu);
+      state_->seen[context_.partition()] = {static_cast<std::int64_t>(entries.size()), oldest};
+    }
+    if (entries.empty()) return Arm(state_->options.poll_ms);
+    if (entries.size() > state_->options.max_batch) entries.resize(state_->options.max_batch);
+    auto& io = context_.shard_context();
+    state_->Post(
+        [state = state_, entries = std::move(entries), &io, this, alive = context_.lifetime()] {
+          auto published = state->Publish(entries);
+          {
+            std::lock_guard lock(state->mu);
+            if (published) {
+              state->stats.published += static_cast<std::int64_t>(entries.size());
+              if (state->outage) {
+                state->outage = false;
+                state->log->info("publishing to stream '{}' again", state->options.stream);
+              }
+            } else {
+              ++state->stats.publish_failures;
+              if (!state->outage) {
+                state->outage = true;
+                state->log->warn(
+                    "cannot publish outbox events to stream '{}': {}; they stay in the "
+                    "outbox and are retried (logged again when publishing works)",
+                    state->options.stream, published.error().ToString());
+              }
+            }
+          }
+          boost::asio::post(io, [this, alive, ok = published.has_value()] {
+            if (alive.expired()) return;  // the partition moved: its new owner's relay goes on
+            OnPublished(ok);
+          });
+        });
+  }
+
+  void OnPublished(bool ok) {
+    if (ok) {
+      failures_ = 0;
+      return Arm(0);
+    }
+    ++failures_;
+    // Attempt numbers never run out here: the outbox keeps trying.
+    RetryPolicy backoff = state_->options.backoff;
+    backoff.max_attempts = failures_ + 1;
+    Arm(backoff.DelayBefore(failures_ + 1, random_).value_or(backoff.max_delay_ms));
+  }
+
+  grid::PartitionWorkContext& context_;
+  std::shared_ptr<Outbox::State> state_;
+  boost::asio::steady_timer timer_;
+  int failures_ = 0;
+  std::mt19937_64 random_{std::random_device{}()};
+};
+
+}  // namespace
+
+Outbox::Outbox(grid::Member& member, std::shared_ptr<grid::Instance> shared, OutboxOptions options)
+    : state_(std::make_shared<State>()) {
+  state_->member = &member;
+  state_->shared = std::move(shared);
+  state_->options = std::move(options);
+  state_->publisher = std::thread([state = state_.get()] { state->Run(); });
+  member.RegisterPartitionWork(
+      "saga.outbox",
+      [state =
+           state_](grid::PartitionWorkContext& context) -> std::unique_ptr<grid::PartitionWork> {
+        auto relay = std::make_unique<Relay>(context, state);
+        relay->Arm(0);
+        return relay;
+      });
+}
+
+Outbox::~Outbox() {
+  {
+    std::lock_guard lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->wake.notify_all();
+  if (state_->publisher.joinable()) state_->publisher.join();
+}
+
+Outbox::Stats Outbox::stats() const {
+  std::lock_guard lock(state_->mu);
+  Stats s = state_->stats;
+  for (const auto& [p, seen] : state_->seen) {
+    s.pending += seen.first;
+    if (seen.second > 0 && (s.oldest_pending_ms == 0 || seen.second < s.oldest_pending_ms)) {
+      s.oldest_pending_ms = seen.second;
+    }
+  }
+  return s;
+}
+
+}  // namespace tessera::saga

@@ -1,0 +1,200 @@
+// The transactional outbox with real members on loopback: a service's embedded member stages
+// events in its partition transactions, and its relay publishes them to a stream of a
+// separate "shared" member through a client.
+#include "tessera/saga/outbox.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "tessera/grid/client.h"
+#include "tessera/grid/id_generator.h"
+#include "tessera/grid/map.h"
+
+using tessera::grid::Client;
+using tessera::grid::ClientOptions;
+using tessera::grid::Member;
+using tessera::grid::MemberOptions;
+using tessera::grid::Transaction;
+using tessera::record::GenericRecord;
+using namespace tessera::saga;  // NOLINT
+
+namespace {
+
+template <typename Pred>
+bool WaitFor(Pred done, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+MemberOptions SharedOptions(std::uint16_t port = 0) {
+  MemberOptions o;
+  o.port = port;
+  o.threads = 1;
+  o.cluster_name = "shared";
+  return o;
+}
+
+MemberOptions ServiceOptions() {
+  MemberOptions o;
+  o.listen = false;  // the service's own data
+  o.threads = 1;
+  return o;
+}
+
+OutboxOptions Options() {
+  OutboxOptions o;
+  o.stream = "order-events";
+  o.stream_config.sub_streams = 4;
+  o.backoff.initial_delay_ms = 20;
+  o.backoff.max_delay_ms = 200;
+  return o;
+}
+
+std::shared_ptr<Client> ConnectTo(std::uint16_t port) {
+  ClientOptions o;
+  o.addresses = {"127.0.0.1:" + std::to_string(port)};
+  o.cluster_name = "shared";
+  o.call_timeout = std::chrono::milliseconds(2000);
+  auto client = Client::Connect(o);
+  REQUIRE(client.has_value());
+  return std::shared_ptr<Client>(std::move(*client));
+}
+
+Event OrderEvent(std::int64_t id, const std::string& customer, int n) {
+  Event e;
+  e.id = id;
+  e.type = "OrderCreated";
+  e.key = "order-" + std::to_string(n) + "@" + customer;
+  e.source = "orders";
+  e.time_ms = 1'795'600'000'000 + n;
+  e.payload = GenericRecord::Build("Order").Int64("n", n).Done();
+  return e;
+}
+
+// Commits order n for `customer` with its event; returns whether it committed.
+bool PlaceOrder(Member& service, const Event& event, const std::string& customer, int n,
+                bool if_absent = false) {
+  Transaction tx(customer);
+  tx.Set("orders", "order-" + std::to_string(n) + "@" + customer, "placed");
+  if (if_absent) tx.IfAbsent();
+  REQUIRE(Outbox::Stage(tx, event));
+  auto r = service.Transact(tx);
+  REQUIRE(r.has_value());
+  return r->committed;
+}
+
+// Every event in the shared stream, by sub-stream in offset order.
+std::vector<Event> StreamEvents(Member& shared) {
+  auto stream = shared.GetStream("order-events", Options().stream_config);
+  std::vector<Event> out;
+  for (std::uint32_t sub = 0; sub < 4; ++sub) {
+    auto slice = stream->Read(sub, 1, 10'000);
+    if (!slice) continue;  // the stream does not exist yet
+    for (const auto& e : slice->events) {
+      auto event = DecodeEvent(e.payload);
+      REQUIRE(event.has_value());
+      CHECK(std::to_string(event->id) == e.id);
+      out.push_back(*event);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "Staged events commit with the business write, are published in order, once, and "
+    "leave the outbox",
+    "[saga][outbox]") {
+  Member shared(SharedOptions());
+  REQUIRE(shared.Start());
+  auto client = ConnectTo(shared.native_port());
+  Member service(ServiceOptions());
+  Outbox outbox(service, client, Options());
+  REQUIRE(service.Start());
+  tessera::grid::IdGenerator ids(1);
+
+  std::vector<std::int64_t> staged;
+  for (int n = 0; n < 40; ++n) {
+    const std::string customer = "cust-" + std::to_string(n % 5);
+    const Event e = OrderEvent(ids.Next(), customer, n);
+    REQUIRE(PlaceOrder(service, e, customer, n));
+    staged.push_back(e.id);
+  }
+  // A write whose precondition fails stages nothing.
+  const Event lost = OrderEvent(ids.Next(), "cust-0", 0);
+  CHECK(!PlaceOrder(service, lost, "cust-0", 0, /*if_absent=*/true));
+  // The same event committed twice is one stream event.
+  const Event twice = OrderEvent(ids.Next(), "cust-1", 100);
+  REQUIRE(PlaceOrder(service, twice, "cust-1", 100));
+  REQUIRE(PlaceOrder(service, twice, "cust-1", 100));
+  staged.push_back(twice.id);
+
+  REQUIRE(WaitFor([&] { return StreamEvents(shared).size() >= staged.size(); }));
+  REQUIRE(WaitFor([&] { return service.GetMap(kOutboxMap)->Size().value_or(-1) == 0; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // nothing more comes
+  const auto events = StreamEvents(shared);
+  std::map<std::int64_t, int> count;
+  std::map<std::string, std::vector<std::int64_t>> by_customer;
+  for (const auto& e : events) {
+    ++count[e.id];
+    by_customer[e.key.substr(e.key.find('@') + 1)].push_back(e.id);
+  }
+  CHECK(events.size() == staged.size());
+  for (auto id : staged) CHECK(count[id] == 1);
+  CHECK(count.count(lost.id) == 0);
+  for (const auto& [customer, list] : by_customer) {  // one producer's order, per key
+    INFO(customer);
+    CHECK(std::is_sorted(list.begin(), list.end()));
+  }
+  const auto stats = outbox.stats();
+  CHECK(stats.published >= static_cast<std::int64_t>(staged.size()));
+  CHECK(stats.pending == 0);
+  service.Shutdown();
+}
+
+TEST_CASE(
+    "While the shared cluster is down, staged events stay in the outbox and are all "
+    "published once it is back",
+    "[saga][outbox]") {
+  auto shared = std::make_unique<Member>(SharedOptions());
+  REQUIRE(shared->Start());
+  const std::uint16_t port = shared->native_port();
+  auto client = ConnectTo(port);
+  Member service(ServiceOptions());
+  Outbox outbox(service, client, Options());
+  REQUIRE(service.Start());
+  tessera::grid::IdGenerator ids(2);
+
+  shared->Shutdown();  // the outage
+  shared.reset();
+  std::vector<std::int64_t> staged;
+  for (int n = 0; n < 20; ++n) {
+    const Event e = OrderEvent(ids.Next(), "cust-" + std::to_string(n % 3), n);
+    REQUIRE(PlaceOrder(service, e, "cust-" + std::to_string(n % 3), n));
+    staged.push_back(e.id);
+  }
+  REQUIRE(WaitFor([&] { return outbox.stats().publish_failures >= 2; }));
+  CHECK(outbox.stats().pending == 20);
+  CHECK(outbox.stats().oldest_pending_ms == 1'795'600'000'000);
+  CHECK(service.GetMap(kOutboxMap)->Size().value() == 20);  // nothing expired or evicted
+
+  MemberOptions back = SharedOptions(port);
+  Member restarted(back);
+  REQUIRE(restarted.Start());
+  REQUIRE(WaitFor([&] { return StreamEvents(restarted).size() == staged.size(); },
+                  std::chrono::seconds(30)));
+  REQUIRE(WaitFor([&] { return outbox.stats().pending == 0; }));
+  std::set<std::int64_t> got;
+  for (const auto& e : StreamEvents(restarted)) got.insert(e.id);
+  CHECK(got == std::set<std::int64_t>(staged.begin(), staged.end()));
+  service.Shutdown();
+}
