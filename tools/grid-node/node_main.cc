@@ -37,7 +37,8 @@ std::string ReadyLine(const grid::Member& member, const NodeConfig& config) {
          resp + " cluster '" + config.member.cluster_name + "' member " + member.uuid();
 }
 
-int Serve(const NodeConfig& config, const std::function<void(grid::Member&)>& prepare) {
+int Serve(const NodeConfig& config, const std::function<void(grid::Member&)>& prepare,
+          const std::function<void()>& stopping) {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
@@ -61,6 +62,7 @@ int Serve(const NodeConfig& config, const std::function<void(grid::Member&)>& pr
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   log->info("received {}, shutting down", strsignal(signal_number));
+  if (stopping) stopping();
   member.Shutdown();
   log->info("stopped");
   return 0;
@@ -68,7 +70,8 @@ int Serve(const NodeConfig& config, const std::function<void(grid::Member&)>& pr
 
 }  // namespace
 
-int RunNode(int argc, const char* const argv[], const std::function<void(grid::Member&)>& prepare) {
+int RunNode(int argc, const char* const argv[], const std::function<void(grid::Member&)>& prepare,
+            const std::function<void()>& stopping) {
   auto config = ParseNodeConfig(argc, argv);
   if (!config) {
     std::fprintf(stderr, "grid-node: %s\n", config.error().message().c_str());
@@ -78,7 +81,7 @@ int RunNode(int argc, const char* const argv[], const std::function<void(grid::M
     std::cout << HelpText();
     return 0;
   }
-  return Serve(*config, prepare);
+  return Serve(*config, prepare, stopping);
 }
 
 }  // namespace tessera::tools::node

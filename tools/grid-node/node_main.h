@@ -12,8 +12,10 @@ namespace tessera::tools::node {
 // Returns the process exit code: 0 after a clean stop, 1 when the member could not start,
 // 2 for bad flags or config (one line on stderr naming the problem). `prepare`, when given,
 // runs on the constructed member before it starts (to register entry processors or
-// partition work).
+// partition work); `stopping`, when given, runs on a stop signal before the member shuts down
+// (to stop what uses the member, e.g. a saga::Outbox).
 int RunNode(int argc, const char* const argv[],
-            const std::function<void(grid::Member&)>& prepare = {});
+            const std::function<void(grid::Member&)>& prepare = {},
+            const std::function<void()>& stopping = {});
 
 }  // namespace tessera::tools::node

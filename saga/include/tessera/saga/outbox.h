@@ -65,8 +65,9 @@ class Outbox {
   static base::Result<void> Stage(grid::Transaction& tx, const Event& event);
 
   // Registers the relay as partition work "saga.outbox" on `member`; events go to `shared`'s
-  // stream. REQUIRES: before member.Start(); `shared` outlives the member's work (shut the
-  // member down first).
+  // stream. REQUIRES: before member.Start(). Destroy the Outbox before the member is
+  // destroyed (its publisher thread uses the member); relays left on a running member then
+  // stop publishing, and their entries wait for the next Outbox or another member.
   Outbox(grid::Member& member, std::shared_ptr<grid::Instance> shared, OutboxOptions options = {});
   ~Outbox();
 
