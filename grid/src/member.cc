@@ -87,6 +87,8 @@ struct Member::Impl {
   std::mutex metrics_mu;  // one MetricsText at a time (it brings counters up to date)
   std::mutex mu;          // guards proxies and started/stopped
   std::map<std::string, std::shared_ptr<Map>> proxies;
+  std::mutex sources_mu;
+  std::vector<std::function<void(metrics::MetricsRegistry&)>> metrics_sources;  // sources_mu
   bool started = false;
   bool stopped = false;
 };
@@ -468,6 +470,12 @@ std::string Member::MetricsText() const {
                                 "Times this member stopped a partition's work (the partition "
                                 "left, or the member stopped)"),
        impl_->work->stopped());
+  std::vector<std::function<void(metrics::MetricsRegistry&)>> sources;
+  {
+    std::lock_guard sources_lock(impl_->sources_mu);
+    sources = impl_->metrics_sources;
+  }
+  for (const auto& source : sources) source(registry);
   return registry.RenderPrometheus();
 }
 
@@ -483,6 +491,11 @@ std::shared_ptr<const membership::ClusterView> Member::cluster_view() const {
   if (auto* service = impl_->membership_ptr.load()) return service->view();
   return impl_->standalone_view ? impl_->standalone_view
                                 : std::make_shared<const membership::ClusterView>();
+}
+
+void Member::AddMetricsSource(std::function<void(metrics::MetricsRegistry&)> source) {
+  std::lock_guard lock(impl_->sources_mu);
+  impl_->metrics_sources.push_back(std::move(source));
 }
 
 void Member::BlockPeers(std::vector<std::string> addresses) {

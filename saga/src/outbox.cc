@@ -13,9 +13,11 @@
 #include <deque>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "tessera/base/log.h"
+#include "tessera/metrics/metrics_registry.h"
 
 namespace tessera::saga {
 namespace {
@@ -47,6 +49,19 @@ struct Outbox::State {
   std::map<std::uint32_t, std::pair<std::int64_t, std::int64_t>> seen;  // p -> count, oldest
   bool outage = false;                                                  // guarded by mu
   std::thread publisher;
+
+  Stats Snapshot() {
+    std::lock_guard lock(mu);
+    Stats s = stats;
+    for (const auto& [p, partition] : seen) {
+      s.pending += partition.first;
+      if (partition.second > 0 &&
+          (s.oldest_pending_ms == 0 || partition.second < s.oldest_pending_ms)) {
+        s.oldest_pending_ms = partition.second;
+      }
+    }
+    return s;
+  }
 
   void Post(std::function<void()> job) {
     {
@@ -125,6 +140,14 @@ class Relay final : public grid::PartitionWork {
       entries.emplace_back(std::string(key), std::string(value));
     });
     std::sort(entries.begin(), entries.end());
+    // Staged: entries not seen before (the keys of the last scan, less those published).
+    std::set<std::string> now_seen;
+    std::int64_t fresh = 0;
+    for (const auto& [key, value] : entries) {
+      fresh += known_.count(key) == 0;
+      now_seen.insert(key);
+    }
+    known_ = std::move(now_seen);
     std::int64_t oldest = 0;
     if (!entries.empty()) {
       if (auto e = DecodeEvent(entries.front().second)) oldest = e->time_ms;
@@ -132,6 +155,7 @@ class Relay final : public grid::PartitionWork {
     {
       std::lock_guard lock(state_->mu);
       state_->seen[context_.partition()] = {static_cast<std::int64_t>(entries.size()), oldest};
+      state_->stats.staged += fresh;
     }
     if (entries.empty()) return Arm(state_->options.poll_ms);
     if (entries.size() > state_->options.max_batch) entries.resize(state_->options.max_batch);
@@ -181,6 +205,7 @@ class Relay final : public grid::PartitionWork {
   std::shared_ptr<Outbox::State> state_;
   boost::asio::steady_timer timer_;
   int failures_ = 0;
+  std::set<std::string> known_;  // entry keys the last scan found
   std::mt19937_64 random_{std::random_device{}()};
 };
 
@@ -192,6 +217,34 @@ Outbox::Outbox(grid::Member& member, std::shared_ptr<grid::Instance> shared, Out
   state_->shared = std::move(shared);
   state_->options = std::move(options);
   state_->publisher = std::thread([state = state_.get()] { state->Run(); });
+  member.AddMetricsSource([weak =
+                               std::weak_ptr<State>(state_)](metrics::MetricsRegistry& registry) {
+    auto state = weak.lock();
+    if (!state) return;
+    const Stats s = state->Snapshot();
+    const metrics::Labels labels = {{"service", state->options.service}};
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    registry.SetCounterFamily("tessera_outbox_staged_total",
+                              "Outbox entries committed (found by the relays)",
+                              {{labels, s.staged}});
+    registry.SetCounterFamily("tessera_outbox_published_total",
+                              "Outbox events appended to the shared stream",
+                              {{labels, s.published}});
+    registry.SetCounterFamily("tessera_outbox_publish_failures_total",
+                              "Appends of outbox events that failed (each is retried)",
+                              {{labels, s.publish_failures}});
+    registry.SetGaugeFamily("tessera_outbox_pending", "Outbox entries not published yet",
+                            {{labels, static_cast<double>(s.pending)}});
+    const double age_s =
+        s.oldest_pending_ms == 0
+            ? 0.0
+            : static_cast<double>(std::max<std::int64_t>(0, now_ms - s.oldest_pending_ms)) / 1000;
+    registry.SetGaugeFamily("tessera_outbox_oldest_pending_seconds",
+                            "Age of the oldest outbox event not published yet (0: none)",
+                            {{labels, age_s}});
+  });
   member.RegisterPartitionWork(
       "saga.outbox",
       [state =
@@ -211,16 +264,6 @@ Outbox::~Outbox() {
   if (state_->publisher.joinable()) state_->publisher.join();
 }
 
-Outbox::Stats Outbox::stats() const {
-  std::lock_guard lock(state_->mu);
-  Stats s = state_->stats;
-  for (const auto& [p, seen] : state_->seen) {
-    s.pending += seen.first;
-    if (seen.second > 0 && (s.oldest_pending_ms == 0 || seen.second < s.oldest_pending_ms)) {
-      s.oldest_pending_ms = seen.second;
-    }
-  }
-  return s;
-}
+Outbox::Stats Outbox::stats() const { return state_->Snapshot(); }
 
 }  // namespace tessera::saga

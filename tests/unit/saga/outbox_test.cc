@@ -51,6 +51,7 @@ MemberOptions ServiceOptions() {
 
 OutboxOptions Options() {
   OutboxOptions o;
+  o.service = "orders";
   o.stream = "order-events";
   o.stream_config.sub_streams = 4;
   o.backoff.initial_delay_ms = 20;
@@ -157,7 +158,14 @@ TEST_CASE(
   }
   const auto stats = outbox.stats();
   CHECK(stats.published >= static_cast<std::int64_t>(staged.size()));
+  CHECK(stats.staged >= static_cast<std::int64_t>(staged.size()));
   CHECK(stats.pending == 0);
+  const std::string metrics = service.MetricsText();
+  CHECK(metrics.find("tessera_outbox_pending{service=\"orders\"} 0\n") != std::string::npos);
+  CHECK(metrics.find("tessera_outbox_oldest_pending_seconds{service=\"orders\"} 0\n") !=
+        std::string::npos);
+  CHECK(metrics.find("tessera_outbox_published_total{service=\"orders\"} " +
+                     std::to_string(stats.published) + "\n") != std::string::npos);
   service.Shutdown();
 }
 
@@ -184,7 +192,12 @@ TEST_CASE(
   }
   REQUIRE(WaitFor([&] { return outbox.stats().publish_failures >= 2; }));
   CHECK(outbox.stats().pending == 20);
+  CHECK(outbox.stats().staged == 20);
   CHECK(outbox.stats().oldest_pending_ms == 1'795'600'000'000);
+  const std::string metrics = service.MetricsText();
+  CHECK(metrics.find("tessera_outbox_pending{service=\"orders\"} 20\n") != std::string::npos);
+  CHECK(metrics.find("tessera_outbox_publish_failures_total{service=\"orders\"} 0\n") ==
+        std::string::npos);
   CHECK(service.GetMap(kOutboxMap)->Size().value() == 20);  // nothing expired or evicted
 
   MemberOptions back = SharedOptions(port);

@@ -7,6 +7,7 @@
 // Thread-safety: after Start(), every method is safe from any thread.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +24,10 @@
 
 namespace spdlog {
 class logger;
+}
+
+namespace tessera::metrics {
+class MetricsRegistry;
 }
 
 namespace tessera::grid {
@@ -128,6 +133,11 @@ class Member final : public Instance {
   // dropped/listener-error counters and listener gauges, forwarded requests, pending
   // migrations, pauses. Also served to clients (Client::FetchMetricsText, grid-cli metrics).
   std::string MetricsText() const;
+  // Code built on the member (the saga framework) adds its metrics: `source` runs at every
+  // MetricsText and sets its families (MetricsRegistry::SetCounterFamily and the like). It
+  // must not call MetricsText. Sources stay for the member's life; the code behind one must
+  // outlive the member or make the source a no-op when it is gone.
+  void AddMetricsSource(std::function<void(metrics::MetricsRegistry&)> source);
 
  private:
   struct Impl;

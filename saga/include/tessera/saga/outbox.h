@@ -39,7 +39,8 @@ namespace tessera::saga {
 inline constexpr const char* kOutboxMap = "__outbox";
 
 struct OutboxOptions {
-  std::string stream = "events";  // the shared cluster's stream the events go to
+  std::string service = "service";  // this service's name: the metrics' label
+  std::string stream = "events";    // the shared cluster's stream the events go to
   grid::StreamConfig stream_config;
   base::Millis poll_ms = 10;    // how often an idle partition's relay looks for entries
   std::size_t max_batch = 256;  // events per append
@@ -55,6 +56,7 @@ struct OutboxOptions {
 class Outbox {
  public:
   struct Stats {
+    std::int64_t staged = 0;             // entries a relay found for the first time
     std::int64_t published = 0;          // events appended to the stream (duplicates included)
     std::int64_t publish_failures = 0;   // appends that failed (each is retried)
     std::int64_t pending = 0;            // entries the relays saw last, not published yet
@@ -65,9 +67,13 @@ class Outbox {
   static base::Result<void> Stage(grid::Transaction& tx, const Event& event);
 
   // Registers the relay as partition work "saga.outbox" on `member`; events go to `shared`'s
-  // stream. REQUIRES: before member.Start(). Destroy the Outbox before the member is
-  // destroyed (its publisher thread uses the member); relays left on a running member then
-  // stop publishing, and their entries wait for the next Outbox or another member.
+  // stream. The member's metrics get, labelled service=options.service:
+  // tessera_outbox_staged_total, tessera_outbox_published_total,
+  // tessera_outbox_publish_failures_total, tessera_outbox_pending and
+  // tessera_outbox_oldest_pending_seconds (age of the oldest pending event; 0 when none). REQUIRES:
+  // before member.Start(). Destroy the Outbox before the member is destroyed (its publisher thread
+  // uses the member); relays left on a running member then stop publishing, and their entries wait
+  // for the next Outbox or another member.
   Outbox(grid::Member& member, std::shared_ptr<grid::Instance> shared, OutboxOptions options = {});
   ~Outbox();
 
