@@ -34,6 +34,11 @@ Transaction& Transaction::Add(map::MapOp op, std::string map, std::string key) {
   return *this;
 }
 
+Transaction& Transaction::Append(map::TxOp op) {
+  request_.transaction.push_back(std::move(op));
+  return *this;
+}
+
 Transaction& Transaction::Put(std::string map, std::string key, std::string value,
                               map::WriteOptions options) {
   Add(map::MapOp::kPut, std::move(map), std::move(key));

@@ -70,6 +70,9 @@ class Transaction {
   Transaction& ExecuteOnKey(std::string map, std::string key, std::string processor,
                             record::GenericRecord argument = {});
 
+  // An operation built elsewhere (e.g. another Transaction's, from request().transaction),
+  // with its precondition: the saga inbox puts its marker before a handler's operations.
+  Transaction& Append(map::TxOp op);
   // Preconditions of the operation added last (one each; a later call replaces it). Called
   // before any operation, Transact fails with kBadRequest.
   Transaction& IfAbsent();
