@@ -170,11 +170,9 @@ TEST_CASE("Failures reported asynchronously, from other threads, open the breake
           "[saga][breaker]") {
   ManualClock clock;
   CircuitBreaker b("async", CountWindow(), clock, nullptr);
-  std::vector<std::thread> callbacks;
-  for (int i = 0; i < 6; ++i) {
-    REQUIRE(b.TryAcquire());
-    callbacks.emplace_back([&b] { b.OnFailure(3); });  // the call's future completes later
-  }
+  for (int i = 0; i < 6; ++i) REQUIRE(b.TryAcquire());  // six calls under way
+  std::vector<std::thread> callbacks;  // their futures complete later, on other threads
+  for (int i = 0; i < 6; ++i) callbacks.emplace_back([&b] { b.OnFailure(3); });
   for (auto& t : callbacks) t.join();
   CHECK(b.state() == BreakerState::kOpen);
   CHECK(b.stats().failures == 6);

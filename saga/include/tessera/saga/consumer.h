@@ -1,0 +1,112 @@
+#pragma once
+// Consumer: a consumer group of the shared cluster's event streams, routing each event by its
+// type to the handler registered for it (issue 13, part 4). A handler gets the event and a
+// context bound to the service's embedded member: it commits its state changes through
+// HandlerContext::Commit (the inbox), so a redelivered event changes nothing twice. The
+// group's cursor is committed only after the handler returned OK (the stream consumer commits
+// what its handler accepted).
+//
+//   - Order: each stream's sub-streams are split among the group's consumers; `concurrency`
+//     subscriptions per stream run in parallel, each delivering its sub-streams in order, so
+//     one key's events (one sub-stream) are handled in order.
+//   - Retries: a failing handler is retried in place by the retry policy (a non-retryable
+//     error is not); when the retries are spent the event fails and the stream delivers it
+//     again after its retry delay, holding back the later events of its sub-stream. (The
+//     dead letter queue, next, will take it out of the way instead.)
+//   - Circuit breaker: with `breaker` set, an open breaker means the handler is not called:
+//     the event waits and comes again (it is not a failure), until trial calls go through.
+//   - Unknown types are skipped (committed) and counted.
+//
+// Thread-safety: On before Start; the rest from any thread. Handlers run on the stream
+// consumers' threads, several at once with concurrency > 1.
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/base/error.h"
+#include "tessera/grid/instance.h"
+#include "tessera/grid/stream.h"
+#include "tessera/saga/circuit_breaker.h"
+#include "tessera/saga/event.h"
+#include "tessera/saga/inbox.h"
+#include "tessera/saga/retry.h"
+
+namespace tessera::saga {
+
+struct ConsumerOptions {
+  std::string group;                 // the consumer group (one per service and purpose)
+  std::vector<std::string> streams;  // the shared streams it reads
+  grid::StreamConfig stream_config;
+  grid::SubscribeOptions subscribe;
+  int concurrency = 1;  // subscriptions per stream (handlers running at once, per stream)
+  RetryPolicy retry;    // in-place retries of a failing handler
+  std::string breaker;  // the dependency's breaker in the BreakerRegistry ("" = none)
+};
+
+class HandlerContext {
+ public:
+  HandlerContext(Inbox& inbox, std::string group, const Event& event, grid::Instance& member)
+      : inbox_(inbox), group_(std::move(group)), event_(event), member_(member) {}
+  // Commits the handler's changes (a transaction in one partition) with the event's marker:
+  // kApplied, or kDuplicate when this group handled the event already (nothing applied).
+  base::Result<InboxOutcome> Commit(const grid::Transaction& changes) {
+    return inbox_.Commit(group_, event_, changes);
+  }
+  Inbox& inbox() { return inbox_; }
+  const std::string& group() const { return group_; }
+  grid::Instance& member() { return member_; }
+
+ private:
+  Inbox& inbox_;
+  std::string group_;
+  const Event& event_;
+  grid::Instance& member_;
+};
+
+using EventHandler = std::function<base::Result<void>(const Event& event, HandlerContext& ctx)>;
+
+class Consumer {
+ public:
+  struct Stats {
+    std::int64_t handled = 0;          // handler calls that returned OK
+    std::int64_t failed = 0;           // events whose retries were spent (delivered again)
+    std::int64_t retries = 0;          // in-place retries
+    std::int64_t unknown_skipped = 0;  // events of a type without a handler
+    std::int64_t undecodable = 0;      // stream events that are not Events (skipped)
+    std::int64_t breaker_waits = 0;    // deliveries held back by an open breaker
+  };
+
+  // `shared` holds the streams; `member` is the service's embedded member (the inbox's).
+  // `breakers` (may be null) supplies options.breaker. All outlive the Consumer.
+  Consumer(std::shared_ptr<grid::Instance> shared, grid::Instance& member, Inbox& inbox,
+           ConsumerOptions options, BreakerRegistry* breakers = nullptr);
+  ~Consumer();  // Stop()
+
+  // Registers the handler of event type `type` (a later one replaces it). REQUIRES: before
+  // Start.
+  void On(std::string type, EventHandler handler);
+  // Subscribes. Errors: kBadRequest (no group or streams, bad options), the streams' errors.
+  base::Result<void> Start();
+  // Stops every subscription after the event in hand. Idempotent.
+  void Stop();
+  Stats stats() const;
+
+ private:
+  base::Result<void> Deliver(const grid::StreamEvent& delivered);
+
+  std::shared_ptr<grid::Instance> shared_;
+  grid::Instance& member_;
+  Inbox& inbox_;
+  ConsumerOptions options_;
+  std::shared_ptr<CircuitBreaker> breaker_;
+  std::map<std::string, EventHandler> handlers_;
+  std::vector<std::pair<std::shared_ptr<grid::Stream>, grid::SubscriptionId>> subscriptions_;
+  std::atomic<std::int64_t> handled_{0}, failed_{0}, retries_{0}, unknown_{0}, undecodable_{0},
+      breaker_waits_{0};
+};
+
+}  // namespace tessera::saga
