@@ -25,6 +25,9 @@ base::Result<void> BreakerConfig::Validate() const {
   };
   if (window_size < 1) return bad("window_size must be at least 1");
   if (minimum_calls < 1) return bad("minimum_calls must be at least 1");
+  if (window == Window::kCount && minimum_calls > window_size) {
+    return bad("minimum_calls is above window_size: a count window that small never opens");
+  }
   if (failure_rate_threshold <= 0 || failure_rate_threshold > 100) {
     return bad("failure_rate_threshold is a percentage in (0, 100]");
   }
@@ -219,6 +222,7 @@ base::Result<void> ApplyKey(const std::string& breaker, const std::string& key,
   double number = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
   if (ec != std::errc() || end != text.data() + text.size()) return bad("expected a number");
+  if (number < -1e9 || number > 1e12) return bad("out of range");
   const auto whole = static_cast<std::int64_t>(number);
   if (key == "window_size") {
     c.window_size = static_cast<int>(whole);
@@ -249,6 +253,9 @@ base::Result<BreakerConfig> ParseOne(const std::string& name, const YAML::Node& 
     return Fail(ErrorCode::kBadRequest, "breakers." + name + " must be a mapping of settings");
   }
   for (const auto& item : node) {
+    if (!item.first.IsScalar()) {
+      return Fail(ErrorCode::kBadRequest, "breakers." + name + " has a key that is not a name");
+    }
     const auto key = item.first.as<std::string>();
     if (!item.second.IsScalar()) {
       return Fail(ErrorCode::kBadRequest, "breakers." + name + "." + key + " must be a value");
@@ -287,6 +294,9 @@ base::Result<void> BreakerRegistry::Configure(const std::string& yaml_text) {
   }
   std::map<std::string, BreakerConfig> named;
   for (const auto& item : breakers) {
+    if (!item.first.IsScalar()) {
+      return Fail(ErrorCode::kBadRequest, "breakers has a key that is not a name");
+    }
     const auto name = item.first.as<std::string>();
     if (name == "default") continue;
     auto parsed = ParseOne(name, item.second, defaults);

@@ -1,5 +1,8 @@
 #include "tessera/saga/consumer.h"
 
+#include <exception>
+#include <random>
+
 namespace tessera::saga {
 
 Consumer::Consumer(std::shared_ptr<grid::Instance> shared, grid::Instance& member, Inbox& inbox,
@@ -23,6 +26,23 @@ base::Result<void> Consumer::Start() {
     return base::Fail(base::ErrorCode::kBadRequest, "consumer concurrency must be at least 1");
   }
   if (auto ok = options_.retry.Validate(); !ok) return ok;
+  // In-place retries sleep on the subscription's thread, which renews its leases between
+  // events only: their waits must stay well inside the lease.
+  std::mt19937_64 no_jitter;
+  RetryPolicy worst = options_.retry;
+  worst.full_jitter = false;
+  base::Millis waits = 0;
+  for (int attempt = 2; attempt <= worst.max_attempts; ++attempt) {
+    waits += worst.DelayBefore(attempt, no_jitter).value_or(0);
+  }
+  if (waits * 3 >= options_.subscribe.lease_ttl_ms) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "the consumer's retry policy waits up to " + std::to_string(waits) +
+                          " ms between attempts, a third of the lease (" +
+                          std::to_string(options_.subscribe.lease_ttl_ms) +
+                          " ms) or more: lower max_attempts or the delays, or lengthen the "
+                          "lease; an event that needs longer belongs in the dead letter queue");
+  }
   for (const auto& name : options_.streams) {
     auto stream = shared_->GetStream(name, options_.stream_config);
     for (int i = 0; i < options_.concurrency; ++i) {
@@ -63,16 +83,26 @@ base::Result<void> Consumer::Deliver(const grid::StreamEvent& delivered) {
   }
   HandlerContext ctx(inbox_, options_.group, *event, member_);
   std::function<base::Result<void>()> call = [&]() -> base::Result<void> {
-    if (!breaker_) return handler->second(*event, ctx);
     const auto start = std::chrono::steady_clock::now();
-    auto r = handler->second(*event, ctx);
-    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
-    if (r) {
-      breaker_->OnSuccess(took);
-    } else {
-      breaker_->OnFailure(took);
+    base::Result<void> r;
+    try {
+      r = handler->second(*event, ctx);
+    } catch (const std::exception& e) {
+      r = base::Fail(base::ErrorCode::kInternal,
+                     "the handler of " + event->type + " threw: " + e.what());
+    } catch (...) {
+      r = base::Fail(base::ErrorCode::kInternal, "the handler of " + event->type + " threw");
+    }
+    if (breaker_) {  // a permit taken is always reported; only the dependency's failures count
+      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+      if (!r && options_.retry.Retryable(r.error()) &&
+          r.error().code() != base::ErrorCode::kConflict) {
+        breaker_->OnFailure(took);
+      } else {
+        breaker_->OnSuccess(took);
+      }
     }
     return r;
   };

@@ -1,5 +1,7 @@
 #include "tessera/saga/inbox.h"
 
+#include <random>
+
 #include "tessera/grid/map.h"
 
 namespace tessera::saga {
@@ -28,6 +30,7 @@ std::string Inbox::MarkerKey(const std::string& group, const Event& event,
 
 base::Result<InboxOutcome> Inbox::Commit(const std::string& group, const Event& event,
                                          const grid::Transaction& changes) {
+  if (changes.error()) return std::unexpected(*changes.error());
   const std::string& partition_key = changes.request().key;
   grid::Transaction tx(partition_key);
   tx.WithId(changes.id());  // a retry of the same commit is applied once
@@ -44,6 +47,9 @@ base::Result<InboxOutcome> Inbox::Commit(const std::string& group, const Event& 
     duplicates_.fetch_add(1);
     return InboxOutcome::kDuplicate;
   }
+  if (!result->conflict) {
+    return Fail(ErrorCode::kInternal, "the transaction was not committed and names no conflict");
+  }
   const auto& c = *result->conflict;
   return Fail(ErrorCode::kConflict,
               "the handler's operation " + std::to_string(c.index - 1) + " (map '" + c.map_name +
@@ -51,16 +57,18 @@ base::Result<InboxOutcome> Inbox::Commit(const std::string& group, const Event& 
                   "; nothing was applied and the event is not marked handled");
 }
 
-base::Result<bool> Inbox::Lease(const std::string& group, const Event& event,
-                                const std::string& partition_key) {
+base::Result<std::optional<std::string>> Inbox::Lease(const std::string& group, const Event& event,
+                                                      const std::string& partition_key) {
+  thread_local std::mt19937_64 random(std::random_device{}());
+  const std::string token = std::string(kLeased) + ":" + std::to_string(random());
   auto existing = member_.GetMap(kInboxMap)->PutIfAbsent(MarkerKey(group, event, partition_key),
-                                                         kLeased, Lasting(options_.lease_ms));
+                                                         token, Lasting(options_.lease_ms));
   if (!existing) return std::unexpected(existing.error());
   if (existing->has_value()) {
     if (**existing == kDone) duplicates_.fetch_add(1);
-    return false;
+    return std::optional<std::string>();
   }
-  return true;
+  return std::optional<std::string>(token);
 }
 
 base::Result<void> Inbox::Complete(const std::string& group, const Event& event,
@@ -73,9 +81,9 @@ base::Result<void> Inbox::Complete(const std::string& group, const Event& event,
 }
 
 base::Result<void> Inbox::Release(const std::string& group, const Event& event,
-                                  const std::string& partition_key) {
-  // Only a lease goes: a completed marker stays.
-  auto removed = member_.GetMap(kInboxMap)->Remove(MarkerKey(group, event, partition_key), kLeased);
+                                  const std::string& partition_key, const std::string& token) {
+  // Only this lease goes: a completed marker, or another holder's lease, stays.
+  auto removed = member_.GetMap(kInboxMap)->Remove(MarkerKey(group, event, partition_key), token);
   if (!removed) return std::unexpected(removed.error());
   return {};
 }

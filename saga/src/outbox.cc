@@ -30,6 +30,18 @@ std::string EntryKey(std::int64_t id, const std::string& partition_key) {
 
 base::Result<void> Outbox::Stage(grid::Transaction& tx, const Event& event) {
   if (auto ok = ValidateEvent(event); !ok) return ok;
+  // One key's events must go through one partition's relay to keep their order.
+  const auto at = event.key.rfind('@');
+  const std::string_view key_partition = at == std::string::npos
+                                             ? std::string_view(event.key)
+                                             : std::string_view(event.key).substr(at + 1);
+  if (key_partition != tx.request().key) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "event " + std::to_string(event.id) + " has key '" + event.key +
+                          "', whose partition key '" + std::string(key_partition) +
+                          "' is not the transaction's ('" + tx.request().key +
+                          "'): stage an event in the transaction of its key's partition key");
+  }
   tx.Set(kOutboxMap, EntryKey(event.id, tx.request().key), EncodeEvent(event));
   return {};
 }
@@ -89,24 +101,27 @@ struct Outbox::State {
   // them. Returns the error of the append or the removal.
   base::Result<void> Publish(const std::vector<std::pair<std::string, std::string>>& entries) {
     std::vector<grid::StreamAppend> events;
-    for (const auto& [key, bytes] : entries) {
-      auto event = DecodeEvent(bytes);
+    std::vector<const std::pair<std::string, std::string>*> published;
+    for (const auto& entry : entries) {
+      auto event = DecodeEvent(entry.second);
       if (!event) {
-        log->error("outbox entry {} is not an event ({}); it stays for an operator to inspect", key,
-                   event.error().message());
+        log->error("outbox entry {} is not an event ({}); it stays for an operator to inspect",
+                   entry.first, event.error().message());
         continue;
       }
-      events.push_back({event->key, bytes, std::to_string(event->id)});
+      events.push_back({event->key, entry.second, std::to_string(event->id)});
+      published.push_back(&entry);
     }
+    if (published.empty()) return {};
     if (!events.empty()) {
       if (!stream) stream = shared->GetStream(options.stream, options.stream_config);
       auto appended = stream->AppendAll(std::move(events));
       if (!appended) return std::unexpected(appended.error());
     }
     // Every entry of one partition shares it: one transaction removes them all.
-    const std::string& first = entries.front().first;
+    const std::string& first = published.front()->first;
     grid::Transaction tx(first.substr(first.find('@') + 1));
-    for (const auto& [key, bytes] : entries) tx.RemoveIfSame(kOutboxMap, key, bytes);
+    for (const auto* entry : published) tx.RemoveIfSame(kOutboxMap, entry->first, entry->second);
     auto removed = member->Transact(tx);
     if (!removed) return std::unexpected(removed.error());
     return {};
@@ -216,6 +231,8 @@ Outbox::Outbox(grid::Member& member, std::shared_ptr<grid::Instance> shared, Out
   state_->member = &member;
   state_->shared = std::move(shared);
   state_->options = std::move(options);
+  // One removal transaction per batch: within the member's limit on operations.
+  state_->options.max_batch = std::clamp<std::size_t>(state_->options.max_batch, 1, 1000);
   state_->publisher = std::thread([state = state_.get()] { state->Run(); });
   member.AddMetricsSource([weak =
                                std::weak_ptr<State>(state_)](metrics::MetricsRegistry& registry) {

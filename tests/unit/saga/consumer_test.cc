@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "tessera/grid/client.h"
@@ -154,7 +155,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "A failing handler is retried in place; a non-retryable error is not, and the event "
+    "A failing handler is retried in place, a non-retryable error is not, and the event "
     "comes again",
     "[saga][consumer]") {
   Setup s;
@@ -165,21 +166,28 @@ TEST_CASE(
     const int call = ++calls;
     if (call <= 2) return Fail(ErrorCode::kTimeout, "dependency slow");  // retried in place
     if (call == 3) return Fail(ErrorCode::kBadRequest, "bad data");      // not retried
-    return Bill(e, ctx);                                                 // redelivered: ok
+    if (call == 4) throw std::runtime_error("bug");                      // a failure, retried
+    return Bill(e, ctx);                                                 // then: ok
   });
+  ConsumerOptions slow = Options();
+  slow.retry.initial_delay_ms = 4000;  // 3 x 4 s waited is more than the 10 s lease
+  Consumer too_slow(s.client, s.service, inbox, slow);
+  auto refused = too_slow.Start();
+  REQUIRE(!refused);
+  CHECK(refused.error().message().find("a third of the lease") != std::string::npos);
   REQUIRE(consumer.Start());
   s.Append(Placed(1, "order@cust-9", 0), "1");
   REQUIRE(WaitFor([&] { return consumer.stats().handled == 1; }));
   const auto st = consumer.stats();
-  CHECK(st.retries == 2);  // the two timeouts
+  CHECK(st.retries == 3);  // the two timeouts, the throw
   CHECK(st.failed == 1);   // the bad-request attempt: given back to the stream
-  CHECK(calls == 4);
+  CHECK(calls == 5);
   CHECK(Billed(s.service, "cust-9") == 1);
   consumer.Stop();
 }
 
 TEST_CASE(
-    "While the dependency's breaker is open the handler is not called; the events wait "
+    "While the dependency's breaker is open the handler is not called, the events wait "
     "and are all handled once it closes",
     "[saga][consumer]") {
   Setup s;

@@ -48,7 +48,7 @@ std::int64_t Stock(Member& m, const std::string& warehouse = "wh-1") {
 
 }  // namespace
 
-TEST_CASE("An event delivered twice to a group applies its changes once; two groups once each",
+TEST_CASE("An event delivered twice to a group applies its changes once, two groups once each",
           "[saga][inbox]") {
   ManualClock clock;
   Member member(Embedded(), nullptr, &clock);
@@ -121,20 +121,27 @@ TEST_CASE("Side effects: a lease is held, released on failure, completed on succ
   options.lease_ms = 1000;
   Inbox inbox(member, options);
   const Event e = Reserved(401);
-  CHECK(inbox.Lease("mail", e, "order-1").value());
-  CHECK(!inbox.Lease("mail", e, "order-1").value());  // another delivery: held
-  REQUIRE(inbox.Release("mail", e, "order-1"));       // the email failed
-  CHECK(inbox.Lease("mail", e, "order-1").value());   // redelivery runs it again
-  REQUIRE(inbox.Complete("mail", e, "order-1"));      // sent
-  REQUIRE(inbox.Release("mail", e, "order-1"));       // a late release leaves it done
+  auto lease = inbox.Lease("mail", e, "order-1").value();
+  REQUIRE(lease.has_value());
+  CHECK(!inbox.Lease("mail", e, "order-1").value());       // another delivery: held
+  REQUIRE(inbox.Release("mail", e, "order-1", *lease));    // the email failed
+  auto again = inbox.Lease("mail", e, "order-1").value();  // redelivery runs it again
+  REQUIRE(again.has_value());
+  REQUIRE(inbox.Complete("mail", e, "order-1"));         // sent
+  REQUIRE(inbox.Release("mail", e, "order-1", *again));  // a late release: still done
   CHECK(!inbox.Lease("mail", e, "order-1").value());
   CHECK(inbox.stats().duplicates == 1);
   clock.Advance(5000);  // a completed marker outlives the lease time
   CHECK(!inbox.Lease("mail", e, "order-1").value());
-  // A holder that died: its lease lapses and the next delivery runs the handler.
+  // A holder that stalled: its lease lapses, the next delivery takes it, and the stalled
+  // holder's late release does not free the new holder's lease.
   const Event other = Reserved(402);
-  CHECK(inbox.Lease("mail", other, "order-1").value());
+  auto stalled = inbox.Lease("mail", other, "order-1").value();
+  REQUIRE(stalled.has_value());
   clock.Advance(1000);
-  CHECK(inbox.Lease("mail", other, "order-1").value());
+  auto next = inbox.Lease("mail", other, "order-1").value();
+  REQUIRE(next.has_value());
+  REQUIRE(inbox.Release("mail", other, "order-1", *stalled));
+  CHECK(!inbox.Lease("mail", other, "order-1").value());  // still held by the next one
   member.Shutdown();
 }

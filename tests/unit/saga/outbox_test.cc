@@ -130,6 +130,12 @@ TEST_CASE(
     REQUIRE(PlaceOrder(service, e, customer, n));
     staged.push_back(e.id);
   }
+  // An event goes through its key's partition: staging it elsewhere is refused.
+  Transaction elsewhere("cust-0");
+  auto refused = Outbox::Stage(elsewhere, OrderEvent(ids.Next(), "cust-1", 0));
+  REQUIRE(!refused);
+  CHECK(refused.error().message().find("whose partition key 'cust-1' is not the transaction's "
+                                       "('cust-0')") != std::string::npos);
   // A write whose precondition fails stages nothing.
   const Event lost = OrderEvent(ids.Next(), "cust-0", 0);
   CHECK(!PlaceOrder(service, lost, "cust-0", 0, /*if_absent=*/true));
@@ -190,8 +196,8 @@ TEST_CASE(
     REQUIRE(PlaceOrder(service, e, "cust-" + std::to_string(n % 3), n));
     staged.push_back(e.id);
   }
-  REQUIRE(WaitFor([&] { return outbox.stats().publish_failures >= 2; }));
-  CHECK(outbox.stats().pending == 20);
+  REQUIRE(WaitFor(
+      [&] { return outbox.stats().publish_failures >= 2 && outbox.stats().pending == 20; }));
   CHECK(outbox.stats().staged == 20);
   CHECK(outbox.stats().oldest_pending_ms == 1'795'600'000'000);
   const std::string metrics = service.MetricsText();

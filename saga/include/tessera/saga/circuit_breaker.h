@@ -126,7 +126,14 @@ base::Result<T> CircuitBreaker::Call(
     return std::unexpected(refused.error());
   }
   const base::Millis start = clock_.NowMs();
-  base::Result<T> result = fn();
+  base::Result<T> result = [&]() -> base::Result<T> {
+    try {
+      return fn();
+    } catch (...) {
+      Report(true, clock_.NowMs() - start);  // the permit is reported, then the throw goes on
+      throw;
+    }
+  }();
   const base::Millis took = clock_.NowMs() - start;
   const bool failed = !result && (!counts_as_failure || counts_as_failure(result.error()));
   Report(failed, took);

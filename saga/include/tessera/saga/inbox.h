@@ -5,7 +5,9 @@
 // changes and the marker commit together or not at all. A redelivered event finds its marker:
 // nothing is applied again, and it counts as a duplicate. A handler that writes to several
 // partitions commits each part with Commit: each part gets its own marker (in its partition),
-// so a retried handler applies each part once.
+// so a retried handler applies each part once. The marker is per partition key: a handler
+// commits all it writes under one partition key in one Commit (a second Commit of the same
+// event under the same partition key is a duplicate and applies nothing).
 //
 // Handlers with external side effects (an HTTP call, an email) cannot join a transaction:
 // Lease takes the marker for a while (putIfAbsent with TTL) before the effect, Complete makes
@@ -22,6 +24,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "tessera/base/clock.h"
@@ -61,15 +64,17 @@ class Inbox {
   base::Result<InboxOutcome> Commit(const std::string& group, const Event& event,
                                     const grid::Transaction& changes);
 
-  // External side effects: true when this caller holds the marker now (run the effect, then
-  // Complete or Release); false when the event was handled already or another delivery holds
-  // it. `partition_key` places the marker (use the event's key).
-  base::Result<bool> Lease(const std::string& group, const Event& event,
-                           const std::string& partition_key);
+  // External side effects: the lease's token when this caller holds the marker now (run the
+  // effect, then Complete, or Release with the token); nullopt when the event was handled
+  // already or another delivery holds it. `partition_key` places the marker.
+  base::Result<std::optional<std::string>> Lease(const std::string& group, const Event& event,
+                                                 const std::string& partition_key);
   base::Result<void> Complete(const std::string& group, const Event& event,
                               const std::string& partition_key);
+  // Gives back the lease `token` names; a lease that lapsed and was taken by another delivery,
+  // or a completed marker, stays.
   base::Result<void> Release(const std::string& group, const Event& event,
-                             const std::string& partition_key);
+                             const std::string& partition_key, const std::string& token);
   // Whether (group, event) is marked handled (or leased) in `partition_key`'s partition.
   base::Result<bool> Seen(const std::string& group, const Event& event,
                           const std::string& partition_key);
