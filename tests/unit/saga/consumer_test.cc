@@ -160,7 +160,9 @@ TEST_CASE(
     "[saga][consumer]") {
   Setup s;
   Inbox inbox(s.service);
-  Consumer consumer(s.client, s.service, inbox, Options());
+  ConsumerOptions redeliver = Options();
+  redeliver.dead_letters = false;  // a failed event comes again from the stream
+  Consumer consumer(s.client, s.service, inbox, redeliver);
   std::atomic<int> calls{0};
   consumer.On("Placed", [&](const Event& e, HandlerContext& ctx) -> Result<void> {
     const int call = ++calls;
@@ -200,6 +202,7 @@ TEST_CASE(
   ConsumerOptions o = Options();
   o.breaker = "payments";
   o.retry.max_attempts = 1;
+  o.dead_letters = false;  // failures come again: the breaker is what holds them back
   Consumer consumer(s.client, s.service, inbox, o, &breakers);
   std::atomic<bool> down{true};
   std::atomic<int> calls_while_open{0};
@@ -219,4 +222,114 @@ TEST_CASE(
   CHECK(calls_while_open == 0);
   CHECK(breaker->state() == BreakerState::kClosed);
   consumer.Stop();
+}
+
+TEST_CASE(
+    "A poison event becomes a dead letter and parks its key, other keys go on, replay "
+    "runs it and the parked events in order for that group only",
+    "[saga][consumer][dlq]") {
+  Setup s;
+  Inbox inbox(s.service);
+  ConsumerOptions o = Options();
+  o.max_replays = 2;
+  Consumer billing(s.client, s.service, inbox, o);
+  ConsumerOptions other = Options();
+  other.group = "audit";
+  Consumer audit(s.client, s.service, inbox, other);
+  std::atomic<bool> broken{true};
+  std::mutex mu;
+  std::vector<std::int64_t> order;  // cust-1's events as billing handled them
+  billing.On("Placed", [&](const Event& e, HandlerContext& ctx) -> Result<void> {
+    if (e.key == "order@cust-1" && broken && e.payload.GetInt64("n").value() == 1) {
+      return Fail(ErrorCode::kBadRequest, "cannot bill order 1");  // poison: not retried
+    }
+    auto r = Bill(e, ctx);
+    if (r && e.key == "order@cust-1") {
+      std::lock_guard lock(mu);
+      order.push_back(e.payload.GetInt64("n").value());
+    }
+    return r;
+  });
+  audit.On("Placed", [&](const Event&, HandlerContext& ctx) -> Result<void> {
+    Transaction tx("audit");
+    tx.ExecuteOnKey("audited", "count@audit", "incrementRaw",
+                    GenericRecord::Build().Int64("delta", 1).Done());
+    auto r = ctx.Commit(tx);
+    if (!r) return std::unexpected(r.error());
+    return {};
+  });
+  REQUIRE(billing.Start());
+  REQUIRE(audit.Start());
+  std::vector<Event> cust1;
+  for (int n = 0; n < 4; ++n) {
+    cust1.push_back(Placed(500 + n, "order@cust-1", n));
+    s.Append(cust1.back(), std::to_string(500 + n));
+    s.Append(Placed(600 + n, "order@cust-2", n), std::to_string(600 + n));
+  }
+  const bool settled = WaitFor([&] {
+    const auto st = billing.stats();
+    return st.handled == 5 && st.dead_lettered == 1 && st.parked == 2;
+  });
+  {
+    const auto st = billing.stats();
+    INFO("handled " << st.handled << " dead " << st.dead_lettered << " parked " << st.parked
+                    << " failed " << st.failed << " retries " << st.retries);
+    REQUIRE(settled);
+  }
+  CHECK(Billed(s.service, "cust-2") == 4);  // another key goes on
+  CHECK(Billed(s.service, "cust-1") == 1);  // order 0; 1 is dead, 2 and 3 parked
+  auto letters = billing.dead_letters().List().value();
+  REQUIRE(letters.size() == 3);
+  CHECK(letters[0].event.id == 501);
+  CHECK(!letters[0].parked);
+  CHECK(letters[0].error == "cannot bill order 1");
+  CHECK(letters[0].error_code == static_cast<int>(ErrorCode::kBadRequest));
+  CHECK(letters[0].attempts == 1);
+  CHECK(letters[1].parked);
+  CHECK(letters[2].parked);
+  CHECK(billing.dead_letters().Count().value() == 3);
+  // A filter over the stored records.
+  CHECK(
+      billing.dead_letters().List(tessera::map::Predicate::Equal("parked", true)).value().size() ==
+      2);
+  // The parked ones cannot jump the queue.
+  auto early = billing.Replay(cust1[2]);
+  REQUIRE(!early);
+  CHECK(early.error().code() == ErrorCode::kConflict);
+  // Still broken: a replay fails and is counted, up to the limit.
+  auto failed = billing.Replay(cust1[1]);
+  REQUIRE(!failed);
+  CHECK(billing.dead_letters().Get(cust1[1]).value()->replays == 1);
+  CHECK(!billing.Replay(cust1[1]));
+  auto limit = billing.Replay(cust1[1]);
+  REQUIRE(!limit);
+  CHECK(limit.error().code() == ErrorCode::kOverloaded);
+  // The audit group never failed: its DLQ is empty and it saw every event.
+  CHECK(audit.dead_letters().Count().value() == 0);
+  REQUIRE(WaitFor([&] { return audit.stats().handled == 8; }));
+
+  // Fixed, and the limit raised (a consumer configured with a higher one): the replay runs it
+  // and the events parked behind it, in order.
+  broken = false;
+  o.max_replays = 5;
+  billing.Stop();
+  Consumer fixed(s.client, s.service, inbox, o);
+  fixed.On("Placed", [&](const Event& e, HandlerContext& ctx) -> Result<void> {
+    auto r = Bill(e, ctx);
+    if (r && e.key == "order@cust-1") {
+      std::lock_guard lock(mu);
+      order.push_back(e.payload.GetInt64("n").value());
+    }
+    return r;
+  });
+  CHECK(fixed.Replay(cust1[1]) == 3);
+  CHECK(Billed(s.service, "cust-1") == 4);
+  CHECK(order == std::vector<std::int64_t>{0, 1, 2, 3});
+  CHECK(fixed.dead_letters().Count().value() == 0);
+  CHECK(!fixed.dead_letters().KeyParked(cust1[0]).value());
+  // Later events of the key flow again.
+  REQUIRE(fixed.Start());
+  s.Append(Placed(504, "order@cust-1", 4), "504");
+  REQUIRE(WaitFor([&] { return Billed(s.service, "cust-1") == 5; }));
+  fixed.Stop();
 }

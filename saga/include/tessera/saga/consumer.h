@@ -10,12 +10,13 @@
 //     subscriptions per stream run in parallel, each delivering its sub-streams in order, so
 //     one key's events (one sub-stream) are handled in order.
 //   - Retries: a failing handler is retried in place by the retry policy (a non-retryable
-//     error is not); when the retries are spent the event fails and the stream delivers it
-//     again after its retry delay, holding back the later events of its sub-stream. (The
-//     dead letter queue, next, will take it out of the way instead.)
+//     error is not); when the retries are spent the event becomes a dead letter of the group
+//     (dead_letter.h) and later events of its key park behind it, until Replay or Discard.
+//     Other keys go on.
 //   - Circuit breaker: with `breaker` set, an open breaker means the handler is not called:
 //     the event waits and comes again (it is not a failure), until trial calls go through.
 //   - Unknown types are skipped (committed) and counted.
+//   - Dead letters: see dead_letter.h; Replay and Discard below.
 //
 // Thread-safety: On before Start; the rest from any thread. Handlers run on the stream
 // consumers' threads, several at once with concurrency > 1.
@@ -31,6 +32,7 @@
 #include "tessera/grid/instance.h"
 #include "tessera/grid/stream.h"
 #include "tessera/saga/circuit_breaker.h"
+#include "tessera/saga/dead_letter.h"
 #include "tessera/saga/event.h"
 #include "tessera/saga/inbox.h"
 #include "tessera/saga/retry.h"
@@ -45,6 +47,11 @@ struct ConsumerOptions {
   int concurrency = 1;  // subscriptions per stream (handlers running at once, per stream)
   RetryPolicy retry;    // in-place retries of a failing handler
   std::string breaker;  // the dependency's breaker in the BreakerRegistry ("" = none)
+  // Dead letters (dead_letter.h): an event whose handler failed for good goes to the group's
+  // DLQ and the group moves on; later events of its key park behind it. false: the event
+  // comes again after the stream's retry delay, holding back its sub-stream.
+  bool dead_letters = true;
+  int max_replays = 5;  // Replay runs of one dead letter before it refuses
 };
 
 class HandlerContext {
@@ -78,6 +85,9 @@ class Consumer {
     std::int64_t unknown_skipped = 0;  // events of a type without a handler
     std::int64_t undecodable = 0;      // stream events that are not Events (skipped)
     std::int64_t breaker_waits = 0;    // deliveries held back by an open breaker
+    std::int64_t dead_lettered = 0;    // events that became dead letters (failed)
+    std::int64_t parked = 0;           // events parked behind a dead letter of their key
+    std::int64_t replayed = 0;         // dead letters replayed successfully
   };
 
   // `shared` holds the streams; `member` is the service's embedded member (the inbox's).
@@ -93,10 +103,25 @@ class Consumer {
   base::Result<void> Start();
   // Stops every subscription after the event in hand. Idempotent.
   void Stop();
+
+  // Runs the handler of dead letter `event` again, for this group only (through the inbox),
+  // then, if it succeeded, the events of its key parked behind it, in order, stopping at the
+  // first that fails (it becomes the key's dead letter). Returns how many ran and succeeded.
+  // Errors: kNotFound (no such dead letter), kConflict (an older dead letter of its key comes
+  // first: replay that), kOverloaded (this dead letter was replayed max_replays times: fix
+  // the handler and discard it, or raise the limit), the handler's error when it fails again
+  // (its replay count and error are saved).
+  base::Result<int> Replay(const Event& event);
+  // Removes dead letter `event` without running it (logged with `reason`); events of its key
+  // parked behind it stay until replayed or discarded.
+  base::Result<void> Discard(const Event& event, const std::string& reason);
+  DeadLetterQueue& dead_letters() { return dlq_; }
   Stats stats() const;
 
  private:
   base::Result<void> Deliver(const grid::StreamEvent& delivered);
+  // Runs the handler of `event` once (breaker accounting, exceptions caught).
+  base::Result<void> RunHandler(const EventHandler& handler, const Event& event);
 
   std::shared_ptr<grid::Instance> shared_;
   grid::Instance& member_;
@@ -105,8 +130,9 @@ class Consumer {
   std::shared_ptr<CircuitBreaker> breaker_;
   std::map<std::string, EventHandler> handlers_;
   std::vector<std::pair<std::shared_ptr<grid::Stream>, grid::SubscriptionId>> subscriptions_;
+  DeadLetterQueue dlq_;
   std::atomic<std::int64_t> handled_{0}, failed_{0}, retries_{0}, unknown_{0}, undecodable_{0},
-      breaker_waits_{0};
+      breaker_waits_{0}, dead_lettered_{0}, parked_{0}, replayed_{0};
 };
 
 }  // namespace tessera::saga

@@ -1,0 +1,76 @@
+#pragma once
+// DeadLetterQueue: a consumer group's dead letters, in the shared cluster (issue 13, part 6).
+// An event whose handler failed for good (its retries spent, or a non-retryable error) becomes
+// a dead letter with the handler, the error, the attempts and the first and last failure
+// times; the group moves on. Later events of the same key are parked behind it (sequenced, as
+// Axon's DLQ): they become dead letters too, marked parked, without running the handler, so
+// the key's order holds. Consumer::Replay runs a dead letter's handler again for that group
+// only (through the inbox, which never marked a failed event) and, when it succeeds, the
+// parked events of its key after it, in order; a replay limit per entry stops endless replays.
+//
+// Storage: map "__dlq.<group>", key "<event id as 16 hex digits>@<event key's partition key>",
+// value the record "tessera.DeadLetter" (fields below; `event` is the tessera.Event record),
+// so grid-cli and predicates can filter by group, type, key and time; map
+// "__dlq.<group>.keys", key = the event's key, value = its dead letters (incrementRaw count).
+//
+// Thread-safety: every method is safe from any thread (blocking calls).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/base/error.h"
+#include "tessera/grid/instance.h"
+#include "tessera/map/predicate.h"
+#include "tessera/saga/event.h"
+
+namespace tessera::saga {
+
+struct DeadLetter {
+  Event event;
+  std::string group;
+  std::string handler;  // the event type whose handler failed
+  std::int32_t error_code = 0;
+  std::string error;
+  std::int32_t attempts = 0;
+  std::int64_t first_failure_ms = 0;
+  std::int64_t last_failure_ms = 0;
+  std::int32_t replays = 0;
+  bool parked = false;  // behind an earlier dead letter of its key; its handler never ran
+  friend bool operator==(const DeadLetter&, const DeadLetter&) = default;
+};
+
+class DeadLetterQueue {
+ public:
+  DeadLetterQueue(std::shared_ptr<grid::Instance> shared, std::string group);
+
+  static std::string MapName(const std::string& group) { return "__dlq." + group; }
+  static std::string EntryKey(const Event& event);
+
+  // Stores `letter` (replacing an entry of the same event) and counts it for its key.
+  base::Result<void> Add(const DeadLetter& letter);
+  // Whether the event's key has dead letters in this group (its later events park).
+  base::Result<bool> KeyParked(const Event& event);
+  // Dead letters matching `filter` (over the tessera.DeadLetter record: "event.type",
+  // "event.key", "last_failure_ms", "parked", ...), by event id.
+  base::Result<std::vector<DeadLetter>> List(const map::Predicate& filter = map::Predicate());
+  base::Result<std::optional<DeadLetter>> Get(const Event& event);
+  base::Result<std::int64_t> Count();
+  // Removes the dead letter (replayed, or given up on: `reason` is logged by the caller).
+  base::Result<void> Remove(const DeadLetter& letter);
+  // Saves a changed dead letter (a failed replay's count and error).
+  base::Result<void> Update(const DeadLetter& letter);
+
+  const std::string& group() const { return group_; }
+
+ private:
+  std::shared_ptr<grid::Instance> shared_;
+  std::string group_;
+};
+
+record::GenericRecord DeadLetterToRecord(const DeadLetter& letter);
+base::Result<DeadLetter> DeadLetterFromRecord(const record::GenericRecord& record);
+
+}  // namespace tessera::saga
