@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "child_process.h"
+#include "tessera/saga/dead_letter.h"
 
 namespace tessera::integration {
 namespace {
@@ -181,6 +182,9 @@ TEST_CASE("grid-cli rejects bad arguments with exit code 2 before connecting", "
   RequireOneLineError(cli({"stream", "list", "--group", "g"}), 2, "--group");
   RequireOneLineError(cli({"stream", "tail", "s", "--from", "3"}), 2, "oldest");
   RequireOneLineError(cli({"fault"}), 2, "fault heal");
+  RequireOneLineError(cli({"dlq"}), 2, "subcommand");
+  RequireOneLineError(cli({"dlq", "show", "billing"}), 2, "GROUP EVENT_ID");
+  RequireOneLineError(cli({"dlq", "discard", "billing", "x"}), 2, "invalid EVENT_ID 'x'");
   RequireOneLineError(cli({"fault", "block", "nohost"}), 2, "'nohost'");
   RequireOneLineError(cli({"fault", "block", ","}), 2, "at least one HOST:PORT");
 }
@@ -314,6 +318,43 @@ TEST_CASE("grid-cli shows streams, their groups' lag, and tails events", "[tools
 
   auto missing = Cli(*node, {"stream", "info", "nope"});
   RequireOneLineError(missing, 1, "does not exist");
+}
+
+TEST_CASE("grid-cli lists, counts, shows and discards a consumer group's dead letters",
+          "[tools][cli][dlq]") {
+  auto node = NodeProcess::StartOrFail({});
+  std::shared_ptr<grid::Instance> client = ConnectOrFail(*node);
+  saga::DeadLetterQueue dlq(client, "billing");
+  auto letter = [](std::int64_t id, bool parked) {
+    saga::DeadLetter l;
+    l.event.id = id;
+    l.event.type = "OrderPlaced";
+    l.event.key = "order-1@cust-1";
+    l.group = "billing";
+    l.handler = "OrderPlaced";
+    l.parked = parked;
+    l.error = parked ? "" : "card declined";
+    l.attempts = parked ? 0 : 3;
+    return l;
+  };
+  REQUIRE(dlq.Add(letter(501, false)));
+  REQUIRE(dlq.Add(letter(502, true)));
+
+  RequireOk(Cli(*node, {"dlq", "count", "billing"}), "2\n");
+  RequireOk(Cli(*node, {"dlq", "list", "billing"}),
+            "501 OrderPlaced order-1@cust-1 failed attempts=3 replays=0 card declined\n"
+            "502 OrderPlaced order-1@cust-1 parked attempts=0 replays=0\n");
+  auto shown = CliJson(*node, {"dlq", "show", "billing", "502"});
+  CHECK(shown["event_id"] == 502);
+  CHECK(shown["parked"] == true);
+  auto listed = CliJson(*node, {"dlq", "list", "billing"});
+  CHECK(listed["dead_letters"].size() == 2);
+  RequireOk(Cli(*node, {"dlq", "discard", "billing", "501"}),
+            "discarded dead letter 501 of group billing\n");
+  RequireOk(Cli(*node, {"dlq", "count", "billing"}), "1\n");
+  RequireOneLineError(Cli(*node, {"dlq", "show", "billing", "501"}), 1,
+                      "group 'billing' has no dead letter of event 501");
+  RequireOk(Cli(*node, {"dlq", "count", "audit"}), "0\n");  // another group: none
 }
 
 }  // namespace tessera::integration

@@ -110,6 +110,10 @@ std::string GeneralHelp() {
          "  stream tail NAME [--group G] [--from oldest] [--count N] [--for MS]\n"
          "                       print events as they are appended (with --group: consume and\n"
          "                       commit them as a member of G)\n"
+         "  dlq list|count GROUP  a consumer group's dead letters (saga framework)\n"
+         "  dlq show|discard GROUP EVENT_ID\n"
+         "                       one dead letter; discard removes it without running it (replay\n"
+         "                       is the group's consumers' job: saga::Consumer::Replay)\n"
          "  fault block HOST:PORT[,HOST:PORT...]\n"
          "                       fault injection (tests, chaos runs): the member stops sending to\n"
          "                       those members, as if the network were cut; block each side of a\n"
@@ -444,6 +448,41 @@ Result<void> ParseFaultCommand(const std::vector<std::string>& words, const po::
   return CheckOptionsAllowed(vm, nullptr, "fault");
 }
 
+Result<void> ParseDlqCommand(const std::vector<std::string>& words, const po::variables_map& vm,
+                             CliCommand& command) {
+  static const struct {
+    std::string_view name;
+    CommandKind kind;
+    bool takes_id;
+  } kDlq[] = {{"list", CommandKind::kDlqList, false},
+              {"count", CommandKind::kDlqCount, false},
+              {"show", CommandKind::kDlqShow, true},
+              {"discard", CommandKind::kDlqDiscard, true}};
+  for (const auto& spec : kDlq) {
+    if (words.size() < 2 || words[1] != spec.name) continue;
+    const std::size_t want = spec.takes_id ? 4 : 3;
+    if (words.size() != want) {
+      return Fail(ErrorCode::kBadRequest, "'dlq " + std::string(spec.name) + "' takes GROUP" +
+                                              (spec.takes_id ? " EVENT_ID" : "") +
+                                              "; run grid-cli --help");
+    }
+    command.kind = spec.kind;
+    command.group = words[2];
+    if (command.group.empty()) return Fail(ErrorCode::kBadRequest, "GROUP must not be empty");
+    if (spec.takes_id) {
+      auto id = ParseNonNegative("EVENT_ID", words[3]);
+      if (!id || *id == 0) {
+        return Fail(ErrorCode::kBadRequest,
+                    "invalid EVENT_ID '" + words[3] + "': expected the event's numeric id");
+      }
+      command.event_id = *id;
+    }
+    return CheckOptionsAllowed(vm, nullptr, "dlq");
+  }
+  return Fail(ErrorCode::kBadRequest,
+              "'dlq' needs a subcommand (list, count, show, discard); run grid-cli --help");
+}
+
 Result<void> ParseWords(const std::vector<std::string>& words, const po::variables_map& vm,
                         CliCommand& command) {
   if (words.empty()) {
@@ -453,6 +492,7 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   if (words[0] == "topic") return ParseTopicCommand(words, vm, command);
   if (words[0] == "stream") return ParseStreamCommand(words, vm, command);
   if (words[0] == "fault") return ParseFaultCommand(words, vm, command);
+  if (words[0] == "dlq") return ParseDlqCommand(words, vm, command);
   static const std::pair<std::string_view, CommandKind> kPlain[] = {
       {"ping", CommandKind::kPing},
       {"members", CommandKind::kMembers},
@@ -470,7 +510,7 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown command '" + words[0] +
-                  "' (use map, topic, stream, fault, ping, members, partitions, cluster or "
+                  "' (use map, topic, stream, dlq, fault, ping, members, partitions, cluster or "
                   "metrics); run "
                   "grid-cli --help");
 }

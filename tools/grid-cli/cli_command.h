@@ -40,6 +40,10 @@ enum class CommandKind {
   kStreamGroups,    // one stream's groups: lag, oldest uncommitted event, lease holders
   kStreamTail,      // prints events as they are appended (streams; see RunStreamTail)
   kFault,           // fault injection: the members the connected member stops sending to
+  kDlqList,         // a consumer group's dead letters (saga), by event id
+  kDlqCount,
+  kDlqShow,     // one dead letter
+  kDlqDiscard,  // removes one dead letter
 };
 
 struct CliCommand {
@@ -63,6 +67,7 @@ struct CliCommand {
   std::string stream_name;             // stream commands
   std::string group;                   // stream tail --group: consume (and commit) as G
   std::vector<std::string> blocked;    // fault block: addresses (empty: fault heal)
+  std::int64_t event_id = 0;           // dlq show/discard
 };
 
 // Parses argv (argv[0] is the program name). Errors: kBadRequest with one line naming the

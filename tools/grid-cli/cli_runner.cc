@@ -2,6 +2,8 @@
 // whole run is bounded by the connect timeout plus one call timeout.
 #include "cli_runner.h"
 
+#include "dlq_commands.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/logger.h>
@@ -276,6 +278,11 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
       if (!text) return std::unexpected(text.error());
       return CommandOutput{*text, {{"address", client.connected_address()}, {"metrics", *text}}};
     }
+    case CommandKind::kDlqList:
+    case CommandKind::kDlqCount:
+    case CommandKind::kDlqShow:
+    case CommandKind::kDlqDiscard:
+      return RunDlqCommand(client, command);
     case CommandKind::kFault: {
       auto now = client.SetBlockedPeers(command.blocked);
       if (!now) return std::unexpected(now.error());
