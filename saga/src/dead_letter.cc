@@ -19,6 +19,14 @@ std::string PartitionKeyOf(const std::string& key) {
   return at == std::string::npos ? key : key.substr(at + 1);
 }
 
+// A field read into `out`, or its error.
+template <typename T, typename U>
+base::Result<void> Into(base::Result<T> value, U& out) {
+  if (!value) return std::unexpected(value.error());
+  out = std::move(*value);
+  return {};
+}
+
 }  // namespace
 
 record::GenericRecord DeadLetterToRecord(const DeadLetter& l) {
@@ -47,33 +55,14 @@ base::Result<DeadLetter> DeadLetterFromRecord(const GenericRecord& r) {
   auto event = EventFromRecord(*event_record);
   if (!event) return std::unexpected(event.error());
   l.event = std::move(*event);
-  auto text = [&](const char* name, std::string& out) -> base::Result<void> {
-    auto v = r.GetString(name);
-    if (!v) return std::unexpected(v.error());
-    out = std::move(*v);
-    return {};
-  };
-  auto int32 = [&](const char* name, std::int32_t& out) -> base::Result<void> {
-    auto v = r.GetInt32(name);
-    if (!v) return std::unexpected(v.error());
-    out = *v;
-    return {};
-  };
-  auto int64 = [&](const char* name, std::int64_t& out) -> base::Result<void> {
-    auto v = r.GetInt64(name);
-    if (!v) return std::unexpected(v.error());
-    out = *v;
-    return {};
-  };
-  for (auto ok : {text("group", l.group), text("handler", l.handler),
-                  int32("error_code", l.error_code), text("error", l.error),
-                  int32("attempts", l.attempts), int64("first_failure_ms", l.first_failure_ms),
-                  int64("last_failure_ms", l.last_failure_ms), int32("replays", l.replays)}) {
+  for (auto ok : {Into(r.GetString("group"), l.group), Into(r.GetString("handler"), l.handler),
+                  Into(r.GetInt32("error_code"), l.error_code), Into(r.GetString("error"), l.error),
+                  Into(r.GetInt32("attempts"), l.attempts),
+                  Into(r.GetInt64("first_failure_ms"), l.first_failure_ms),
+                  Into(r.GetInt64("last_failure_ms"), l.last_failure_ms),
+                  Into(r.GetInt32("replays"), l.replays), Into(r.GetBool("parked"), l.parked)}) {
     if (!ok) return std::unexpected(ok.error());
   }
-  auto parked = r.GetBool("parked");
-  if (!parked) return std::unexpected(parked.error());
-  l.parked = *parked;
   return l;
 }
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "saga_test_util.h"
 #include "tessera/grid/client.h"
 #include "tessera/grid/map.h"
 #include "tessera/grid/member.h"
@@ -22,46 +23,21 @@ using tessera::grid::Member;
 using tessera::grid::MemberOptions;
 using tessera::grid::Transaction;
 using tessera::record::GenericRecord;
-using namespace tessera::saga;  // NOLINT
+using namespace tessera::saga;           // NOLINT
+using namespace tessera::saga::testing;  // NOLINT
 
 namespace {
 
-template <typename Pred>
-bool WaitFor(Pred done, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return done();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
 struct Setup {
-  Member shared{[] {
-    MemberOptions o;
-    o.port = 0;
-    o.threads = 1;
-    o.cluster_name = "shared";
-    return o;
-  }()};
-  Member service{[] {
-    MemberOptions o;
-    o.listen = false;
-    o.threads = 1;
-    return o;
-  }()};
+  Member shared{SharedOptions()};
+  Member service{ServiceOptions()};
   std::shared_ptr<Client> client;
   std::shared_ptr<tessera::grid::Stream> stream;
 
   Setup() {
     REQUIRE(shared.Start());
     REQUIRE(service.Start());
-    tessera::grid::ClientOptions o;
-    o.addresses = {"127.0.0.1:" + std::to_string(shared.native_port())};
-    o.cluster_name = "shared";
-    auto c = Client::Connect(o);
-    REQUIRE(c.has_value());
-    client = std::shared_ptr<Client>(std::move(*c));
+    client = ConnectShared(shared.native_port());
     stream = client->GetStream("orders", Config());
   }
   static tessera::grid::StreamConfig Config() {

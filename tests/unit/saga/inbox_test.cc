@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "saga_test_util.h"
 #include "tessera/grid/map.h"
 #include "tessera/grid/member.h"
 
@@ -12,16 +13,10 @@ using tessera::grid::Member;
 using tessera::grid::MemberOptions;
 using tessera::grid::Transaction;
 using tessera::record::GenericRecord;
-using namespace tessera::saga;  // NOLINT
+using namespace tessera::saga;           // NOLINT
+using namespace tessera::saga::testing;  // NOLINT
 
 namespace {
-
-MemberOptions Embedded() {
-  MemberOptions o;
-  o.listen = false;
-  o.threads = 1;
-  return o;
-}
 
 Event Reserved(std::int64_t id) {
   Event e;
@@ -51,7 +46,7 @@ std::int64_t Stock(Member& m, const std::string& warehouse = "wh-1") {
 TEST_CASE("An event delivered twice to a group applies its changes once, two groups once each",
           "[saga][inbox]") {
   ManualClock clock;
-  Member member(Embedded(), nullptr, &clock);
+  Member member(ServiceOptions(), nullptr, &clock);
   REQUIRE(member.Start());
   Inbox inbox(member);
   const Event e = Reserved(101);
@@ -74,7 +69,7 @@ TEST_CASE("An event delivered twice to a group applies its changes once, two gro
 
 TEST_CASE("A handler writing to two partitions commits each part once across a retry",
           "[saga][inbox]") {
-  Member member(Embedded());
+  Member member(ServiceOptions());
   REQUIRE(member.Start());
   Inbox inbox(member);
   const Event e = Reserved(201);
@@ -90,7 +85,7 @@ TEST_CASE("A handler writing to two partitions commits each part once across a r
 
 TEST_CASE("A handler's own failed precondition applies nothing and leaves the event unmarked",
           "[saga][inbox]") {
-  Member member(Embedded());
+  Member member(ServiceOptions());
   REQUIRE(member.Start());
   Inbox inbox(member);
   const Event e = Reserved(301);
@@ -115,7 +110,7 @@ TEST_CASE("A handler's own failed precondition applies nothing and leaves the ev
 TEST_CASE("Side effects: a lease is held, released on failure, completed on success, and lapses",
           "[saga][inbox]") {
   ManualClock clock;
-  Member member(Embedded(), nullptr, &clock);
+  Member member(ServiceOptions(), nullptr, &clock);
   REQUIRE(member.Start());
   InboxOptions options;
   options.lease_ms = 1000;

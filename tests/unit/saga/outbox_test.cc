@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "saga_test_util.h"
 #include "tessera/grid/client.h"
 #include "tessera/grid/id_generator.h"
 #include "tessera/grid/map.h"
@@ -20,34 +21,10 @@ using tessera::grid::Member;
 using tessera::grid::MemberOptions;
 using tessera::grid::Transaction;
 using tessera::record::GenericRecord;
-using namespace tessera::saga;  // NOLINT
+using namespace tessera::saga;           // NOLINT
+using namespace tessera::saga::testing;  // NOLINT
 
 namespace {
-
-template <typename Pred>
-bool WaitFor(Pred done, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return done();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
-MemberOptions SharedOptions(std::uint16_t port = 0) {
-  MemberOptions o;
-  o.port = port;
-  o.threads = 1;
-  o.cluster_name = "shared";
-  return o;
-}
-
-MemberOptions ServiceOptions() {
-  MemberOptions o;
-  o.listen = false;  // the service's own data
-  o.threads = 1;
-  return o;
-}
 
 OutboxOptions Options() {
   OutboxOptions o;
@@ -57,16 +34,6 @@ OutboxOptions Options() {
   o.backoff.initial_delay_ms = 20;
   o.backoff.max_delay_ms = 200;
   return o;
-}
-
-std::shared_ptr<Client> ConnectTo(std::uint16_t port) {
-  ClientOptions o;
-  o.addresses = {"127.0.0.1:" + std::to_string(port)};
-  o.cluster_name = "shared";
-  o.call_timeout = std::chrono::milliseconds(2000);
-  auto client = Client::Connect(o);
-  REQUIRE(client.has_value());
-  return std::shared_ptr<Client>(std::move(*client));
 }
 
 Event OrderEvent(std::int64_t id, const std::string& customer, int n) {
@@ -117,7 +84,7 @@ TEST_CASE(
     "[saga][outbox]") {
   Member shared(SharedOptions());
   REQUIRE(shared.Start());
-  auto client = ConnectTo(shared.native_port());
+  auto client = ConnectShared(shared.native_port());
   Member service(ServiceOptions());
   Outbox outbox(service, client, Options());
   REQUIRE(service.Start());
@@ -182,7 +149,7 @@ TEST_CASE(
   auto shared = std::make_unique<Member>(SharedOptions());
   REQUIRE(shared->Start());
   const std::uint16_t port = shared->native_port();
-  auto client = ConnectTo(port);
+  auto client = ConnectShared(port);
   Member service(ServiceOptions());
   Outbox outbox(service, client, Options());
   REQUIRE(service.Start());
