@@ -71,16 +71,16 @@ void CircuitBreaker::RefreshLocked() {
   }
 }
 
-bool CircuitBreaker::TryAcquire() {
+std::optional<BreakerPermit> CircuitBreaker::TryAcquire() {
   std::lock_guard lock(mu_);
   RefreshLocked();
-  if (state_ == BreakerState::kClosed) return true;
+  if (state_ == BreakerState::kClosed) return BreakerPermit{generation_};
   if (state_ == BreakerState::kHalfOpen && trial_permits_ < config_.half_open_calls) {
     ++trial_permits_;
-    return true;
+    return BreakerPermit{generation_};
   }
   ++stats_.not_permitted;
-  return false;
+  return std::nullopt;
 }
 
 base::Result<void> CircuitBreaker::Refused() const {
@@ -97,15 +97,29 @@ base::Result<void> CircuitBreaker::Refused() const {
                                 name_, config_.half_open_calls));
 }
 
-void CircuitBreaker::OnSuccess(base::Millis duration_ms) { Report(false, duration_ms); }
-void CircuitBreaker::OnFailure(base::Millis duration_ms) { Report(true, duration_ms); }
+void CircuitBreaker::OnSuccess(const BreakerPermit& permit, base::Millis duration_ms) {
+  Report(false, duration_ms, permit.generation);
+}
+void CircuitBreaker::OnFailure(const BreakerPermit& permit, base::Millis duration_ms) {
+  Report(true, duration_ms, permit.generation);
+}
+void CircuitBreaker::OnSuccess(base::Millis duration_ms) {
+  Report(false, duration_ms, std::nullopt);
+}
+void CircuitBreaker::OnFailure(base::Millis duration_ms) {
+  Report(true, duration_ms, std::nullopt);
+}
 
-void CircuitBreaker::Report(bool failure, base::Millis duration_ms) {
+void CircuitBreaker::Report(bool failure, base::Millis duration_ms,
+                            std::optional<std::uint64_t> generation) {
   std::lock_guard lock(mu_);
   const Outcome outcome{failure, duration_ms >= config_.slow_call_ms};
   (failure ? stats_.failures : stats_.successes)++;
   stats_.slow += outcome.slow;
   RefreshLocked();
+  // A call permitted in an earlier state (closed before it opened, or an earlier half-open
+  // round) says nothing about this state's trial calls or window.
+  if (generation && *generation != generation_) return;
   Record(outcome);
 }
 
@@ -173,6 +187,7 @@ void CircuitBreaker::Record(const Outcome& outcome) {
 void CircuitBreaker::MoveTo(BreakerState next, const std::string& why) {
   const BreakerState was = state_;
   state_ = next;
+  ++generation_;
   trial_permits_ = trial_calls_ = trial_failures_ = trial_slow_ = 0;
   if (next == BreakerState::kOpen) {
     opened_at_ms_ = clock_.NowMs();

@@ -2,12 +2,108 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <exception>
 #include <random>
+#include <set>
 
 #include "tessera/base/log.h"
+#include "tessera/grid/member.h"
+#include "tessera/metrics/metrics_registry.h"
 
 namespace tessera::saga {
+
+struct Consumer::State {
+  const grid::Member* member = nullptr;  // whose metrics show this consumer (null: none)
+  std::string group;
+  std::atomic<std::int64_t> handled{0}, failed{0}, retries{0}, unknown{0}, undecodable{0},
+      breaker_waits{0}, dead_lettered{0}, parked{0}, replayed{0}, replay_failures{0}, discarded{0},
+      expired{0}, replay_requests{0};
+  // The group's queue as of the last maintenance round.
+  std::atomic<std::int64_t> entries{0}, parked_entries{0}, oldest_failure_ms{0};
+};
+
+namespace {
+
+std::int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Every live consumer, so each member's metrics source can show all of its consumers' groups
+// in one family (a family is set whole).
+std::mutex g_consumers_mu;
+std::vector<std::weak_ptr<Consumer::State>> g_consumers;
+
+void Register(const std::shared_ptr<Consumer::State>& state) {
+  std::lock_guard lock(g_consumers_mu);
+  std::erase_if(g_consumers, [](const auto& w) { return w.expired(); });
+  g_consumers.push_back(state);
+}
+
+void RenderConsumers(const grid::Member* member, metrics::MetricsRegistry& registry) {
+  std::vector<std::shared_ptr<Consumer::State>> states;
+  {
+    std::lock_guard lock(g_consumers_mu);
+    for (const auto& w : g_consumers) {
+      if (auto s = w.lock(); s && s->member == member) states.push_back(std::move(s));
+    }
+  }
+  using Field = std::atomic<std::int64_t> Consumer::State::*;
+  const struct {
+    const char* name;
+    const char* help;
+    Field field;
+  } counters[] = {
+      {"tessera_consumer_handled_total", "Events whose handler returned OK",
+       &Consumer::State::handled},
+      {"tessera_consumer_retries_total", "In-place retries of failing handlers",
+       &Consumer::State::retries},
+      {"tessera_consumer_failed_total", "Events whose handler failed after its retries",
+       &Consumer::State::failed},
+      {"tessera_consumer_unknown_total", "Events of a type without a handler",
+       &Consumer::State::unknown},
+      {"tessera_consumer_breaker_waits_total", "Deliveries held back by an open circuit breaker",
+       &Consumer::State::breaker_waits},
+      {"tessera_dlq_dead_lettered_total", "Events that became dead letters (handler failed)",
+       &Consumer::State::dead_lettered},
+      {"tessera_dlq_parked_total", "Events parked behind a dead letter of their key",
+       &Consumer::State::parked},
+      {"tessera_dlq_replayed_total", "Dead letters replayed successfully",
+       &Consumer::State::replayed},
+      {"tessera_dlq_replay_failures_total", "Replays whose handler failed again",
+       &Consumer::State::replay_failures},
+      {"tessera_dlq_discarded_total", "Dead letters discarded", &Consumer::State::discarded},
+      {"tessera_dlq_expired_total", "Dead letters removed by retention", &Consumer::State::expired},
+  };
+  for (const auto& c : counters) {
+    std::vector<std::pair<metrics::Labels, std::int64_t>> values;
+    for (const auto& s : states) values.push_back({{{"group", s->group}}, ((*s).*c.field).load()});
+    registry.SetCounterFamily(c.name, c.help, std::move(values));
+  }
+  std::vector<std::pair<metrics::Labels, double>> entries, parked, oldest;
+  const std::int64_t now = WallMs();
+  for (const auto& s : states) {
+    const metrics::Labels labels = {{"group", s->group}};
+    entries.push_back({labels, static_cast<double>(s->entries.load())});
+    parked.push_back({labels, static_cast<double>(s->parked_entries.load())});
+    const std::int64_t first = s->oldest_failure_ms.load();
+    oldest.push_back(
+        {labels,
+         first == 0 ? 0.0 : static_cast<double>(std::max<std::int64_t>(0, now - first)) / 1000});
+  }
+  registry.SetGaugeFamily("tessera_dlq_entries", "Dead letters in the group's queue",
+                          std::move(entries));
+  registry.SetGaugeFamily("tessera_dlq_parked_entries",
+                          "Dead letters parked behind an earlier one of their key",
+                          std::move(parked));
+  registry.SetGaugeFamily("tessera_dlq_oldest_seconds",
+                          "Age of the oldest dead letter's first failure (0: none)",
+                          std::move(oldest));
+}
+
+}  // namespace
 
 Consumer::Consumer(std::shared_ptr<grid::Instance> shared, grid::Instance& member, Inbox& inbox,
                    ConsumerOptions options, BreakerRegistry* breakers)
@@ -15,8 +111,20 @@ Consumer::Consumer(std::shared_ptr<grid::Instance> shared, grid::Instance& membe
       member_(member),
       inbox_(inbox),
       options_(std::move(options)),
-      dlq_(shared_, options_.group) {
+      dlq_(shared_, options_.group),
+      state_(std::make_shared<State>()) {
   if (breakers != nullptr && !options_.breaker.empty()) breaker_ = breakers->Get(options_.breaker);
+  state_->group = options_.group;
+  std::random_device random;
+  name_ = fmt::format("{}-{:08x}", options_.group, random());
+  if (auto* m = dynamic_cast<grid::Member*>(&member_)) {
+    state_->member = m;
+    Register(state_);
+    m->AddMetricsSource([weak = std::weak_ptr<State>(state_), m](metrics::MetricsRegistry& r) {
+      if (weak.expired()) return;  // this consumer is gone; another one's source renders the rest
+      RenderConsumers(m, r);
+    });
+  }
 }
 
 Consumer::~Consumer() { Stop(); }
@@ -64,15 +172,76 @@ base::Result<void> Consumer::Start() {
       subscriptions_.emplace_back(stream, *id);
     }
   }
+  {
+    std::lock_guard lock(maintenance_mu_);
+    stopping_ = false;
+  }
+  if (options_.maintenance_ms > 0 && !maintenance_.joinable()) {
+    maintenance_ = std::thread([this] { Maintain(); });
+  }
   return {};
 }
 
 void Consumer::Stop() {
+  {
+    std::lock_guard lock(maintenance_mu_);
+    stopping_ = true;
+  }
+  maintenance_cv_.notify_all();
+  if (maintenance_.joinable()) maintenance_.join();
   for (auto& [stream, id] : subscriptions_) stream->Unsubscribe(id);
   subscriptions_.clear();
 }
 
-base::Result<void> Consumer::RunHandler(const EventHandler& handler, const Event& event) {
+void Consumer::Maintain() {
+  auto log = base::NamedLogger("consumer");
+  std::int64_t next_sweep = 0;
+  std::unique_lock lock(maintenance_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    if (auto ran = RunReplayRequests(); !ran) {
+      log->debug("group '{}': replay requests not read: {}", options_.group, ran.error().message());
+    }
+    const std::int64_t now = WallMs();
+    if (now >= next_sweep) {  // the whole queue is read: not every round
+      next_sweep = now + 10 * options_.maintenance_ms;
+      if (auto expired = ExpireDeadLetters(); !expired) {
+        log->debug("group '{}': retention sweep failed: {}", options_.group,
+                   expired.error().message());
+      }
+      RefreshGauges();
+    }
+    lock.lock();
+    maintenance_cv_.wait_for(lock, std::chrono::milliseconds(options_.maintenance_ms),
+                             [this] { return stopping_; });
+  }
+}
+
+void Consumer::RefreshGauges() {
+  auto letters = dlq_.List();
+  if (!letters) return;
+  std::int64_t parked = 0, oldest = 0;
+  for (const auto& l : *letters) {
+    parked += l.parked;
+    if (oldest == 0 || l.first_failure_ms < oldest) oldest = l.first_failure_ms;
+  }
+  state_->entries = static_cast<std::int64_t>(letters->size());
+  state_->parked_entries = parked;
+  state_->oldest_failure_ms = oldest;
+}
+
+base::Result<void> Consumer::RunHandler(const EventHandler& handler, const Event& event,
+                                        bool* refused) {
+  std::optional<BreakerPermit> permit;
+  *refused = false;
+  if (breaker_) {
+    permit = breaker_->TryAcquire();
+    if (!permit) {
+      *refused = true;
+      return base::Fail(base::ErrorCode::kOverloaded,
+                        "circuit breaker '" + breaker_->name() + "' is open; the event waits");
+    }
+  }
   HandlerContext ctx(inbox_, options_.group, event, member_);
   const auto start = std::chrono::steady_clock::now();
   base::Result<void> r;
@@ -84,98 +253,96 @@ base::Result<void> Consumer::RunHandler(const EventHandler& handler, const Event
   } catch (...) {
     r = base::Fail(base::ErrorCode::kInternal, "the handler of " + event.type + " threw");
   }
-  if (breaker_) {  // a permit taken is always reported; only the dependency's failures count
+  if (permit) {  // a permit taken is always reported; only the dependency's failures count
     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::steady_clock::now() - start)
                           .count();
     if (!r && options_.retry.Retryable(r.error()) &&
         r.error().code() != base::ErrorCode::kConflict) {
-      breaker_->OnFailure(took);
+      breaker_->OnFailure(*permit, took);
     } else {
-      breaker_->OnSuccess(took);
+      breaker_->OnSuccess(*permit, took);
     }
   }
   return r;
 }
 
-namespace {
-std::int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+base::Result<void> Consumer::AddDeadLetter(const Event& event, const base::Error* error,
+                                           int attempts, std::int64_t first_failure_ms,
+                                           bool parked) {
+  DeadLetter letter;
+  letter.event = event;
+  letter.group = options_.group;
+  letter.handler = event.type;
+  letter.parked = parked;
+  if (error != nullptr) {
+    letter.error_code = static_cast<std::int32_t>(error->code());
+    letter.error = error->message();
+  }
+  letter.attempts = attempts;
+  letter.first_failure_ms = first_failure_ms;
+  letter.last_failure_ms = WallMs();
+  return dlq_.Add(letter);  // not stored: the caller's event comes again
 }
-}  // namespace
 
 base::Result<void> Consumer::Deliver(const grid::StreamEvent& delivered) {
   auto event = DecodeEvent(delivered.payload);
   if (!event) {
-    undecodable_.fetch_add(1);
+    state_->undecodable.fetch_add(1);
     return {};  // not ours to handle: skip it rather than block its sub-stream
   }
   event->attempt = delivered.attempt;
   auto handler = handlers_.find(event->type);
-  if (handler == handlers_.end()) {
-    unknown_.fetch_add(1);
+  const bool unknown = handler == handlers_.end();
+  if (unknown && !(options_.dead_letters && options_.unknown_to_dlq)) {
+    state_->unknown.fetch_add(1);
     return {};
   }
   if (options_.dead_letters) {
     auto parked = dlq_.KeyParked(*event);
     if (!parked) return std::unexpected(parked.error());  // comes again
     if (*parked) {
-      DeadLetter letter;
-      letter.event = *event;
-      letter.group = options_.group;
-      letter.handler = event->type;
-      letter.parked = true;
-      letter.first_failure_ms = letter.last_failure_ms = WallMs();
-      if (auto ok = dlq_.Add(letter); !ok) return ok;
-      parked_.fetch_add(1);
+      if (auto ok = AddDeadLetter(*event, nullptr, 0, WallMs(), true); !ok) return ok;
+      state_->parked.fetch_add(1);
       return {};
     }
   }
-  if (breaker_ && !breaker_->TryAcquire()) {
-    breaker_waits_.fetch_add(1);
-    return base::Fail(base::ErrorCode::kOverloaded,
-                      "circuit breaker '" + breaker_->name() + "' is open; the event waits");
+  if (unknown) {
+    const auto error =
+        base::Error(base::ErrorCode::kNotFound, "group '" + options_.group +
+                                                    "' has no handler for event type '" +
+                                                    event->type + "'; register one, then replay");
+    if (auto ok = AddDeadLetter(*event, &error, 0, WallMs(), false); !ok) return ok;
+    state_->unknown.fetch_add(1);
+    state_->dead_lettered.fetch_add(1);
+    return {};
   }
-  bool first = true;
-  bool refused = false;  // the breaker opened between attempts: the event waits, not a failure
+  bool refused = false;  // the breaker is open: the event waits, it is not a failure
   int attempts = 0;
   const std::int64_t first_failure = WallMs();
   auto result = Retry<void>(
       options_.retry,
       [&]() -> base::Result<void> {
-        if (!first && breaker_ && !breaker_->TryAcquire()) {
-          refused = true;
-          return base::Fail(base::ErrorCode::kOverloaded,
-                            "circuit breaker '" + breaker_->name() + "' opened");
-        }
-        first = false;
-        ++attempts;
-        return RunHandler(handler->second, *event);
+        auto r = RunHandler(handler->second, *event, &refused);
+        attempts += refused ? 0 : 1;
+        return r;
       },
-      [this](int, const base::Error&, base::Millis) { retries_.fetch_add(1); });
+      [this](int, const base::Error&, base::Millis) { state_->retries.fetch_add(1); },
+      [&refused] { return refused; });  // no retries against an open breaker
   if (result) {
-    handled_.fetch_add(1);
+    state_->handled.fetch_add(1);
     return result;
   }
-  failed_.fetch_add(1);
   if (refused) {
-    breaker_waits_.fetch_add(1);
+    state_->breaker_waits.fetch_add(1);
     return result;
   }
+  state_->failed.fetch_add(1);
   if (!options_.dead_letters) return result;
-  DeadLetter letter;
-  letter.event = *event;
-  letter.group = options_.group;
-  letter.handler = event->type;
-  letter.error_code = static_cast<std::int32_t>(result.error().code());
-  letter.error = result.error().message();
-  letter.attempts = attempts;
-  letter.first_failure_ms = first_failure;
-  letter.last_failure_ms = WallMs();
-  if (auto ok = dlq_.Add(letter); !ok) return ok;  // not stored: the event comes again
-  dead_lettered_.fetch_add(1);
+  if (auto ok = AddDeadLetter(*event, &result.error(), attempts, first_failure, false); !ok) {
+    return ok;
+  }
+  state_->dead_lettered.fetch_add(1);
   return {};
 }
 
@@ -205,11 +372,14 @@ base::Result<int> Consumer::Replay(const Event& event) {
                             " times (max_replays): fix its handler and discard it, or raise "
                             "the limit");
     }
+    bool refused = false;
     base::Result<void> run =
         handler == handlers_.end()
-            ? base::Fail(base::ErrorCode::kNotFound,
-                         "no handler for event type " + next.event.type + " in this consumer")
-            : RunHandler(handler->second, next.event);
+            ? base::Fail(base::ErrorCode::kNotFound, "group '" + options_.group +
+                                                         "' has no handler for event type '" +
+                                                         next.event.type + "'")
+            : RunHandler(handler->second, next.event, &refused);
+    if (!run && refused) return std::unexpected(run.error());  // not a replay: try later
     if (!run) {
       next.replays += 1;
       next.parked = false;
@@ -217,14 +387,115 @@ base::Result<int> Consumer::Replay(const Event& event) {
       next.error = run.error().message();
       next.last_failure_ms = WallMs();
       next.attempts += 1;
+      state_->replay_failures.fetch_add(1);
       if (auto saved = dlq_.Update(next); !saved) return std::unexpected(saved.error());
       return std::unexpected(run.error());
     }
     if (auto removed = dlq_.Remove(next); !removed) return std::unexpected(removed.error());
-    replayed_.fetch_add(1);
+    state_->replayed.fetch_add(1);
     ++succeeded;
   }
   return succeeded;
+}
+
+base::Result<ReplaySummary> Consumer::ReplayMatching(const map::Predicate& filter) {
+  auto letters = dlq_.List(filter);
+  if (!letters) return std::unexpected(letters.error());
+  ReplaySummary summary;
+  std::set<std::string> keys_done;
+  for (const auto& letter : *letters) {  // by event id: each key's oldest match comes first
+    if (!keys_done.insert(letter.event.key).second) continue;
+    auto ran = Replay(letter.event);
+    if (ran) {
+      summary.replayed += *ran;
+      continue;
+    }
+    if (ran.error().code() == base::ErrorCode::kNotFound) continue;  // replayed meanwhile
+    ++summary.failed;
+    if (summary.first_error.empty()) summary.first_error = ran.error().message();
+  }
+  return summary;
+}
+
+base::Result<int> Consumer::RunReplayRequests() {
+  auto pending = dlq_.PendingReplays();
+  if (!pending) return std::unexpected(pending.error());
+  int ran = 0;
+  for (auto& request : *pending) {
+    auto claimed = dlq_.ClaimReplay(request, name_);
+    if (!claimed) return std::unexpected(claimed.error());
+    if (!*claimed) continue;  // another consumer of the group took it, or it was cancelled
+    ReplaySummary summary;
+    if (request.event_id != 0) {
+      Event event;
+      event.id = request.event_id;
+      auto letter = dlq_.List(map::Predicate::Equal("event.id", record::Value(request.event_id)));
+      if (letter && !letter->empty()) event = letter->front().event;
+      auto replayed =
+          letter ? (letter->empty()
+                        ? base::Result<int>(base::Fail(base::ErrorCode::kNotFound,
+                                                       "group '" + options_.group +
+                                                           "' has no dead letter of event " +
+                                                           std::to_string(request.event_id)))
+                        : Replay(event))
+                 : base::Result<int>(std::unexpected(letter.error()));
+      if (replayed) {
+        summary.replayed = *replayed;
+      } else {
+        summary.failed = 1;
+        summary.first_error = replayed.error().message();
+      }
+    } else {
+      std::vector<map::Predicate> filters;
+      if (!request.type.empty()) {
+        filters.push_back(map::Predicate::Equal("event.type", record::Value(request.type)));
+      }
+      if (!request.key.empty()) {
+        filters.push_back(map::Predicate::Equal("event.key", record::Value(request.key)));
+      }
+      auto matched = ReplayMatching(filters.empty() ? map::Predicate()
+                                                    : map::Predicate::And(std::move(filters)));
+      if (matched) {
+        summary = *matched;
+      } else {
+        summary.failed = 1;
+        summary.first_error = matched.error().message();
+      }
+    }
+    request.status = summary.failed == 0 ? "done" : "failed";
+    request.replayed = summary.replayed;
+    request.failed = summary.failed;
+    request.error = summary.first_error;
+    request.finished_ms = WallMs();
+    if (auto saved = dlq_.FinishReplay(request); !saved) return std::unexpected(saved.error());
+    state_->replay_requests.fetch_add(1);
+    base::NamedLogger("consumer")
+        ->info("group '{}' ran replay request {}: {} replayed, {} failed{}", options_.group,
+               request.id, summary.replayed, summary.failed,
+               summary.first_error.empty() ? "" : " (" + summary.first_error + ")");
+    ++ran;
+  }
+  return ran;
+}
+
+base::Result<int> Consumer::ExpireDeadLetters() {
+  if (options_.dlq_retention_ms <= 0) return 0;
+  auto old = dlq_.List(
+      map::Predicate::Less("last_failure_ms", record::Value(WallMs() - options_.dlq_retention_ms)));
+  if (!old) return std::unexpected(old.error());
+  int removed = 0;
+  for (const auto& letter : *old) {
+    if (auto ok = dlq_.Remove(letter); !ok) return std::unexpected(ok.error());
+    state_->expired.fetch_add(1);
+    ++removed;
+    base::NamedLogger("consumer")
+        ->warn(
+            "group '{}' removed dead letter {} ({} of key '{}'): older than the retention of "
+            "{} ms",
+            options_.group, letter.event.id, letter.handler, letter.event.key,
+            options_.dlq_retention_ms);
+  }
+  return removed;
 }
 
 base::Result<void> Consumer::Discard(const Event& event, const std::string& reason) {
@@ -236,6 +507,7 @@ base::Result<void> Consumer::Discard(const Event& event, const std::string& reas
         "group '" + options_.group + "' has no dead letter of event " + std::to_string(event.id));
   }
   if (auto removed = dlq_.Remove(**letter); !removed) return removed;
+  state_->discarded.fetch_add(1);
   base::NamedLogger("consumer")
       ->warn("group '{}' discarded dead letter {} ({} of key '{}'): {}", options_.group, event.id,
              (*letter)->handler, event.key, reason);
@@ -243,16 +515,21 @@ base::Result<void> Consumer::Discard(const Event& event, const std::string& reas
 }
 
 Consumer::Stats Consumer::stats() const {
+  const State& st = *state_;
   Stats s;
-  s.handled = handled_.load();
-  s.failed = failed_.load();
-  s.retries = retries_.load();
-  s.unknown_skipped = unknown_.load();
-  s.undecodable = undecodable_.load();
-  s.breaker_waits = breaker_waits_.load();
-  s.dead_lettered = dead_lettered_.load();
-  s.parked = parked_.load();
-  s.replayed = replayed_.load();
+  s.handled = st.handled.load();
+  s.failed = st.failed.load();
+  s.retries = st.retries.load();
+  s.unknown_skipped = st.unknown.load();
+  s.undecodable = st.undecodable.load();
+  s.breaker_waits = st.breaker_waits.load();
+  s.dead_lettered = st.dead_lettered.load();
+  s.parked = st.parked.load();
+  s.replayed = st.replayed.load();
+  s.replay_failures = st.replay_failures.load();
+  s.discarded = st.discarded.load();
+  s.expired = st.expired.load();
+  s.replay_requests = st.replay_requests.load();
   return s;
 }
 

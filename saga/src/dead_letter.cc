@@ -66,6 +66,40 @@ base::Result<DeadLetter> DeadLetterFromRecord(const GenericRecord& r) {
   return l;
 }
 
+record::GenericRecord ReplayRequestToRecord(const ReplayRequest& q) {
+  return GenericRecord::Build("tessera.ReplayRequest")
+      .String("id", q.id)
+      .Int64("event_id", q.event_id)
+      .String("type", q.type)
+      .String("key", q.key)
+      .String("status", q.status)
+      .String("by", q.by)
+      .Int32("replayed", q.replayed)
+      .Int32("failed", q.failed)
+      .String("error", q.error)
+      .Int64("requested_ms", q.requested_ms)
+      .Int64("finished_ms", q.finished_ms)
+      .Done();
+}
+
+base::Result<ReplayRequest> ReplayRequestFromRecord(const GenericRecord& r) {
+  if (r.type_name() != "tessera.ReplayRequest") {
+    return Fail(ErrorCode::kBadRequest,
+                "not a replay request: a record of type '" + r.type_name() + "'");
+  }
+  ReplayRequest q;
+  for (auto ok :
+       {Into(r.GetString("id"), q.id), Into(r.GetInt64("event_id"), q.event_id),
+        Into(r.GetString("type"), q.type), Into(r.GetString("key"), q.key),
+        Into(r.GetString("status"), q.status), Into(r.GetString("by"), q.by),
+        Into(r.GetInt32("replayed"), q.replayed), Into(r.GetInt32("failed"), q.failed),
+        Into(r.GetString("error"), q.error), Into(r.GetInt64("requested_ms"), q.requested_ms),
+        Into(r.GetInt64("finished_ms"), q.finished_ms)}) {
+    if (!ok) return std::unexpected(ok.error());
+  }
+  return q;
+}
+
 DeadLetterQueue::DeadLetterQueue(std::shared_ptr<grid::Instance> shared, std::string group)
     : shared_(std::move(shared)), group_(std::move(group)) {}
 
@@ -138,6 +172,73 @@ base::Result<void> DeadLetterQueue::Remove(const DeadLetter& letter) {
 base::Result<void> DeadLetterQueue::Update(const DeadLetter& letter) {
   return shared_->GetMap(MapName(group_))
       ->Set(EntryKey(letter.event), DeadLetterToRecord(letter).Encode());
+}
+
+namespace {
+constexpr base::Millis kFinishedReplayTtlMs = 3'600'000;  // an hour for the requester to read it
+
+base::Result<std::optional<ReplayRequest>> DecodeReplay(const std::optional<std::string>& bytes) {
+  if (!bytes) return std::optional<ReplayRequest>();
+  auto record = GenericRecord::Decode(*bytes);
+  if (!record) return std::unexpected(record.error());
+  auto request = ReplayRequestFromRecord(*record);
+  if (!request) return std::unexpected(request.error());
+  return std::optional<ReplayRequest>(std::move(*request));
+}
+}  // namespace
+
+base::Result<void> DeadLetterQueue::RequestReplay(const ReplayRequest& request) {
+  if (request.id.empty()) return Fail(ErrorCode::kBadRequest, "a replay request needs an id");
+  auto previous = shared_->GetMap(ReplayMapName(group_))
+                      ->PutIfAbsent(request.id, ReplayRequestToRecord(request).Encode());
+  if (!previous) return std::unexpected(previous.error());
+  if (previous->has_value()) {
+    return Fail(ErrorCode::kConflict, "replay request '" + request.id + "' exists already");
+  }
+  return {};
+}
+
+base::Result<std::vector<ReplayRequest>> DeadLetterQueue::PendingReplays() {
+  auto entries = shared_->GetMap(ReplayMapName(group_))
+                     ->Values(map::Predicate::Equal("status", record::Value("pending")));
+  if (!entries) return std::unexpected(entries.error());
+  std::vector<ReplayRequest> out;
+  for (const auto& bytes : *entries) {
+    auto request = DecodeReplay(bytes);
+    if (request && request->has_value()) out.push_back(std::move(**request));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.requested_ms < b.requested_ms; });
+  return out;
+}
+
+base::Result<bool> DeadLetterQueue::ClaimReplay(ReplayRequest& request, const std::string& by) {
+  ReplayRequest running = request;
+  running.status = "running";
+  running.by = by;
+  auto swapped = shared_->GetMap(ReplayMapName(group_))
+                     ->Replace(request.id, ReplayRequestToRecord(request).Encode(),
+                               ReplayRequestToRecord(running).Encode());
+  if (!swapped) return std::unexpected(swapped.error());
+  if (*swapped) request = std::move(running);
+  return *swapped;
+}
+
+base::Result<void> DeadLetterQueue::FinishReplay(const ReplayRequest& request) {
+  return shared_->GetMap(ReplayMapName(group_))
+      ->Set(request.id, ReplayRequestToRecord(request).Encode(),
+            grid::WithTtl(kFinishedReplayTtlMs));
+}
+
+base::Result<std::optional<ReplayRequest>> DeadLetterQueue::GetReplay(const std::string& id) {
+  auto bytes = shared_->GetMap(ReplayMapName(group_))->Get(id);
+  if (!bytes) return std::unexpected(bytes.error());
+  return DecodeReplay(*bytes);
+}
+
+base::Result<bool> DeadLetterQueue::CancelReplay(const ReplayRequest& request) {
+  return shared_->GetMap(ReplayMapName(group_))
+      ->Remove(request.id, ReplayRequestToRecord(request).Encode());
 }
 
 }  // namespace tessera::saga

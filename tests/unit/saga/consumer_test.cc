@@ -309,3 +309,115 @@ TEST_CASE(
   REQUIRE(WaitFor([&] { return Billed(s.service, "cust-1") == 5; }));
   fixed.Stop();
 }
+
+TEST_CASE(
+    "Replay requests left by a tool run on the group's consumer; unknown types become dead "
+    "letters; old dead letters expire; the DLQ's metrics",
+    "[saga][consumer][dlq]") {
+  Setup s;
+  Inbox inbox(s.service);
+  ConsumerOptions o = Options();
+  o.unknown_to_dlq = true;
+  o.maintenance_ms = 50;
+  Consumer billing(s.client, s.service, inbox, o);
+  ConsumerOptions other = Options();
+  other.group = "audit";
+  Consumer audit(s.client, s.service, inbox, other);  // skips unknown types (the default)
+  std::atomic<bool> broken{true};
+  billing.On("Placed", [&](const Event& e, HandlerContext& ctx) -> Result<void> {
+    if (broken && e.payload.GetInt64("n").value() == 1) {
+      return Fail(ErrorCode::kBadRequest, "cannot bill order 1");
+    }
+    return Bill(e, ctx);
+  });
+  audit.On("Placed", [&](const Event&, HandlerContext&) -> Result<void> { return {}; });
+  REQUIRE(billing.Start());
+  REQUIRE(audit.Start());
+  for (int n = 0; n < 3; ++n) s.Append(Placed(700 + n, "order@cust-1", n), std::to_string(700 + n));
+  const Event shipped = Placed(710, "order@cust-3", 0, "Shipped");
+  s.Append(shipped, "710");
+  REQUIRE(WaitFor([&] {
+    const auto st = billing.stats();
+    return st.handled == 1 && st.dead_lettered == 2 && st.parked == 1;
+  }));
+  REQUIRE(
+      WaitFor([&] { return audit.stats().handled == 3 && audit.stats().unknown_skipped == 1; }));
+  CHECK(audit.dead_letters().Count().value() == 0);
+  auto unknown = billing.dead_letters().Get(shipped).value();
+  REQUIRE(unknown.has_value());
+  CHECK(!unknown->parked);
+  CHECK(unknown->error_code == static_cast<int>(ErrorCode::kNotFound));
+  CHECK(unknown->error ==
+        "group 'billing' has no handler for event type 'Shipped'; register one, then replay");
+  CHECK(billing.stats().unknown_skipped == 1);
+
+  // The member's metrics show both groups; the gauges follow the queue.
+  REQUIRE(WaitFor([&] {
+    const std::string text = s.service.MetricsText();
+    return text.find("tessera_dlq_entries{group=\"billing\"} 3") != std::string::npos &&
+           text.find("tessera_dlq_parked_entries{group=\"billing\"} 1") != std::string::npos;
+  }));
+  {
+    const std::string text = s.service.MetricsText();
+    CHECK(text.find("tessera_dlq_dead_lettered_total{group=\"billing\"} 2") != std::string::npos);
+    CHECK(text.find("tessera_dlq_parked_total{group=\"billing\"} 1") != std::string::npos);
+    CHECK(text.find("tessera_consumer_handled_total{group=\"audit\"} 3") != std::string::npos);
+    CHECK(text.find("tessera_consumer_handled_total{group=\"billing\"} 1") != std::string::npos);
+    CHECK(text.find("tessera_dlq_entries{group=\"audit\"} 0") != std::string::npos);
+    CHECK(text.find("# TYPE tessera_dlq_oldest_seconds gauge") != std::string::npos);
+  }
+
+  // A tool asks for every Placed dead letter to be replayed; the running consumer does it.
+  broken = false;
+  DeadLetterQueue tool(s.client, "billing");
+  ReplayRequest placed;
+  placed.id = "r1";
+  placed.type = "Placed";
+  REQUIRE(tool.RequestReplay(placed));
+  auto taken = tool.RequestReplay(placed);
+  REQUIRE(!taken);
+  CHECK(taken.error().code() == ErrorCode::kConflict);
+  std::optional<ReplayRequest> outcome;
+  REQUIRE(WaitFor([&] {
+    outcome = tool.GetReplay("r1").value();
+    return outcome && outcome->status != "pending" && outcome->status != "running";
+  }));
+  CHECK(outcome->status == "done");
+  CHECK(outcome->replayed == 2);  // the failed one and the one parked behind it
+  CHECK(outcome->failed == 0);
+  CHECK(outcome->by.rfind("billing-", 0) == 0);
+  CHECK(Billed(s.service, "cust-1") == 3);
+  CHECK(billing.stats().replay_requests == 1);
+  // One event by id, whose type has no handler: the request fails, naming why.
+  ReplayRequest one;
+  one.id = "r2";
+  one.event_id = shipped.id;
+  REQUIRE(tool.RequestReplay(one));
+  REQUIRE(WaitFor([&] {
+    outcome = tool.GetReplay("r2").value();
+    return outcome && outcome->status == "failed";
+  }));
+  CHECK(outcome->failed == 1);
+  CHECK(outcome->error == "group 'billing' has no handler for event type 'Shipped'");
+  CHECK(billing.dead_letters().Get(shipped).value()->replays == 1);
+  // A request nobody ran can be withdrawn.
+  billing.Stop();
+  ReplayRequest late;
+  late.id = "r3";
+  late.event_id = shipped.id;
+  REQUIRE(tool.RequestReplay(late));
+  CHECK(tool.CancelReplay(late).value());
+  CHECK(!tool.GetReplay("r3").value().has_value());
+
+  // Retention: dead letters whose last failure is older than it go (counted, logged).
+  ConsumerOptions short_lived = o;
+  short_lived.dlq_retention_ms = 1;
+  Consumer sweeper(s.client, s.service, inbox, short_lived);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(sweeper.ExpireDeadLetters().value() == 1);
+  CHECK(sweeper.stats().expired == 1);
+  CHECK(sweeper.dead_letters().Count().value() == 0);
+  CHECK(!sweeper.dead_letters().KeyParked(shipped).value());
+  CHECK(sweeper.ExpireDeadLetters().value() == 0);
+  audit.Stop();
+}

@@ -123,11 +123,13 @@ TEST_CASE("A circuit breaker goes closed -> open -> half-open -> closed, and hal
 
   clock.Advance(1000);
   CHECK(b.state() == BreakerState::kHalfOpen);
-  CHECK(b.TryAcquire());
-  CHECK(b.TryAcquire());
+  auto first = b.TryAcquire();
+  auto second = b.TryAcquire();
+  REQUIRE(first);
+  REQUIRE(second);
   CHECK(!b.TryAcquire());  // only 2 trial calls
-  b.OnSuccess(5);
-  b.OnSuccess(5);
+  b.OnSuccess(*first, 5);
+  b.OnSuccess(*second, 5);
   CHECK(b.state() == BreakerState::kClosed);
 
   for (int i = 0; i < 5; ++i) CHECK(!b.Call<int>(Fails));
@@ -170,12 +172,42 @@ TEST_CASE("Failures reported asynchronously, from other threads, open the breake
           "[saga][breaker]") {
   ManualClock clock;
   CircuitBreaker b("async", CountWindow(), clock, nullptr);
-  for (int i = 0; i < 6; ++i) REQUIRE(b.TryAcquire());  // six calls under way
+  std::vector<BreakerPermit> permits;
+  for (int i = 0; i < 6; ++i) {  // six calls under way
+    auto permit = b.TryAcquire();
+    REQUIRE(permit);
+    permits.push_back(*permit);
+  }
   std::vector<std::thread> callbacks;  // their futures complete later, on other threads
-  for (int i = 0; i < 6; ++i) callbacks.emplace_back([&b] { b.OnFailure(3); });
+  for (const auto& permit : permits) {
+    callbacks.emplace_back([&b, permit] { b.OnFailure(permit, 3); });
+  }
   for (auto& t : callbacks) t.join();
   CHECK(b.state() == BreakerState::kOpen);
   CHECK(b.stats().failures == 6);
+}
+
+TEST_CASE("A late outcome of a call let through while closed does not decide a half-open trial",
+          "[saga][breaker]") {
+  ManualClock clock;
+  CircuitBreaker b("late", CountWindow(), clock, nullptr);  // 2 trial calls, 50% threshold
+  auto slow_call = b.TryAcquire();                          // made while closed, ends late
+  REQUIRE(slow_call);
+  for (int i = 0; i < 5; ++i) CHECK(!b.Call<int>(Fails));
+  CHECK(b.state() == BreakerState::kOpen);
+  clock.Advance(1000);
+  CHECK(b.state() == BreakerState::kHalfOpen);
+  auto trial_a = b.TryAcquire();
+  auto trial_b = b.TryAcquire();
+  REQUIRE(trial_a);
+  REQUIRE(trial_b);
+  b.OnFailure(*slow_call, 5);  // not a trial: without the stamp, 1 failure of 2 would reopen it
+  CHECK(b.state() == BreakerState::kHalfOpen);
+  b.OnSuccess(*trial_a, 5);
+  CHECK(b.state() == BreakerState::kHalfOpen);  // one trial of two reported
+  b.OnSuccess(*trial_b, 5);
+  CHECK(b.state() == BreakerState::kClosed);
+  CHECK(b.stats().failures == 6);  // the late failure is still counted
 }
 
 TEST_CASE("Breakers take their settings by name from the service's YAML", "[saga][breaker]") {

@@ -13,7 +13,10 @@
 //              window).
 //
 // Outcomes may be reported from any thread, whenever the call completes (asynchronous results
-// count like synchronous ones). Every state change is logged and counted.
+// count like synchronous ones). Every state change is logged and counted. A permit carries the
+// state it was given in: an outcome reported after the breaker changed state since (a call let
+// through while closed that ends after the breaker went half-open) is counted in the stats but
+// decides nothing, so only the half-open state's own trial calls decide whether it closes.
 //
 // Thread-safety: every method is safe from any thread.
 
@@ -22,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +56,11 @@ struct BreakerConfig {
 };
 
 enum class BreakerState : std::uint8_t { kClosed = 0, kOpen = 1, kHalfOpen = 2 };
+
+// Leave to make one call, stamped with the breaker's state at the time (see TryAcquire).
+struct BreakerPermit {
+  std::uint64_t generation = 0;
+};
 std::string_view BreakerStateName(BreakerState state);  // "closed", "open", "half_open"
 
 class CircuitBreaker {
@@ -66,9 +75,13 @@ class CircuitBreaker {
   CircuitBreaker(std::string name, BreakerConfig config, const base::Clock& clock,
                  std::shared_ptr<spdlog::logger> log);
 
-  // Whether a call may go now. A true answer obliges the caller to report the outcome
-  // (OnSuccess or OnFailure), however much later.
-  bool TryAcquire();
+  // A permit when a call may go now, else nullopt. A permit obliges the caller to report the
+  // call's outcome with it (OnSuccess or OnFailure), however much later.
+  std::optional<BreakerPermit> TryAcquire();
+  void OnSuccess(const BreakerPermit& permit, base::Millis duration_ms);
+  void OnFailure(const BreakerPermit& permit, base::Millis duration_ms);
+  // The outcome of a call made without a permit (the breaker only watches the dependency):
+  // counted in the current state.
   void OnSuccess(base::Millis duration_ms);
   void OnFailure(base::Millis duration_ms);
 
@@ -94,7 +107,8 @@ class CircuitBreaker {
     int calls = 0, failures = 0, slow = 0;
   };
   base::Result<void> Refused() const;  // the kOverloaded error of a refused call
-  void Report(bool failure, base::Millis duration_ms);
+  // `generation`: the permit's, or nullopt for the current state.
+  void Report(bool failure, base::Millis duration_ms, std::optional<std::uint64_t> generation);
   void Record(const Outcome& outcome);                     // REQUIRES: mu_ held
   void Rates(int& calls, int& failures, int& slow);        // the closed window's; mu_ held
   void ResetWindow();                                      // mu_ held
@@ -107,6 +121,7 @@ class CircuitBreaker {
   std::shared_ptr<spdlog::logger> log_;
   mutable std::mutex mu_;
   BreakerState state_ = BreakerState::kClosed;  // guarded by mu_
+  std::uint64_t generation_ = 0;                // state changes so far
   base::Millis opened_at_ms_ = 0;
   std::vector<Outcome> ring_;  // kCount window
   std::size_t ring_next_ = 0;
@@ -121,7 +136,8 @@ template <typename T>
 base::Result<T> CircuitBreaker::Call(
     const std::function<base::Result<T>()>& fn,
     const std::function<bool(const base::Error&)>& counts_as_failure) {
-  if (!TryAcquire()) {
+  const auto permit = TryAcquire();
+  if (!permit) {
     auto refused = Refused();
     return std::unexpected(refused.error());
   }
@@ -130,13 +146,13 @@ base::Result<T> CircuitBreaker::Call(
     try {
       return fn();
     } catch (...) {
-      Report(true, clock_.NowMs() - start);  // the permit is reported, then the throw goes on
+      Report(true, clock_.NowMs() - start, permit->generation);  // reported; the throw goes on
       throw;
     }
   }();
   const base::Millis took = clock_.NowMs() - start;
   const bool failed = !result && (!counts_as_failure || counts_as_failure(result.error()));
-  Report(failed, took);
+  Report(failed, took, permit->generation);
   return result;
 }
 

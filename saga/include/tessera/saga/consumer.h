@@ -15,17 +15,30 @@
 //     Other keys go on.
 //   - Circuit breaker: with `breaker` set, an open breaker means the handler is not called:
 //     the event waits and comes again (it is not a failure), until trial calls go through.
-//   - Unknown types are skipped (committed) and counted.
-//   - Dead letters: see dead_letter.h; Replay and Discard below.
+//   - Unknown types are skipped (committed) and counted, or, with unknown_to_dlq, become dead
+//     letters (replayable once a handler for the type is registered).
+//   - Dead letters: see dead_letter.h; Replay, ReplayMatching and Discard below. A maintenance
+//     thread (every maintenance_ms while started) runs the replay requests tools left for the
+//     group (grid-cli dlq replay), removes dead letters older than dlq_retention_ms, and
+//     refreshes the DLQ gauges.
+//   - Metrics, on the embedded member's MetricsText when `member` is a grid::Member, labelled
+//     group=...: tessera_consumer_{handled,retries,failed,unknown,breaker_waits}_total;
+//     tessera_dlq_{dead_lettered,parked,replayed,replay_failures,discarded,expired}_total
+//     (this process's counts); tessera_dlq_entries, tessera_dlq_parked_entries and
+//     tessera_dlq_oldest_seconds (the group's queue, as of the last maintenance round).
 //
 // Thread-safety: On before Start; the rest from any thread. Handlers run on the stream
-// consumers' threads, several at once with concurrency > 1.
+// consumers' threads, several at once with concurrency > 1, and on the maintenance thread
+// (replays).
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tessera/base/error.h"
@@ -52,6 +65,20 @@ struct ConsumerOptions {
   // comes again after the stream's retry delay, holding back its sub-stream.
   bool dead_letters = true;
   int max_replays = 5;  // Replay runs of one dead letter before it refuses
+  // Events of a type without a handler: false skips (and counts) them; true makes them dead
+  // letters, so nothing is lost when a deployment forgot a handler.
+  bool unknown_to_dlq = false;
+  // Dead letters whose last failure is older than this are removed (logged, counted as
+  // expired). 0 keeps them until replayed or discarded.
+  base::Millis dlq_retention_ms = 14LL * 24 * 3'600'000;
+  base::Millis maintenance_ms = 500;  // replay requests, retention, DLQ gauges
+};
+
+// The outcome of replaying several dead letters (ReplayMatching, a replay request).
+struct ReplaySummary {
+  int replayed = 0;  // handler runs that succeeded (parked events included)
+  int failed = 0;    // dead letters whose replay failed (they stay, with the new error)
+  std::string first_error;
 };
 
 class HandlerContext {
@@ -88,6 +115,10 @@ class Consumer {
     std::int64_t dead_lettered = 0;    // events that became dead letters (failed)
     std::int64_t parked = 0;           // events parked behind a dead letter of their key
     std::int64_t replayed = 0;         // dead letters replayed successfully
+    std::int64_t replay_failures = 0;  // replays whose handler failed again
+    std::int64_t discarded = 0;        // dead letters discarded (Discard)
+    std::int64_t expired = 0;          // dead letters removed by retention
+    std::int64_t replay_requests = 0;  // replay requests this consumer ran
   };
 
   // `shared` holds the streams; `member` is the service's embedded member (the inbox's).
@@ -112,16 +143,33 @@ class Consumer {
   // the handler and discard it, or raise the limit), the handler's error when it fails again
   // (its replay count and error are saved).
   base::Result<int> Replay(const Event& event);
+  // Replays every dead letter matching `filter` (see DeadLetterQueue::List), key by key: each
+  // key's oldest matching dead letter, then the events parked behind it. A key whose older
+  // dead letter does not match counts as failed (kConflict). Errors: the queue's read errors.
+  base::Result<ReplaySummary> ReplayMatching(const map::Predicate& filter);
+  // Runs the group's pending replay requests (the maintenance thread does this while
+  // started). Returns how many it ran.
+  base::Result<int> RunReplayRequests();
+  // Removes dead letters older than dlq_retention_ms (the maintenance thread does this while
+  // started). Returns how many.
+  base::Result<int> ExpireDeadLetters();
   // Removes dead letter `event` without running it (logged with `reason`); events of its key
   // parked behind it stay until replayed or discarded.
   base::Result<void> Discard(const Event& event, const std::string& reason);
   DeadLetterQueue& dead_letters() { return dlq_; }
   Stats stats() const;
 
+  struct State;  // counters and gauges, shared with the metrics source (consumer.cc)
+
  private:
   base::Result<void> Deliver(const grid::StreamEvent& delivered);
-  // Runs the handler of `event` once (breaker accounting, exceptions caught).
-  base::Result<void> RunHandler(const EventHandler& handler, const Event& event);
+  // Runs the handler of `event` once (breaker accounting, exceptions caught). An open breaker
+  // refuses the call: kOverloaded and *refused = true.
+  base::Result<void> RunHandler(const EventHandler& handler, const Event& event, bool* refused);
+  base::Result<void> AddDeadLetter(const Event& event, const base::Error* error, int attempts,
+                                   std::int64_t first_failure_ms, bool parked);
+  void Maintain();  // the maintenance thread
+  void RefreshGauges();
 
   std::shared_ptr<grid::Instance> shared_;
   grid::Instance& member_;
@@ -131,8 +179,12 @@ class Consumer {
   std::map<std::string, EventHandler> handlers_;
   std::vector<std::pair<std::shared_ptr<grid::Stream>, grid::SubscriptionId>> subscriptions_;
   DeadLetterQueue dlq_;
-  std::atomic<std::int64_t> handled_{0}, failed_{0}, retries_{0}, unknown_{0}, undecodable_{0},
-      breaker_waits_{0}, dead_lettered_{0}, parked_{0}, replayed_{0};
+  std::shared_ptr<State> state_;
+  std::string name_;  // this consumer, in replay requests and logs
+  std::mutex maintenance_mu_;
+  std::condition_variable maintenance_cv_;
+  bool stopping_ = false;  // guarded by maintenance_mu_
+  std::thread maintenance_;
 };
 
 }  // namespace tessera::saga

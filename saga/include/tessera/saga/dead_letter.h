@@ -13,6 +13,11 @@
 // so grid-cli and predicates can filter by group, type, key and time; map
 // "__dlq.<group>.keys", key = the event's key, value = its dead letters (incrementRaw count).
 //
+// Replay requests: replay runs the group's handler, so only the group's consumers can do it.
+// A tool (grid-cli dlq replay) stores a ReplayRequest in map "__dlq.<group>.replays"; one of
+// the group's running consumers claims it (a compare-and-set from pending to running), runs it
+// and stores the outcome (done or failed), kept for an hour for the tool to read.
+//
 // Thread-safety: every method is safe from any thread (blocking calls).
 
 #include <cstdint>
@@ -42,6 +47,21 @@ struct DeadLetter {
   friend bool operator==(const DeadLetter&, const DeadLetter&) = default;
 };
 
+// A replay asked for from outside the consumers (record "tessera.ReplayRequest").
+struct ReplayRequest {
+  std::string id;                  // the request's key (unique: the requester picks it)
+  std::int64_t event_id = 0;       // one dead letter; 0: every one matching `type` and `key`
+  std::string type;                // filter: event type ("" = any)
+  std::string key;                 // filter: event key ("" = any)
+  std::string status = "pending";  // pending, running, done (all ran) or failed (some did not)
+  std::string by;                  // the consumer that ran it
+  std::int32_t replayed = 0;       // handler runs that succeeded (parked events included)
+  std::int32_t failed = 0;         // dead letters whose replay failed (they stay queued)
+  std::string error;               // the first failure
+  std::int64_t requested_ms = 0, finished_ms = 0;
+  friend bool operator==(const ReplayRequest&, const ReplayRequest&) = default;
+};
+
 class DeadLetterQueue {
  public:
   DeadLetterQueue(std::shared_ptr<grid::Instance> shared, std::string group);
@@ -63,6 +83,17 @@ class DeadLetterQueue {
   // Saves a changed dead letter (a failed replay's count and error).
   base::Result<void> Update(const DeadLetter& letter);
 
+  // Replay requests (see above). RequestReplay stores a pending request (kConflict if the id
+  // is taken); Claim moves it from pending to running for `by` (false: another consumer got it
+  // or it was cancelled); Finish stores the outcome; Cancel removes it if still pending.
+  static std::string ReplayMapName(const std::string& group) { return MapName(group) + ".replays"; }
+  base::Result<void> RequestReplay(const ReplayRequest& request);
+  base::Result<std::vector<ReplayRequest>> PendingReplays();
+  base::Result<bool> ClaimReplay(ReplayRequest& request, const std::string& by);
+  base::Result<void> FinishReplay(const ReplayRequest& request);
+  base::Result<std::optional<ReplayRequest>> GetReplay(const std::string& id);
+  base::Result<bool> CancelReplay(const ReplayRequest& request);
+
   const std::string& group() const { return group_; }
 
  private:
@@ -72,5 +103,7 @@ class DeadLetterQueue {
 
 record::GenericRecord DeadLetterToRecord(const DeadLetter& letter);
 base::Result<DeadLetter> DeadLetterFromRecord(const record::GenericRecord& record);
+record::GenericRecord ReplayRequestToRecord(const ReplayRequest& request);
+base::Result<ReplayRequest> ReplayRequestFromRecord(const record::GenericRecord& record);
 
 }  // namespace tessera::saga

@@ -43,14 +43,17 @@ struct RetryPolicy {
 
 // Calls fn until it succeeds, fails with a non-retryable error, or the attempts run out, and
 // returns its last result. `on_retry(attempt, error, delay)` runs before each wait, if set.
+// `give_up()`, if set, runs after each failed attempt: true stops there.
 template <typename T>
 base::Result<T> Retry(
     const RetryPolicy& policy, const std::function<base::Result<T>()>& fn,
-    const std::function<void(int, const base::Error&, base::Millis)>& on_retry = nullptr) {
+    const std::function<void(int, const base::Error&, base::Millis)>& on_retry = nullptr,
+    const std::function<bool()>& give_up = nullptr) {
   std::mt19937_64 random(std::random_device{}());
   for (int attempt = 1;; ++attempt) {
     base::Result<T> result = fn();
     if (result || !policy.Retryable(result.error())) return result;
+    if (give_up && give_up()) return result;
     auto delay = policy.DelayBefore(attempt + 1, random);
     if (!delay) return result;
     if (on_retry) on_retry(attempt + 1, result.error(), *delay);
