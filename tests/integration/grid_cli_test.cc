@@ -10,7 +10,11 @@
 #include <thread>
 
 #include "child_process.h"
+#include "tessera/grid/member.h"
+#include "tessera/grid/transaction.h"
+#include "tessera/saga/consumer.h"
 #include "tessera/saga/dead_letter.h"
+#include "tessera/saga/outbox.h"
 
 namespace tessera::integration {
 namespace {
@@ -185,6 +189,14 @@ TEST_CASE("grid-cli rejects bad arguments with exit code 2 before connecting", "
   RequireOneLineError(cli({"dlq"}), 2, "subcommand");
   RequireOneLineError(cli({"dlq", "show", "billing"}), 2, "GROUP EVENT_ID");
   RequireOneLineError(cli({"dlq", "discard", "billing", "x"}), 2, "invalid EVENT_ID 'x'");
+  RequireOneLineError(cli({"dlq", "replay", "billing"}), 2, "exactly one of EVENT_ID, --all");
+  RequireOneLineError(cli({"dlq", "replay", "billing", "5", "--all"}), 2, "exactly one of");
+  RequireOneLineError(cli({"dlq", "list", "billing", "--all"}), 2, "--all");
+  RequireOneLineError(cli({"dlq", "replay", "billing", "--all", "--wait", "0"}), 2, "--wait");
+  RequireOneLineError(cli({"dlq", "count", "billing", "--older-than", "x"}), 2, "--older-than");
+  RequireOneLineError(cli({"map", "size", "m", "--type", "T"}), 2, "--type");
+  RequireOneLineError(cli({"outbox"}), 2, "outbox status");
+  RequireOneLineError(cli({"consumers", "x"}), 2, "takes no arguments");
   RequireOneLineError(cli({"fault", "block", "nohost"}), 2, "'nohost'");
   RequireOneLineError(cli({"fault", "block", ","}), 2, "at least one HOST:PORT");
 }
@@ -350,11 +362,135 @@ TEST_CASE("grid-cli lists, counts, shows and discards a consumer group's dead le
   auto listed = CliJson(*node, {"dlq", "list", "billing"});
   CHECK(listed["dead_letters"].size() == 2);
   RequireOk(Cli(*node, {"dlq", "discard", "billing", "501"}),
-            "discarded dead letter 501 of group billing\n");
+            "discarded dead letter 501 of group billing: (no reason given)\n");
+  RequireOk(Cli(*node, {"dlq", "discard", "billing", "502", "--reason", "order cancelled"}),
+            "discarded dead letter 502 of group billing: order cancelled\n");
+  RequireOk(Cli(*node, {"dlq", "count", "billing"}), "0\n");
+  REQUIRE(dlq.Add(letter(502, true)));
   RequireOk(Cli(*node, {"dlq", "count", "billing"}), "1\n");
   RequireOneLineError(Cli(*node, {"dlq", "show", "billing", "501"}), 1,
                       "group 'billing' has no dead letter of event 501");
   RequireOk(Cli(*node, {"dlq", "count", "audit"}), "0\n");  // another group: none
+}
+
+}  // namespace tessera::integration
+
+namespace tessera::integration {
+namespace {
+
+saga::Event OrderEvent(std::int64_t id, int n) {
+  saga::Event e;
+  e.id = id;
+  e.type = "Placed";
+  e.key = "order@cust-9";
+  e.source = "orders-svc";
+  e.time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  e.payload = record::GenericRecord::Build().Int64("n", n).Done();
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "grid-cli replays dead letters through the group's running consumer, filters them, lists "
+    "consumer groups and shows a service member's outbox",
+    "[tools][cli][dlq]") {
+  auto node = NodeProcess::StartOrFail({});
+  std::shared_ptr<grid::Instance> shared = ConnectOrFail(*node);
+  grid::MemberOptions service_options;  // the service's embedded member, on loopback
+  service_options.port = 0;
+  service_options.threads = 1;
+  service_options.cluster_name = "orders-svc";
+  grid::Member service(service_options);
+  REQUIRE(service.Start());
+  saga::Inbox inbox(service);
+  saga::ConsumerOptions o;
+  o.group = "billing";
+  o.streams = {"orders"};
+  o.stream_config.sub_streams = 2;
+  o.retry.max_attempts = 1;
+  o.maintenance_ms = 50;
+  auto billing = std::make_unique<saga::Consumer>(shared, service, inbox, o);
+  std::atomic<bool> broken{true};
+  billing->On("Placed", [&](const saga::Event&, saga::HandlerContext&) -> base::Result<void> {
+    if (broken) return base::Fail(base::ErrorCode::kBadRequest, "cannot bill");
+    return {};
+  });
+  REQUIRE(billing->Start());
+  auto stream = shared->GetStream("orders", o.stream_config);
+  for (int n = 0; n < 2; ++n) {
+    const auto e = OrderEvent(801 + n, n);
+    REQUIRE(stream->Append(e.key, saga::EncodeEvent(e), std::to_string(e.id)));
+  }
+  const auto settled = [&] {
+    const auto st = billing->stats();
+    return st.dead_lettered == 1 && st.parked == 1;
+  };
+  for (int i = 0; i < 2000 && !settled(); ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(settled());
+
+  // Filters.
+  RequireOk(Cli(*node, {"dlq", "count", "billing", "--key", "order@cust-9"}), "2\n");
+  RequireOk(Cli(*node, {"dlq", "count", "billing", "--type", "Shipped"}), "0\n");
+  RequireOk(Cli(*node, {"dlq", "count", "billing", "--older-than", "3600000"}), "0\n");
+  CHECK(CliJson(*node, {"dlq", "list", "billing", "--newer-than", "3600000"})["dead_letters"]
+            .size() == 2);
+  // Still broken: the consumer runs the replay, which fails, and the tool says so.
+  RequireOneLineError(Cli(*node, {"dlq", "replay", "billing", "801"}), 1,
+                      "0 replayed, 1 failed: cannot bill");
+  broken = false;
+  auto replayed = Cli(*node, {"dlq", "replay", "billing", "--all"});
+  INFO("stderr: " << replayed.err);
+  CHECK(replayed.exit_code == 0);
+  CHECK(replayed.out.rfind("replayed 2 event(s) in group billing (by billing-", 0) == 0);
+  RequireOk(Cli(*node, {"dlq", "count", "billing"}), "0\n");
+  CHECK(billing->stats().replayed == 2);
+
+  auto consumers = CliJson(*node, {"consumers"});
+  REQUIRE(consumers["groups"].size() == 1);
+  const auto& group = consumers["groups"][0];
+  CHECK(group["group"] == "billing");
+  CHECK(group["stream"] == "orders");
+  CHECK(group["lag"] == 0);
+  CHECK(group["leases"] == 2);
+  CHECK(group["dead_letters"] == 0);
+  auto text = Cli(*node, {"consumers"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.rfind("group ", 0) == 0);
+  CHECK(text.out.find("billing              orders") != std::string::npos);
+
+  // Nobody consumes the group: the request is withdrawn and the tool says what to do.
+  billing.reset();
+  RequireOneLineError(Cli(*node, {"dlq", "replay", "billing", "--all", "--wait", "300"}), 1,
+                      "no consumer of group 'billing' took the replay request within 300 ms");
+
+  // The outbox of the service member: staged events no relay has published.
+  grid::Transaction tx("cust-5");
+  for (int n = 0; n < 3; ++n) {
+    auto e = OrderEvent(900 + n, n);
+    e.key = "order@cust-5";
+    REQUIRE(saga::Outbox::Stage(tx, e));
+  }
+  REQUIRE(service.Transact(tx));
+  const std::string service_address = "127.0.0.1:" + std::to_string(service.native_port());
+  auto outbox = RunProcess(
+      GRID_CLI_PATH,
+      {"--address", service_address, "--cluster-name", "orders-svc", "--json", "outbox", "status"},
+      20s);
+  INFO("stderr: " << outbox.err);
+  REQUIRE(outbox.exit_code == 0);
+  auto doc = json::parse(outbox.out);
+  CHECK(doc["pending"] == 3);
+  REQUIRE(doc["services"].size() == 1);
+  CHECK(doc["services"][0]["service"] == "orders-svc");
+  CHECK(doc["services"][0]["pending"] == 3);
+  CHECK(doc["services"][0]["partitions"].size() == 1);
+  CHECK(doc["services"][0]["oldest_age_ms"].get<std::int64_t>() < 60'000);
+  auto empty = RunProcess(GRID_CLI_PATH, {"--address", node->address(), "outbox", "status"}, 20s);
+  CHECK(empty.exit_code == 0);
+  CHECK(empty.out.find("(nothing pending") != std::string::npos);
 }
 
 }  // namespace tessera::integration

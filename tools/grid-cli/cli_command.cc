@@ -85,7 +85,20 @@ po::options_description Describe() {
        "topic subscribe: read the reliable topic from sequence SEQ or the oldest stored "
        "(implies --reliable; default: messages published from now on); stream tail: oldest")  //
       ("group", po::value<std::string>()->value_name("G"),
-       "stream tail: consume as a member of group G (commits what it prints)");
+       "stream tail: consume as a member of group G (commits what it prints)")  //
+      ("type", po::value<std::string>()->value_name("T"),
+       "dlq list/count/replay: only dead letters of event type T")  //
+      ("key", po::value<std::string>()->value_name("K"),
+       "dlq list/count/replay: only dead letters of event key K")  //
+      ("older-than", po::value<std::string>()->value_name("MS"),
+       "dlq list/count: only dead letters whose last failure is at least MS ms old")  //
+      ("newer-than", po::value<std::string>()->value_name("MS"),
+       "dlq list/count: only dead letters whose last failure is at most MS ms old")  //
+      ("all", "dlq replay: every dead letter of the group")                          //
+      ("reason", po::value<std::string>()->value_name("TEXT"),
+       "dlq discard: why (logged by the tool and printed)")  //
+      ("wait", po::value<std::string>()->value_name("MS"),
+       "dlq replay: how long to wait for one of the group's consumers (default 30000)");
   return desc;
 }
 
@@ -110,10 +123,17 @@ std::string GeneralHelp() {
          "  stream tail NAME [--group G] [--from oldest] [--count N] [--for MS]\n"
          "                       print events as they are appended (with --group: consume and\n"
          "                       commit them as a member of G)\n"
-         "  dlq list|count GROUP  a consumer group's dead letters (saga framework)\n"
-         "  dlq show|discard GROUP EVENT_ID\n"
-         "                       one dead letter; discard removes it without running it (replay\n"
-         "                       is the group's consumers' job: saga::Consumer::Replay)\n"
+         "  dlq list|count GROUP [--type T] [--key K] [--older-than MS] [--newer-than MS]\n"
+         "                       a consumer group's dead letters (saga framework)\n"
+         "  dlq show GROUP EVENT_ID\n"
+         "  dlq discard GROUP EVENT_ID [--reason TEXT]\n"
+         "                       removes a dead letter without running it\n"
+         "  dlq replay GROUP (EVENT_ID | --all | --type T | --key K) [--wait MS]\n"
+         "                       one of the group's running consumers runs the handler again (and\n"
+         "                       the events parked behind it); prints the outcome\n"
+         "  outbox status        a service member's outbox: pending events per service and\n"
+         "                       partition, oldest age (connect to the service's member)\n"
+         "  consumers            every stream's consumer groups: lag, leases, dead letters\n"
          "  fault block HOST:PORT[,HOST:PORT...]\n"
          "                       fault injection (tests, chaos runs): the member stops sending to\n"
          "                       those members, as if the network were cut; block each side of a\n"
@@ -232,6 +252,14 @@ Result<void> CheckOptionsAllowed(const po::variables_map& vm, const MapCommandSp
   if (vm.count("reliable") != 0 && name != "topic subscribe" && name != "topic publish") {
     return Fail(ErrorCode::kBadRequest,
                 "--reliable does not apply to '" + name + "'; it is for topic publish/subscribe");
+  }
+  if (name.rfind("dlq ", 0) != 0) {  // ParseDlqCommand checks which dlq command takes which
+    for (const char* flag : {"type", "key", "older-than", "newer-than", "all", "reason", "wait"}) {
+      if (vm.count(flag) != 0) {
+        return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " does not apply to '" +
+                                                name + "'; it is for the dlq commands");
+      }
+    }
   }
   return {};
 }
@@ -453,23 +481,28 @@ Result<void> ParseDlqCommand(const std::vector<std::string>& words, const po::va
   static const struct {
     std::string_view name;
     CommandKind kind;
-    bool takes_id;
-  } kDlq[] = {{"list", CommandKind::kDlqList, false},
-              {"count", CommandKind::kDlqCount, false},
-              {"show", CommandKind::kDlqShow, true},
-              {"discard", CommandKind::kDlqDiscard, true}};
+    int max_args;  // after GROUP: EVENT_ID
+    bool needs_id;
+  } kDlq[] = {{"list", CommandKind::kDlqList, 0, false},
+              {"count", CommandKind::kDlqCount, 0, false},
+              {"show", CommandKind::kDlqShow, 1, true},
+              {"discard", CommandKind::kDlqDiscard, 1, true},
+              {"replay", CommandKind::kDlqReplay, 1, false}};
   for (const auto& spec : kDlq) {
     if (words.size() < 2 || words[1] != spec.name) continue;
-    const std::size_t want = spec.takes_id ? 4 : 3;
-    if (words.size() != want) {
+    const std::size_t min = spec.needs_id ? 4 : 3;
+    const std::size_t max = 3 + static_cast<std::size_t>(spec.max_args);
+    if (words.size() < min || words.size() > max) {
       return Fail(ErrorCode::kBadRequest, "'dlq " + std::string(spec.name) + "' takes GROUP" +
-                                              (spec.takes_id ? " EVENT_ID" : "") +
+                                              (spec.needs_id       ? " EVENT_ID"
+                                               : spec.max_args > 0 ? " [EVENT_ID]"
+                                                                   : "") +
                                               "; run grid-cli --help");
     }
     command.kind = spec.kind;
     command.group = words[2];
     if (command.group.empty()) return Fail(ErrorCode::kBadRequest, "GROUP must not be empty");
-    if (spec.takes_id) {
+    if (words.size() == 4) {
       auto id = ParseNonNegative("EVENT_ID", words[3]);
       if (!id || *id == 0) {
         return Fail(ErrorCode::kBadRequest,
@@ -477,10 +510,57 @@ Result<void> ParseDlqCommand(const std::vector<std::string>& words, const po::va
       }
       command.event_id = *id;
     }
-    return CheckOptionsAllowed(vm, nullptr, "dlq");
+    const bool filters = spec.kind == CommandKind::kDlqList || spec.kind == CommandKind::kDlqCount;
+    const bool replay = spec.kind == CommandKind::kDlqReplay;
+    const std::string name = "dlq " + std::string(spec.name);
+    const struct {
+      const char* flag;
+      bool allowed;
+    } flags[] = {{"type", filters || replay},
+                 {"key", filters || replay},
+                 {"older-than", filters},
+                 {"newer-than", filters},
+                 {"all", replay},
+                 {"wait", replay},
+                 {"reason", spec.kind == CommandKind::kDlqDiscard}};
+    for (const auto& f : flags) {
+      if (vm.count(f.flag) != 0 && !f.allowed) {
+        return Fail(ErrorCode::kBadRequest, "--" + std::string(f.flag) + " does not apply to '" +
+                                                name + "'; run grid-cli --help");
+      }
+    }
+    if (vm.count("type") != 0) command.event_type = vm["type"].as<std::string>();
+    if (vm.count("key") != 0) command.event_key = vm["key"].as<std::string>();
+    if (vm.count("reason") != 0) command.reason = vm["reason"].as<std::string>();
+    command.all = vm.count("all") != 0;
+    for (auto [flag, out] : {std::pair{"older-than", &command.older_than_ms},
+                             std::pair{"newer-than", &command.newer_than_ms}}) {
+      if (vm.count(flag) == 0) continue;
+      auto ms = ParseNonNegative("--" + std::string(flag), vm[flag].as<std::string>());
+      if (!ms) return std::unexpected(ms.error());
+      *out = *ms;
+    }
+    if (vm.count("wait") != 0) {
+      auto ms = ParseNonNegative("--wait", vm["wait"].as<std::string>());
+      if (!ms || *ms == 0) {
+        return Fail(ErrorCode::kBadRequest, "invalid --wait '" + vm["wait"].as<std::string>() +
+                                                "': expected milliseconds, at least 1");
+      }
+      command.wait_ms = *ms;
+    }
+    if (replay) {
+      const int ways = (command.event_id != 0) + command.all +
+                       (!command.event_type.empty() || !command.event_key.empty());
+      if (ways != 1) {
+        return Fail(ErrorCode::kBadRequest,
+                    "'dlq replay' needs exactly one of EVENT_ID, --all, or --type/--key filters "
+                    "(so that every dead letter is replayed only when asked with --all)");
+      }
+    }
+    return CheckOptionsAllowed(vm, nullptr, name);
   }
   return Fail(ErrorCode::kBadRequest,
-              "'dlq' needs a subcommand (list, count, show, discard); run grid-cli --help");
+              "'dlq' needs a subcommand (list, count, show, discard, replay); run grid-cli --help");
 }
 
 Result<void> ParseWords(const std::vector<std::string>& words, const po::variables_map& vm,
@@ -493,12 +573,17 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   if (words[0] == "stream") return ParseStreamCommand(words, vm, command);
   if (words[0] == "fault") return ParseFaultCommand(words, vm, command);
   if (words[0] == "dlq") return ParseDlqCommand(words, vm, command);
+  if (words[0] == "outbox") {
+    if (words.size() != 2 || words[1] != "status") {
+      return Fail(ErrorCode::kBadRequest, "use 'outbox status'; run grid-cli --help");
+    }
+    command.kind = CommandKind::kOutboxStatus;
+    return CheckOptionsAllowed(vm, nullptr, "outbox status");
+  }
   static const std::pair<std::string_view, CommandKind> kPlain[] = {
-      {"ping", CommandKind::kPing},
-      {"members", CommandKind::kMembers},
-      {"partitions", CommandKind::kPartitions},
-      {"cluster", CommandKind::kCluster},
-      {"metrics", CommandKind::kMetrics}};
+      {"consumers", CommandKind::kConsumers}, {"ping", CommandKind::kPing},
+      {"members", CommandKind::kMembers},     {"partitions", CommandKind::kPartitions},
+      {"cluster", CommandKind::kCluster},     {"metrics", CommandKind::kMetrics}};
   for (const auto& [name, kind] : kPlain) {
     if (words[0] != name) continue;
     if (words.size() != 1) {
@@ -510,8 +595,8 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown command '" + words[0] +
-                  "' (use map, topic, stream, dlq, fault, ping, members, partitions, cluster or "
-                  "metrics); run "
+                  "' (use map, topic, stream, dlq, outbox, consumers, fault, ping, members, "
+                  "partitions, cluster or metrics); run "
                   "grid-cli --help");
 }
 

@@ -42,8 +42,11 @@ enum class CommandKind {
   kFault,           // fault injection: the members the connected member stops sending to
   kDlqList,         // a consumer group's dead letters (saga), by event id
   kDlqCount,
-  kDlqShow,     // one dead letter
-  kDlqDiscard,  // removes one dead letter
+  kDlqShow,       // one dead letter
+  kDlqDiscard,    // removes one dead letter
+  kDlqReplay,     // asks the group's consumers to replay dead letters, waits for the outcome
+  kOutboxStatus,  // a service member's outbox: pending events per service and partition
+  kConsumers,     // every stream's consumer groups: lag, leases, dead letters
 };
 
 struct CliCommand {
@@ -55,19 +58,26 @@ struct CliCommand {
   std::string key;
   std::string value;  // bytes to store (a GenericRecord's encoding with --record)
   std::optional<base::Millis> ttl_ms;
-  std::optional<std::int64_t> limit;   // entries/query: print at most this many
-  map::Predicate predicate;            // query
-  std::string predicate_text;          // query, as given
-  std::string topic_name;              // topic commands
-  std::string message;                 // topic publish
-  std::optional<std::int64_t> count;   // topic subscribe: exit after this many messages
-  std::optional<std::int64_t> for_ms;  // topic subscribe: exit after this long
-  bool reliable = false;               // topic publish/subscribe: the reliable topic NAME
-  std::optional<std::int64_t> from;    // topic subscribe --from: sequence (0 = oldest)
-  std::string stream_name;             // stream commands
-  std::string group;                   // stream tail --group: consume (and commit) as G
-  std::vector<std::string> blocked;    // fault block: addresses (empty: fault heal)
-  std::int64_t event_id = 0;           // dlq show/discard
+  std::optional<std::int64_t> limit;          // entries/query: print at most this many
+  map::Predicate predicate;                   // query
+  std::string predicate_text;                 // query, as given
+  std::string topic_name;                     // topic commands
+  std::string message;                        // topic publish
+  std::optional<std::int64_t> count;          // topic subscribe: exit after this many messages
+  std::optional<std::int64_t> for_ms;         // topic subscribe: exit after this long
+  bool reliable = false;                      // topic publish/subscribe: the reliable topic NAME
+  std::optional<std::int64_t> from;           // topic subscribe --from: sequence (0 = oldest)
+  std::string stream_name;                    // stream commands
+  std::string group;                          // stream tail --group: consume (and commit) as G
+  std::vector<std::string> blocked;           // fault block: addresses (empty: fault heal)
+  std::int64_t event_id = 0;                  // dlq show/discard/replay (0: by filter)
+  std::string event_type;                     // dlq list/count/replay --type
+  std::string event_key;                      // dlq list/count/replay --key
+  std::optional<std::int64_t> older_than_ms;  // dlq list/count: last failure at least this old
+  std::optional<std::int64_t> newer_than_ms;  // dlq list/count: last failure at most this old
+  bool all = false;                           // dlq replay --all
+  std::string reason;                         // dlq discard --reason
+  std::int64_t wait_ms = 30'000;              // dlq replay --wait
 };
 
 // Parses argv (argv[0] is the program name). Errors: kBadRequest with one line naming the

@@ -3,6 +3,7 @@
 #include "cli_runner.h"
 
 #include "dlq_commands.h"
+#include "saga_commands.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -282,7 +283,11 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
     case CommandKind::kDlqCount:
     case CommandKind::kDlqShow:
     case CommandKind::kDlqDiscard:
+    case CommandKind::kDlqReplay:
       return RunDlqCommand(client, command);
+    case CommandKind::kOutboxStatus:
+    case CommandKind::kConsumers:
+      return RunSagaCommand(client, command);
     case CommandKind::kFault: {
       auto now = client.SetBlockedPeers(command.blocked);
       if (!now) return std::unexpected(now.error());

@@ -22,11 +22,6 @@ std::int64_t NowMs() {
       .count();
 }
 
-// Age in ms of an append time (0 stays 0: nothing there).
-std::int64_t AgeMs(std::int64_t time_ms) {
-  return time_ms == 0 ? 0 : std::max<std::int64_t>(0, NowMs() - time_ms);
-}
-
 std::int64_t Stored(const grid::SubStreamInfo& s) {
   return std::max<std::int64_t>(0, s.tail - s.head + 1);
 }
@@ -78,14 +73,12 @@ json InfoJson(const grid::StreamInfo& info) {
 }
 
 Result<CommandOutput> List(grid::Client& client) {
-  auto keys = client.GetMap(map::kStreamMap)->KeySet(map::Predicate::Like("__key", "stream@%"));
-  if (!keys) return std::unexpected(keys.error());
-  std::sort(keys->begin(), keys->end());
+  auto names = StreamNames(client);
+  if (!names) return std::unexpected(names.error());
   json doc = {{"streams", json::array()}};
   std::string text = fmt::format("{:<24} {:>11} {:>12} {:>12} {:>7} {:>12}\n", "stream",
                                  "sub-streams", "appended", "stored", "groups", "max lag");
-  for (const auto& key : *keys) {
-    const std::string name = key.substr(key.find('@') + 1);
+  for (const auto& name : *names) {
     auto info = client.GetStream(name)->Info();
     if (!info) return std::unexpected(info.error());
     json j = InfoJson(*info);
@@ -97,7 +90,7 @@ Result<CommandOutput> List(grid::Client& client) {
     j.erase("sub_streams");
     doc["streams"].push_back(std::move(j));
   }
-  if (keys->empty()) text += "(no streams)\n";
+  if (names->empty()) text += "(no streams)\n";
   return CommandOutput{text, std::move(doc)};
 }
 
@@ -133,34 +126,14 @@ Result<CommandOutput> Groups(grid::Client& client, const CliCommand& command) {
   json doc = {{"stream", info->name}, {"groups", json::array()}};
   std::string text = fmt::format("{:<20} {:>10} {:>16} {:>9}  {}\n", "group", "lag",
                                  "oldest uncomm ms", "leases", "consumers");
-  for (const auto& g : info->groups) {
-    std::map<std::string, int> holders;
-    json cursors = json::array();
-    int leases = 0;
-    for (const auto& s : info->sub_streams) {
-      for (const auto& p : s.groups) {
-        if (p.group != g.group) continue;
-        if (!p.holder.empty()) {
-          ++holders[p.holder];
-          ++leases;
-        }
-        cursors.push_back(
-            {{"sub_stream", s.index}, {"cursor", p.cursor}, {"lag", p.lag}, {"holder", p.holder}});
-      }
-    }
-    std::string consumers;
-    json holder_doc = json::object();
-    for (const auto& [holder, n] : holders) {
-      consumers += (consumers.empty() ? "" : ", ") + holder + " (" + std::to_string(n) + ")";
-      holder_doc[holder] = n;
-    }
-    text +=
-        fmt::format("{:<20} {:>10} {:>16} {:>9}  {}\n", g.group, g.lag,
-                    AgeMs(g.oldest_uncommitted_ms), leases, consumers.empty() ? "-" : consumers);
+  for (auto& row : GroupRows(*info)) {
+    const auto& g = row.position;
+    text += fmt::format("{:<20} {:>10} {:>16} {:>9}  {}\n", g.group, g.lag,
+                        AgeMs(g.oldest_uncommitted_ms), row.leases, HoldersText(row));
     json j = GroupJson(g);
-    j["leases"] = leases;
-    j["consumers"] = holder_doc;
-    j["sub_streams"] = cursors;
+    j["leases"] = row.leases;
+    j["consumers"] = row.holders;
+    j["sub_streams"] = std::move(row.sub_streams);
     doc["groups"].push_back(std::move(j));
   }
   if (info->groups.empty()) text += "(no groups)\n";
@@ -184,6 +157,49 @@ void Print(std::ostream& out, const grid::StreamEvent& e, bool as_json) {
 }
 
 }  // namespace
+
+std::int64_t AgeMs(std::int64_t time_ms) {
+  return time_ms == 0 ? 0 : std::max<std::int64_t>(0, NowMs() - time_ms);
+}
+
+Result<std::vector<std::string>> StreamNames(grid::Client& client) {
+  auto keys = client.GetMap(map::kStreamMap)->KeySet(map::Predicate::Like("__key", "stream@%"));
+  if (!keys) return std::unexpected(keys.error());
+  std::vector<std::string> names;
+  for (const auto& key : *keys) names.push_back(key.substr(key.find('@') + 1));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<GroupRow> GroupRows(const grid::StreamInfo& info) {
+  std::vector<GroupRow> rows;
+  for (const auto& g : info.groups) {
+    GroupRow row;
+    row.position = g;
+    row.sub_streams = json::array();
+    for (const auto& s : info.sub_streams) {
+      for (const auto& p : s.groups) {
+        if (p.group != g.group) continue;
+        if (!p.holder.empty()) {
+          ++row.holders[p.holder];
+          ++row.leases;
+        }
+        row.sub_streams.push_back(
+            {{"sub_stream", s.index}, {"cursor", p.cursor}, {"lag", p.lag}, {"holder", p.holder}});
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string HoldersText(const GroupRow& row) {
+  std::string text;
+  for (const auto& [holder, n] : row.holders) {
+    text += (text.empty() ? "" : ", ") + holder + " (" + std::to_string(n) + ")";
+  }
+  return text.empty() ? "-" : text;
+}
 
 Result<CommandOutput> RunStreamCommand(grid::Client& client, const CliCommand& command) {
   switch (command.kind) {
