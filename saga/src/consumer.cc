@@ -231,7 +231,7 @@ void Consumer::RefreshGauges() {
 }
 
 base::Result<void> Consumer::RunHandler(const EventHandler& handler, const Event& event,
-                                        bool* refused) {
+                                        bool* refused, const grid::StreamEvent* delivery) {
   std::optional<BreakerPermit> permit;
   *refused = false;
   if (breaker_) {
@@ -242,7 +242,7 @@ base::Result<void> Consumer::RunHandler(const EventHandler& handler, const Event
                         "circuit breaker '" + breaker_->name() + "' is open; the event waits");
     }
   }
-  HandlerContext ctx(inbox_, options_.group, event, member_);
+  HandlerContext ctx(inbox_, options_.group, event, member_, delivery);
   const auto start = std::chrono::steady_clock::now();
   base::Result<void> r;
   try {
@@ -323,7 +323,7 @@ base::Result<void> Consumer::Deliver(const grid::StreamEvent& delivered) {
   auto result = Retry<void>(
       options_.retry,
       [&]() -> base::Result<void> {
-        auto r = RunHandler(handler->second, *event, &refused);
+        auto r = RunHandler(handler->second, *event, &refused, &delivered);
         attempts += refused ? 0 : 1;
         return r;
       },

@@ -83,8 +83,10 @@ struct ReplaySummary {
 
 class HandlerContext {
  public:
-  HandlerContext(Inbox& inbox, std::string group, const Event& event, grid::Instance& member)
-      : inbox_(inbox), group_(std::move(group)), event_(event), member_(member) {}
+  HandlerContext(Inbox& inbox, std::string group, const Event& event, grid::Instance& member,
+                 const grid::StreamEvent* delivery = nullptr)
+      : inbox_(inbox), group_(std::move(group)), event_(event), member_(member),
+        delivery_(delivery) {}
   // Commits the handler's changes (a transaction in one partition) with the event's marker:
   // kApplied, or kDuplicate when this group handled the event already (nothing applied).
   base::Result<InboxOutcome> Commit(const grid::Transaction& changes) {
@@ -93,12 +95,16 @@ class HandlerContext {
   Inbox& inbox() { return inbox_; }
   const std::string& group() const { return group_; }
   grid::Instance& member() { return member_; }
+  // Where the event came from (sub-stream, offset, append time), or null when it is a replay
+  // of a dead letter.
+  const grid::StreamEvent* delivery() const { return delivery_; }
 
  private:
   Inbox& inbox_;
   std::string group_;
   const Event& event_;
   grid::Instance& member_;
+  const grid::StreamEvent* delivery_;
 };
 
 using EventHandler = std::function<base::Result<void>(const Event& event, HandlerContext& ctx)>;
@@ -165,7 +171,8 @@ class Consumer {
   base::Result<void> Deliver(const grid::StreamEvent& delivered);
   // Runs the handler of `event` once (breaker accounting, exceptions caught). An open breaker
   // refuses the call: kOverloaded and *refused = true.
-  base::Result<void> RunHandler(const EventHandler& handler, const Event& event, bool* refused);
+  base::Result<void> RunHandler(const EventHandler& handler, const Event& event, bool* refused,
+                                const grid::StreamEvent* delivery = nullptr);
   base::Result<void> AddDeadLetter(const Event& event, const base::Error* error, int attempts,
                                    std::int64_t first_failure_ms, bool parked);
   void Maintain();  // the maintenance thread
