@@ -27,6 +27,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+std::atomic<std::uint64_t> g_holdings{0};  // StreamEvent::holding
+
 std::string SessionSuffix() {
   static thread_local std::mt19937_64 random(std::random_device{}());
   return fmt::format("{:08x}", static_cast<std::uint32_t>(random()));
@@ -44,6 +46,7 @@ struct Stream::Subscription {
     int failed_attempts = 0;
     Clock::time_point retry_at{};
     Clock::time_point renewed_at{};  // when the lease was last taken, renewed or committed
+    std::uint64_t holding = 0;       // StreamEvent::holding
   };
 
   std::string group;
@@ -257,6 +260,7 @@ void Stream::Rebalance(Subscription& s) {
       Subscription::Held h;
       h.committed = h.handled = r->count;
       h.next = r->count + 1;
+      h.holding = g_holdings.fetch_add(1) + 1;
       if (it != s.held.end()) h.seen = it->second.seen;
       s.held[sub] = h;
     }
@@ -313,6 +317,7 @@ bool Stream::Consume(Subscription& s) {
       if (Clock::now() - h.renewed_at > lease_ttl * 2 / 3) break;
       StreamEvent e = DecodeEvent(subs[j], offset_text, bytes);
       e.attempt = e.offset == h.failed_offset ? h.failed_attempts + 1 : 1;
+      e.holding = h.holding;
       if (e.offset <= h.seen) ++s.redelivered;
       h.seen = std::max(h.seen, e.offset);
       ++s.delivered;

@@ -267,6 +267,37 @@ base::Result<void> Consumer::RunHandler(const EventHandler& handler, const Event
   return r;
 }
 
+base::Result<bool> Consumer::KeyParked(const Event& event, std::uint64_t holding) {
+  bool known = false;
+  {
+    std::lock_guard lock(parked_mu_);
+    if (holding != 0 && holdings_checked_.count(holding) != 0) {
+      if (parked_.count(event.key) == 0) return false;
+      known = true;
+    }
+  }
+  if (!known && holding != 0) {  // a new holding: read which keys are parked now
+    auto keys = dlq_.ParkedKeys();
+    if (!keys) return std::unexpected(keys.error());
+    std::lock_guard lock(parked_mu_);
+    parked_.insert(keys->begin(), keys->end());
+    if (holdings_checked_.size() >= 4096) holdings_checked_.clear();  // re-read: stays bounded
+    holdings_checked_.insert(holding);
+    if (parked_.count(event.key) == 0) return false;
+  }
+  auto parked = dlq_.KeyParked(event);
+  if (parked && !*parked) {
+    std::lock_guard lock(parked_mu_);
+    parked_.erase(event.key);
+  }
+  return parked;
+}
+
+void Consumer::NoteParked(const std::string& key) {
+  std::lock_guard lock(parked_mu_);
+  parked_.insert(key);
+}
+
 base::Result<void> Consumer::AddDeadLetter(const Event& event, const base::Error* error,
                                            int attempts, std::int64_t first_failure_ms,
                                            bool parked) {
@@ -282,6 +313,7 @@ base::Result<void> Consumer::AddDeadLetter(const Event& event, const base::Error
   letter.attempts = attempts;
   letter.first_failure_ms = first_failure_ms;
   letter.last_failure_ms = WallMs();
+  NoteParked(event.key);    // before: a failed Add leaves at worst a key checked in vain
   return dlq_.Add(letter);  // not stored: the caller's event comes again
 }
 
@@ -299,7 +331,7 @@ base::Result<void> Consumer::Deliver(const grid::StreamEvent& delivered) {
     return {};
   }
   if (options_.dead_letters) {
-    auto parked = dlq_.KeyParked(*event);
+    auto parked = KeyParked(*event, delivered.holding);
     if (!parked) return std::unexpected(parked.error());  // comes again
     if (*parked) {
       if (auto ok = AddDeadLetter(*event, nullptr, 0, WallMs(), true); !ok) return ok;
@@ -512,6 +544,15 @@ base::Result<void> Consumer::Discard(const Event& event, const std::string& reas
       ->warn("group '{}' discarded dead letter {} ({} of key '{}'): {}", options_.group, event.id,
              (*letter)->handler, event.key, reason);
   return {};
+}
+
+std::vector<std::int64_t> Consumer::leases_held() const {
+  std::vector<std::int64_t> held;
+  for (const auto& [stream, id] : subscriptions_) {
+    auto st = stream->Stats(id);
+    held.push_back(st ? st->leases_held : 0);
+  }
+  return held;
 }
 
 Consumer::Stats Consumer::stats() const {

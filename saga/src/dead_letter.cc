@@ -126,6 +126,16 @@ base::Result<bool> DeadLetterQueue::KeyParked(const Event& event) {
   return std::strtoll((*count)->c_str(), nullptr, 10) > 0;  // incrementRaw's decimal text
 }
 
+base::Result<std::vector<std::string>> DeadLetterQueue::ParkedKeys() {
+  auto entries = shared_->GetMap(MapName(group_) + ".keys")->EntrySet();
+  if (!entries) return std::unexpected(entries.error());
+  std::vector<std::string> keys;
+  for (const auto& [key, count] : *entries) {
+    if (std::strtoll(count.c_str(), nullptr, 10) > 0) keys.push_back(key);
+  }
+  return keys;
+}
+
 base::Result<std::vector<DeadLetter>> DeadLetterQueue::List(const map::Predicate& filter) {
   auto entries = shared_->GetMap(MapName(group_))->EntrySet(filter);
   if (!entries) return std::unexpected(entries.error());
@@ -162,10 +172,17 @@ base::Result<void> DeadLetterQueue::Remove(const DeadLetter& letter) {
   auto removed = shared_->GetMap(MapName(group_))->Delete(EntryKey(letter.event));
   if (!removed) return std::unexpected(removed.error());
   if (!*removed) return {};
-  auto counted = shared_->GetMap(MapName(group_) + ".keys")
-                     ->ExecuteOnKey(letter.event.key, "incrementRaw",
+  auto keys = shared_->GetMap(MapName(group_) + ".keys");
+  auto counted = keys->ExecuteOnKey(letter.event.key, "incrementRaw",
                                     GenericRecord::Build().Int64("delta", -1).Done());
   if (!counted) return std::unexpected(counted.error());
+  if (counted->GetInt64("value").value_or(1) <= 0) {
+    // The key's last dead letter: drop its count (unless one was added meanwhile), so the keys
+    // map holds parked keys only.
+    auto dropped =
+        keys->Remove(letter.event.key, std::to_string(counted->GetInt64("value").value()));
+    if (!dropped) return std::unexpected(dropped.error());
+  }
   return {};
 }
 

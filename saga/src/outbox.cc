@@ -62,6 +62,38 @@ struct Outbox::State {
   bool outage = false;                                                  // guarded by mu
   std::thread publisher;
 
+  // Relays are woken by the entry listener when an entry is staged in their partition, so an
+  // idle relay does not wait for its poll (poll_ms is then only a fallback).
+  std::mutex relays_mu;
+  std::map<std::uint32_t, std::pair<const void*, std::function<void()>>> wakers;  // relays_mu
+  bool listening = false;  // publisher thread only
+  grid::ListenerId listener = 0;
+
+  void Wake(std::uint32_t partition) {
+    std::lock_guard lock(relays_mu);
+    if (auto it = wakers.find(partition); it != wakers.end()) it->second.second();
+  }
+  // On the publisher thread: registers the listener once (a blocking call: never on a shard).
+  void Listen(const std::weak_ptr<State>& self) {
+    if (listening) return;
+    map::ListenerOptions o;
+    o.include_values = false;
+    o.types = {map::EntryEventType::kAdded};
+    auto id = member->GetMap(kOutboxMap)
+                  ->AddEntryListener(
+                      [self](const map::EntryEvent& e) {
+                        if (auto state = self.lock()) state->Wake(e.partition_id);
+                      },
+                      o);
+    if (id) {
+      listening = true;
+      listener = *id;
+    } else {
+      log->warn("outbox relays poll every {} ms: no entry listener ({})", options.poll_ms,
+                id.error().ToString());
+    }
+  }
+
   Stats Snapshot() {
     std::lock_guard lock(mu);
     Stats s = stats;
@@ -134,22 +166,47 @@ namespace {
 class Relay final : public grid::PartitionWork {
  public:
   Relay(grid::PartitionWorkContext& context, std::shared_ptr<Outbox::State> state)
-      : context_(context), state_(std::move(state)), timer_(context.shard_context()) {}
+      : context_(context), state_(std::move(state)), timer_(context.shard_context()) {
+    std::lock_guard lock(state_->relays_mu);
+    state_->wakers[context_.partition()] = {
+        this, [this, &io = context_.shard_context(), alive = context_.lifetime()] {
+          boost::asio::post(io, [this, alive] {
+            if (!alive.expired()) Wake();
+          });
+        }};
+  }
   ~Relay() override {
+    {
+      std::lock_guard lock(state_->relays_mu);
+      auto it = state_->wakers.find(context_.partition());
+      if (it != state_->wakers.end() && it->second.first == this) state_->wakers.erase(it);
+    }
     std::lock_guard lock(state_->mu);
     state_->seen.erase(context_.partition());
   }
 
+  // An entry was staged: an idle relay scans now (one publishing or backing off goes on).
+  void Wake() {
+    if (!idle_) return;
+    idle_ = false;
+    Arm(0);
+  }
+
   void Arm(base::Millis delay) {
+    // A wait that already completed cannot be cancelled: its handler may still be queued. The
+    // generation makes sure only the latest Arm ticks (one scan chain per relay).
+    const std::uint64_t generation = ++armed_;
     timer_.expires_after(std::chrono::milliseconds(delay));
-    timer_.async_wait([this, alive = context_.lifetime()](const boost::system::error_code& ec) {
-      if (ec || alive.expired()) return;
-      Tick();
-    });
+    timer_.async_wait(
+        [this, alive = context_.lifetime(), generation](const boost::system::error_code& ec) {
+          if (ec || alive.expired() || generation != armed_) return;
+          Tick();
+        });
   }
 
  private:
   void Tick() {
+    idle_ = false;
     std::vector<std::pair<std::string, std::string>> entries;
     context_.ScanLocal(kOutboxMap, [&](std::string_view key, std::string_view value) {
       entries.emplace_back(std::string(key), std::string(value));
@@ -172,7 +229,10 @@ class Relay final : public grid::PartitionWork {
       state_->seen[context_.partition()] = {static_cast<std::int64_t>(entries.size()), oldest};
       state_->stats.staged += fresh;
     }
-    if (entries.empty()) return Arm(state_->options.poll_ms);
+    if (entries.empty()) {
+      idle_ = true;
+      return Arm(state_->options.poll_ms);
+    }
     if (entries.size() > state_->options.max_batch) entries.resize(state_->options.max_batch);
     auto& io = context_.shard_context();
     state_->Post(
@@ -220,6 +280,8 @@ class Relay final : public grid::PartitionWork {
   std::shared_ptr<Outbox::State> state_;
   boost::asio::steady_timer timer_;
   int failures_ = 0;
+  bool idle_ = false;            // waiting for the poll with nothing to publish
+  std::uint64_t armed_ = 0;      // Arm calls so far
   std::set<std::string> known_;  // entry keys the last scan found
   std::mt19937_64 random_{std::random_device{}()};
 };
@@ -266,6 +328,8 @@ Outbox::Outbox(grid::Member& member, std::shared_ptr<grid::Instance> shared, Out
       "saga.outbox",
       [state =
            state_](grid::PartitionWorkContext& context) -> std::unique_ptr<grid::PartitionWork> {
+        state->Post(
+            [state = state.get(), weak = std::weak_ptr<State>(state)] { state->Listen(weak); });
         auto relay = std::make_unique<Relay>(context, state);
         relay->Arm(0);
         return relay;
@@ -279,6 +343,7 @@ Outbox::~Outbox() {
   }
   state_->wake.notify_all();
   if (state_->publisher.joinable()) state_->publisher.join();
+  if (state_->listening) state_->member->GetMap(kOutboxMap)->RemoveEntryListener(state_->listener);
 }
 
 Outbox::Stats Outbox::stats() const { return state_->Snapshot(); }

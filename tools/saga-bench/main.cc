@@ -12,7 +12,8 @@
 // resolution, so the relay and delivery stages are +-1 ms each (their sum is exact).
 //
 // Usage:
-//   saga-bench consume --shared HOST:PORT --expect N [--concurrency C] [--timeout-s S]
+//   saga-bench consume --shared HOST:PORT --expect N [--concurrency C] [--idle-poll-ms MS]
+//                      [--timeout-s S]
 //   saga-bench produce --shared HOST:PORT --events N [--rate R] [--producers P] [--keys K]
 // Common: --cluster-name NAME (the shared cluster's, default shared), --stream NAME (default
 // bench-events), --sub-streams N (default 8), --threads N (the embedded member's shards, 1).
@@ -68,6 +69,7 @@ struct Args {
   int keys = 1000;
   std::int64_t expect = 0;  // consume
   int concurrency = 4;
+  int idle_poll_ms = 20;  // consume: SubscribeOptions::max_idle_poll_ms (the library's default)
   int timeout_s = 120;
 };
 
@@ -92,8 +94,8 @@ Args Parse(int argc, char** argv) {
       char* end = nullptr;
       const double v = std::strtod(value.c_str(), &end);
       if (end == value.c_str() || *end != '\0' || v < min) {
-        Usage("invalid " + flag + " '" + value + "': expected a number >= " +
-              fmt::format("{}", min));
+        Usage("invalid " + flag + " '" + value +
+              "': expected a number >= " + fmt::format("{}", min));
       }
       out = static_cast<std::remove_reference_t<decltype(out)>>(v);
     };
@@ -119,6 +121,8 @@ Args Parse(int argc, char** argv) {
       number(a.expect, 1);
     } else if (flag == "--concurrency") {
       number(a.concurrency, 1);
+    } else if (flag == "--idle-poll-ms") {
+      number(a.idle_poll_ms, 1);
     } else if (flag == "--timeout-s") {
       number(a.timeout_s, 1);
     } else {
@@ -252,39 +256,55 @@ int Consume(const Args& a) {
   co.streams = {a.stream};
   co.stream_config = StreamConfig(a);
   co.concurrency = a.concurrency;
-  co.subscribe.max_idle_poll_ms = 5;
+  co.subscribe.max_idle_poll_ms = a.idle_poll_ms;
   saga::Consumer consumer(shared, member, inbox, co);
   std::mutex mu;
   LatencyHistogram total, relay, delivery, inbox_stage;
   std::int64_t first_commit_us = 0, last_effect_us = 0;
   std::atomic<std::int64_t> effects{0};
-  consumer.On("OrderPlaced", [&](const saga::Event& e, saga::HandlerContext& ctx)
-                                 -> tessera::base::Result<void> {
-    const std::int64_t started = WallUs();
-    const std::string pk = e.key.substr(e.key.rfind('@') + 1);
-    grid::Transaction tx(pk);
-    tx.Set("invoices", "invoice-" + std::to_string(e.id) + "@" + pk, "billed");
-    auto committed = ctx.Commit(tx);
-    if (!committed) return std::unexpected(committed.error());
-    const std::int64_t done = WallUs();
-    if (*committed != saga::InboxOutcome::kApplied) return {};
-    const std::int64_t commit_us = e.payload.GetInt64("commit_us").value_or(done);
-    const std::int64_t appended_us =
-        ctx.delivery() != nullptr ? ctx.delivery()->time_ms * 1000 : started;
-    std::lock_guard lock(mu);
-    total.Record(static_cast<std::uint64_t>(std::max<std::int64_t>(0, done - commit_us)));
-    relay.Record(static_cast<std::uint64_t>(std::max<std::int64_t>(0, appended_us - commit_us)));
-    delivery.Record(
-        static_cast<std::uint64_t>(std::max<std::int64_t>(0, started - appended_us)));
-    inbox_stage.Record(static_cast<std::uint64_t>(done - started));
-    if (first_commit_us == 0 || commit_us < first_commit_us) first_commit_us = commit_us;
-    last_effect_us = std::max(last_effect_us, done);
-    effects.fetch_add(1);
-    return {};
-  });
+  consumer.On(
+      "OrderPlaced",
+      [&](const saga::Event& e, saga::HandlerContext& ctx) -> tessera::base::Result<void> {
+        const std::int64_t started = WallUs();
+        const std::string pk = e.key.substr(e.key.rfind('@') + 1);
+        grid::Transaction tx(pk);
+        tx.Set("invoices", "invoice-" + std::to_string(e.id) + "@" + pk, "billed");
+        auto committed = ctx.Commit(tx);
+        if (!committed) return std::unexpected(committed.error());
+        const std::int64_t done = WallUs();
+        if (*committed != saga::InboxOutcome::kApplied) return {};
+        const std::int64_t commit_us = e.payload.GetInt64("commit_us").value_or(done);
+        const std::int64_t appended_us =
+            ctx.delivery() != nullptr ? ctx.delivery()->time_ms * 1000 : started;
+        std::lock_guard lock(mu);
+        total.Record(static_cast<std::uint64_t>(std::max<std::int64_t>(0, done - commit_us)));
+        relay.Record(
+            static_cast<std::uint64_t>(std::max<std::int64_t>(0, appended_us - commit_us)));
+        delivery.Record(
+            static_cast<std::uint64_t>(std::max<std::int64_t>(0, started - appended_us)));
+        inbox_stage.Record(static_cast<std::uint64_t>(done - started));
+        if (first_commit_us == 0 || commit_us < first_commit_us) first_commit_us = commit_us;
+        last_effect_us = std::max(last_effect_us, done);
+        effects.fetch_add(1);
+        return {};
+      });
   if (auto ok = consumer.Start(); !ok) {
     std::fprintf(stderr, "saga-bench: consumer: %s\n", ok.error().ToString().c_str());
     return 1;
+  }
+  // Measure the settled group: every sub-stream held, shares even (a consumer starting alone
+  // takes every lease and hands some back as the others ask: seconds of rebalancing).
+  const auto settle_by = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < settle_by) {
+    const auto held = consumer.leases_held();
+    std::int64_t sum = 0, low = INT64_MAX, high = 0;
+    for (auto h : held) {
+      sum += h;
+      low = std::min(low, h);
+      high = std::max(high, h);
+    }
+    if (sum == a.sub_streams && high - low <= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   std::printf("{\"ready\": true}\n");
   std::fflush(stdout);

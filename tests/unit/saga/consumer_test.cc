@@ -421,3 +421,49 @@ TEST_CASE(
   CHECK(sweeper.ExpireDeadLetters().value() == 0);
   audit.Stop();
 }
+
+TEST_CASE(
+    "A key parked by another consumer of the group (before this one took its sub-stream) "
+    "parks this consumer's events of that key too",
+    "[saga][consumer][dlq]") {
+  Setup s;
+  Inbox inbox(s.service);
+  ConsumerOptions o = Options();
+  // Another process of the group dead-lettered an event of cust-7 and went away.
+  DeadLetterQueue elsewhere(s.client, "billing");
+  DeadLetter earlier;
+  earlier.event = Placed(900, "order@cust-7", 0);
+  earlier.group = "billing";
+  earlier.handler = "Placed";
+  earlier.error = "cannot bill";
+  earlier.first_failure_ms = earlier.last_failure_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count();  // else retention removes it at once
+  REQUIRE(elsewhere.Add(earlier));
+  CHECK(elsewhere.ParkedKeys().value() == std::vector<std::string>{"order@cust-7"});
+  CHECK(elsewhere.KeyParked(earlier.event).value());
+  Consumer billing(s.client, s.service, inbox, o);
+  billing.On("Placed", Bill);
+  REQUIRE(billing.Start());
+  for (int n = 1; n < 4; ++n) {
+    s.Append(Placed(900 + n, "order@cust-7", n), std::to_string(900 + n));
+    s.Append(Placed(950 + n, "order@cust-8", n), std::to_string(950 + n));
+  }
+  const bool settled =
+      WaitFor([&] { return billing.stats().parked == 3 && billing.stats().handled == 3; });
+  INFO("parked " << billing.stats().parked << " handled " << billing.stats().handled);
+  REQUIRE(settled);
+  CHECK(Billed(s.service, "cust-8") == 3);
+  CHECK(billing.dead_letters().Count().value() == 4);
+  // Discarded elsewhere (the cached "parked" is checked again): the parked ones replay in order
+  // and the key's next event is handled, not parked.
+  REQUIRE(billing.Discard(earlier.event, "test"));
+  CHECK(billing.Replay(Placed(901, "order@cust-7", 1)).value() == 3);
+  s.Append(Placed(904, "order@cust-7", 4), "904");
+  REQUIRE(WaitFor([&] { return Billed(s.service, "cust-7") == 4; }));
+  CHECK(billing.stats().parked == 3);
+  CHECK(billing.dead_letters().Count().value() == 0);
+  CHECK(billing.dead_letters().ParkedKeys().value().empty());  // emptied counts are dropped
+  billing.Stop();
+}

@@ -184,3 +184,36 @@ TEST_CASE(
   CHECK(got == std::set<std::int64_t>(staged.begin(), staged.end()));
   service.Shutdown();
 }
+
+TEST_CASE(
+    "A staged event wakes its partition's relay: it is published at once, not at the next "
+    "poll, and only once",
+    "[saga][outbox]") {
+  Member shared(SharedOptions());
+  REQUIRE(shared.Start());
+  auto client = ConnectShared(shared.native_port());
+  Member service(ServiceOptions());
+  OutboxOptions o = Options();
+  o.poll_ms = 600'000;  // the poll alone would publish nothing within this test
+  Outbox outbox(service, client, o);
+  REQUIRE(service.Start());
+  tessera::grid::IdGenerator ids(2);
+  // Let the relays do their first scans (empty) and go idle.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<std::int64_t> staged;
+  for (int n = 0; n < 20; ++n) {
+    const std::string customer = "cust-" + std::to_string(n % 3);
+    const Event e = OrderEvent(ids.Next(), customer, n);
+    REQUIRE(PlaceOrder(service, e, customer, n));
+    staged.push_back(e.id);
+    std::this_thread::sleep_for(std::chrono::milliseconds(n % 2));  // some idle, some busy
+  }
+  REQUIRE(WaitFor([&] { return StreamEvents(shared).size() >= staged.size(); },
+                  std::chrono::seconds(10)));
+  REQUIRE(WaitFor([&] { return service.GetMap(kOutboxMap)->Size().value_or(-1) == 0; },
+                  std::chrono::seconds(10)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(StreamEvents(shared).size() == staged.size());
+  CHECK(outbox.stats().published == static_cast<std::int64_t>(staged.size()));  // no re-sends
+  service.Shutdown();
+}

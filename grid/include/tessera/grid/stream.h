@@ -77,6 +77,12 @@ struct StreamEvent {
   std::string payload;
   std::int64_t time_ms = 0;  // wall-clock time it was appended
   int attempt = 1;  // 1 + the times this consumer delivered it before (after handler errors)
+  // Which hold of the sub-stream's lease delivered it: unique in the process, the same for
+  // every event one subscription delivers while it keeps the lease, new once it takes the
+  // sub-stream anew (first time, after losing it, or when another consumer moved the cursor).
+  // Between two events of one holding, no other consumer handled this sub-stream's events;
+  // state a handler keeps per key can be trusted within a holding (0: not from a subscription).
+  std::uint64_t holding = 0;
 };
 
 struct StreamAppend {

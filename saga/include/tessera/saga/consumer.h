@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -85,7 +86,10 @@ class HandlerContext {
  public:
   HandlerContext(Inbox& inbox, std::string group, const Event& event, grid::Instance& member,
                  const grid::StreamEvent* delivery = nullptr)
-      : inbox_(inbox), group_(std::move(group)), event_(event), member_(member),
+      : inbox_(inbox),
+        group_(std::move(group)),
+        event_(event),
+        member_(member),
         delivery_(delivery) {}
   // Commits the handler's changes (a transaction in one partition) with the event's marker:
   // kApplied, or kDuplicate when this group handled the event already (nothing applied).
@@ -164,6 +168,10 @@ class Consumer {
   base::Result<void> Discard(const Event& event, const std::string& reason);
   DeadLetterQueue& dead_letters() { return dlq_; }
   Stats stats() const;
+  // The sub-stream leases each of this consumer's subscriptions holds now, in Start's order
+  // (streams, then concurrency): a group has settled when every sub-stream is held and the
+  // shares are even.
+  std::vector<std::int64_t> leases_held() const;
 
   struct State;  // counters and gauges, shared with the metrics source (consumer.cc)
 
@@ -175,6 +183,9 @@ class Consumer {
                                 const grid::StreamEvent* delivery = nullptr);
   base::Result<void> AddDeadLetter(const Event& event, const base::Error* error, int attempts,
                                    std::int64_t first_failure_ms, bool parked);
+  // Whether `event`'s key has dead letters in this group (see parked_ below).
+  base::Result<bool> KeyParked(const Event& event, std::uint64_t holding);
+  void NoteParked(const std::string& key);
   void Maintain();  // the maintenance thread
   void RefreshGauges();
 
@@ -188,6 +199,14 @@ class Consumer {
   DeadLetterQueue dlq_;
   std::shared_ptr<State> state_;
   std::string name_;  // this consumer, in replay requests and logs
+  // Keys known to have dead letters in this group, so an event need not read the queue: a
+  // key's dead letters are only added by the consumer handling its sub-stream, so within one
+  // holding of a sub-stream (StreamEvent::holding) a key missing here has none. The set is
+  // read whole for each new holding and grows with what this consumer parks; a key found here
+  // is checked against the queue (a replay elsewhere may have emptied it).
+  std::mutex parked_mu_;
+  std::set<std::string> parked_;              // guarded by parked_mu_
+  std::set<std::uint64_t> holdings_checked_;  // guarded by parked_mu_
   std::mutex maintenance_mu_;
   std::condition_variable maintenance_cv_;
   bool stopping_ = false;  // guarded by maintenance_mu_

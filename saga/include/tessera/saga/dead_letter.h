@@ -73,6 +73,8 @@ class DeadLetterQueue {
   base::Result<void> Add(const DeadLetter& letter);
   // Whether the event's key has dead letters in this group (its later events park).
   base::Result<bool> KeyParked(const Event& event);
+  // Every key that has dead letters in this group (one read of the keys map).
+  base::Result<std::vector<std::string>> ParkedKeys();
   // Dead letters matching `filter` (over the tessera.DeadLetter record: "event.type",
   // "event.key", "last_failure_ms", "parked", ...), by event id.
   base::Result<std::vector<DeadLetter>> List(const map::Predicate& filter = map::Predicate());
