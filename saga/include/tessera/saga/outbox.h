@@ -14,7 +14,8 @@
 // partition's relay finds its entries (in id order: ids are time-ordered, so one producer's
 // events keep their order), appends them to the shared cluster's stream with their event ids
 // (idempotent: a second append of an id within the stream's dedup window stores nothing),
-// then removes them. A failed publish keeps the entries and is retried, at once and then with
+// then removes them. A relay is woken by each entry staged in its partition (a local entry
+// listener) and otherwise looks every poll_ms. A failed publish keeps the entries and is retried, at once and then with
 // growing, jittered delays; an outage is logged once when it starts and once when it ends.
 // After a member dies, the member that takes its partitions runs their relays.
 //
@@ -42,7 +43,9 @@ struct OutboxOptions {
   std::string service = "service";  // this service's name: the metrics' label
   std::string stream = "events";    // the shared cluster's stream the events go to
   grid::StreamConfig stream_config;
-  base::Millis poll_ms = 10;    // how often an idle partition's relay looks for entries
+  // How often an idle partition's relay looks for entries. A staged entry wakes its relay at
+  // once (an entry listener on the member), so this is a fallback.
+  base::Millis poll_ms = 500;
   std::size_t max_batch = 256;  // events per append
   RetryPolicy backoff = [] {    // waits between failed publishes (attempts are unlimited)
     RetryPolicy p;
