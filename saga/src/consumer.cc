@@ -330,7 +330,7 @@ base::Result<void> Consumer::Deliver(const grid::StreamEvent& delivered) {
     state_->unknown.fetch_add(1);
     return {};
   }
-  if (options_.dead_letters) {
+  if (options_.dead_letters && options_.park_keys) {
     auto parked = KeyParked(*event, delivered.holding);
     if (!parked) return std::unexpected(parked.error());  // comes again
     if (*parked) {
@@ -386,7 +386,10 @@ base::Result<int> Consumer::Replay(const Event& event) {
         base::ErrorCode::kNotFound,
         "group '" + options_.group + "' has no dead letter of event " + std::to_string(event.id));
   }
-  auto of_key = dlq_.List(map::Predicate::Equal("event.key", event.key));
+  // Parked keys replay from their oldest dead letter on, in order; otherwise each alone.
+  auto of_key = options_.park_keys
+                    ? dlq_.List(map::Predicate::Equal("event.key", event.key))
+                    : base::Result<std::vector<DeadLetter>>(std::vector<DeadLetter>{**letter});
   if (!of_key) return std::unexpected(of_key.error());
   if (!of_key->empty() && of_key->front().event.id != event.id) {
     return base::Fail(base::ErrorCode::kConflict,
@@ -436,7 +439,7 @@ base::Result<ReplaySummary> Consumer::ReplayMatching(const map::Predicate& filte
   ReplaySummary summary;
   std::set<std::string> keys_done;
   for (const auto& letter : *letters) {  // by event id: each key's oldest match comes first
-    if (!keys_done.insert(letter.event.key).second) continue;
+    if (options_.park_keys && !keys_done.insert(letter.event.key).second) continue;
     auto ran = Replay(letter.event);
     if (ran) {
       summary.replayed += *ran;

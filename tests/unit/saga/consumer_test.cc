@@ -467,3 +467,37 @@ TEST_CASE(
   CHECK(billing.dead_letters().ParkedKeys().value().empty());  // emptied counts are dropped
   billing.Stop();
 }
+
+TEST_CASE(
+    "A group configured not to park keys dead-letters the poison event and handles its "
+    "key's later events; each dead letter replays alone",
+    "[saga][consumer][dlq]") {
+  Setup s;
+  Inbox inbox(s.service);
+  ConsumerOptions o = Options();
+  o.park_keys = false;
+  Consumer billing(s.client, s.service, inbox, o);
+  std::atomic<bool> broken{true};
+  billing.On("Placed", [&](const Event& e, HandlerContext& ctx) -> Result<void> {
+    const auto n = e.payload.GetInt64("n").value();
+    if (broken && (n == 1 || n == 3)) return Fail(ErrorCode::kBadRequest, "cannot bill");
+    return Bill(e, ctx);
+  });
+  REQUIRE(billing.Start());
+  std::vector<Event> events;
+  for (int n = 0; n < 5; ++n) {
+    events.push_back(Placed(960 + n, "order@cust-6", n));
+    s.Append(events.back(), std::to_string(960 + n));
+  }
+  REQUIRE(WaitFor([&] { return billing.stats().handled == 3; }));
+  CHECK(billing.stats().dead_lettered == 2);
+  CHECK(billing.stats().parked == 0);
+  CHECK(Billed(s.service, "cust-6") == 3);
+  broken = false;
+  CHECK(billing.Replay(events[3]).value() == 1);  // not the key's oldest: fine without parking
+  CHECK(billing.dead_letters().Count().value() == 1);
+  CHECK(billing.ReplayMatching(tessera::map::Predicate()).value().replayed == 1);
+  CHECK(Billed(s.service, "cust-6") == 5);
+  CHECK(billing.dead_letters().Count().value() == 0);
+  billing.Stop();
+}

@@ -65,6 +65,10 @@ struct ConsumerOptions {
   // DLQ and the group moves on; later events of its key park behind it. false: the event
   // comes again after the stream's retry delay, holding back its sub-stream.
   bool dead_letters = true;
+  // With dead letters: true parks a dead letter's key (its later events wait behind it, in
+  // order, as dead letters too); false lets the key's later events go on (for groups whose
+  // events of one key do not depend on each other), each dead letter then replays alone.
+  bool park_keys = true;
   int max_replays = 5;  // Replay runs of one dead letter before it refuses
   // Events of a type without a handler: false skips (and counts) them; true makes them dead
   // letters, so nothing is lost when a deployment forgot a handler.
@@ -146,8 +150,9 @@ class Consumer {
   void Stop();
 
   // Runs the handler of dead letter `event` again, for this group only (through the inbox),
-  // then, if it succeeded, the events of its key parked behind it, in order, stopping at the
-  // first that fails (it becomes the key's dead letter). Returns how many ran and succeeded.
+  // then, if it succeeded and park_keys is set, the events of its key parked behind it, in
+  // order, stopping at the first that fails (it becomes the key's dead letter). Returns how
+  // many ran and succeeded.
   // Errors: kNotFound (no such dead letter), kConflict (an older dead letter of its key comes
   // first: replay that), kOverloaded (this dead letter was replayed max_replays times: fix
   // the handler and discard it, or raise the limit), the handler's error when it fails again

@@ -15,9 +15,9 @@
 // events keep their order), appends them to the shared cluster's stream with their event ids
 // (idempotent: a second append of an id within the stream's dedup window stores nothing),
 // then removes them. A relay is woken by each entry staged in its partition (a local entry
-// listener) and otherwise looks every poll_ms. A failed publish keeps the entries and is retried, at once and then with
-// growing, jittered delays; an outage is logged once when it starts and once when it ends.
-// After a member dies, the member that takes its partitions runs their relays.
+// listener) and otherwise looks every poll_ms. A failed publish keeps the entries and is retried,
+// at once and then with growing, jittered delays; an outage is logged once when it starts and once
+// when it ends. After a member dies, the member that takes its partitions runs their relays.
 //
 // Thread-safety: Stage is a pure function; Outbox methods are safe from any thread.
 
