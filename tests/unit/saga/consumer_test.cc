@@ -311,8 +311,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "Replay requests left by a tool run on the group's consumer; unknown types become dead "
-    "letters; old dead letters expire; the DLQ's metrics",
+    "Replay requests left by a tool run on the group's consumer, unknown types become dead "
+    "letters, old dead letters expire, and the DLQ has metrics",
     "[saga][consumer][dlq]") {
   Setup s;
   Inbox inbox(s.service);
@@ -470,7 +470,7 @@ TEST_CASE(
 
 TEST_CASE(
     "A group configured not to park keys dead-letters the poison event and handles its "
-    "key's later events; each dead letter replays alone",
+    "key's later events, and each dead letter replays alone",
     "[saga][consumer][dlq]") {
   Setup s;
   Inbox inbox(s.service);
