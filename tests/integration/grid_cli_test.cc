@@ -15,6 +15,7 @@
 #include "tessera/saga/consumer.h"
 #include "tessera/saga/dead_letter.h"
 #include "tessera/saga/outbox.h"
+#include "tessera/saga/saga_store.h"
 
 namespace tessera::integration {
 namespace {
@@ -491,6 +492,71 @@ TEST_CASE(
   auto empty = RunProcess(GRID_CLI_PATH, {"--address", node->address(), "outbox", "status"}, 20s);
   CHECK(empty.exit_code == 0);
   CHECK(empty.out.find("(nothing pending") != std::string::npos);
+}
+
+}  // namespace tessera::integration
+
+namespace tessera::integration {
+
+TEST_CASE("grid-cli lists, shows and counts the sagas of an orchestrating service's member",
+          "[tools][cli][saga]") {
+  grid::MemberOptions o;  // the orchestrating service's embedded member, on loopback
+  o.port = 0;
+  o.threads = 1;
+  o.cluster_name = "orders-svc";
+  grid::Member service(o);
+  saga::RegisterSagaProcessor(service.processors());
+  REQUIRE(service.Start());
+  saga::SagaStore sagas(service);
+  const auto order = record::GenericRecord::Build("Order").Int64("total", 1250).Done();
+  const std::vector<std::string> steps = {"reserve", "charge", "ship"};
+  REQUIRE(sagas.Start("order-1@cust-1", "fulfillment", steps, order, 0).value().applied);
+  REQUIRE(sagas.Start("order-2@cust-2", "fulfillment", steps, order, 0).value().applied);
+  REQUIRE(sagas.Start("refund-3@cust-3", "refund", {"pay"}, order, 0).value().applied);
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(sagas.Apply("order-1@cust-1", saga::StepDone(i)).value().applied);
+  REQUIRE(sagas.Apply("order-2@cust-2", saga::StepDone(0, "reserved")).value().applied);
+  REQUIRE(sagas.Apply("order-2@cust-2", saga::StepFailed(1, "card declined")).value().applied);
+  const std::string address = "127.0.0.1:" + std::to_string(service.native_port());
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--address", address, "--cluster-name", "orders-svc"});
+    return RunProcess(GRID_CLI_PATH, args, 20s);
+  };
+  auto json_of = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "--json");
+    auto r = cli(args);
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    return json::parse(r.out);
+  };
+  auto list = json_of({"saga", "list"});
+  REQUIRE(list["sagas"].size() == 3);
+  CHECK(list["sagas"][0]["id"] == "order-1@cust-1");
+  CHECK(list["sagas"][0]["status"] == "COMPLETED");
+  CHECK(list["sagas"][1]["status"] == "COMPENSATING");
+  CHECK(list["sagas"][1]["failure_reason"] == "step charge failed: card declined");
+  CHECK(json_of({"saga", "list", "--status", "STARTED"})["sagas"].size() == 1);
+  CHECK(json_of({"saga", "list", "--type", "fulfillment"})["sagas"].size() == 2);
+  CHECK(json_of({"saga", "list", "--older-than", "3600000"})["sagas"].empty());
+  auto shown = json_of({"saga", "show", "order-2@cust-2"});
+  CHECK(shown["version"] == 3);
+  REQUIRE(shown["steps"].size() == 3);
+  CHECK(shown["steps"][0]["status"] == "DONE");
+  CHECK(shown["steps"][0]["result"] == "reserved");
+  CHECK(shown["steps"][1]["status"] == "FAILED");
+  CHECK(shown["data"]["total"] == 1250);
+  auto text = cli({"saga", "show", "order-2@cust-2"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.rfind("saga order-2@cust-2 (fulfillment): COMPENSATING, version 3", 0) == 0);
+  auto stats = json_of({"saga", "stats"});
+  CHECK(stats["sagas"] == 3);
+  CHECK(stats["active"] == 2);
+  CHECK(stats["by_status"]["COMPLETED"] == 1);
+  CHECK(stats["by_type"]["fulfillment"] == 2);
+  RequireOneLineError(cli({"saga", "show", "order-9@cust-9"}), 1, "no saga 'order-9@cust-9'");
+  RequireOneLineError(cli({"saga", "list", "--status", "DONE"}), 2, "invalid --status 'DONE'");
+  RequireOneLineError(cli({"saga", "stats", "--type", "x"}), 2, "--type does not apply");
+  RequireOneLineError(cli({"saga"}), 2, "subcommand");
 }
 
 }  // namespace tessera::integration

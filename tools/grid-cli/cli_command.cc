@@ -97,6 +97,9 @@ po::options_description Describe() {
       ("all", "dlq replay: every dead letter of the group")                          //
       ("reason", po::value<std::string>()->value_name("TEXT"),
        "dlq discard: why (logged by the tool and printed)")  //
+      ("status", po::value<std::string>()->value_name("S"),
+       "saga list: only sagas in status S (STARTED, COMPLETED, COMPENSATING, COMPENSATED, "
+       "TIMED_OUT, FAILED)")  //
       ("wait", po::value<std::string>()->value_name("MS"),
        "dlq replay: how long to wait for one of the group's consumers (default 30000)");
   return desc;
@@ -134,6 +137,11 @@ std::string GeneralHelp() {
          "  outbox status        a service member's outbox: pending events per service and\n"
          "                       partition, oldest age (connect to the service's member)\n"
          "  consumers            every stream's consumer groups: lag, leases, dead letters\n"
+         "  saga list [--status S] [--type T] [--older-than MS]\n"
+         "  saga show ID\n"
+         "  saga stats           a service member's sagas (connect to the orchestrating\n"
+         "                       service's member): list, one with its steps, counts and\n"
+         "                       durations\n"
          "  fault block HOST:PORT[,HOST:PORT...]\n"
          "                       fault injection (tests, chaos runs): the member stops sending to\n"
          "                       those members, as if the network were cut; block each side of a\n"
@@ -253,8 +261,10 @@ Result<void> CheckOptionsAllowed(const po::variables_map& vm, const MapCommandSp
     return Fail(ErrorCode::kBadRequest,
                 "--reliable does not apply to '" + name + "'; it is for topic publish/subscribe");
   }
-  if (name.rfind("dlq ", 0) != 0) {  // ParseDlqCommand checks which dlq command takes which
-    for (const char* flag : {"type", "key", "older-than", "newer-than", "all", "reason", "wait"}) {
+  // ParseDlqCommand and ParseSagaCommand check which of their commands takes which.
+  if (name.rfind("dlq ", 0) != 0 && name.rfind("saga ", 0) != 0) {
+    for (const char* flag :
+         {"type", "key", "older-than", "newer-than", "all", "reason", "wait", "status"}) {
       if (vm.count(flag) != 0) {
         return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " does not apply to '" +
                                                 name + "'; it is for the dlq commands");
@@ -563,6 +573,57 @@ Result<void> ParseDlqCommand(const std::vector<std::string>& words, const po::va
               "'dlq' needs a subcommand (list, count, show, discard, replay); run grid-cli --help");
 }
 
+Result<void> ParseSagaCommand(const std::vector<std::string>& words, const po::variables_map& vm,
+                              CliCommand& command) {
+  const std::string sub = words.size() >= 2 ? words[1] : "";
+  if (sub == "show") {
+    if (words.size() != 3 || words[2].empty()) {
+      return Fail(ErrorCode::kBadRequest, "'saga show' takes ID; run grid-cli --help");
+    }
+    command.kind = CommandKind::kSagaShow;
+    command.key = words[2];
+  } else if (sub == "list" || sub == "stats") {
+    if (words.size() != 2) {
+      return Fail(
+          ErrorCode::kBadRequest,
+          "'saga " + sub + "' takes no arguments (filters are options); run grid-cli --help");
+    }
+    command.kind = sub == "list" ? CommandKind::kSagaList : CommandKind::kSagaStats;
+  } else {
+    return Fail(ErrorCode::kBadRequest,
+                "'saga' needs a subcommand (list, show, stats); run grid-cli --help");
+  }
+  for (const char* flag :
+       {"type", "key", "older-than", "newer-than", "all", "reason", "wait", "status"}) {
+    const bool allowed = command.kind == CommandKind::kSagaList &&
+                         (std::string_view(flag) == "status" || std::string_view(flag) == "type" ||
+                          std::string_view(flag) == "older-than");
+    if (vm.count(flag) != 0 && !allowed) {
+      return Fail(ErrorCode::kBadRequest, "--" + std::string(flag) + " does not apply to 'saga " +
+                                              sub + "'; run grid-cli --help");
+    }
+  }
+  if (vm.count("status") != 0) {
+    command.status = vm["status"].as<std::string>();
+    static const char* kStatuses[] = {"STARTED",     "COMPLETED", "COMPENSATING",
+                                      "COMPENSATED", "TIMED_OUT", "FAILED"};
+    bool known = false;
+    for (const char* s : kStatuses) known = known || command.status == s;
+    if (!known) {
+      return Fail(ErrorCode::kBadRequest,
+                  "invalid --status '" + command.status +
+                      "': use STARTED, COMPLETED, COMPENSATING, COMPENSATED, TIMED_OUT or FAILED");
+    }
+  }
+  if (vm.count("type") != 0) command.event_type = vm["type"].as<std::string>();
+  if (vm.count("older-than") != 0) {
+    auto ms = ParseNonNegative("--older-than", vm["older-than"].as<std::string>());
+    if (!ms) return std::unexpected(ms.error());
+    command.older_than_ms = *ms;
+  }
+  return CheckOptionsAllowed(vm, nullptr, "saga " + sub);
+}
+
 Result<void> ParseWords(const std::vector<std::string>& words, const po::variables_map& vm,
                         CliCommand& command) {
   if (words.empty()) {
@@ -573,6 +634,7 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   if (words[0] == "stream") return ParseStreamCommand(words, vm, command);
   if (words[0] == "fault") return ParseFaultCommand(words, vm, command);
   if (words[0] == "dlq") return ParseDlqCommand(words, vm, command);
+  if (words[0] == "saga") return ParseSagaCommand(words, vm, command);
   if (words[0] == "outbox") {
     if (words.size() != 2 || words[1] != "status") {
       return Fail(ErrorCode::kBadRequest, "use 'outbox status'; run grid-cli --help");
@@ -595,8 +657,8 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown command '" + words[0] +
-                  "' (use map, topic, stream, dlq, outbox, consumers, fault, ping, members, "
-                  "partitions, cluster or metrics); run "
+                  "' (use map, topic, stream, dlq, outbox, consumers, saga, fault, ping, "
+                  "members, partitions, cluster or metrics); run "
                   "grid-cli --help");
 }
 

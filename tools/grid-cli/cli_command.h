@@ -47,6 +47,9 @@ enum class CommandKind {
   kDlqReplay,     // asks the group's consumers to replay dead letters, waits for the outcome
   kOutboxStatus,  // a service member's outbox: pending events per service and partition
   kConsumers,     // every stream's consumer groups: lag, leases, dead letters
+  kSagaList,      // a service member's sagas, filtered by status, type, age
+  kSagaShow,      // one saga with its steps
+  kSagaStats,     // sagas per status and type, durations of the finished ones
 };
 
 struct CliCommand {
@@ -78,6 +81,7 @@ struct CliCommand {
   bool all = false;                           // dlq replay --all
   std::string reason;                         // dlq discard --reason
   std::int64_t wait_ms = 30'000;              // dlq replay --wait
+  std::string status;                         // saga list --status
 };
 
 // Parses argv (argv[0] is the program name). Errors: kBadRequest with one line naming the

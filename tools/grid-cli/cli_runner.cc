@@ -287,6 +287,9 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
       return RunDlqCommand(client, command);
     case CommandKind::kOutboxStatus:
     case CommandKind::kConsumers:
+    case CommandKind::kSagaList:
+    case CommandKind::kSagaShow:
+    case CommandKind::kSagaStats:
       return RunSagaCommand(client, command);
     case CommandKind::kFault: {
       auto now = client.SetBlockedPeers(command.blocked);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "stream_commands.h"
@@ -10,6 +12,8 @@
 #include "tessera/saga/dead_letter.h"
 #include "tessera/saga/event.h"
 #include "tessera/saga/outbox.h"
+#include "tessera/saga/saga_store.h"
+#include "value_format.h"
 
 namespace tessera::tools::cli {
 namespace {
@@ -105,11 +109,147 @@ Result<CommandOutput> Consumers(grid::Client& client) {
   return CommandOutput{text, {{"groups", std::move(groups)}}};
 }
 
+json SagaJson(const saga::SagaRecord& s, bool with_steps) {
+  json j = {{"id", s.id},
+            {"type", s.type},
+            {"status", std::string(saga::SagaStatusName(s.status))},
+            {"current_step", s.current_step},
+            {"step", s.steps.empty() ? "" : s.steps[static_cast<std::size_t>(s.current_step)].name},
+            {"age_ms", AgeMs(s.created_ms)},
+            {"updated_age_ms", AgeMs(s.updated_ms)},
+            {"deadline_ms", s.deadline_ms},
+            {"failure_reason", s.failure_reason},
+            {"version", s.version}};
+  if (with_steps) {
+    json steps = json::array();
+    for (const auto& st : s.steps) {
+      steps.push_back({{"name", st.name},
+                       {"status", std::string(saga::StepStatusName(st.status))},
+                       {"started_ms", st.started_ms},
+                       {"finished_ms", st.finished_ms},
+                       {"compensated_ms", st.compensated_ms},
+                       {"result", st.result}});
+    }
+    j["steps"] = std::move(steps);
+    j["data"] = ValueToJson(s.data.Encode());
+  }
+  return j;
+}
+
+Result<CommandOutput> SagaList(grid::Client& client, const CliCommand& command) {
+  std::vector<map::Predicate> all;
+  if (!command.status.empty()) {
+    all.push_back(map::Predicate::Equal("status", record::Value(command.status)));
+  }
+  if (!command.event_type.empty()) {
+    all.push_back(map::Predicate::Equal("type", record::Value(command.event_type)));
+  }
+  if (command.older_than_ms) {
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+    all.push_back(
+        map::Predicate::LessEqual("created_ms", record::Value(now - *command.older_than_ms)));
+  }
+  const map::Predicate filter = all.empty()       ? map::Predicate()
+                                : all.size() == 1 ? all.front()
+                                                  : map::Predicate::And(std::move(all));
+  saga::SagaStore store(client);
+  auto sagas = store.List(filter);
+  if (!sagas) return std::unexpected(sagas.error());
+  std::string text = fmt::format("{:<28} {:<16} {:<13} {:<14} {:>10}  {}\n", "id", "type", "status",
+                                 "step", "age ms", "reason");
+  json list = json::array();
+  for (const auto& s : *sagas) {
+    json j = SagaJson(s, false);
+    text += fmt::format("{:<28} {:<16} {:<13} {:<14} {:>10}  {}\n", s.id, s.type,
+                        j["status"].get<std::string>(), j["step"].get<std::string>(),
+                        j["age_ms"].get<std::int64_t>(), s.failure_reason);
+    list.push_back(std::move(j));
+  }
+  if (sagas->empty()) text += "(no sagas)\n";
+  return CommandOutput{text, {{"sagas", std::move(list)}}};
+}
+
+Result<CommandOutput> SagaShow(grid::Client& client, const CliCommand& command) {
+  saga::SagaStore store(client);
+  auto s = store.Get(command.key);
+  if (!s) return std::unexpected(s.error());
+  if (!s->has_value()) {
+    return base::Fail(base::ErrorCode::kNotFound, "no saga '" + command.key +
+                                                      "' (run 'saga list' on the orchestrating "
+                                                      "service's member)");
+  }
+  const auto& saga = **s;
+  json doc = SagaJson(saga, true);
+  std::string text =
+      fmt::format("saga {} ({}): {}, version {}, started {} ms ago{}\n", saga.id, saga.type,
+                  doc["status"].get<std::string>(), saga.version, AgeMs(saga.created_ms),
+                  saga.failure_reason.empty() ? "" : "; " + saga.failure_reason);
+  text += fmt::format("{:>4} {:<16} {:<20} {}\n", "step", "name", "status", "result");
+  for (std::size_t i = 0; i < saga.steps.size(); ++i) {
+    const auto& st = saga.steps[i];
+    text += fmt::format("{:>4} {:<16} {:<20} {}\n", i, st.name, saga::StepStatusName(st.status),
+                        st.result);
+  }
+  text += "data: " + ValueToText(saga.data.Encode()) + "\n";
+  return CommandOutput{text, std::move(doc)};
+}
+
+Result<CommandOutput> SagaStats(grid::Client& client) {
+  saga::SagaStore store(client);
+  auto sagas = store.List();
+  if (!sagas) return std::unexpected(sagas.error());
+  std::map<std::string, std::int64_t> by_status, by_type;
+  std::vector<std::int64_t> durations;  // finished sagas: last change - start
+  std::int64_t active = 0, oldest_active = 0;
+  for (const auto& s : *sagas) {
+    ++by_status[std::string(saga::SagaStatusName(s.status))];
+    ++by_type[s.type];
+    if (saga::IsTerminal(s.status)) {
+      durations.push_back(s.updated_ms - s.created_ms);
+    } else {
+      ++active;
+      if (oldest_active == 0 || s.created_ms < oldest_active) oldest_active = s.created_ms;
+    }
+  }
+  std::sort(durations.begin(), durations.end());
+  auto pct = [&](double q) -> std::int64_t {
+    if (durations.empty()) return 0;
+    return durations[static_cast<std::size_t>(q * static_cast<double>(durations.size() - 1))];
+  };
+  json doc = {
+      {"sagas", sagas->size()},
+      {"active", active},
+      {"oldest_active_age_ms", AgeMs(oldest_active)},
+      {"by_status", by_status},
+      {"by_type", by_type},
+      {"duration_ms",
+       {{"p50", pct(0.5)}, {"p99", pct(0.99)}, {"max", durations.empty() ? 0 : durations.back()}}}};
+  std::string text = fmt::format("{} sagas, {} active (oldest {} ms)\n", sagas->size(), active,
+                                 AgeMs(oldest_active));
+  for (const auto& [status, n] : by_status) text += fmt::format("  {:<13} {}\n", status, n);
+  for (const auto& [type, n] : by_type) text += fmt::format("  type {:<8} {}\n", type, n);
+  text += fmt::format("finished in p50 {} ms, p99 {} ms, max {} ms\n", pct(0.5), pct(0.99),
+                      durations.empty() ? 0 : durations.back());
+  return CommandOutput{text, std::move(doc)};
+}
+
 }  // namespace
 
 Result<CommandOutput> RunSagaCommand(grid::Client& client, const CliCommand& command) {
-  if (command.kind == CommandKind::kOutboxStatus) return OutboxStatus(client);
-  return Consumers(client);
+  switch (command.kind) {
+    case CommandKind::kOutboxStatus:
+      return OutboxStatus(client);
+    case CommandKind::kSagaList:
+      return SagaList(client, command);
+    case CommandKind::kSagaShow:
+      return SagaShow(client, command);
+    case CommandKind::kSagaStats:
+      return SagaStats(client);
+    default:
+      return Consumers(client);
+  }
 }
 
 }  // namespace tessera::tools::cli
