@@ -51,7 +51,7 @@ struct Outbox::State {
   std::shared_ptr<grid::Instance> shared;
   OutboxOptions options;
   std::shared_ptr<spdlog::logger> log = base::NamedLogger("outbox");
-  std::shared_ptr<grid::Stream> stream;
+  std::map<std::string, std::shared_ptr<grid::Stream>> streams;  // publisher thread only
 
   std::mutex mu;
   std::condition_variable wake;
@@ -132,7 +132,7 @@ struct Outbox::State {
   // On the publisher thread: appends `entries` (one partition's, in id order) and removes
   // them. Returns the error of the append or the removal.
   base::Result<void> Publish(const std::vector<std::pair<std::string, std::string>>& entries) {
-    std::vector<grid::StreamAppend> events;
+    std::map<std::string, std::vector<grid::StreamAppend>> by_stream;  // in id order each
     std::vector<const std::pair<std::string, std::string>*> published;
     for (const auto& entry : entries) {
       auto event = DecodeEvent(entry.second);
@@ -141,14 +141,17 @@ struct Outbox::State {
                    entry.first, event.error().message());
         continue;
       }
-      events.push_back({event->key, entry.second, std::to_string(event->id)});
+      std::string destination = event->Header(kStreamHeader);
+      if (destination.empty()) destination = options.stream;
+      by_stream[destination].push_back({event->key, entry.second, std::to_string(event->id)});
       published.push_back(&entry);
     }
     if (published.empty()) return {};
-    if (!events.empty()) {
-      if (!stream) stream = shared->GetStream(options.stream, options.stream_config);
-      auto appended = stream->AppendAll(std::move(events));
-      if (!appended) return std::unexpected(appended.error());
+    for (auto& [name, events] : by_stream) {
+      auto& target = streams[name];
+      if (!target) target = shared->GetStream(name, options.stream_config);
+      auto appended = target->AppendAll(std::move(events));
+      if (!appended) return std::unexpected(appended.error());  // all stay; re-appends dedup
     }
     // Every entry of one partition shares it: one transaction removes them all.
     const std::string& first = published.front()->first;

@@ -17,9 +17,9 @@ constexpr std::array<std::string_view, 6> kSagaStatusNames = {
     "STARTED", "COMPLETED", "COMPENSATING", "COMPENSATED", "TIMED_OUT", "FAILED"};
 constexpr std::array<std::string_view, 7> kStepStatusNames = {
     "PENDING", "RUNNING", "DONE", "FAILED", "TIMED_OUT", "COMPENSATED", "COMPENSATION_FAILED"};
-constexpr std::array<std::string_view, 7> kOpNames = {
-    "start",      "step_done",         "step_failed",        "time_out",
-    "compensate", "compensation_done", "compensation_failed"};
+constexpr std::array<std::string_view, 8> kOpNames = {
+    "start",      "step_done",         "step_failed",         "time_out",
+    "compensate", "compensation_done", "compensation_failed", "retry"};
 
 base::Error Bad(const std::string& what) {
   return base::Error(ErrorCode::kBadRequest, "not a valid saga record: " + what);
@@ -74,6 +74,8 @@ GenericRecord SagaToRecord(const SagaRecord& s) {
                            .Int64("finished_ms", step.finished_ms)
                            .Int64("compensated_ms", step.compensated_ms)
                            .String("result", step.result)
+                           .Int32("attempts", step.attempts)
+                           .Int32("compensation_attempts", step.compensation_attempts)
                            .Done());
   }
   return GenericRecord::Build("tessera.Saga")
@@ -123,7 +125,8 @@ base::Result<SagaRecord> SagaFromRecord(const GenericRecord& r) {
           Into(sr.GetInt64("started_ms"), step.started_ms),
           Into(sr.GetInt64("finished_ms"), step.finished_ms),
           Into(sr.GetInt64("compensated_ms"), step.compensated_ms),
-          Into(sr.GetString("result"), step.result)}) {
+          Into(sr.GetString("result"), step.result), Into(sr.GetInt32("attempts"), step.attempts),
+          Into(sr.GetInt32("compensation_attempts"), step.compensation_attempts)}) {
       if (!ok) return std::unexpected(ok.error());
     }
     auto i = IndexOf(kStepStatusNames, step_status);
@@ -142,6 +145,7 @@ GenericRecord TransitionToRecord(const SagaTransition& t) {
       .String("result", t.result)
       .Int64("now_ms", t.now_ms)
       .Bool("strict", t.strict)
+      .Int64("expected_version", t.expected_version)
       .String("type", t.type)
       .List("step_names", std::move(names))
       .Record("data", t.data)
@@ -155,7 +159,8 @@ base::Result<SagaTransition> TransitionFromRecord(const GenericRecord& r) {
   for (auto ok :
        {Into(r.GetString("op"), op), Into(r.GetInt32("step"), t.step),
         Into(r.GetString("result"), t.result), Into(r.GetInt64("now_ms"), t.now_ms),
-        Into(r.GetBool("strict"), t.strict), Into(r.GetString("type"), t.type),
+        Into(r.GetBool("strict"), t.strict),
+        Into(r.GetInt64("expected_version"), t.expected_version), Into(r.GetString("type"), t.type),
         Into(r.GetRecord("data"), t.data), Into(r.GetInt64("deadline_ms"), t.deadline_ms)}) {
     if (!ok) return std::unexpected(ok.error());
   }
@@ -219,18 +224,27 @@ base::Result<SagaOutcome> ApplyTransition(const std::optional<SagaRecord>& curre
     }
     s.steps[0].status = StepStatus::kRunning;
     s.steps[0].started_ms = t.now_ms;
+    s.steps[0].attempts = 1;
     return SagaOutcome{true, "", std::move(s)};
   }
   if (!current) return NotApplied(current, "absent");
   if (IsTerminal(current->status)) return NotApplied(current, "terminal");
+  if (t.expected_version != 0 && t.expected_version != current->version) {
+    return NotApplied(current, "stale");
+  }
   const bool step_op = t.op == Op::kStepDone || t.op == Op::kStepFailed ||
-                       t.op == Op::kCompensationDone || t.op == Op::kCompensationFailed;
+                       t.op == Op::kCompensationDone || t.op == Op::kCompensationFailed ||
+                       t.op == Op::kRetry;
   if (step_op && (t.step < 0 || t.step >= static_cast<std::int32_t>(current->steps.size()))) {
     return Fail(ErrorCode::kBadRequest, fmt::format("saga '{}' has no step {} (it has {})",
                                                     current->id, t.step, current->steps.size()));
   }
   SagaRecord s = *current;
   auto step = [&](std::int32_t i) -> StepRecord& { return s.steps[static_cast<std::size_t>(i)]; };
+  // Entering or moving on in COMPENSATING: the next compensation's first command goes out.
+  auto first_compensation = [&] {
+    if (auto next = s.NextCompensation()) step(*next).compensation_attempts = 1;
+  };
   switch (t.op) {
     case Op::kStepDone:
     case Op::kStepFailed: {
@@ -249,12 +263,24 @@ base::Result<SagaOutcome> ApplyTransition(const std::optional<SagaRecord>& curre
           s.current_step = t.step + 1;
           step(s.current_step).status = StepStatus::kRunning;
           step(s.current_step).started_ms = t.now_ms;
+          step(s.current_step).attempts = 1;
         }
       } else {
         st.status = StepStatus::kFailed;
         s.failure_reason = "step " + st.name + " failed: " + t.result;
         s.status = SagaStatus::kCompensating;
         if (!s.NextCompensation()) s.status = SagaStatus::kCompensated;  // nothing to undo
+        first_compensation();
+      }
+      break;
+    }
+    case Op::kRetry: {
+      if (s.status == SagaStatus::kStarted && t.step == s.current_step) {
+        step(t.step).attempts += 1;
+      } else if (s.status == SagaStatus::kCompensating && s.NextCompensation() == t.step) {
+        step(t.step).compensation_attempts += 1;
+      } else {
+        return NotApplied(current, "duplicate");  // that step or compensation is over
       }
       break;
     }
@@ -270,6 +296,7 @@ base::Result<SagaOutcome> ApplyTransition(const std::optional<SagaRecord>& curre
     case Op::kCompensate: {
       if (s.status != SagaStatus::kTimedOut) return NotApplied(current, "not_allowed");
       s.status = s.NextCompensation() ? SagaStatus::kCompensating : SagaStatus::kCompensated;
+      first_compensation();
       break;
     }
     case Op::kCompensationDone:
@@ -286,6 +313,7 @@ base::Result<SagaOutcome> ApplyTransition(const std::optional<SagaRecord>& curre
         st.status = StepStatus::kCompensationFailed;
         st.result = t.result;
       }
+      first_compensation();
       if (!s.NextCompensation()) {
         s.status = SagaStatus::kCompensated;
         for (const auto& done : s.steps) {

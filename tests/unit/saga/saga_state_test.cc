@@ -235,3 +235,27 @@ TEST_CASE(
   CHECK(sagas.List().value().size() == 2);
   member.Shutdown();
 }
+
+TEST_CASE(
+    "Retries are counted on the running step or compensation, and a stale version applies "
+    "nothing",
+    "[saga][state]") {
+  SagaRecord s = Started();
+  CHECK(s.steps[0].attempts == 1);
+  s = Must(s, T(Op::kRetry, 0));
+  CHECK(s.steps[0].attempts == 2);
+  CHECK(Refused(s, T(Op::kRetry, 1)) == "duplicate");  // not the running step
+  SagaTransition stale = T(Op::kStepDone, 0);
+  stale.expected_version = s.version - 1;
+  CHECK(Refused(s, stale) == "stale");
+  stale.expected_version = s.version;
+  s = Must(s, stale);
+  CHECK(s.steps[1].attempts == 1);
+  s = Must(s, T(Op::kStepFailed, 1, "declined"));
+  CHECK(s.steps[0].compensation_attempts == 1);  // its compensation goes out
+  s = Must(s, T(Op::kRetry, 0));
+  CHECK(s.steps[0].compensation_attempts == 2);
+  s = Must(s, T(Op::kCompensationDone, 0));
+  CHECK(s.status == SagaStatus::kCompensated);
+  CHECK(Refused(s, T(Op::kRetry, 0)) == "terminal");
+}

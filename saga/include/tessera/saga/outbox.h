@@ -38,10 +38,13 @@
 namespace tessera::saga {
 
 inline constexpr const char* kOutboxMap = "__outbox";
+// An event with this header goes to the stream it names instead of OutboxOptions::stream (a
+// saga's commands to each participant's stream, replies to the orchestrator's).
+inline constexpr const char* kStreamHeader = "tessera-stream";
 
 struct OutboxOptions {
   std::string service = "service";  // this service's name: the metrics' label
-  std::string stream = "events";    // the shared cluster's stream the events go to
+  std::string stream = "events";    // the shared stream events go to (kStreamHeader overrides)
   grid::StreamConfig stream_config;
   // How often an idle partition's relay looks for entries. A staged entry wakes its relay at
   // once (an entry listener on the member), so this is a fallback.

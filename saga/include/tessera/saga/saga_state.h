@@ -14,6 +14,12 @@
 //   COMPENSATING  --compensation_done/failed (the next step to compensate)
 //                                         -> COMPENSATING, then COMPENSATED when every one is
 //                                            done, FAILED if one finally failed (named)
+//   STARTED / COMPENSATING --retry (the running step / the next compensation)
+//                                         -> the same status, one more attempt recorded
+//
+// With expected_version set, a transition applies only to that version of the record ("stale"
+// otherwise): a caller that planned its side effects from the record it read (the commands it
+// stages with the transition) gets them applied only if nothing changed in between.
 //
 // COMPLETED, COMPENSATED and FAILED are terminal: nothing changes them. A step event for a
 // step that is already past (a duplicate, or late after a timeout) is a no-op; a step cannot
@@ -66,9 +72,11 @@ struct StepRecord {
   std::string name;
   StepStatus status = StepStatus::kPending;
   std::int64_t started_ms = 0;
-  std::int64_t finished_ms = 0;     // done, failed or timed out
-  std::int64_t compensated_ms = 0;  // compensated or compensation failed
-  std::string result;               // the step's result, or its failure
+  std::int64_t finished_ms = 0;            // done, failed or timed out
+  std::int64_t compensated_ms = 0;         // compensated or compensation failed
+  std::string result;                      // the step's result, or its failure
+  std::int32_t attempts = 0;               // action commands sent
+  std::int32_t compensation_attempts = 0;  // compensation commands sent
   friend bool operator==(const StepRecord&, const StepRecord&) = default;
 };
 
@@ -103,12 +111,14 @@ struct SagaTransition {
     kCompensate = 4,
     kCompensationDone = 5,
     kCompensationFailed = 6,
+    kRetry = 7,
   };
   Op op = Op::kStart;
-  std::int32_t step = 0;    // step ops: the step the event is about
-  std::string result;       // step_done: its result; failures: the reason
-  std::int64_t now_ms = 0;  // wall clock of the caller (records' times)
-  bool strict = false;      // not applied -> kConflict (inside a transaction)
+  std::int32_t step = 0;              // step ops: the step the event is about
+  std::string result;                 // step_done: its result; failures: the reason
+  std::int64_t now_ms = 0;            // wall clock of the caller (records' times)
+  bool strict = false;                // not applied -> kConflict (inside a transaction)
+  std::int64_t expected_version = 0;  // 0: any; else applies only to that version
   // start only:
   std::string type;
   std::vector<std::string> step_names;
@@ -121,7 +131,7 @@ record::GenericRecord TransitionToRecord(const SagaTransition& t);
 base::Result<SagaTransition> TransitionFromRecord(const record::GenericRecord& record);
 
 // What a transition did: applied (the record after it), or not (the record as it is, and why:
-// "exists", "terminal", "duplicate", "out_of_order", "not_allowed", "absent").
+// "exists", "terminal", "duplicate", "out_of_order", "not_allowed", "absent", "stale").
 struct SagaOutcome {
   bool applied = false;
   std::string reason;
