@@ -47,6 +47,8 @@ SagaTransition CompensationFailed(std::int32_t step, std::string reason) {
   return Make(SagaTransition::Op::kCompensationFailed, step, std::move(reason));
 }
 
+SagaTransition RetryStep(std::int32_t step) { return Make(SagaTransition::Op::kRetry, step, {}); }
+
 SagaTransition SagaStore::StartTransition(const std::string& type,
                                           const std::vector<std::string>& steps,
                                           const record::GenericRecord& data,

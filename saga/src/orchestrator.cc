@@ -1,0 +1,363 @@
+#include "tessera/saga/orchestrator.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "tessera/base/log.h"
+#include "tessera/partition/partitioner.h"
+#include "tessera/saga/outbox.h"
+
+namespace tessera::saga {
+namespace {
+
+using Op = SagaTransition::Op;
+
+std::int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string PartitionKeyOf(const std::string& id) {
+  return std::string(partition::Partitioner::PartitionKey(id));
+}
+
+int HeaderInt(const Event& e, std::string_view name) {
+  const std::string v = e.Header(name);
+  return v.empty() ? -1 : std::atoi(v.c_str());
+}
+
+bool NotApplied(const base::Error& e) {
+  return e.code() == base::ErrorCode::kConflict &&
+         e.message().find(kNotApplied) != std::string::npos;
+}
+
+}  // namespace
+
+Orchestrator::Orchestrator(grid::Member& member, std::shared_ptr<grid::Instance> shared,
+                           Inbox& inbox, OrchestratorOptions options)
+    : member_(member),
+      shared_(std::move(shared)),
+      inbox_(inbox),
+      options_(std::move(options)),
+      reply_stream_(options_.service + ".saga-replies"),
+      store_(member) {
+  RegisterSagaProcessor(member_.processors());
+  deadlines_ = std::make_unique<Deadlines>(
+      member_, [this](const Deadline& d) { return OnDeadline(d); }, options_.deadlines);
+}
+
+Orchestrator::~Orchestrator() {
+  Stop();
+  deadlines_.reset();
+}
+
+void Orchestrator::Define(SagaDefinition definition) {
+  std::string type = definition.type;
+  definitions_[type] = std::move(definition);
+}
+
+base::Result<void> Orchestrator::Start() {
+  if (!ids_) {
+    auto ids = grid::IdGenerator::Create(*shared_);
+    if (!ids) return std::unexpected(ids.error());
+    ids_ = std::move(*ids);
+  }
+  ConsumerOptions co;
+  co.group = options_.service + ".saga";
+  co.streams = {reply_stream_};
+  co.stream_config = options_.stream_config;
+  co.concurrency = options_.concurrency;
+  co.dead_letters = false;  // a reply that cannot be applied now comes again
+  replies_ = std::make_unique<Consumer>(shared_, member_, inbox_, co);
+  replies_->On(kSagaReplyType,
+               [this](const Event& e, HandlerContext& ctx) { return OnReply(e, ctx); });
+  return replies_->Start();
+}
+
+void Orchestrator::Stop() {
+  if (replies_) replies_->Stop();
+}
+
+base::Result<SagaOutcome> Orchestrator::Begin(const std::string& id, const std::string& type,
+                                              const record::GenericRecord& data) {
+  auto def = definitions_.find(type);
+  if (def == definitions_.end()) {
+    return base::Fail(base::ErrorCode::kNotFound, "no saga definition of type '" + type + "'");
+  }
+  if (id.empty()) return base::Fail(base::ErrorCode::kBadRequest, "a saga needs an id");
+  if (!ids_) return base::Fail(base::ErrorCode::kShuttingDown, "the orchestrator is not started");
+  std::vector<std::string> steps;
+  for (const auto& s : def->second.steps) steps.push_back(s.name);
+  const std::int64_t now = WallMs();
+  SagaTransition start = SagaStore::StartTransition(
+      type, steps, data, def->second.timeout_ms > 0 ? now + def->second.timeout_ms : 0);
+  auto outcome = ApplyTransition(std::nullopt, start);
+  if (!outcome) return std::unexpected(outcome.error());
+  outcome->saga->id = id;
+  grid::Transaction tx(PartitionKeyOf(id));
+  SagaStore::Stage(tx, id, start);
+  StageEffects(tx, std::nullopt, *outcome->saga, def->second);
+  auto committed = member_.Transact(tx);
+  if (!committed) {
+    if (NotApplied(committed.error())) {  // started before: say so, with the saga as it is
+      auto existing = store_.Get(id);
+      if (!existing) return std::unexpected(existing.error());
+      return SagaOutcome{false, "exists", *existing};
+    }
+    return std::unexpected(committed.error());
+  }
+  started_.fetch_add(1);
+  return *outcome;
+}
+
+void Orchestrator::StageEffects(grid::Transaction& tx, const std::optional<SagaRecord>& before,
+                                const SagaRecord& after, const SagaDefinition& def) {
+  const std::int64_t now = WallMs();
+  auto send = [&](std::int32_t step, bool compensation, std::int32_t attempt) {
+    const SagaStepDef& sd = def.steps[static_cast<std::size_t>(step)];
+    Event cmd;
+    cmd.id = ids_->Next();
+    cmd.type = compensation ? sd.compensation : sd.command;
+    cmd.key = after.id;
+    cmd.source = options_.service;
+    cmd.correlation_id = after.id;
+    cmd.time_ms = now;
+    cmd.headers = {{kStreamHeader, sd.stream},
+                   {"saga-type", after.type},
+                   {"saga-step", std::to_string(step)},
+                   {"saga-kind", compensation ? "compensation" : "action"},
+                   {"saga-attempt", std::to_string(attempt)},
+                   {"reply-to", reply_stream_}};
+    cmd.payload = sd.payload ? sd.payload(after) : after.data;
+    (void)Outbox::Stage(tx, cmd);  // valid by construction: key = the saga's id
+    commands_.fetch_add(1);
+    const base::Millis wait = compensation ? def.compensation_timeout_ms : sd.timeout_ms;
+    Deadlines::Set(
+        tx, Deadline{after.id, compensation ? "compensation" : "step", step, attempt, now + wait});
+  };
+  if (!before && after.deadline_ms > 0) {
+    Deadlines::Set(tx, Deadline{after.id, "saga", 0, 0, after.deadline_ms});
+  }
+  if (after.status == SagaStatus::kStarted) {
+    const auto& step = after.steps[static_cast<std::size_t>(after.current_step)];
+    const bool moved =
+        !before || before->current_step != after.current_step ||
+        before->steps[static_cast<std::size_t>(after.current_step)].attempts != step.attempts;
+    if (moved) send(after.current_step, false, step.attempts);
+  } else if (after.status == SagaStatus::kCompensating) {
+    const auto next = after.NextCompensation();
+    if (!next) return;
+    const auto& step = after.steps[static_cast<std::size_t>(*next)];
+    const bool moved = !before || before->status != SagaStatus::kCompensating ||
+                       before->NextCompensation() != next ||
+                       before->steps[static_cast<std::size_t>(*next)].compensation_attempts !=
+                           step.compensation_attempts;
+    if (moved) send(*next, true, step.compensation_attempts);
+  }
+}
+
+void Orchestrator::Count(const std::optional<SagaRecord>& before, const SagaRecord& after) {
+  const auto was = before ? std::optional<SagaStatus>(before->status) : std::nullopt;
+  if (was == after.status) return;
+  switch (after.status) {
+    case SagaStatus::kCompleted:
+      completed_.fetch_add(1);
+      break;
+    case SagaStatus::kCompensated:
+      compensated_.fetch_add(1);
+      break;
+    case SagaStatus::kFailed:
+      failed_.fetch_add(1);
+      break;
+    default:
+      break;
+  }
+}
+
+base::Result<void> Orchestrator::Drive(const std::string& id, const Decide& decide,
+                                       HandlerContext* ctx) {
+  for (int round = 0; round < 10; ++round) {
+    auto read = store_.Get(id);
+    if (!read) return std::unexpected(read.error());
+    if (!read->has_value()) {
+      late_.fetch_add(1);
+      return {};
+    }
+    const SagaRecord before = **read;
+    auto def = definitions_.find(before.type);
+    if (def == definitions_.end()) {
+      return base::Fail(base::ErrorCode::kNotFound,
+                        "saga '" + id + "' is of type '" + before.type +
+                            "', which this orchestrator does not define");
+    }
+    std::vector<SagaTransition> plan = decide(before);
+    // What follows on its own: a timed-out saga compensates; a step with nothing to undo is
+    // compensated at once.
+    SagaRecord after = before;
+    std::vector<SagaTransition> staged;
+    bool timed_out = false;
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      SagaTransition t = plan[i];
+      t.expected_version = after.version;
+      auto o = ApplyTransition(after, t);
+      if (!o) return std::unexpected(o.error());
+      if (!o->applied) break;
+      timed_out = timed_out || t.op == Op::kTimeOut;
+      after = *o->saga;
+      staged.push_back(t);
+      if (after.status == SagaStatus::kTimedOut) plan.push_back(Compensate());
+      if (after.status == SagaStatus::kCompensating) {
+        if (auto next = after.NextCompensation();
+            next && def->second.steps[static_cast<std::size_t>(*next)].compensation.empty()) {
+          plan.push_back(CompensationDone(*next));
+        }
+      }
+    }
+    if (staged.empty()) {
+      late_.fetch_add(1);
+      return {};
+    }
+    grid::Transaction tx(PartitionKeyOf(id));
+    for (const auto& t : staged) SagaStore::Stage(tx, id, t);
+    StageEffects(tx, before, after, def->second);
+    base::Result<void> committed;
+    if (ctx != nullptr) {
+      auto r = ctx->Commit(tx);
+      if (!r) committed = std::unexpected(r.error());
+    } else {
+      auto r = member_.Transact(tx);
+      if (!r) {
+        committed = std::unexpected(r.error());
+      } else if (!r->committed) {
+        committed = base::Fail(base::ErrorCode::kConflict, "saga '" + id + "' transaction refused");
+      }
+    }
+    if (!committed) {
+      if (NotApplied(committed.error())) {  // the saga changed since it was read: plan again
+        stale_.fetch_add(1);
+        continue;
+      }
+      return committed;
+    }
+    if (timed_out) timed_out_.fetch_add(1);
+    Count(before, after);
+    return {};
+  }
+  return base::Fail(base::ErrorCode::kConflict,
+                    "saga '" + id + "' kept changing while a transition was planned");
+}
+
+base::Result<void> Orchestrator::OnReply(const Event& reply, HandlerContext& ctx) {
+  const std::string& id = reply.correlation_id;
+  const int step = HeaderInt(reply, "saga-step");
+  const int attempt = HeaderInt(reply, "saga-attempt");
+  const bool compensation = reply.Header("saga-kind") == "compensation";
+  const bool done = reply.Header("saga-outcome") == "done";
+  const bool retryable = reply.Header("saga-retryable") == "true";
+  const std::string reason = reply.Header("saga-reason");
+  if (id.empty() || step < 0) {
+    late_.fetch_add(1);
+    return {};  // not a reply of ours to act on
+  }
+  std::string result;
+  if (auto r = reply.payload.GetString("result")) result = *r;
+  auto driven = Drive(
+      id,
+      [&](const SagaRecord& s) -> std::vector<SagaTransition> {
+        const auto& def = definitions_.at(s.type);
+        if (step >= static_cast<int>(s.steps.size())) return {};
+        const auto& st = s.steps[static_cast<std::size_t>(step)];
+        if (!compensation) {
+          if (s.status != SagaStatus::kStarted || s.current_step != step) return {};
+          if (done) return {StepDone(step, result)};
+          if (attempt != st.attempts) return {};  // an earlier attempt's failure
+          if (retryable && st.attempts < def.steps[static_cast<std::size_t>(step)].max_attempts) {
+            return {};  // retried by the "retry" deadline set below
+          }
+          return {StepFailed(step, reason)};
+        }
+        if (s.status != SagaStatus::kCompensating || s.NextCompensation() != step) return {};
+        if (done) return {CompensationDone(step)};
+        if (attempt != st.compensation_attempts) return {};
+        if (st.compensation_attempts < def.compensation_attempts) return {};
+        return {CompensationFailed(step, reason)};
+      },
+      &ctx);
+  if (!driven || done) return driven;
+  // A failure that is retried: the next command goes out after the step's delay, if the saga
+  // is still there then (the deadline checks the attempt).
+  auto saga = store_.Get(id);
+  if (!saga) return std::unexpected(saga.error());
+  if (!saga->has_value()) return {};
+  const SagaRecord& s = **saga;
+  if (IsTerminal(s.status) || step >= static_cast<int>(s.steps.size())) return {};
+  const auto& st = s.steps[static_cast<std::size_t>(step)];
+  const bool retry_action = !compensation && s.status == SagaStatus::kStarted &&
+                            s.current_step == step && attempt == st.attempts;
+  const bool retry_compensation = compensation && s.status == SagaStatus::kCompensating &&
+                                  s.NextCompensation() == step &&
+                                  attempt == st.compensation_attempts;
+  if (!retry_action && !retry_compensation) return {};
+  const auto& def = definitions_.at(s.type);
+  grid::Transaction tx(PartitionKeyOf(id));
+  Deadlines::Set(tx, Deadline{id, "retry", step, attempt,
+                              WallMs() + def.steps[static_cast<std::size_t>(step)].retry_delay_ms});
+  auto r = member_.Transact(tx);
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+base::Result<void> Orchestrator::OnDeadline(const Deadline& d) {
+  if (!ids_) {
+    return base::Fail(base::ErrorCode::kShuttingDown, "the orchestrator is not started yet");
+  }
+  return Drive(
+      d.saga_id,
+      [&](const SagaRecord& s) -> std::vector<SagaTransition> {
+        const auto& def = definitions_.at(s.type);
+        if (d.kind == "saga") {
+          if (s.status != SagaStatus::kStarted) return {};
+          return {TimeOut("the saga's deadline passed in step " +
+                          s.steps[static_cast<std::size_t>(s.current_step)].name)};
+        }
+        if (d.step >= static_cast<std::int32_t>(s.steps.size())) return {};
+        const auto& st = s.steps[static_cast<std::size_t>(d.step)];
+        const auto& sd = def.steps[static_cast<std::size_t>(d.step)];
+        const bool action =
+            d.kind == "step" || (d.kind == "retry" && s.status == SagaStatus::kStarted);
+        if (action) {
+          if (s.status != SagaStatus::kStarted || s.current_step != d.step ||
+              st.attempts != d.attempt) {
+            return {};  // that step or attempt is over
+          }
+          if (st.attempts < sd.max_attempts) return {RetryStep(d.step)};
+          return {
+              TimeOut(fmt::format("step {} got no reply to {} command(s)", sd.name, st.attempts))};
+        }
+        if (s.status != SagaStatus::kCompensating || s.NextCompensation() != d.step ||
+            st.compensation_attempts != d.attempt) {
+          return {};
+        }
+        if (st.compensation_attempts < def.compensation_attempts) return {RetryStep(d.step)};
+        return {CompensationFailed(d.step, fmt::format("no reply to {} compensation command(s)",
+                                                       st.compensation_attempts))};
+      },
+      nullptr);
+}
+
+Orchestrator::Stats Orchestrator::stats() const {
+  Stats s;
+  s.started = started_.load();
+  s.completed = completed_.load();
+  s.compensated = compensated_.load();
+  s.timed_out = timed_out_.load();
+  s.failed = failed_.load();
+  s.commands = commands_.load();
+  s.late = late_.load();
+  s.stale = stale_.load();
+  return s;
+}
+
+}  // namespace tessera::saga

@@ -1,0 +1,257 @@
+// Orchestrated sagas end to end on real members: an orchestrating service ("orders"), a
+// participants' service ("shop": inventory, payment, shipping) and a shared member for the
+// streams. Every outcome is one status, decided by the scenario.
+#include "tessera/saga/orchestrator.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+
+#include "saga_test_util.h"
+#include "tessera/grid/map.h"
+#include "tessera/saga/outbox.h"
+#include "tessera/saga/participant.h"
+
+using tessera::base::ErrorCode;
+using tessera::base::Fail;
+using tessera::base::Result;
+using tessera::grid::Member;
+using tessera::grid::Transaction;
+using tessera::record::GenericRecord;
+using namespace tessera::saga;           // NOLINT
+using namespace tessera::saga::testing;  // NOLINT
+
+namespace {
+
+struct Shop {
+  // How the participants behave.
+  std::atomic<bool> decline{false};       // charge: refused, not retryable
+  std::atomic<int> charge_glitches{0};    // charge: refused as retryable this many times
+  std::atomic<bool> ship_refuses{false};  // ship: refused, not retryable
+  std::atomic<bool> refund_fails{false};  // refund: refused every time
+};
+
+struct Fixture {
+  Member shared{SharedOptions()};
+  std::shared_ptr<tessera::grid::Client> client;
+  Member orders{ServiceOptions()};
+  Member shop_member{ServiceOptions()};
+  std::unique_ptr<Outbox> orders_outbox, shop_outbox;
+  std::unique_ptr<Inbox> orders_inbox, shop_inbox;
+  std::unique_ptr<Orchestrator> orchestrator;
+  std::unique_ptr<SagaParticipant> participant;
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  Shop shop;
+
+  explicit Fixture(SagaDefinition def, bool shipping_runs = true) {
+    REQUIRE(shared.Start());
+    client = ConnectShared(shared.native_port());
+    OutboxOptions oo;
+    oo.service = "orders";
+    orders_outbox = std::make_unique<Outbox>(orders, client, oo);
+    orders_inbox = std::make_unique<Inbox>(orders);
+    OrchestratorOptions opt;
+    opt.service = "orders";
+    opt.deadlines.poll_ms = 20;
+    orchestrator = std::make_unique<Orchestrator>(orders, client, *orders_inbox, opt);
+    orchestrator->Define(std::move(def));
+    REQUIRE(orders.Start());
+    REQUIRE(orchestrator->Start());
+
+    oo.service = "shop";
+    shop_outbox = std::make_unique<Outbox>(shop_member, client, oo);
+    REQUIRE(shop_member.Start());
+    shop_inbox = std::make_unique<Inbox>(shop_member);
+    participant = std::make_unique<SagaParticipant>(shop_member, client);
+    auto consumer = [&](const std::string& group, const std::string& stream) -> Consumer& {
+      ConsumerOptions co;
+      co.group = group;
+      co.streams = {stream};
+      co.subscribe.max_idle_poll_ms = 5;
+      consumers.push_back(std::make_unique<Consumer>(client, shop_member, *shop_inbox, co));
+      return *consumers.back();
+    };
+    Consumer& inventory = consumer("inventory", "inventory.commands");
+    participant->On(inventory, "ReserveStock",
+                    [this](const Event&) { return Count("reserved", 1); });
+    participant->On(inventory, "ReleaseStock",
+                    [this](const Event&) { return Count("reserved", -1); });
+    Consumer& payment = consumer("payment", "payment.commands");
+    participant->On(payment, "ChargeCard", [this](const Event&) -> Result<StepWork> {
+      if (shop.decline) return Refuse("card declined", false);
+      if (shop.charge_glitches.fetch_sub(1) > 0) return Refuse("gateway timeout", true);
+      return Count("charged", 1);
+    });
+    participant->On(payment, "RefundCard", [this](const Event&) -> Result<StepWork> {
+      if (shop.refund_fails) return Refuse("refund service down", false);
+      return Count("refunded", 1);
+    });
+    Consumer& shipping = consumer("shipping", "shipping.commands");
+    participant->On(shipping, "Ship", [this](const Event&) -> Result<StepWork> {
+      if (shop.ship_refuses) return Refuse("address invalid", false);
+      return Count("shipped", 1);
+    });
+    for (auto& c : consumers) {
+      if (c.get() == &shipping && !shipping_runs) continue;
+      REQUIRE(c->Start());
+    }
+  }
+  ~Fixture() {
+    for (auto& c : consumers) c->Stop();
+    orchestrator->Stop();
+  }
+
+  Result<StepWork> Count(const std::string& what, int delta) {
+    Transaction tx("shop");
+    tx.ExecuteOnKey("ledger", what + "@shop", "incrementRaw",
+                    GenericRecord::Build().Int64("delta", delta).Done());
+    return StepWork{std::move(tx), StepReply{true, false, "", what}};
+  }
+  static Result<StepWork> Refuse(const std::string& why, bool retryable) {
+    return StepWork{std::nullopt, StepReply{false, retryable, why, ""}};
+  }
+  std::int64_t Ledger(const std::string& what) {
+    auto v = shop_member.GetMap("ledger")->Get(what + "@shop").value();
+    return v ? std::stoll(*v) : 0;
+  }
+  SagaRecord WaitTerminal(const std::string& id) {
+    std::optional<SagaRecord> s;
+    const bool ended = WaitFor([&] {
+      s = orchestrator->store().Get(id).value();
+      return s && IsTerminal(s->status);
+    });
+    INFO("status " << (s ? std::string(SagaStatusName(s->status)) : "absent") << " reason "
+                   << (s ? s->failure_reason : ""));
+    REQUIRE(ended);
+    return *s;
+  }
+};
+
+SagaDefinition Fulfillment() {
+  SagaDefinition d;
+  d.type = "fulfillment";
+  auto step = [](std::string name, std::string stream, std::string cmd, std::string comp) {
+    SagaStepDef s;
+    s.name = std::move(name);
+    s.stream = std::move(stream);
+    s.command = std::move(cmd);
+    s.compensation = std::move(comp);
+    s.timeout_ms = 5'000;
+    s.retry_delay_ms = 20;
+    return s;
+  };
+  d.steps = {step("reserve", "inventory.commands", "ReserveStock", "ReleaseStock"),
+             step("charge", "payment.commands", "ChargeCard", "RefundCard"),
+             step("ship", "shipping.commands", "Ship", "")};
+  d.compensation_attempts = 3;
+  d.compensation_timeout_ms = 5'000;
+  return d;
+}
+
+const GenericRecord kOrder = GenericRecord::Build("Order").Int64("total", 4200).Done();
+
+}  // namespace
+
+TEST_CASE("An orchestrated saga runs its steps through the participants to COMPLETED, once",
+          "[saga][orchestrator]") {
+  Fixture f(Fulfillment());
+  auto begun = f.orchestrator->Begin("order-1@cust-1", "fulfillment", kOrder);
+  REQUIRE(begun.has_value());
+  CHECK(begun->applied);
+  auto again = f.orchestrator->Begin("order-1@cust-1", "fulfillment", kOrder);
+  REQUIRE(again.has_value());
+  CHECK(!again->applied);
+  CHECK(again->reason == "exists");
+  const SagaRecord s = f.WaitTerminal("order-1@cust-1");
+  CHECK(s.status == SagaStatus::kCompleted);
+  CHECK(s.steps[0].result == "reserved");
+  CHECK(s.steps[1].result == "charged");
+  CHECK(f.Ledger("reserved") == 1);
+  CHECK(f.Ledger("charged") == 1);
+  CHECK(f.Ledger("shipped") == 1);
+  CHECK(f.orchestrator->stats().completed == 1);
+  auto unknown = f.orchestrator->Begin("x@y", "nope", kOrder);
+  REQUIRE(!unknown);
+  CHECK(unknown.error().code() == ErrorCode::kNotFound);
+}
+
+TEST_CASE("A declined payment compensates the reserved stock in reverse and ends COMPENSATED",
+          "[saga][orchestrator]") {
+  Fixture f(Fulfillment());
+  f.shop.decline = true;
+  REQUIRE(f.orchestrator->Begin("order-2@cust-2", "fulfillment", kOrder));
+  const SagaRecord s = f.WaitTerminal("order-2@cust-2");
+  CHECK(s.status == SagaStatus::kCompensated);
+  CHECK(s.failure_reason == "step charge failed: card declined");
+  CHECK(s.steps[0].status == StepStatus::kCompensated);
+  CHECK(s.steps[1].status == StepStatus::kFailed);
+  CHECK(f.Ledger("reserved") == 0);  // reserved, then released once
+  CHECK(f.Ledger("charged") == 0);
+  CHECK(f.Ledger("refunded") == 0);  // nothing was charged: nothing refunded
+  CHECK(f.orchestrator->stats().compensated == 1);
+}
+
+TEST_CASE("A retryable failure is retried until the step succeeds within its attempts",
+          "[saga][orchestrator]") {
+  Fixture f(Fulfillment());
+  f.shop.charge_glitches = 2;
+  REQUIRE(f.orchestrator->Begin("order-3@cust-3", "fulfillment", kOrder));
+  const SagaRecord s = f.WaitTerminal("order-3@cust-3");
+  CHECK(s.status == SagaStatus::kCompleted);
+  CHECK(s.steps[1].attempts == 3);
+  CHECK(f.Ledger("charged") == 1);
+}
+
+TEST_CASE(
+    "A step without replies times out after its attempts: TIMED_OUT, then the done steps are "
+    "compensated and the saga ends COMPENSATED",
+    "[saga][orchestrator]") {
+  SagaDefinition d = Fulfillment();
+  d.steps[2].timeout_ms = 300;
+  d.steps[2].max_attempts = 2;
+  Fixture f(d, /*shipping_runs=*/false);
+  REQUIRE(f.orchestrator->Begin("order-4@cust-4", "fulfillment", kOrder));
+  const SagaRecord s = f.WaitTerminal("order-4@cust-4");
+  CHECK(s.status == SagaStatus::kCompensated);
+  CHECK(s.failure_reason == "step ship got no reply to 2 command(s)");
+  CHECK(s.steps[2].status == StepStatus::kCompensated);  // nothing to undo, marked at once
+  CHECK(s.steps[2].attempts == 2);
+  CHECK(f.Ledger("refunded") == 1);
+  CHECK(f.Ledger("reserved") == 0);
+  CHECK(f.orchestrator->stats().timed_out == 1);
+}
+
+TEST_CASE("The saga's deadline fires while a step hangs: one status, TIMED_OUT then COMPENSATED",
+          "[saga][orchestrator]") {
+  SagaDefinition d = Fulfillment();
+  d.timeout_ms = 400;  // the ship step alone would wait 5 s
+  Fixture f(d, /*shipping_runs=*/false);
+  REQUIRE(f.orchestrator->Begin("order-5@cust-5", "fulfillment", kOrder));
+  const SagaRecord s = f.WaitTerminal("order-5@cust-5");
+  CHECK(s.status == SagaStatus::kCompensated);
+  CHECK(s.failure_reason == "the saga's deadline passed in step ship");
+  CHECK(f.Ledger("refunded") == 1);
+  CHECK(f.Ledger("reserved") == 0);
+}
+
+TEST_CASE(
+    "A compensation that keeps failing is recorded, the others still run, and the saga ends "
+    "FAILED naming it",
+    "[saga][orchestrator]") {
+  Fixture f(Fulfillment());
+  f.shop.ship_refuses = true;
+  f.shop.refund_fails = true;
+  REQUIRE(f.orchestrator->Begin("order-6@cust-6", "fulfillment", kOrder));
+  const SagaRecord s = f.WaitTerminal("order-6@cust-6");
+  CHECK(s.status == SagaStatus::kFailed);
+  CHECK(s.failure_reason ==
+        "step ship failed: address invalid; compensation of step charge failed: refund service "
+        "down");
+  CHECK(s.steps[1].status == StepStatus::kCompensationFailed);
+  CHECK(s.steps[1].compensation_attempts == 3);
+  CHECK(s.steps[0].status == StepStatus::kCompensated);  // still ran
+  CHECK(f.Ledger("reserved") == 0);
+  CHECK(f.Ledger("charged") == 1);
+  CHECK(f.Ledger("refunded") == 0);
+  CHECK(f.orchestrator->stats().failed == 1);
+}
