@@ -493,6 +493,8 @@ std::shared_ptr<const membership::ClusterView> Member::cluster_view() const {
                                 : std::make_shared<const membership::ClusterView>();
 }
 
+metrics::MetricsRegistry& Member::metrics_registry() { return impl_->metrics; }
+
 void Member::AddMetricsSource(std::function<void(metrics::MetricsRegistry&)> source) {
   std::lock_guard lock(impl_->sources_mu);
   impl_->metrics_sources.push_back(std::move(source));

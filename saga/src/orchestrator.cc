@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "tessera/base/log.h"
+#include "tessera/metrics/latency_histogram.h"
+#include "tessera/metrics/metrics_registry.h"
 #include "tessera/partition/partitioner.h"
 #include "tessera/saga/outbox.h"
 
@@ -35,6 +38,30 @@ bool NotApplied(const base::Error& e) {
 
 }  // namespace
 
+struct Orchestrator::Counters {
+  std::string service;
+  metrics::MetricsRegistry* registry = nullptr;
+  std::atomic<std::int64_t> started{0}, completed{0}, compensated{0}, timed_out{0}, failed{0},
+      commands{0}, late{0}, stale{0};
+  std::mutex mu;
+  std::map<std::string, metrics::LatencyHistogram*> durations;  // by saga type; guarded by mu
+
+  void Ended(const SagaRecord& s) {
+    metrics::LatencyHistogram* h = nullptr;
+    {
+      std::lock_guard lock(mu);
+      auto& slot = durations[s.type];
+      if (slot == nullptr) {
+        slot = &registry->RegisterHistogram("tessera_saga_duration_seconds",
+                                            {{"service", service}, {"type", s.type}},
+                                            "Time from a saga's start to its end");
+      }
+      h = slot;
+    }
+    h->Record(std::chrono::milliseconds(std::max<std::int64_t>(0, s.updated_ms - s.created_ms)));
+  }
+};
+
 Orchestrator::Orchestrator(grid::Member& member, std::shared_ptr<grid::Instance> shared,
                            Inbox& inbox, OrchestratorOptions options)
     : member_(member),
@@ -42,7 +69,38 @@ Orchestrator::Orchestrator(grid::Member& member, std::shared_ptr<grid::Instance>
       inbox_(inbox),
       options_(std::move(options)),
       reply_stream_(options_.service + ".saga-replies"),
-      store_(member) {
+      store_(member),
+      counters_(std::make_shared<Counters>()) {
+  counters_->service = options_.service;
+  counters_->registry = &member_.metrics_registry();
+  member_.AddMetricsSource(
+      [weak = std::weak_ptr<Counters>(counters_)](metrics::MetricsRegistry& registry) {
+        auto c = weak.lock();
+        if (!c) return;
+        const metrics::Labels labels = {{"service", c->service}};
+        const struct {
+          const char* name;
+          const char* help;
+          std::int64_t value;
+        } counters[] = {
+            {"tessera_saga_started_total", "Sagas started", c->started.load()},
+            {"tessera_saga_completed_total", "Sagas completed", c->completed.load()},
+            {"tessera_saga_compensated_total", "Sagas compensated", c->compensated.load()},
+            {"tessera_saga_timed_out_total", "Sagas that timed out", c->timed_out.load()},
+            {"tessera_saga_failed_total", "Sagas failed (a compensation failed)", c->failed.load()},
+            {"tessera_saga_commands_total", "Action and compensation commands sent",
+             c->commands.load()},
+            {"tessera_saga_late_total",
+             "Replies and deadlines that changed nothing (duplicate, late)", c->late.load()},
+        };
+        for (const auto& m : counters)
+          registry.SetCounterFamily(m.name, m.help, {{labels, m.value}});
+        const std::int64_t active =
+            c->started.load() - c->completed.load() - c->compensated.load() - c->failed.load();
+        registry.SetGaugeFamily("tessera_saga_active",
+                                "Sagas started minus ended on this member (sum over the service)",
+                                {{labels, static_cast<double>(active)}});
+      });
   RegisterSagaProcessor(member_.processors());
   deadlines_ = std::make_unique<Deadlines>(
       member_, [this](const Deadline& d) { return OnDeadline(d); }, options_.deadlines);
@@ -108,7 +166,7 @@ base::Result<SagaOutcome> Orchestrator::Begin(const std::string& id, const std::
     }
     return std::unexpected(committed.error());
   }
-  started_.fetch_add(1);
+  counters_->started.fetch_add(1);
   return *outcome;
 }
 
@@ -132,7 +190,7 @@ void Orchestrator::StageEffects(grid::Transaction& tx, const std::optional<SagaR
                    {"reply-to", reply_stream_}};
     cmd.payload = sd.payload ? sd.payload(after) : after.data;
     (void)Outbox::Stage(tx, cmd);  // valid by construction: key = the saga's id
-    commands_.fetch_add(1);
+    counters_->commands.fetch_add(1);
     const base::Millis wait = compensation ? def.compensation_timeout_ms : sd.timeout_ms;
     Deadlines::Set(
         tx, Deadline{after.id, compensation ? "compensation" : "step", step, attempt, now + wait});
@@ -163,17 +221,18 @@ void Orchestrator::Count(const std::optional<SagaRecord>& before, const SagaReco
   if (was == after.status) return;
   switch (after.status) {
     case SagaStatus::kCompleted:
-      completed_.fetch_add(1);
+      counters_->completed.fetch_add(1);
       break;
     case SagaStatus::kCompensated:
-      compensated_.fetch_add(1);
+      counters_->compensated.fetch_add(1);
       break;
     case SagaStatus::kFailed:
-      failed_.fetch_add(1);
+      counters_->failed.fetch_add(1);
       break;
     default:
-      break;
+      return;
   }
+  counters_->Ended(after);
 }
 
 base::Result<void> Orchestrator::Drive(const std::string& id, const Decide& decide,
@@ -182,7 +241,7 @@ base::Result<void> Orchestrator::Drive(const std::string& id, const Decide& deci
     auto read = store_.Get(id);
     if (!read) return std::unexpected(read.error());
     if (!read->has_value()) {
-      late_.fetch_add(1);
+      counters_->late.fetch_add(1);
       return {};
     }
     const SagaRecord before = **read;
@@ -216,7 +275,7 @@ base::Result<void> Orchestrator::Drive(const std::string& id, const Decide& deci
       }
     }
     if (staged.empty()) {
-      late_.fetch_add(1);
+      counters_->late.fetch_add(1);
       return {};
     }
     grid::Transaction tx(PartitionKeyOf(id));
@@ -236,12 +295,12 @@ base::Result<void> Orchestrator::Drive(const std::string& id, const Decide& deci
     }
     if (!committed) {
       if (NotApplied(committed.error())) {  // the saga changed since it was read: plan again
-        stale_.fetch_add(1);
+        counters_->stale.fetch_add(1);
         continue;
       }
       return committed;
     }
-    if (timed_out) timed_out_.fetch_add(1);
+    if (timed_out) counters_->timed_out.fetch_add(1);
     Count(before, after);
     return {};
   }
@@ -258,7 +317,7 @@ base::Result<void> Orchestrator::OnReply(const Event& reply, HandlerContext& ctx
   const bool retryable = reply.Header("saga-retryable") == "true";
   const std::string reason = reply.Header("saga-reason");
   if (id.empty() || step < 0) {
-    late_.fetch_add(1);
+    counters_->late.fetch_add(1);
     return {};  // not a reply of ours to act on
   }
   std::string result;
@@ -349,14 +408,14 @@ base::Result<void> Orchestrator::OnDeadline(const Deadline& d) {
 
 Orchestrator::Stats Orchestrator::stats() const {
   Stats s;
-  s.started = started_.load();
-  s.completed = completed_.load();
-  s.compensated = compensated_.load();
-  s.timed_out = timed_out_.load();
-  s.failed = failed_.load();
-  s.commands = commands_.load();
-  s.late = late_.load();
-  s.stale = stale_.load();
+  s.started = counters_->started.load();
+  s.completed = counters_->completed.load();
+  s.compensated = counters_->compensated.load();
+  s.timed_out = counters_->timed_out.load();
+  s.failed = counters_->failed.load();
+  s.commands = counters_->commands.load();
+  s.late = counters_->late.load();
+  s.stale = counters_->stale.load();
   return s;
 }
 

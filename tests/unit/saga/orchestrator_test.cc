@@ -170,6 +170,12 @@ TEST_CASE("An orchestrated saga runs its steps through the participants to COMPL
   CHECK(f.Ledger("charged") == 1);
   CHECK(f.Ledger("shipped") == 1);
   CHECK(f.orchestrator->stats().completed == 1);
+  const std::string metrics = f.orders.MetricsText();
+  CHECK(metrics.find("tessera_saga_started_total{service=\"orders\"} 1\n") != std::string::npos);
+  CHECK(metrics.find("tessera_saga_completed_total{service=\"orders\"} 1\n") != std::string::npos);
+  CHECK(metrics.find("tessera_saga_active{service=\"orders\"} 0\n") != std::string::npos);
+  CHECK(metrics.find("tessera_saga_duration_seconds_count{service=\"orders\",type=\"fulfillment\"} "
+                     "1\n") != std::string::npos);
   auto unknown = f.orchestrator->Begin("x@y", "nope", kOrder);
   REQUIRE(!unknown);
   CHECK(unknown.error().code() == ErrorCode::kNotFound);

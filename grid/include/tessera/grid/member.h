@@ -138,6 +138,9 @@ class Member final : public Instance {
   // must not call MetricsText. Sources stay for the member's life; the code behind one must
   // outlive the member or make the source a no-op when it is gone.
   void AddMetricsSource(std::function<void(metrics::MetricsRegistry&)> source);
+  // The registry behind MetricsText, for code built on the member that keeps series of its
+  // own (a histogram it records into): they render with the member's metrics.
+  metrics::MetricsRegistry& metrics_registry();
 
  private:
   struct Impl;

@@ -30,6 +30,12 @@
 // is compensated too). Compensations are retried up to compensation_attempts; one that still
 // fails is recorded and the remaining compensations run (final status FAILED, naming it).
 //
+// Metrics on the member, label service: tessera_saga_{started,completed,compensated,timed_out,
+// failed}_total, tessera_saga_commands_total, tessera_saga_late_total (replies and deadlines
+// that changed nothing), tessera_saga_active (started minus ended by this member: sum it over
+// the service's members, as a saga started on one may end on another), and the summary
+// tessera_saga_duration_seconds{service,type} (start to end).
+//
 // Thread-safety: Define before Start; Begin and stats from any thread.
 
 #include <atomic>
@@ -37,6 +43,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -135,8 +142,8 @@ class Orchestrator {
   std::unique_ptr<grid::IdGenerator> ids_;
   std::unique_ptr<Consumer> replies_;
   std::unique_ptr<Deadlines> deadlines_;
-  std::atomic<std::int64_t> started_{0}, completed_{0}, compensated_{0}, timed_out_{0}, failed_{0},
-      commands_{0}, late_{0}, stale_{0};
+  struct Counters;  // shared with the metrics source
+  std::shared_ptr<Counters> counters_;
 };
 
 }  // namespace tessera::saga
