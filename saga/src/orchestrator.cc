@@ -138,13 +138,19 @@ void Orchestrator::Stop() {
   if (replies_) replies_->Stop();
 }
 
-base::Result<SagaOutcome> Orchestrator::Begin(const std::string& id, const std::string& type,
-                                              const record::GenericRecord& data) {
+base::Result<SagaRecord> Orchestrator::Stage(grid::Transaction& tx, const std::string& id,
+                                             const std::string& type,
+                                             const record::GenericRecord& data) {
   auto def = definitions_.find(type);
   if (def == definitions_.end()) {
     return base::Fail(base::ErrorCode::kNotFound, "no saga definition of type '" + type + "'");
   }
   if (id.empty()) return base::Fail(base::ErrorCode::kBadRequest, "a saga needs an id");
+  if (tx.request().key != PartitionKeyOf(id)) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "saga '" + id + "' belongs to partition key '" + PartitionKeyOf(id) +
+                          "', not the transaction's ('" + tx.request().key + "')");
+  }
   if (!ids_) return base::Fail(base::ErrorCode::kShuttingDown, "the orchestrator is not started");
   std::vector<std::string> steps;
   for (const auto& s : def->second.steps) steps.push_back(s.name);
@@ -154,9 +160,18 @@ base::Result<SagaOutcome> Orchestrator::Begin(const std::string& id, const std::
   auto outcome = ApplyTransition(std::nullopt, start);
   if (!outcome) return std::unexpected(outcome.error());
   outcome->saga->id = id;
-  grid::Transaction tx(PartitionKeyOf(id));
   SagaStore::Stage(tx, id, start);
   StageEffects(tx, std::nullopt, *outcome->saga, def->second);
+  return *outcome->saga;
+}
+
+void Orchestrator::Started() { counters_->started.fetch_add(1); }
+
+base::Result<SagaOutcome> Orchestrator::Begin(const std::string& id, const std::string& type,
+                                              const record::GenericRecord& data) {
+  grid::Transaction tx(PartitionKeyOf(id));
+  auto saga = Stage(tx, id, type, data);
+  if (!saga) return std::unexpected(saga.error());
   auto committed = member_.Transact(tx);
   if (!committed) {
     if (NotApplied(committed.error())) {  // started before: say so, with the saga as it is
@@ -166,8 +181,8 @@ base::Result<SagaOutcome> Orchestrator::Begin(const std::string& id, const std::
     }
     return std::unexpected(committed.error());
   }
-  counters_->started.fetch_add(1);
-  return *outcome;
+  Started();
+  return SagaOutcome{true, "", *saga};
 }
 
 void Orchestrator::StageEffects(grid::Transaction& tx, const std::optional<SagaRecord>& before,
@@ -175,6 +190,11 @@ void Orchestrator::StageEffects(grid::Transaction& tx, const std::optional<SagaR
   const std::int64_t now = WallMs();
   auto send = [&](std::int32_t step, bool compensation, std::int32_t attempt) {
     const SagaStepDef& sd = def.steps[static_cast<std::size_t>(step)];
+    const base::Millis wait = compensation ? def.compensation_timeout_ms : sd.timeout_ms;
+    if (!compensation && sd.command.empty()) {  // choreographed: the participant reports
+      if (wait > 0) Deadlines::Set(tx, Deadline{after.id, "step", step, attempt, now + wait});
+      return;
+    }
     Event cmd;
     cmd.id = ids_->Next();
     cmd.type = compensation ? sd.compensation : sd.command;
@@ -191,7 +211,6 @@ void Orchestrator::StageEffects(grid::Transaction& tx, const std::optional<SagaR
     cmd.payload = sd.payload ? sd.payload(after) : after.data;
     (void)Outbox::Stage(tx, cmd);  // valid by construction: key = the saga's id
     counters_->commands.fetch_add(1);
-    const base::Millis wait = compensation ? def.compensation_timeout_ms : sd.timeout_ms;
     Deadlines::Set(
         tx, Deadline{after.id, compensation ? "compensation" : "step", step, attempt, now + wait});
   };
@@ -391,7 +410,8 @@ base::Result<void> Orchestrator::OnDeadline(const Deadline& d) {
               st.attempts != d.attempt) {
             return {};  // that step or attempt is over
           }
-          if (st.attempts < sd.max_attempts) return {RetryStep(d.step)};
+          // A choreographed step has no command to send again.
+          if (!sd.command.empty() && st.attempts < sd.max_attempts) return {RetryStep(d.step)};
           return {
               TimeOut(fmt::format("step {} got no reply to {} command(s)", sd.name, st.attempts))};
         }

@@ -122,6 +122,20 @@ base::Result<void> SagaParticipant::Handle(const StepHandler& handler, const Eve
   return {};
 }
 
+base::Result<void> SagaParticipant::Report(grid::Transaction& tx, const std::string& saga_id,
+                                           int step, const StepReply& reply,
+                                           const std::string& reply_stream) {
+  Event as_if;  // the command a choreographed step never got
+  as_if.correlation_id = saga_id;
+  as_if.headers = {{"saga-step", std::to_string(step)},
+                   {"saga-kind", "action"},
+                   {"saga-attempt", "1"},
+                   {"reply-to", reply_stream}};
+  auto r = Reply(as_if, reply, tx.request().key);
+  if (!r) return std::unexpected(r.error());
+  return Outbox::Stage(tx, *r);
+}
+
 SagaParticipant::Stats SagaParticipant::stats() const {
   return {applied_.load(), refused_.load(), duplicates_.load()};
 }

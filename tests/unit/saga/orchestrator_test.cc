@@ -7,7 +7,9 @@
 
 #include <atomic>
 
+#include "../grid/cluster_test_util.h"
 #include "saga_test_util.h"
+#include "tessera/grid/id_generator.h"
 #include "tessera/grid/map.h"
 #include "tessera/saga/outbox.h"
 #include "tessera/saga/participant.h"
@@ -260,4 +262,140 @@ TEST_CASE(
   CHECK(f.Ledger("charged") == 1);
   CHECK(f.Ledger("refunded") == 0);
   CHECK(f.orchestrator->stats().failed == 1);
+}
+
+TEST_CASE(
+    "Choreography on a two-member service: participants report their steps, the saga's "
+    "deadline fires on one member only, and the compensation commands are consumed once",
+    "[saga][orchestrator][choreography]") {
+  using tessera::grid::testing::AddressOf;
+  using tessera::grid::testing::AllList;
+  using tessera::grid::testing::ClusterMember;
+  using tessera::grid::testing::WaitUntil;
+  Member shared(SharedOptions());
+  REQUIRE(shared.Start());
+  auto client = ConnectShared(shared.native_port());
+  SagaDefinition d;
+  d.type = "choreo";
+  SagaStepDef reserve;
+  reserve.name = "reserve";
+  reserve.stream = "inventory.commands";
+  reserve.compensation = "ReleaseStock";
+  SagaStepDef pay;
+  pay.name = "pay";
+  pay.stream = "payment.commands";
+  d.steps = {reserve, pay};
+  d.timeout_ms = 1'000;  // payment never reports
+  struct Service {
+    std::unique_ptr<Member> member;
+    std::unique_ptr<Outbox> outbox;
+    std::unique_ptr<Inbox> inbox;
+    std::unique_ptr<Orchestrator> orchestrator;
+  };
+  auto make = [&](std::vector<std::string> join) {
+    Service s;
+    s.member = std::make_unique<Member>(ClusterMember(std::move(join)));
+    OutboxOptions oo;
+    oo.service = "orders";
+    oo.stream = "orders.events";
+    s.outbox = std::make_unique<Outbox>(*s.member, client, oo);
+    s.inbox = std::make_unique<Inbox>(*s.member);
+    OrchestratorOptions opt;
+    opt.service = "orders";
+    opt.deadlines.poll_ms = 20;
+    s.orchestrator = std::make_unique<Orchestrator>(*s.member, client, *s.inbox, opt);
+    s.orchestrator->Define(d);
+    REQUIRE(s.member->Start());
+    return s;
+  };
+  Service a = make({});
+  Service b = make({AddressOf(*a.member)});
+  REQUIRE(WaitUntil([&] { return AllList({a.member.get(), b.member.get()}, 2); }));
+  REQUIRE(WaitUntil([&] { return b.member->map_service().AwaitingPartitionCount() == 0; }));
+  REQUIRE(a.orchestrator->Start());
+  REQUIRE(b.orchestrator->Start());
+
+  Member shop(ServiceOptions());
+  OutboxOptions so;
+  so.service = "shop";
+  Outbox shop_outbox(shop, client, so);
+  REQUIRE(shop.Start());
+  Inbox shop_inbox(shop);
+  SagaParticipant participant(shop, client);
+  ConsumerOptions co;
+  co.group = "inventory";
+  co.streams = {"orders.events"};
+  co.subscribe.max_idle_poll_ms = 5;
+  Consumer inventory(client, shop, shop_inbox, co);
+  inventory.On("OrderPlaced", [&](const Event& e, HandlerContext& ctx) -> Result<void> {
+    Transaction tx("shop");
+    tx.ExecuteOnKey("ledger", "reserved@shop", "incrementRaw",
+                    GenericRecord::Build().Int64("delta", 1).Done());
+    if (auto ok = participant.Report(tx, e.correlation_id, 0, StepReply{true, false, "", "held"},
+                                     "orders.saga-replies");
+        !ok) {
+      return ok;
+    }
+    auto r = ctx.Commit(tx);
+    if (!r) return std::unexpected(r.error());
+    return {};
+  });
+  co.group = "inventory-commands";
+  co.streams = {"inventory.commands"};
+  Consumer commands(client, shop, shop_inbox, co);
+  participant.On(commands, "ReleaseStock", [&](const Event&) -> Result<StepWork> {
+    Transaction tx("shop");
+    tx.ExecuteOnKey("ledger", "reserved@shop", "incrementRaw",
+                    GenericRecord::Build().Int64("delta", -1).Done());
+    tx.ExecuteOnKey("ledger", "released@shop", "incrementRaw",
+                    GenericRecord::Build().Int64("delta", 1).Done());
+    return StepWork{std::move(tx), StepReply{true, false, "", "released"}};
+  });
+  REQUIRE(inventory.Start());
+  REQUIRE(commands.Start());
+  tessera::grid::IdGenerator ids(7);
+
+  const int sagas = 20;
+  for (int i = 0; i < sagas; ++i) {
+    const std::string id = "order-" + std::to_string(i) + "@cust-" + std::to_string(i);
+    Transaction tx("cust-" + std::to_string(i));
+    REQUIRE(a.orchestrator->Stage(tx, id, "choreo", kOrder));
+    Event placed;
+    placed.id = ids.Next();
+    placed.type = "OrderPlaced";
+    placed.key = id;
+    placed.correlation_id = id;
+    REQUIRE(Outbox::Stage(tx, placed));
+    REQUIRE(a.member->Transact(tx).value().committed);
+    a.orchestrator->Started();
+  }
+  SagaStore store(*a.member);
+  for (int i = 0; i < sagas; ++i) {
+    const std::string id = "order-" + std::to_string(i) + "@cust-" + std::to_string(i);
+    std::optional<SagaRecord> s;
+    REQUIRE(WaitFor([&] {
+      s = store.Get(id).value();
+      return s && IsTerminal(s->status);
+    }));
+    INFO(id);
+    CHECK(s->status == SagaStatus::kCompensated);
+    CHECK(s->failure_reason == "the saga's deadline passed in step pay");
+    CHECK(s->steps[0].result == "held");
+  }
+  const auto sa = a.orchestrator->stats();
+  const auto sb = b.orchestrator->stats();
+  CHECK(sa.timed_out + sb.timed_out == sagas);  // each deadline fired once, by one member
+  CHECK(sa.timed_out > 0);
+  CHECK(sb.timed_out > 0);
+  CHECK(sa.commands + sb.commands == sagas);  // one ReleaseStock per saga
+  auto ledger = [&](const std::string& k) {
+    auto v = shop.GetMap("ledger")->Get(k + "@shop").value();
+    return v ? std::stoll(*v) : 0;
+  };
+  CHECK(ledger("released") == sagas);
+  CHECK(ledger("reserved") == 0);
+  inventory.Stop();
+  commands.Stop();
+  a.orchestrator->Stop();
+  b.orchestrator->Stop();
 }

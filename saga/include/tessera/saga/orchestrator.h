@@ -114,6 +114,13 @@ class Orchestrator {
   // Errors: kNotFound (no such definition), kBadRequest, the member's errors.
   base::Result<SagaOutcome> Begin(const std::string& id, const std::string& type,
                                   const record::GenericRecord& data);
+  // Stages the same start in `tx`, the caller's transaction in the saga's partition (with its
+  // own writes: the order, the event that starts a choreography), all or nothing; a second
+  // start of the id fails the transaction (kConflict). Call Started() once it committed (the
+  // metrics). Errors: kNotFound, kBadRequest (the transaction is in another partition).
+  base::Result<SagaRecord> Stage(grid::Transaction& tx, const std::string& id,
+                                 const std::string& type, const record::GenericRecord& data);
+  void Started();
 
   SagaStore& store() { return store_; }
   Stats stats() const;

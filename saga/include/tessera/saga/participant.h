@@ -53,6 +53,12 @@ class SagaParticipant {
   // command stream). REQUIRES: before consumer.Start().
   void On(Consumer& consumer, const std::string& command_type, StepHandler handler);
 
+  // Choreography: reports step `step` of saga `saga_id` (done or failed, as `reply` says) to
+  // the orchestrator's `reply_stream`, staged in `tx`, the participant's own transaction with
+  // the step's changes (so both commit or neither). Errors: the reply id's.
+  base::Result<void> Report(grid::Transaction& tx, const std::string& saga_id, int step,
+                            const StepReply& reply, const std::string& reply_stream);
+
   // The saga fields of a command.
   static std::string SagaId(const Event& command) { return command.correlation_id; }
   static int Step(const Event& command);
