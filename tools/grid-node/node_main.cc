@@ -38,7 +38,8 @@ std::string ReadyLine(const grid::Member& member, const NodeConfig& config) {
 }
 
 int Serve(const NodeConfig& config, const std::function<void(grid::Member&)>& prepare,
-          const std::function<void()>& stopping) {
+          const std::function<void()>& stopping,
+          const std::function<base::Result<void>(grid::Member&)>& started_hook) {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
@@ -57,6 +58,14 @@ int Serve(const NodeConfig& config, const std::function<void(grid::Member&)>& pr
     log->info("map '{}': default_ttl_ms={} max_idle_ms={} max_entries={}", name,
               map_config.default_ttl_ms, map_config.default_max_idle_ms, map_config.max_entries);
   }
+  if (started_hook) {
+    if (auto ok = started_hook(member); !ok) {
+      std::fprintf(stderr, "grid-node: %s\n", ok.error().message().c_str());
+      if (stopping) stopping();
+      member.Shutdown();
+      return 1;
+    }
+  }
   std::cout << ReadyLine(member, config) << std::endl;  // flushed: readers wait for it
 
   int signal_number = 0;
@@ -71,7 +80,8 @@ int Serve(const NodeConfig& config, const std::function<void(grid::Member&)>& pr
 }  // namespace
 
 int RunNode(int argc, const char* const argv[], const std::function<void(grid::Member&)>& prepare,
-            const std::function<void()>& stopping) {
+            const std::function<void()>& stopping,
+            const std::function<base::Result<void>(grid::Member&)>& started) {
   auto config = ParseNodeConfig(argc, argv);
   if (!config) {
     std::fprintf(stderr, "grid-node: %s\n", config.error().message().c_str());
@@ -81,7 +91,7 @@ int RunNode(int argc, const char* const argv[], const std::function<void(grid::M
     std::cout << HelpText();
     return 0;
   }
-  return Serve(*config, prepare, stopping);
+  return Serve(*config, prepare, stopping, started);
 }
 
 }  // namespace tessera::tools::node
