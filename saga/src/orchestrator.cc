@@ -238,20 +238,22 @@ void Orchestrator::StageEffects(grid::Transaction& tx, const std::optional<SagaR
 void Orchestrator::Count(const std::optional<SagaRecord>& before, const SagaRecord& after) {
   const auto was = before ? std::optional<SagaStatus>(before->status) : std::nullopt;
   if (was == after.status) return;
+  std::atomic<std::int64_t>* counter = nullptr;
   switch (after.status) {
     case SagaStatus::kCompleted:
-      counters_->completed.fetch_add(1);
+      counter = &counters_->completed;
       break;
     case SagaStatus::kCompensated:
-      counters_->compensated.fetch_add(1);
+      counter = &counters_->compensated;
       break;
     case SagaStatus::kFailed:
-      counters_->failed.fetch_add(1);
+      counter = &counters_->failed;
       break;
     default:
       return;
   }
-  counters_->Ended(after);
+  counters_->Ended(after);  // the duration first: a reader of the counter finds it recorded
+  counter->fetch_add(1);
 }
 
 base::Result<void> Orchestrator::Drive(const std::string& id, const Decide& decide,

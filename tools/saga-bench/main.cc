@@ -15,6 +15,10 @@
 //   saga-bench consume --shared HOST:PORT --expect N [--concurrency C] [--idle-poll-ms MS]
 //                      [--timeout-s S]
 //   saga-bench produce --shared HOST:PORT --events N [--rate R] [--producers P] [--keys K]
+//   saga-bench sagas --shared HOST:PORT --events N [--rate R] [--producers P]
+//     runs N three-step orchestrated sagas (reserve, charge, ship) with the orchestrating
+//     service and the participants' service as two embedded members of this process, and
+//     reports sagas/s from the first start to the last end and start->end latency.
 // Common: --cluster-name NAME (the shared cluster's, default shared), --stream NAME (default
 // bench-events), --sub-streams N (default 8), --threads N (the embedded member's shards, 1).
 // Each prints one JSON document on stdout when done. Exit 0; 1 on a failure; 2 on bad usage.
@@ -39,9 +43,12 @@
 #include "tessera/grid/id_generator.h"
 #include "tessera/grid/member.h"
 #include "tessera/grid/transaction.h"
+#include "tessera/partition/partitioner.h"
 #include "tessera/saga/consumer.h"
 #include "tessera/saga/inbox.h"
+#include "tessera/saga/orchestrator.h"
 #include "tessera/saga/outbox.h"
+#include "tessera/saga/participant.h"
 
 namespace {
 
@@ -85,7 +92,9 @@ Args Parse(int argc, char** argv) {
   if (argc < 2) Usage("no mode given: produce or consume");
   Args a;
   a.mode = argv[1];
-  if (a.mode != "produce" && a.mode != "consume") Usage("unknown mode '" + a.mode + "'");
+  if (a.mode != "produce" && a.mode != "consume" && a.mode != "sagas") {
+    Usage("unknown mode '" + a.mode + "'");
+  }
   for (int i = 2; i < argc; i += 2) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) Usage(flag + " needs a value");
@@ -130,7 +139,7 @@ Args Parse(int argc, char** argv) {
     }
   }
   if (a.shared.empty()) Usage("--shared HOST:PORT is required");
-  if (a.mode == "produce" && a.events == 0) Usage("produce needs --events N");
+  if (a.mode != "consume" && a.events == 0) Usage(a.mode + " needs --events N");
   if (a.mode == "consume" && a.expect == 0) Usage("consume needs --expect N");
   return a;
 }
@@ -331,10 +340,129 @@ int Consume(const Args& a) {
   return effects.load() >= a.expect ? 0 : 1;
 }
 
+int Sagas(const Args& a) {
+  auto shared = ConnectShared(a);
+  grid::Member orders(ServiceMember(a, "bench-orders"));
+  saga::OutboxOptions oo;
+  oo.service = "orders";
+  oo.stream_config = StreamConfig(a);
+  saga::Outbox orders_outbox(orders, shared, oo);
+  saga::Inbox orders_inbox(orders);
+  saga::OrchestratorOptions opt;
+  opt.service = "orders";
+  opt.stream_config = StreamConfig(a);
+  opt.concurrency = a.concurrency;
+  saga::Orchestrator orchestrator(orders, shared, orders_inbox, opt);
+  saga::SagaDefinition d;
+  d.type = "fulfillment";
+  const char* names[][4] = {{"reserve", "inventory.commands", "ReserveStock", "ReleaseStock"},
+                            {"charge", "payment.commands", "ChargeCard", "RefundCard"},
+                            {"ship", "shipping.commands", "Ship", ""}};
+  for (const auto& n : names) {
+    saga::SagaStepDef s;
+    s.name = n[0];
+    s.stream = n[1];
+    s.command = n[2];
+    s.compensation = n[3];
+    d.steps.push_back(s);
+  }
+  orchestrator.Define(d);
+  if (auto ok = orders.Start(); !ok) return 1;
+  if (auto ok = orchestrator.Start(); !ok) {
+    std::fprintf(stderr, "saga-bench: orchestrator: %s\n", ok.error().ToString().c_str());
+    return 1;
+  }
+  grid::Member shop(ServiceMember(a, "bench-shop"));
+  oo.service = "shop";
+  saga::Outbox shop_outbox(shop, shared, oo);
+  if (auto ok = shop.Start(); !ok) return 1;
+  saga::Inbox shop_inbox(shop);
+  saga::SagaParticipant participant(shop, shared);
+  std::vector<std::unique_ptr<saga::Consumer>> consumers;
+  for (const auto& n : names) {
+    saga::ConsumerOptions co;
+    co.group = std::string(n[1]) + ".group";
+    co.streams = {n[1]};
+    co.stream_config = StreamConfig(a);
+    co.concurrency = a.concurrency;
+    co.subscribe.max_idle_poll_ms = a.idle_poll_ms;
+    consumers.push_back(std::make_unique<saga::Consumer>(shared, shop, shop_inbox, co));
+    const std::string ledger = n[0];
+    participant.On(*consumers.back(), n[2], [ledger](const saga::Event& cmd) {
+      grid::Transaction tx(std::string(tessera::partition::Partitioner::PartitionKey(cmd.key)));
+      tx.Set("ledger", ledger + "-" + cmd.correlation_id, "1");
+      return tessera::base::Result<saga::StepWork>(
+          saga::StepWork{std::move(tx), saga::StepReply{true, false, "", ledger}});
+    });
+  }
+  for (auto& c : consumers) {
+    if (auto ok = c->Start(); !ok) return 1;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the groups' leases settle
+  std::atomic<std::int64_t> next{0}, failures{0};
+  const auto start = Clock::now();
+  std::vector<std::thread> producers;
+  for (int p = 0; p < a.producers; ++p) {
+    producers.emplace_back([&] {
+      while (true) {
+        const std::int64_t n = next.fetch_add(1);
+        if (n >= a.events) return;
+        if (a.rate > 0) {
+          std::this_thread::sleep_until(start + std::chrono::microseconds(static_cast<std::int64_t>(
+                                                    static_cast<double>(n) * 1e6 / a.rate)));
+        }
+        const std::string id = "order-" + std::to_string(n) + "@cust-" + std::to_string(n % a.keys);
+        if (!orchestrator.Begin(
+                id, "fulfillment",
+                tessera::record::GenericRecord::Build("Order").Int64("n", n).Done())) {
+          failures.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& t : producers) t.join();
+  const auto deadline = Clock::now() + std::chrono::seconds(a.timeout_s);
+  while (Clock::now() < deadline) {
+    const auto st = orchestrator.stats();
+    if (st.completed + st.compensated + st.failed >= a.events - failures.load()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto all = orchestrator.store().List();
+  LatencyHistogram latency;
+  std::int64_t first = 0, last = 0, completed = 0;
+  if (all) {
+    for (const auto& s : *all) {
+      if (s.status != saga::SagaStatus::kCompleted) continue;
+      ++completed;
+      latency.Record(static_cast<std::uint64_t>(s.updated_ms - s.created_ms));
+      if (first == 0 || s.created_ms < first) first = s.created_ms;
+      last = std::max(last, s.updated_ms);
+    }
+  }
+  const auto st = orchestrator.stats();
+  nlohmann::json out = {
+      {"sagas", a.events},
+      {"begin_failures", failures.load()},
+      {"completed", completed},
+      {"compensated", st.compensated},
+      {"failed", st.failed},
+      {"late", st.late},
+      {"sagas_per_sec",
+       last > first ? static_cast<double>(completed) * 1000.0 / static_cast<double>(last - first)
+                    : 0.0},
+      {"latency_ms", Summary(latency)},
+  };
+  std::printf("%s\n", out.dump().c_str());
+  for (auto& c : consumers) c->Stop();
+  orchestrator.Stop();
+  return completed == a.events ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args a = Parse(argc, argv);
   spdlog::set_level(spdlog::level::warn);
+  if (a.mode == "sagas") return Sagas(a);
   return a.mode == "produce" ? Produce(a) : Consume(a);
 }

@@ -171,7 +171,8 @@ TEST_CASE("An orchestrated saga runs its steps through the participants to COMPL
   CHECK(f.Ledger("reserved") == 1);
   CHECK(f.Ledger("charged") == 1);
   CHECK(f.Ledger("shipped") == 1);
-  CHECK(f.orchestrator->stats().completed == 1);
+  // Counted just after the commit the record shows: wait for it.
+  CHECK(WaitFor([&] { return f.orchestrator->stats().completed == 1; }));
   const std::string metrics = f.orders.MetricsText();
   CHECK(metrics.find("tessera_saga_started_total{service=\"orders\"} 1\n") != std::string::npos);
   CHECK(metrics.find("tessera_saga_completed_total{service=\"orders\"} 1\n") != std::string::npos);
@@ -196,7 +197,8 @@ TEST_CASE("A declined payment compensates the reserved stock in reverse and ends
   CHECK(f.Ledger("reserved") == 0);  // reserved, then released once
   CHECK(f.Ledger("charged") == 0);
   CHECK(f.Ledger("refunded") == 0);  // nothing was charged: nothing refunded
-  CHECK(f.orchestrator->stats().compensated == 1);
+  // Counted just after the commit the record shows: wait for it.
+  CHECK(WaitFor([&] { return f.orchestrator->stats().compensated == 1; }));
 }
 
 TEST_CASE("A retryable failure is retried until the step succeeds within its attempts",
@@ -226,7 +228,8 @@ TEST_CASE(
   CHECK(s.steps[2].attempts == 2);
   CHECK(f.Ledger("refunded") == 1);
   CHECK(f.Ledger("reserved") == 0);
-  CHECK(f.orchestrator->stats().timed_out == 1);
+  // Counted just after the commit the record shows: wait for it.
+  CHECK(WaitFor([&] { return f.orchestrator->stats().timed_out == 1; }));
 }
 
 TEST_CASE("The saga's deadline fires while a step hangs: one status, TIMED_OUT then COMPENSATED",
@@ -261,7 +264,8 @@ TEST_CASE(
   CHECK(f.Ledger("reserved") == 0);
   CHECK(f.Ledger("charged") == 1);
   CHECK(f.Ledger("refunded") == 0);
-  CHECK(f.orchestrator->stats().failed == 1);
+  // Counted just after the commit the record shows: wait for it.
+  CHECK(WaitFor([&] { return f.orchestrator->stats().failed == 1; }));
 }
 
 TEST_CASE(
@@ -382,6 +386,9 @@ TEST_CASE(
     CHECK(s->failure_reason == "the saga's deadline passed in step pay");
     CHECK(s->steps[0].result == "held");
   }
+  CHECK(WaitFor([&] {  // counted just after their commits
+    return a.orchestrator->stats().compensated + b.orchestrator->stats().compensated == sagas;
+  }));
   const auto sa = a.orchestrator->stats();
   const auto sb = b.orchestrator->stats();
   CHECK(sa.timed_out + sb.timed_out == sagas);  // each deadline fired once, by one member
