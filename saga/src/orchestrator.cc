@@ -121,6 +121,7 @@ base::Result<void> Orchestrator::Start() {
     auto ids = grid::IdGenerator::Create(*shared_);
     if (!ids) return std::unexpected(ids.error());
     ids_ = std::move(*ids);
+    ready_.store(true);  // the deadline worker may use ids_ from now on
   }
   ConsumerOptions co;
   co.group = options_.service + ".saga";
@@ -151,7 +152,9 @@ base::Result<SagaRecord> Orchestrator::Stage(grid::Transaction& tx, const std::s
                       "saga '" + id + "' belongs to partition key '" + PartitionKeyOf(id) +
                           "', not the transaction's ('" + tx.request().key + "')");
   }
-  if (!ids_) return base::Fail(base::ErrorCode::kShuttingDown, "the orchestrator is not started");
+  if (!ready_.load()) {
+    return base::Fail(base::ErrorCode::kShuttingDown, "the orchestrator is not started");
+  }
   std::vector<std::string> steps;
   for (const auto& s : def->second.steps) steps.push_back(s.name);
   const std::int64_t now = WallMs();
@@ -161,7 +164,9 @@ base::Result<SagaRecord> Orchestrator::Stage(grid::Transaction& tx, const std::s
   if (!outcome) return std::unexpected(outcome.error());
   outcome->saga->id = id;
   SagaStore::Stage(tx, id, start);
-  StageEffects(tx, std::nullopt, *outcome->saga, def->second);
+  if (auto ok = StageEffects(tx, std::nullopt, *outcome->saga, def->second); !ok) {
+    return std::unexpected(ok.error());
+  }
   return *outcome->saga;
 }
 
@@ -181,19 +186,26 @@ base::Result<SagaOutcome> Orchestrator::Begin(const std::string& id, const std::
     }
     return std::unexpected(committed.error());
   }
+  if (!committed->committed) {
+    return base::Fail(base::ErrorCode::kConflict, "saga '" + id +
+                                                      "' was not started: a "
+                                                      "precondition of its transaction failed");
+  }
   Started();
   return SagaOutcome{true, "", *saga};
 }
 
-void Orchestrator::StageEffects(grid::Transaction& tx, const std::optional<SagaRecord>& before,
-                                const SagaRecord& after, const SagaDefinition& def) {
+base::Result<void> Orchestrator::StageCommand(grid::Transaction& tx, const SagaRecord& after,
+                                              std::int32_t step, bool compensation,
+                                              std::int32_t attempt, const SagaDefinition& def,
+                                              bool with_deadline) {
   const std::int64_t now = WallMs();
-  auto send = [&](std::int32_t step, bool compensation, std::int32_t attempt) {
+  {
     const SagaStepDef& sd = def.steps[static_cast<std::size_t>(step)];
     const base::Millis wait = compensation ? def.compensation_timeout_ms : sd.timeout_ms;
     if (!compensation && sd.command.empty()) {  // choreographed: the participant reports
       if (wait > 0) Deadlines::Set(tx, Deadline{after.id, "step", step, attempt, now + wait});
-      return;
+      return {};
     }
     Event cmd;
     cmd.id = ids_->Next();
@@ -209,10 +221,21 @@ void Orchestrator::StageEffects(grid::Transaction& tx, const std::optional<SagaR
                    {"saga-attempt", std::to_string(attempt)},
                    {"reply-to", reply_stream_}};
     cmd.payload = sd.payload ? sd.payload(after) : after.data;
-    (void)Outbox::Stage(tx, cmd);  // valid by construction: key = the saga's id
+    if (auto ok = Outbox::Stage(tx, cmd); !ok) return ok;
     counters_->commands.fetch_add(1);
-    Deadlines::Set(
-        tx, Deadline{after.id, compensation ? "compensation" : "step", step, attempt, now + wait});
+    if (with_deadline) {
+      Deadlines::Set(tx, Deadline{after.id, compensation ? "compensation" : "step", step, attempt,
+                                  now + wait});
+    }
+  }
+  return {};
+}
+
+base::Result<void> Orchestrator::StageEffects(grid::Transaction& tx,
+                                              const std::optional<SagaRecord>& before,
+                                              const SagaRecord& after, const SagaDefinition& def) {
+  auto send = [&](std::int32_t step, bool compensation, std::int32_t attempt) {
+    return StageCommand(tx, after, step, compensation, attempt, def, true);
   };
   if (!before && after.deadline_ms > 0) {
     Deadlines::Set(tx, Deadline{after.id, "saga", 0, 0, after.deadline_ms});
@@ -222,17 +245,18 @@ void Orchestrator::StageEffects(grid::Transaction& tx, const std::optional<SagaR
     const bool moved =
         !before || before->current_step != after.current_step ||
         before->steps[static_cast<std::size_t>(after.current_step)].attempts != step.attempts;
-    if (moved) send(after.current_step, false, step.attempts);
+    if (moved) return send(after.current_step, false, step.attempts);
   } else if (after.status == SagaStatus::kCompensating) {
     const auto next = after.NextCompensation();
-    if (!next) return;
+    if (!next) return {};
     const auto& step = after.steps[static_cast<std::size_t>(*next)];
     const bool moved = !before || before->status != SagaStatus::kCompensating ||
                        before->NextCompensation() != next ||
                        before->steps[static_cast<std::size_t>(*next)].compensation_attempts !=
                            step.compensation_attempts;
-    if (moved) send(*next, true, step.compensation_attempts);
+    if (moved) return send(*next, true, step.compensation_attempts);
   }
+  return {};
 }
 
 void Orchestrator::Count(const std::optional<SagaRecord>& before, const SagaRecord& after) {
@@ -301,11 +325,16 @@ base::Result<void> Orchestrator::Drive(const std::string& id, const Decide& deci
     }
     grid::Transaction tx(PartitionKeyOf(id));
     for (const auto& t : staged) SagaStore::Stage(tx, id, t);
-    StageEffects(tx, before, after, def->second);
+    if (auto ok = StageEffects(tx, before, after, def->second); !ok) return ok;
     base::Result<void> committed;
     if (ctx != nullptr) {
       auto r = ctx->Commit(tx);
-      if (!r) committed = std::unexpected(r.error());
+      if (!r) {
+        committed = std::unexpected(r.error());
+      } else if (*r == InboxOutcome::kDuplicate) {
+        counters_->late.fetch_add(1);  // this reply was applied before
+        return {};
+      }
     } else {
       auto r = member_.Transact(tx);
       if (!r) {
@@ -343,20 +372,37 @@ base::Result<void> Orchestrator::OnReply(const Event& reply, HandlerContext& ctx
   }
   std::string result;
   if (auto r = reply.payload.GetString("result")) result = *r;
+  bool out_of_order = false;  // a step's reply before the previous step's (choreography)
+  bool orphan = false;        // an action done after its saga ended without undoing it
   auto driven = Drive(
       id,
       [&](const SagaRecord& s) -> std::vector<SagaTransition> {
         const auto& def = definitions_.at(s.type);
         if (step >= static_cast<int>(s.steps.size())) return {};
         const auto& st = s.steps[static_cast<std::size_t>(step)];
+        const bool not_done = st.status == StepStatus::kPending ||
+                              st.status == StepStatus::kRunning || st.status == StepStatus::kFailed;
         if (!compensation) {
-          if (s.status != SagaStatus::kStarted || s.current_step != step) return {};
-          if (done) return {StepDone(step, result)};
-          if (attempt != st.attempts) return {};  // an earlier attempt's failure
-          if (retryable && st.attempts < def.steps[static_cast<std::size_t>(step)].max_attempts) {
-            return {};  // retried by the "retry" deadline set below
+          if (s.status == SagaStatus::kStarted) {
+            if (step > s.current_step) {
+              out_of_order = true;
+              return {};
+            }
+            if (step < s.current_step) return {};  // a duplicate
+            if (done) return {StepDone(step, result)};
+            if (attempt != st.attempts) return {};  // an earlier attempt's failure
+            if (retryable && st.attempts < def.steps[static_cast<std::size_t>(step)].max_attempts) {
+              return {};  // retried by the "retry" deadline set below
+            }
+            return {StepFailed(step, reason)};
           }
-          return {StepFailed(step, reason)};
+          // Done after the saga timed out or began compensating: undo it too.
+          if (done && not_done &&
+              (s.status == SagaStatus::kCompensating || s.status == SagaStatus::kTimedOut)) {
+            return {LateDone(step, result)};
+          }
+          orphan = done && not_done && IsTerminal(s.status) && s.status != SagaStatus::kCompleted;
+          return {};
         }
         if (s.status != SagaStatus::kCompensating || s.NextCompensation() != step) return {};
         if (done) return {CompensationDone(step)};
@@ -365,6 +411,30 @@ base::Result<void> Orchestrator::OnReply(const Event& reply, HandlerContext& ctx
         return {CompensationFailed(step, reason)};
       },
       &ctx);
+  if (driven && out_of_order) {
+    return base::Fail(base::ErrorCode::kOverloaded,
+                      "saga '" + id + "': the reply of step " + std::to_string(step) +
+                          " came before the previous step's; it comes again");
+  }
+  if (driven && orphan) {
+    // The saga ended (compensated or failed) before this action's reply: the action happened
+    // and nothing undid it. Its compensation goes out now, once (through the inbox).
+    auto saga = store_.Get(id);
+    if (!saga) return std::unexpected(saga.error());
+    if (saga->has_value()) {
+      const auto& def = definitions_.at((*saga)->type);
+      if (!def.steps[static_cast<std::size_t>(step)].compensation.empty()) {
+        grid::Transaction tx(PartitionKeyOf(id));
+        if (auto ok = StageCommand(tx, **saga, step, true, 1, def, false); !ok) return ok;
+        auto r = ctx.Commit(tx);
+        if (!r) return std::unexpected(r.error());
+        base::NamedLogger("saga")->warn(
+            "saga '{}' ended {} before step {} reported done: its compensation was sent", id,
+            SagaStatusName((*saga)->status), step);
+      }
+    }
+    return {};
+  }
   if (!driven || done) return driven;
   // A failure that is retried: the next command goes out after the step's delay, if the saga
   // is still there then (the deadline checks the attempt).
@@ -382,7 +452,7 @@ base::Result<void> Orchestrator::OnReply(const Event& reply, HandlerContext& ctx
   if (!retry_action && !retry_compensation) return {};
   const auto& def = definitions_.at(s.type);
   grid::Transaction tx(PartitionKeyOf(id));
-  Deadlines::Set(tx, Deadline{id, "retry", step, attempt,
+  Deadlines::Set(tx, Deadline{id, compensation ? "compensation-retry" : "retry", step, attempt,
                               WallMs() + def.steps[static_cast<std::size_t>(step)].retry_delay_ms});
   auto r = member_.Transact(tx);
   if (!r) return std::unexpected(r.error());
@@ -390,7 +460,7 @@ base::Result<void> Orchestrator::OnReply(const Event& reply, HandlerContext& ctx
 }
 
 base::Result<void> Orchestrator::OnDeadline(const Deadline& d) {
-  if (!ids_) {
+  if (!ready_.load()) {
     return base::Fail(base::ErrorCode::kShuttingDown, "the orchestrator is not started yet");
   }
   return Drive(
@@ -405,17 +475,17 @@ base::Result<void> Orchestrator::OnDeadline(const Deadline& d) {
         if (d.step >= static_cast<std::int32_t>(s.steps.size())) return {};
         const auto& st = s.steps[static_cast<std::size_t>(d.step)];
         const auto& sd = def.steps[static_cast<std::size_t>(d.step)];
-        const bool action =
-            d.kind == "step" || (d.kind == "retry" && s.status == SagaStatus::kStarted);
-        if (action) {
+        if (d.kind == "step" || d.kind == "retry") {
           if (s.status != SagaStatus::kStarted || s.current_step != d.step ||
               st.attempts != d.attempt) {
             return {};  // that step or attempt is over
           }
-          // A choreographed step has no command to send again.
-          if (!sd.command.empty() && st.attempts < sd.max_attempts) return {RetryStep(d.step)};
+          // A retryable failure's delay is over: the next attempt.
+          if (d.kind == "retry") return {RetryStep(d.step)};
+          // No reply: the action may still happen (a slow participant), so it is not sent
+          // again but compensated, with the saga timed out.
           return {
-              TimeOut(fmt::format("step {} got no reply to {} command(s)", sd.name, st.attempts))};
+              TimeOut(fmt::format("step {} got no reply within {} ms", sd.name, sd.timeout_ms))};
         }
         if (s.status != SagaStatus::kCompensating || s.NextCompensation() != d.step ||
             st.compensation_attempts != d.attempt) {

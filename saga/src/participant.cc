@@ -1,5 +1,6 @@
 #include "tessera/saga/participant.h"
 
+#include <xxhash.h>
 #include <chrono>
 #include <cstdlib>
 #include <functional>

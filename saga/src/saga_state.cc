@@ -17,9 +17,10 @@ constexpr std::array<std::string_view, 6> kSagaStatusNames = {
     "STARTED", "COMPLETED", "COMPENSATING", "COMPENSATED", "TIMED_OUT", "FAILED"};
 constexpr std::array<std::string_view, 7> kStepStatusNames = {
     "PENDING", "RUNNING", "DONE", "FAILED", "TIMED_OUT", "COMPENSATED", "COMPENSATION_FAILED"};
-constexpr std::array<std::string_view, 8> kOpNames = {
+constexpr std::array<std::string_view, 9> kOpNames = {
     "start",      "step_done",         "step_failed",         "time_out",
-    "compensate", "compensation_done", "compensation_failed", "retry"};
+    "compensate", "compensation_done", "compensation_failed", "retry",
+    "late_done"};
 
 base::Error Bad(const std::string& what) {
   return base::Error(ErrorCode::kBadRequest, "not a valid saga record: " + what);
@@ -234,7 +235,7 @@ base::Result<SagaOutcome> ApplyTransition(const std::optional<SagaRecord>& curre
   }
   const bool step_op = t.op == Op::kStepDone || t.op == Op::kStepFailed ||
                        t.op == Op::kCompensationDone || t.op == Op::kCompensationFailed ||
-                       t.op == Op::kRetry;
+                       t.op == Op::kRetry || t.op == Op::kLateDone;
   if (step_op && (t.step < 0 || t.step >= static_cast<std::int32_t>(current->steps.size()))) {
     return Fail(ErrorCode::kBadRequest, fmt::format("saga '{}' has no step {} (it has {})",
                                                     current->id, t.step, current->steps.size()));
@@ -271,6 +272,23 @@ base::Result<SagaOutcome> ApplyTransition(const std::optional<SagaRecord>& curre
         s.status = SagaStatus::kCompensating;
         if (!s.NextCompensation()) s.status = SagaStatus::kCompensated;  // nothing to undo
         first_compensation();
+      }
+      break;
+    }
+    case Op::kLateDone: {
+      if (s.status != SagaStatus::kCompensating && s.status != SagaStatus::kTimedOut) {
+        return NotApplied(current, "not_allowed");
+      }
+      StepRecord& st = step(t.step);
+      if (st.status != StepStatus::kPending && st.status != StepStatus::kRunning &&
+          st.status != StepStatus::kFailed) {
+        return NotApplied(current, "duplicate");  // done, or already compensated as such
+      }
+      st.status = StepStatus::kDone;
+      st.finished_ms = t.now_ms;
+      st.result = t.result;
+      if (s.status == SagaStatus::kCompensating && s.NextCompensation() == t.step) {
+        step(t.step).compensation_attempts = 1;  // it is next: its compensation goes out
       }
       break;
     }

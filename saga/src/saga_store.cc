@@ -47,6 +47,9 @@ SagaTransition CompensationFailed(std::int32_t step, std::string reason) {
   return Make(SagaTransition::Op::kCompensationFailed, step, std::move(reason));
 }
 
+SagaTransition LateDone(std::int32_t step, std::string result) {
+  return Make(SagaTransition::Op::kLateDone, step, std::move(result));
+}
 SagaTransition RetryStep(std::int32_t step) { return Make(SagaTransition::Op::kRetry, step, {}); }
 
 SagaTransition SagaStore::StartTransition(const std::string& type,

@@ -259,3 +259,26 @@ TEST_CASE(
   CHECK(s.status == SagaStatus::kCompensated);
   CHECK(Refused(s, T(Op::kRetry, 0)) == "terminal");
 }
+
+TEST_CASE("A step reported done after compensation began is compensated too", "[saga][state]") {
+  SagaRecord s = Started();
+  s = Must(s, T(Op::kStepDone, 0));
+  s = Must(s, T(Op::kTimeOut));                           // step 1 was running: TIMED_OUT
+  CHECK(Refused(s, T(Op::kLateDone, 1)) == "duplicate");  // already compensated as timed out
+  s = Must(s, T(Op::kCompensate));
+  CHECK(s.NextCompensation() == 1);
+  CHECK(Refused(s, T(Op::kLateDone, 0)) == "duplicate");
+  SagaRecord c = Started();  // a choreography: step 2 happened, its report late
+  c = Must(c, T(Op::kStepDone, 0));
+  c = Must(c, T(Op::kStepFailed, 1, "declined"));
+  CHECK(c.NextCompensation() == 0);
+  c = Must(c, T(Op::kLateDone, 2, "shipped anyway"));
+  CHECK(c.steps[2].status == StepStatus::kDone);
+  CHECK(c.NextCompensation() == 2);  // undone first, then step 0
+  CHECK(c.steps[2].compensation_attempts == 1);
+  c = Must(c, T(Op::kCompensationDone, 2));
+  c = Must(c, T(Op::kCompensationDone, 0));
+  CHECK(c.status == SagaStatus::kCompensated);
+  CHECK(Refused(c, T(Op::kLateDone, 1)) == "terminal");
+  CHECK(Refused(Started(), T(Op::kLateDone, 0)) == "not_allowed");
+}

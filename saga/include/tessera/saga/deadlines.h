@@ -11,8 +11,11 @@
 // Deadlines' own thread (blocking calls are fine there). `fire` does what the deadline means
 // (e.g. a strict TimeOut transition and Clear in one transaction) and returns OK; the entry is
 // then removed if it is still there. An error keeps it: it fires again at the next scan.
-// After a member dies, the promoted owner's scanner fires what was due (at most one member
-// fires a partition's deadlines, except across the failure-detection window).
+// After a member dies, the promoted owner's scanner fires what was due. A deadline can fire
+// more than once: when its partition moves between the scan and the fire, across the
+// failure-detection window, or when the removal after a fire failed. `fire` must therefore be
+// idempotent: check what the deadline is about (the saga's status, the step, the attempt)
+// before acting, as the Orchestrator does with guarded transitions.
 //
 // A deadline racing the transition it guards (a timeout and the last step's reply): both are
 // transitions of the same saga entry, applied one after the other on the partition's shard;

@@ -24,11 +24,16 @@
 // and saga-outcome ("done" or "failed"), saga-retryable ("true"/"false"), saga-reason; its
 // payload is the step's result.
 //
-// Retries: a retryable failure is retried after `retry_delay_ms` and a step that got no reply
-// within `timeout_ms` is sent again, up to max_attempts commands; then the step fails (a
-// failure reply) or the saga times out (no reply: the step's action may have happened, so it
-// is compensated too). Compensations are retried up to compensation_attempts; one that still
-// fails is recorded and the remaining compensations run (final status FAILED, naming it).
+// Retries: a retryable failure is retried after `retry_delay_ms`, up to max_attempts commands
+// (one at a time: the next only after the previous one's failure); then the step fails. A step
+// without a reply within `timeout_ms` is not sent again (the first command may still be
+// applied): the saga times out and the step is compensated with the others. A reply that
+// comes after the saga began compensating marks its step done, so it is compensated too; one
+// that comes after the saga ended gets its compensation sent at once. Compensations are sent
+// again on a failure or a timeout, up to compensation_attempts (so a compensation handler must
+// succeed when there is nothing left to undo); one that still fails is recorded and the
+// remaining compensations run (final status FAILED, naming it). A choreographed step's report
+// that comes before the previous step's is refused for now and delivered again.
 //
 // Metrics on the member, label service: tessera_saga_{started,completed,compensated,timed_out,
 // failed}_total, tessera_saga_commands_total, tessera_saga_late_total (replies and deadlines
@@ -135,8 +140,12 @@ class Orchestrator {
   base::Result<void> OnReply(const Event& reply, HandlerContext& ctx);
   base::Result<void> OnDeadline(const Deadline& d);
   // Stages the commands and deadlines that moving from `before` to `after` calls for.
-  void StageEffects(grid::Transaction& tx, const std::optional<SagaRecord>& before,
-                    const SagaRecord& after, const SagaDefinition& def);
+  base::Result<void> StageEffects(grid::Transaction& tx, const std::optional<SagaRecord>& before,
+                                  const SagaRecord& after, const SagaDefinition& def);
+  // Stages one command (and its reply deadline when `with_deadline`).
+  base::Result<void> StageCommand(grid::Transaction& tx, const SagaRecord& saga, std::int32_t step,
+                                  bool compensation, std::int32_t attempt,
+                                  const SagaDefinition& def, bool with_deadline);
   void Count(const std::optional<SagaRecord>& before, const SagaRecord& after);
 
   grid::Member& member_;
@@ -147,6 +156,7 @@ class Orchestrator {
   SagaStore store_;
   std::map<std::string, SagaDefinition> definitions_;
   std::unique_ptr<grid::IdGenerator> ids_;
+  std::atomic<bool> ready_{false};  // ids_ is set (Start); the deadline worker reads it
   std::unique_ptr<Consumer> replies_;
   std::unique_ptr<Deadlines> deadlines_;
   struct Counters;  // shared with the metrics source

@@ -16,6 +16,9 @@
 //                                            done, FAILED if one finally failed (named)
 //   STARTED / COMPENSATING --retry (the running step / the next compensation)
 //                                         -> the same status, one more attempt recorded
+//   TIMED_OUT / COMPENSATING --late_done (a step that was not done: pending, running or
+//                                            failed) -> the same status, the step DONE: its
+//                                            action happened after all, so it is compensated
 //
 // With expected_version set, a transition applies only to that version of the record ("stale"
 // otherwise): a caller that planned its side effects from the record it read (the commands it
@@ -112,6 +115,7 @@ struct SagaTransition {
     kCompensationDone = 5,
     kCompensationFailed = 6,
     kRetry = 7,
+    kLateDone = 8,
   };
   Op op = Op::kStart;
   std::int32_t step = 0;              // step ops: the step the event is about

@@ -38,7 +38,9 @@ SagaTransition TimeOut(std::string reason = {});
 SagaTransition Compensate();
 SagaTransition CompensationDone(std::int32_t step);
 SagaTransition CompensationFailed(std::int32_t step, std::string reason);
-SagaTransition RetryStep(std::int32_t step);  // one more command for the step (or compensation)
+SagaTransition RetryStep(std::int32_t step);
+SagaTransition LateDone(
+    std::int32_t step, std::string result = {});  // one more command for the step (or compensation)
 
 class SagaStore {
  public:
