@@ -254,7 +254,12 @@ void Stream::Rebalance(Subscription& s) {
       waiting = true;
       continue;
     }
-    if (it == s.held.end() || r->count != it->second.committed) {
+    // A lease not renewed for a whole TTL may have lapsed: another consumer may have handled
+    // (and not committed) events meanwhile, so this is a new holding even if the cursor did
+    // not move.
+    const bool lapsed =
+        it != s.held.end() && sent_at - it->second.renewed_at >= std::chrono::milliseconds(ttl);
+    if (it == s.held.end() || r->count != it->second.committed || lapsed) {
       // Newly taken, or the cursor is not where we left it (our lease lapsed and another
       // consumer moved it, or the group was re-created): resume after the committed cursor.
       Subscription::Held h;

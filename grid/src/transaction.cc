@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <random>
 
 #include "transaction_runner.h"
@@ -17,11 +19,17 @@ namespace {
 // seeded once with 256 bits from the OS's random source; reading std::random_device per id
 // cost ~100 us of CPU each on this hardware (RDSEED retries), more than the transaction.
 std::string RandomTransactionId() {
-  thread_local std::mt19937_64 random = [] {
+  auto seeded = [] {
     std::random_device os;
     std::seed_seq seed{os(), os(), os(), os(), os(), os(), os(), os()};
     return std::mt19937_64(seed);
-  }();
+  };
+  thread_local std::mt19937_64 random = seeded();
+  thread_local pid_t seeded_in = getpid();
+  if (const pid_t pid = getpid(); pid != seeded_in) {  // a fork() copied the state: reseed
+    random = seeded();
+    seeded_in = pid;
+  }
   const std::uint64_t high = random(), low = random();
   return fmt::format("{:016x}{:016x}", high, low);
 }

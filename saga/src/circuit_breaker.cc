@@ -120,6 +120,8 @@ void CircuitBreaker::Report(bool failure, base::Millis duration_ms,
   // A call permitted in an earlier state (closed before it opened, or an earlier half-open
   // round) says nothing about this state's trial calls or window.
   if (generation && *generation != generation_) return;
+  // Half-open, only the trial calls (permits of this state) decide.
+  if (!generation && state_ == BreakerState::kHalfOpen) return;
   Record(outcome);
 }
 

@@ -268,9 +268,14 @@ base::Result<void> Consumer::RunHandler(const EventHandler& handler, const Event
 }
 
 base::Result<bool> Consumer::KeyParked(const Event& event, std::uint64_t holding) {
+  // The cache holds for a group of one stream only: with several, one key's events come on
+  // several sub-streams, held by different consumers.
+  if (options_.streams.size() != 1) holding = 0;
   bool known = false;
+  std::uint64_t version = 0;
   {
     std::lock_guard lock(parked_mu_);
+    version = parked_version_;
     if (holding != 0 && holdings_checked_.count(holding) != 0) {
       if (parked_.count(event.key) == 0) return false;
       known = true;
@@ -284,11 +289,13 @@ base::Result<bool> Consumer::KeyParked(const Event& event, std::uint64_t holding
     if (holdings_checked_.size() >= 4096) holdings_checked_.clear();  // re-read: stays bounded
     holdings_checked_.insert(holding);
     if (parked_.count(event.key) == 0) return false;
+    version = parked_version_;
   }
   auto parked = dlq_.KeyParked(event);
   if (parked && !*parked) {
     std::lock_guard lock(parked_mu_);
-    parked_.erase(event.key);
+    // Unless this consumer parked a key meanwhile (it may be this one): then keep it.
+    if (parked_version_ == version) parked_.erase(event.key);
   }
   return parked;
 }
@@ -296,6 +303,7 @@ base::Result<bool> Consumer::KeyParked(const Event& event, std::uint64_t holding
 void Consumer::NoteParked(const std::string& key) {
   std::lock_guard lock(parked_mu_);
   parked_.insert(key);
+  ++parked_version_;
 }
 
 base::Result<void> Consumer::AddDeadLetter(const Event& event, const base::Error* error,

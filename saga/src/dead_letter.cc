@@ -176,7 +176,7 @@ base::Result<void> DeadLetterQueue::Remove(const DeadLetter& letter) {
   auto counted = keys->ExecuteOnKey(letter.event.key, "incrementRaw",
                                     GenericRecord::Build().Int64("delta", -1).Done());
   if (!counted) return std::unexpected(counted.error());
-  if (counted->GetInt64("value").value_or(1) <= 0) {
+  if (counted->GetInt64("value").value_or(1) == 0) {  // (negative: an Add is half done)
     // The key's last dead letter: drop its count (unless one was added meanwhile), so the keys
     // map holds parked keys only.
     auto dropped =
@@ -187,8 +187,11 @@ base::Result<void> DeadLetterQueue::Remove(const DeadLetter& letter) {
 }
 
 base::Result<void> DeadLetterQueue::Update(const DeadLetter& letter) {
-  return shared_->GetMap(MapName(group_))
-      ->Set(EntryKey(letter.event), DeadLetterToRecord(letter).Encode());
+  // Only while it is there: a letter removed meanwhile (replayed elsewhere) stays removed.
+  auto replaced = shared_->GetMap(MapName(group_))
+                      ->Replace(EntryKey(letter.event), DeadLetterToRecord(letter).Encode());
+  if (!replaced) return std::unexpected(replaced.error());
+  return {};
 }
 
 namespace {

@@ -132,8 +132,12 @@ struct Outbox::State {
   // On the publisher thread: appends `entries` (one partition's, in id order) and removes
   // them. Returns the error of the append or the removal.
   base::Result<void> Publish(const std::vector<std::pair<std::string, std::string>>& entries) {
-    std::map<std::string, std::vector<grid::StreamAppend>> by_stream;  // in id order each
-    std::vector<const std::pair<std::string, std::string>*> published;
+    using Entry = std::pair<std::string, std::string>;
+    struct Batch {
+      std::vector<grid::StreamAppend> events;  // in id order
+      std::vector<const Entry*> entries;
+    };
+    std::map<std::string, Batch> by_stream;
     for (const auto& entry : entries) {
       auto event = DecodeEvent(entry.second);
       if (!event) {
@@ -143,20 +147,45 @@ struct Outbox::State {
       }
       std::string destination = event->Header(kStreamHeader);
       if (destination.empty()) destination = options.stream;
-      by_stream[destination].push_back({event->key, entry.second, std::to_string(event->id)});
-      published.push_back(&entry);
+      Batch& b = by_stream[destination];
+      b.events.push_back({event->key, entry.second, std::to_string(event->id)});
+      b.entries.push_back(&entry);
     }
-    if (published.empty()) return {};
-    for (auto& [name, events] : by_stream) {
+    // Each stream's entries leave the outbox once that stream has them, so a failing stream
+    // does not make the others' events be appended again and again.
+    for (auto& [name, batch] : by_stream) {
       auto& target = streams[name];
-      if (!target) target = shared->GetStream(name, options.stream_config);
-      auto appended = target->AppendAll(std::move(events));
-      if (!appended) return std::unexpected(appended.error());  // all stay; re-appends dedup
+      if (!target) {
+        grid::StreamConfig config = options.stream_config;
+        if (name != options.stream) config.groups.clear();  // not ours to declare there
+        target = shared->GetStream(name, config);
+      }
+      auto appended = target->AppendAll(std::move(batch.events));
+      if (!appended && appended.error().code() == base::ErrorCode::kBadRequest) {
+        // It will never be taken (a bad stream name in the header): set the entries aside so
+        // they do not hold back the partition's other events.
+        log->error("outbox: stream '{}' refuses {} event(s) ({}); they are moved to '{}'", name,
+                   batch.entries.size(), appended.error().message(), kRejectedOutboxMap);
+        if (auto moved = Remove(batch.entries, true); !moved) return moved;
+        continue;
+      }
+      if (!appended) return std::unexpected(appended.error());  // they stay; re-appends dedup
+      if (auto removed = Remove(batch.entries, false); !removed) return removed;
     }
-    // Every entry of one partition shares it: one transaction removes them all.
-    const std::string& first = published.front()->first;
+    return {};
+  }
+
+  // Removes published entries (one partition's: one transaction), or moves them to the
+  // rejected map.
+  base::Result<void> Remove(const std::vector<const std::pair<std::string, std::string>*>& done,
+                            bool reject) {
+    if (done.empty()) return {};
+    const std::string& first = done.front()->first;
     grid::Transaction tx(first.substr(first.find('@') + 1));
-    for (const auto* entry : published) tx.RemoveIfSame(kOutboxMap, entry->first, entry->second);
+    for (const auto* entry : done) {
+      tx.RemoveIfSame(kOutboxMap, entry->first, entry->second);
+      if (reject) tx.Set(kRejectedOutboxMap, entry->first, entry->second);
+    }
     auto removed = member->Transact(tx);
     if (!removed) return std::unexpected(removed.error());
     return {};

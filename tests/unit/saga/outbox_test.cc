@@ -217,3 +217,42 @@ TEST_CASE(
   CHECK(outbox.stats().published == static_cast<std::int64_t>(staged.size()));  // no re-sends
   service.Shutdown();
 }
+
+TEST_CASE(
+    "An event names its stream in a header; one no stream will take is set aside, and the "
+    "partition's other events go on",
+    "[saga][outbox]") {
+  Member shared(SharedOptions());
+  REQUIRE(shared.Start());
+  auto client = ConnectShared(shared.native_port());
+  Member service(ServiceOptions());
+  Outbox outbox(service, client, Options());
+  REQUIRE(service.Start());
+  tessera::grid::IdGenerator ids(4);
+  Event first = OrderEvent(ids.Next(), "cust-1", 1);
+  Event elsewhere = OrderEvent(ids.Next(), "cust-1", 2);
+  elsewhere.headers = {{kStreamHeader, "billing-events"}};
+  Event bad = OrderEvent(ids.Next(), "cust-1", 3);
+  bad.headers = {{kStreamHeader, "no such stream"}};  // spaces: never a stream's name
+  Event last = OrderEvent(ids.Next(), "cust-1", 4);
+  for (const auto& [e, n] : {std::pair{first, 1}, {elsewhere, 2}, {bad, 3}, {last, 4}}) {
+    REQUIRE(PlaceOrder(service, e, "cust-1", n));
+  }
+  REQUIRE(WaitFor([&] { return StreamEvents(shared).size() == 2; }));
+  REQUIRE(WaitFor([&] { return service.GetMap(kOutboxMap)->Size().value_or(-1) == 0; }));
+  auto main_stream = StreamEvents(shared);
+  CHECK(main_stream[0].id == first.id);
+  CHECK(main_stream[1].id == last.id);
+  auto billing = shared.GetStream("billing-events", Options().stream_config);
+  std::vector<std::int64_t> billed;
+  for (std::uint32_t sub = 0; sub < 4; ++sub) {
+    auto slice = billing->Read(sub, 1, 100);
+    if (!slice) continue;
+    for (const auto& e : slice->events) billed.push_back(DecodeEvent(e.payload).value().id);
+  }
+  CHECK(billed == std::vector<std::int64_t>{elsewhere.id});
+  auto rejected = service.GetMap(kRejectedOutboxMap)->EntrySet().value();
+  REQUIRE(rejected.size() == 1);
+  CHECK(DecodeEvent(rejected.front().second).value().id == bad.id);
+  service.Shutdown();
+}

@@ -81,7 +81,8 @@ class CircuitBreaker {
   void OnSuccess(const BreakerPermit& permit, base::Millis duration_ms);
   void OnFailure(const BreakerPermit& permit, base::Millis duration_ms);
   // The outcome of a call made without a permit (the breaker only watches the dependency):
-  // counted in the current state.
+  // counted in the current state's window while closed; half-open, only the trial calls'
+  // permits decide (it is counted in the stats only).
   void OnSuccess(base::Millis duration_ms);
   void OnFailure(base::Millis duration_ms);
 

@@ -206,12 +206,14 @@ class Consumer {
   std::string name_;  // this consumer, in replay requests and logs
   // Keys known to have dead letters in this group, so an event need not read the queue: a
   // key's dead letters are only added by the consumer handling its sub-stream, so within one
-  // holding of a sub-stream (StreamEvent::holding) a key missing here has none. The set is
+  // holding of a sub-stream (StreamEvent::holding) a key missing here has none. Only for a
+  // group of one stream (with several, a key's events come on several sub-streams). The set is
   // read whole for each new holding and grows with what this consumer parks; a key found here
   // is checked against the queue (a replay elsewhere may have emptied it).
   std::mutex parked_mu_;
   std::set<std::string> parked_;              // guarded by parked_mu_
   std::set<std::uint64_t> holdings_checked_;  // guarded by parked_mu_
+  std::uint64_t parked_version_ = 0;          // NoteParked calls; guarded by parked_mu_
   std::mutex maintenance_mu_;
   std::condition_variable maintenance_cv_;
   bool stopping_ = false;  // guarded by maintenance_mu_

@@ -82,7 +82,7 @@ class DeadLetterQueue {
   base::Result<std::int64_t> Count();
   // Removes the dead letter (replayed, or given up on: `reason` is logged by the caller).
   base::Result<void> Remove(const DeadLetter& letter);
-  // Saves a changed dead letter (a failed replay's count and error).
+  // Saves a changed dead letter (a failed replay's count and error) if it is still queued.
   base::Result<void> Update(const DeadLetter& letter);
 
   // Replay requests (see above). RequestReplay stores a pending request (kConflict if the id

@@ -38,6 +38,9 @@
 namespace tessera::saga {
 
 inline constexpr const char* kOutboxMap = "__outbox";
+// Entries no stream will ever take (their stream refuses them as a bad request) are moved here
+// with an error in the log, so they do not hold back their partition's other events.
+inline constexpr const char* kRejectedOutboxMap = "__outbox.rejected";
 // An event with this header goes to the stream it names instead of OutboxOptions::stream (a
 // saga's commands to each participant's stream, replies to the orchestrator's).
 inline constexpr const char* kStreamHeader = "tessera-stream";
