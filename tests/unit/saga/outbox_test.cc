@@ -219,7 +219,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "An event names its stream in a header; one no stream will take is set aside, and the "
+    "An event names its stream in a header, one no stream will take is set aside, and the "
     "partition's other events go on",
     "[saga][outbox]") {
   Member shared(SharedOptions());
