@@ -82,7 +82,7 @@ TEST_CASE(
     Deadlines::Set(tx, Deadline{id, "saga", 0, 0, due_ms});
     REQUIRE(a->Transact(tx).value().committed);
   };
-  const std::int64_t due = WallMs() + 600;
+  const std::int64_t due = WallMs() + 2'000;  // the 10 completions come well before
   for (int i = 0; i < 60; ++i)
     start("order-" + std::to_string(i) + "@cust-" + std::to_string(i), due);
   for (int i = 0; i < 10; ++i) {  // these finish before their deadline
@@ -90,6 +90,12 @@ TEST_CASE(
                             StepDone(0, "shipped"));
     REQUIRE(done.value().applied);
   }
+  // A fire records itself just after the transaction that clears its deadline: wait for both.
+  auto fired_count = [&] {
+    std::lock_guard lock(firing.mu);
+    return firing.fired.size();
+  };
+  REQUIRE(WaitUntil([&] { return fired_count() >= 60; }));
   REQUIRE(WaitUntil([&] { return a->GetMap(kDeadlineMap)->Size().value_or(-1) == 0; }));
   {
     std::lock_guard lock(firing.mu);
@@ -118,12 +124,13 @@ TEST_CASE(
   CHECK(late->reason == "duplicate");
 
   // Member b leaves before its deadlines are due: member a, the new owner, fires them.
-  const std::int64_t later = WallMs() + 1500;
+  const std::int64_t later = WallMs() + 2'500;  // after b has left
   for (int i = 100; i < 140; ++i) {
     start("order-" + std::to_string(i) + "@cust-" + std::to_string(i), later);
   }
   b_deadlines.reset();
   b->Shutdown();
+  REQUIRE(WaitUntil([&] { return fired_count() >= 100; }));
   REQUIRE(WaitUntil([&] { return a->GetMap(kDeadlineMap)->Size().value_or(-1) == 0; }));
   {
     std::lock_guard lock(firing.mu);

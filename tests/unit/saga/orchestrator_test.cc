@@ -235,7 +235,7 @@ TEST_CASE(
 TEST_CASE("The saga's deadline fires while a step hangs: one status, TIMED_OUT then COMPENSATED",
           "[saga][orchestrator]") {
   SagaDefinition d = Fulfillment();
-  d.timeout_ms = 400;  // the ship step alone would wait 5 s
+  d.timeout_ms = 1'500;  // the ship step alone would wait 5 s
   Fixture f(d, /*shipping_runs=*/false);
   REQUIRE(f.orchestrator->Begin("order-5@cust-5", "fulfillment", kOrder));
   const SagaRecord s = f.WaitTerminal("order-5@cust-5");
@@ -289,7 +289,7 @@ TEST_CASE(
   pay.name = "pay";
   pay.stream = "payment.commands";
   d.steps = {reserve, pay};
-  d.timeout_ms = 1'000;  // payment never reports
+  d.timeout_ms = 2'500;  // payment never reports; inventory's report comes well before
   struct Service {
     std::unique_ptr<Member> member;
     std::unique_ptr<Outbox> outbox;
