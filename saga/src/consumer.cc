@@ -387,6 +387,22 @@ base::Result<void> Consumer::Deliver(const grid::StreamEvent& delivered) {
 }
 
 base::Result<int> Consumer::Replay(const Event& event) {
+  // One replay of a key at a time in the whole group (two consumers, or a request and a call,
+  // would run the same handlers twice): a lease on the key, given back at the end, lapsing
+  // on its own if this process dies.
+  auto lease = dlq_.LeaseReplay(event.key, name_, kReplayLeaseMs);
+  if (!lease) return std::unexpected(lease.error());
+  if (!lease->empty()) {
+    return base::Fail(base::ErrorCode::kConflict, "a replay of key '" + event.key +
+                                                      "' is running on " + *lease +
+                                                      "; try again when it is done");
+  }
+  auto result = ReplayLeased(event);
+  (void)dlq_.ReleaseReplay(event.key, name_);  // else it lapses
+  return result;
+}
+
+base::Result<int> Consumer::ReplayLeased(const Event& event) {
   auto letter = dlq_.Get(event);
   if (!letter) return std::unexpected(letter.error());
   if (!letter->has_value()) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
 #include "tessera/grid/map.h"
@@ -79,6 +80,7 @@ record::GenericRecord ReplayRequestToRecord(const ReplayRequest& q) {
       .String("error", q.error)
       .Int64("requested_ms", q.requested_ms)
       .Int64("finished_ms", q.finished_ms)
+      .Int64("claimed_ms", q.claimed_ms)
       .Done();
 }
 
@@ -96,6 +98,11 @@ base::Result<ReplayRequest> ReplayRequestFromRecord(const GenericRecord& r) {
         Into(r.GetString("error"), q.error), Into(r.GetInt64("requested_ms"), q.requested_ms),
         Into(r.GetInt64("finished_ms"), q.finished_ms)}) {
     if (!ok) return std::unexpected(ok.error());
+  }
+  if (r.Find("claimed_ms") != nullptr) {  // absent in requests of older tools
+    if (auto ok = Into(r.GetInt64("claimed_ms"), q.claimed_ms); !ok) {
+      return std::unexpected(ok.error());
+    }
   }
   return q;
 }
@@ -203,6 +210,7 @@ base::Result<std::optional<ReplayRequest>> DecodeReplay(const std::optional<std:
   if (!record) return std::unexpected(record.error());
   auto request = ReplayRequestFromRecord(*record);
   if (!request) return std::unexpected(request.error());
+  request->stored = *bytes;
   return std::optional<ReplayRequest>(std::move(*request));
 }
 }  // namespace
@@ -219,8 +227,16 @@ base::Result<void> DeadLetterQueue::RequestReplay(const ReplayRequest& request) 
 }
 
 base::Result<std::vector<ReplayRequest>> DeadLetterQueue::PendingReplays() {
-  auto entries = shared_->GetMap(ReplayMapName(group_))
-                     ->Values(map::Predicate::Equal("status", record::Value("pending")));
+  const std::int64_t stale = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count() -
+                             kStaleClaimMs;
+  auto entries =
+      shared_->GetMap(ReplayMapName(group_))
+          ->Values(map::Predicate::Or(
+              {map::Predicate::Equal("status", record::Value("pending")),
+               map::Predicate::And({map::Predicate::Equal("status", record::Value("running")),
+                                    map::Predicate::Less("claimed_ms", record::Value(stale))})}));
   if (!entries) return std::unexpected(entries.error());
   std::vector<ReplayRequest> out;
   for (const auto& bytes : *entries) {
@@ -236,12 +252,36 @@ base::Result<bool> DeadLetterQueue::ClaimReplay(ReplayRequest& request, const st
   ReplayRequest running = request;
   running.status = "running";
   running.by = by;
-  auto swapped = shared_->GetMap(ReplayMapName(group_))
-                     ->Replace(request.id, ReplayRequestToRecord(request).Encode(),
-                               ReplayRequestToRecord(running).Encode());
+  running.claimed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  // Compared with the bytes as read (a request written by another version of the tool
+  // encodes differently), else with this version's encoding.
+  const std::string expected =
+      request.stored.empty() ? ReplayRequestToRecord(request).Encode() : request.stored;
+  running.stored = ReplayRequestToRecord(running).Encode();
+  auto swapped =
+      shared_->GetMap(ReplayMapName(group_))->Replace(request.id, expected, running.stored);
   if (!swapped) return std::unexpected(swapped.error());
   if (*swapped) request = std::move(running);
   return *swapped;
+}
+
+base::Result<std::string> DeadLetterQueue::LeaseReplay(const std::string& key,
+                                                       const std::string& holder,
+                                                       base::Millis ttl_ms) {
+  auto map = shared_->GetMap(MapName(group_) + ".replaying");
+  auto previous = map->PutIfAbsent(key, holder, grid::WithTtl(ttl_ms));
+  if (!previous) return std::unexpected(previous.error());
+  if (!previous->has_value() || **previous == holder) return std::string();
+  return **previous;
+}
+
+base::Result<void> DeadLetterQueue::ReleaseReplay(const std::string& key,
+                                                  const std::string& holder) {
+  auto removed = shared_->GetMap(MapName(group_) + ".replaying")->Remove(key, holder);
+  if (!removed) return std::unexpected(removed.error());
+  return {};
 }
 
 base::Result<void> DeadLetterQueue::FinishReplay(const ReplayRequest& request) {
@@ -258,7 +298,8 @@ base::Result<std::optional<ReplayRequest>> DeadLetterQueue::GetReplay(const std:
 
 base::Result<bool> DeadLetterQueue::CancelReplay(const ReplayRequest& request) {
   return shared_->GetMap(ReplayMapName(group_))
-      ->Remove(request.id, ReplayRequestToRecord(request).Encode());
+      ->Remove(request.id,
+               request.stored.empty() ? ReplayRequestToRecord(request).Encode() : request.stored);
 }
 
 }  // namespace tessera::saga

@@ -400,6 +400,34 @@ TEST_CASE(
   CHECK(outcome->failed == 1);
   CHECK(outcome->error == "group 'billing' has no handler for event type 'Shipped'");
   CHECK(billing.dead_letters().Get(shipped).value()->replays == 1);
+  // A request claimed by a consumer that died long ago is claimed again.
+  ReplayRequest abandoned;
+  abandoned.id = "r-stale";
+  abandoned.event_id = shipped.id;
+  abandoned.status = "running";
+  abandoned.by = "billing-dead";
+  abandoned.claimed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count() -
+                         DeadLetterQueue::kStaleClaimMs - 1'000;
+  REQUIRE(tool.RequestReplay(abandoned));
+  INFO("pending: " << tool.PendingReplays().value().size());
+  const bool reclaimed = WaitFor([&] {
+    outcome = tool.GetReplay("r-stale").value();
+    return outcome && outcome->status == "failed";
+  });
+  INFO("status " << (outcome ? outcome->status + " by " + outcome->by : "absent"));
+  REQUIRE(reclaimed);
+  CHECK(outcome->by.rfind("billing-", 0) == 0);
+  CHECK(outcome->by != "billing-dead");
+  // One replay of a key at a time in the whole group.
+  REQUIRE(tool.LeaseReplay(shipped.key, "elsewhere", 60'000).value().empty());
+  auto busy = billing.Replay(shipped);
+  REQUIRE(!busy);
+  CHECK(busy.error().code() == ErrorCode::kConflict);
+  CHECK(busy.error().message() ==
+        "a replay of key 'order@cust-3' is running on elsewhere; try again when it is done");
+  REQUIRE(tool.ReleaseReplay(shipped.key, "elsewhere"));
   // A request nobody ran can be withdrawn.
   billing.Stop();
   ReplayRequest late;

@@ -157,7 +157,10 @@ class Consumer {
   // first: replay that), kOverloaded (this dead letter was replayed max_replays times: fix
   // the handler and discard it, or raise the limit), the handler's error when it fails again
   // (its replay count and error are saved).
+  // kConflict too when a replay of the same key runs elsewhere in the group (one at a time:
+  // a lease on the key, lapsing after kReplayLeaseMs if its holder dies).
   base::Result<int> Replay(const Event& event);
+  static constexpr base::Millis kReplayLeaseMs = 120'000;
   // Replays every dead letter matching `filter` (see DeadLetterQueue::List), key by key: each
   // key's oldest matching dead letter, then the events parked behind it. A key whose older
   // dead letter does not match counts as failed (kConflict). Errors: the queue's read errors.
@@ -182,6 +185,7 @@ class Consumer {
 
  private:
   base::Result<void> Deliver(const grid::StreamEvent& delivered);
+  base::Result<int> ReplayLeased(const Event& event);  // Replay with the key's lease held
   // Runs the handler of `event` once (breaker accounting, exceptions caught). An open breaker
   // refuses the call: kOverloaded and *refused = true.
   base::Result<void> RunHandler(const EventHandler& handler, const Event& event, bool* refused,

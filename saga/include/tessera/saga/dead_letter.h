@@ -59,6 +59,8 @@ struct ReplayRequest {
   std::int32_t failed = 0;         // dead letters whose replay failed (they stay queued)
   std::string error;               // the first failure
   std::int64_t requested_ms = 0, finished_ms = 0;
+  std::int64_t claimed_ms = 0;  // when `by` claimed it
+  std::string stored;  // the bytes as read from the map (what Claim and Cancel compare with)
   friend bool operator==(const ReplayRequest&, const ReplayRequest&) = default;
 };
 
@@ -86,9 +88,17 @@ class DeadLetterQueue {
   base::Result<void> Update(const DeadLetter& letter);
 
   // Replay requests (see above). RequestReplay stores a pending request (kConflict if the id
-  // is taken); Claim moves it from pending to running for `by` (false: another consumer got it
-  // or it was cancelled); Finish stores the outcome; Cancel removes it if still pending.
+  // is taken); PendingReplays lists the pending ones and those running for longer than
+  // kStaleClaimMs (their consumer died: they are claimed again); Claim moves one to running
+  // for `by` (false: another consumer got it or it was cancelled); Finish stores the outcome;
+  // Cancel removes it if still pending.
+  static constexpr std::int64_t kStaleClaimMs = 600'000;
   static std::string ReplayMapName(const std::string& group) { return MapName(group) + ".replays"; }
+  // The replay lease of `key` (map "__dlq.<group>.replaying", TTL `ttl_ms`): "" when `holder`
+  // got it (or holds it already), else the holder that has it.
+  base::Result<std::string> LeaseReplay(const std::string& key, const std::string& holder,
+                                        base::Millis ttl_ms);
+  base::Result<void> ReleaseReplay(const std::string& key, const std::string& holder);
   base::Result<void> RequestReplay(const ReplayRequest& request);
   base::Result<std::vector<ReplayRequest>> PendingReplays();
   base::Result<bool> ClaimReplay(ReplayRequest& request, const std::string& by);
