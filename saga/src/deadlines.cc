@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "serial_worker.h"
 #include "tessera/base/log.h"
 #include "tessera/grid/map.h"
 #include "tessera/partition/partitioner.h"
@@ -74,33 +75,10 @@ struct Deadlines::State {
   DeadlinesOptions options;
   std::shared_ptr<spdlog::logger> log = base::NamedLogger("deadlines");
   std::mutex mu;
-  std::condition_variable wake;
-  std::deque<std::function<void()>> jobs;  // guarded by mu
-  bool stop = false;                       // guarded by mu
-  Stats stats;                             // guarded by mu
-  std::thread worker;
+  Stats stats;  // guarded by mu
+  std::unique_ptr<SerialWorker> worker;
 
-  void Post(std::function<void()> job) {
-    {
-      std::lock_guard lock(mu);
-      if (stop) return;
-      jobs.push_back(std::move(job));
-    }
-    wake.notify_one();
-  }
-
-  void Run() {
-    std::unique_lock lock(mu);
-    while (true) {
-      wake.wait(lock, [this] { return stop || !jobs.empty(); });
-      if (stop) return;
-      auto job = std::move(jobs.front());
-      jobs.pop_front();
-      lock.unlock();
-      job();
-      lock.lock();
-    }
-  }
+  void Post(std::function<void()> job) { worker->Post(std::move(job)); }
 
   // On the worker: fires each due deadline, oldest first; removes the ones handled.
   void Fire(const std::vector<std::pair<std::string, std::string>>& due) {
@@ -181,7 +159,7 @@ Deadlines::Deadlines(grid::Member& member, std::function<base::Result<void>(cons
   state_->member = &member;
   state_->fire = std::move(fire);
   state_->options = options;
-  state_->worker = std::thread([state = state_.get()] { state->Run(); });
+  state_->worker = std::make_unique<SerialWorker>();
   member.RegisterPartitionWork(
       "saga.deadlines",
       [state =
@@ -192,14 +170,7 @@ Deadlines::Deadlines(grid::Member& member, std::function<base::Result<void>(cons
       });
 }
 
-Deadlines::~Deadlines() {
-  {
-    std::lock_guard lock(state_->mu);
-    state_->stop = true;
-  }
-  state_->wake.notify_all();
-  if (state_->worker.joinable()) state_->worker.join();
-}
+Deadlines::~Deadlines() { state_->worker->Stop(); }
 
 Deadlines::Stats Deadlines::stats() const {
   std::lock_guard lock(state_->mu);

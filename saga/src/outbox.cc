@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "serial_worker.h"
 #include "tessera/base/log.h"
 #include "tessera/metrics/metrics_registry.h"
 
@@ -54,13 +55,10 @@ struct Outbox::State {
   std::map<std::string, std::shared_ptr<grid::Stream>> streams;  // publisher thread only
 
   std::mutex mu;
-  std::condition_variable wake;
-  std::deque<std::function<void()>> jobs;  // guarded by mu
-  bool stop = false;                       // guarded by mu
-  Stats stats;                             // guarded by mu (pending/oldest: from `seen`)
+  Stats stats;  // guarded by mu (pending/oldest: from `seen`)
   std::map<std::uint32_t, std::pair<std::int64_t, std::int64_t>> seen;  // p -> count, oldest
   bool outage = false;                                                  // guarded by mu
-  std::thread publisher;
+  std::unique_ptr<SerialWorker> publisher;                              // the appends and removals
 
   // Relays are woken by the entry listener when an entry is staged in their partition, so an
   // idle relay does not wait for its poll (poll_ms is then only a fallback).
@@ -107,27 +105,7 @@ struct Outbox::State {
     return s;
   }
 
-  void Post(std::function<void()> job) {
-    {
-      std::lock_guard lock(mu);
-      if (stop) return;
-      jobs.push_back(std::move(job));
-    }
-    wake.notify_one();
-  }
-
-  void Run() {
-    std::unique_lock lock(mu);
-    while (true) {
-      wake.wait(lock, [this] { return stop || !jobs.empty(); });
-      if (stop) return;
-      auto job = std::move(jobs.front());
-      jobs.pop_front();
-      lock.unlock();
-      job();
-      lock.lock();
-    }
-  }
+  void Post(std::function<void()> job) { publisher->Post(std::move(job)); }
 
   // On the publisher thread: appends `entries` (one partition's, in id order) and removes
   // them. Returns the error of the append or the removal.
@@ -327,7 +305,7 @@ Outbox::Outbox(grid::Member& member, std::shared_ptr<grid::Instance> shared, Out
   state_->options = std::move(options);
   // One removal transaction per batch: within the member's limit on operations.
   state_->options.max_batch = std::clamp<std::size_t>(state_->options.max_batch, 1, 1000);
-  state_->publisher = std::thread([state = state_.get()] { state->Run(); });
+  state_->publisher = std::make_unique<SerialWorker>();
   member.AddMetricsSource([weak =
                                std::weak_ptr<State>(state_)](metrics::MetricsRegistry& registry) {
     auto state = weak.lock();
@@ -369,12 +347,7 @@ Outbox::Outbox(grid::Member& member, std::shared_ptr<grid::Instance> shared, Out
 }
 
 Outbox::~Outbox() {
-  {
-    std::lock_guard lock(state_->mu);
-    state_->stop = true;
-  }
-  state_->wake.notify_all();
-  if (state_->publisher.joinable()) state_->publisher.join();
+  state_->publisher->Stop();
   if (state_->listening) state_->member->GetMap(kOutboxMap)->RemoveEntryListener(state_->listener);
 }
 
