@@ -8,6 +8,8 @@
 
 #include "tessera/grid/map.h"
 
+#include "record_fields.h"
+
 namespace tessera::saga {
 namespace {
 
@@ -18,14 +20,6 @@ using record::GenericRecord;
 std::string PartitionKeyOf(const std::string& key) {
   const auto at = key.rfind('@');
   return at == std::string::npos ? key : key.substr(at + 1);
-}
-
-// A field read into `out`, or its error.
-template <typename T, typename U>
-base::Result<void> Into(base::Result<T> value, U& out) {
-  if (!value) return std::unexpected(value.error());
-  out = std::move(*value);
-  return {};
 }
 
 }  // namespace

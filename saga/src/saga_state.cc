@@ -4,6 +4,8 @@
 
 #include <array>
 
+#include "record_fields.h"
+
 namespace tessera::saga {
 namespace {
 
@@ -24,13 +26,6 @@ constexpr std::array<std::string_view, 9> kOpNames = {
 
 base::Error Bad(const std::string& what) {
   return base::Error(ErrorCode::kBadRequest, "not a valid saga record: " + what);
-}
-
-template <typename T, typename U>
-base::Result<void> Into(base::Result<T> value, U& out) {
-  if (!value) return std::unexpected(value.error());
-  out = static_cast<U>(std::move(*value));
-  return {};
 }
 
 template <std::size_t N>
