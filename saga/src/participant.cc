@@ -64,7 +64,7 @@ base::Result<Event> SagaParticipant::Reply(const Event& command, const StepReply
   r.type = kSagaReplyType;
   // The reply is staged in the changes' partition; its key names the saga for people.
   r.key = command.correlation_id + "@" + partition_key;
-  r.source = command.Header("reply-to");
+  // r.source: left empty; the participant is the consumer group that handled the command.
   r.correlation_id = command.correlation_id;
   r.causation_id = std::to_string(command.id);
   r.time_ms = WallMs();
