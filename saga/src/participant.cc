@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "tessera/map/map_codec.h"
 #include "tessera/partition/partitioner.h"
 #include "tessera/saga/orchestrator.h"
 #include "tessera/saga/outbox.h"
@@ -19,13 +20,53 @@ std::int64_t WallMs() {
 }
 
 // The marker id of (saga, step, kind): the same for every attempt, so an action or a
-// compensation that succeeded is applied once however often it is sent.
-std::int64_t MarkerId(const Event& command) {
-  const std::size_t h =
-      std::hash<std::string>{}(command.correlation_id + "|" + command.Header("saga-step") + "|" +
-                               command.Header("saga-kind"));
-  const auto id = static_cast<std::int64_t>(h & 0x7fffffffffffffffULL);
+// compensation that succeeded is applied once however often it is sent. XXH3, not std::hash:
+// the same in every process and build of the participant, across upgrades. `part`: 0 for a
+// step in one partition, the part's index for one of several, -1 for the plan.
+std::int64_t MarkerId(const Event& command, int part) {
+  std::string text = "tessera.saga|" + command.correlation_id + "|" + command.Header("saga-step") +
+                     "|" + command.Header("saga-kind");
+  if (part != 0) text += "|" + std::to_string(part);
+  const auto id =
+      static_cast<std::int64_t>(XXH3_64bits(text.data(), text.size()) & 0x7fffffffffffffffULL);
   return id == 0 ? 1 : id;
+}
+
+constexpr base::Millis kPlanTtlMs = 7LL * 24 * 3'600'000;  // like the inbox's markers
+
+// A plan: each part's transaction (its request, encoded) and the reply to send at the end.
+std::string EncodePlan(const std::vector<grid::Transaction>& parts, const StepReply& reply) {
+  std::vector<record::Value> encoded;
+  for (const auto& p : parts) encoded.emplace_back(record::Bytes{map::EncodeRequest(p.request())});
+  return record::GenericRecord::Build("tessera.SagaPlan")
+      .List("parts", std::move(encoded))
+      .String("result", reply.result)
+      .Done()
+      .Encode();
+}
+
+base::Result<std::pair<std::vector<grid::Transaction>, StepReply>> DecodePlan(
+    std::string_view bytes) {
+  auto r = record::GenericRecord::Decode(bytes);
+  if (!r) return std::unexpected(r.error());
+  const record::Value* parts = r->Find("parts");
+  if (parts == nullptr || parts->type() != record::FieldType::kList) {
+    return base::Fail(base::ErrorCode::kBadRequest, "a saga step plan without parts");
+  }
+  std::vector<grid::Transaction> out;
+  for (const auto& v : parts->AsList()) {
+    if (v.type() != record::FieldType::kBytes) {
+      return base::Fail(base::ErrorCode::kBadRequest, "a saga step plan's part is not bytes");
+    }
+    auto request = map::DecodeRequest(v.AsBytes().data);
+    if (!request) return std::unexpected(request.error());
+    grid::Transaction tx(request->key);
+    for (auto& op : request->transaction) tx.Append(std::move(op));
+    out.push_back(std::move(tx));
+  }
+  StepReply reply;
+  if (auto result = r->GetString("result")) reply.result = *result;
+  return std::pair{std::move(out), reply};
 }
 
 }  // namespace
@@ -88,8 +129,6 @@ base::Result<void> SagaParticipant::Handle(const StepHandler& handler, const Eve
                       "event " + std::to_string(command.id) + " of type " + command.type +
                           " is not a saga command (no saga id or reply-to header)");
   }
-  auto work = handler(command);
-  if (!work) return std::unexpected(work.error());
   const std::string saga_pk(partition::Partitioner::PartitionKey(command.correlation_id));
   auto send_alone = [&](const StepReply& reply) -> base::Result<void> {
     grid::Transaction tx(saga_pk);
@@ -100,24 +139,74 @@ base::Result<void> SagaParticipant::Handle(const StepHandler& handler, const Eve
     if (!committed) return std::unexpected(committed.error());
     return {};
   };
+  // A step of several partitions planned before (a redelivery after a crash part-way): the
+  // stored plan goes on; the handler is not asked again (it could now decide otherwise).
+  const std::string plan_key =
+      ctx.group() + "|" + std::to_string(MarkerId(command, -1)) + "@" + saga_pk;
+  auto stored = member_.GetMap(kPlanMap)->Get(plan_key);
+  if (!stored) return std::unexpected(stored.error());
+  if (stored->has_value()) {
+    auto plan = DecodePlan(**stored);
+    if (!plan) return std::unexpected(plan.error());
+    return ApplyParts(command, std::move(plan->first), plan->second, ctx);
+  }
+  auto work = handler(command);
+  if (!work) return std::unexpected(work.error());
   if (!work->reply.ok) {  // refused: nothing applied, nothing marked, the reply says why
     refused_.fetch_add(1);
     return send_alone(work->reply);
   }
-  grid::Transaction tx = work->changes ? std::move(*work->changes) : grid::Transaction(saga_pk);
-  const std::string pk = tx.request().key;
-  auto r = Reply(command, work->reply, pk);
-  if (!r) return std::unexpected(r.error());
-  if (auto ok = Outbox::Stage(tx, *r); !ok) return ok;
-  Event marker = command;
-  marker.id = MarkerId(command);
-  auto outcome = ctx.inbox().Commit(ctx.group(), marker, tx);
-  if (!outcome) return std::unexpected(outcome.error());
-  if (*outcome == InboxOutcome::kDuplicate) {  // applied before: answer again
-    duplicates_.fetch_add(1);
-    StepReply again = work->reply;
-    again.result = "(applied before)";
-    return send_alone(again);
+  if (!work->parts.empty()) {
+    if (work->changes) {
+      return base::Fail(base::ErrorCode::kBadRequest,
+                        "a step's work has changes or parts, not both (" + command.type + ")");
+    }
+    // Plan once (kept with the markers' retention), then apply part by part.
+    auto put = member_.GetMap(kPlanMap)->PutIfAbsent(plan_key, EncodePlan(work->parts, work->reply),
+                                                     grid::WithTtl(kPlanTtlMs));
+    if (!put) return std::unexpected(put.error());
+    if (put->has_value()) {  // planned meanwhile by another delivery: that plan goes on
+      auto plan = DecodePlan(**put);
+      if (!plan) return std::unexpected(plan.error());
+      return ApplyParts(command, std::move(plan->first), plan->second, ctx);
+    }
+    return ApplyParts(command, std::move(work->parts), work->reply, ctx);
+  }
+  std::vector<grid::Transaction> one;
+  one.push_back(work->changes ? std::move(*work->changes) : grid::Transaction(saga_pk));
+  return ApplyParts(command, std::move(one), work->reply, ctx);
+}
+
+base::Result<void> SagaParticipant::ApplyParts(const Event& command,
+                                               std::vector<grid::Transaction> parts,
+                                               const StepReply& reply, HandlerContext& ctx) {
+  const bool several = parts.size() > 1;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    grid::Transaction& tx = parts[i];
+    const bool last = i + 1 == parts.size();
+    if (last) {  // the reply goes with the last part: sent once every part is in
+      auto r = Reply(command, reply, tx.request().key);
+      if (!r) return std::unexpected(r.error());
+      if (auto ok = Outbox::Stage(tx, *r); !ok) return ok;
+    }
+    Event marker = command;
+    marker.id = MarkerId(command, several ? static_cast<int>(i) : 0);
+    auto outcome = ctx.inbox().Commit(ctx.group(), marker, tx);
+    if (!outcome) return std::unexpected(outcome.error());
+    if (!last) continue;
+    if (*outcome == InboxOutcome::kDuplicate) {  // applied before: answer again
+      duplicates_.fetch_add(1);
+      const std::string saga_pk(partition::Partitioner::PartitionKey(command.correlation_id));
+      grid::Transaction again_tx(saga_pk);
+      StepReply again = reply;
+      again.result = "(applied before)";
+      auto r = Reply(command, again, saga_pk);
+      if (!r) return std::unexpected(r.error());
+      if (auto ok = Outbox::Stage(again_tx, *r); !ok) return ok;
+      auto committed = member_.Transact(again_tx);
+      if (!committed) return std::unexpected(committed.error());
+      return {};
+    }
   }
   applied_.fetch_add(1);
   return {};

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <mutex>
+#include <optional>
 
 #include "../grid/cluster_test_util.h"
 #include "saga_test_util.h"
@@ -31,6 +33,9 @@ struct Shop {
   std::atomic<int> charge_glitches{0};    // charge: refused as retryable this many times
   std::atomic<bool> ship_refuses{false};  // ship: refused, not retryable
   std::atomic<bool> refund_fails{false};  // refund: refused every time
+  std::atomic<int> lines_calls{0};        // ReserveLines handler runs
+  std::mutex mu;
+  std::optional<Event> lines_command;  // the last one, guarded by mu
 };
 
 struct Fixture {
@@ -92,6 +97,24 @@ struct Fixture {
     participant->On(shipping, "Ship", [this](const Event&) -> Result<StepWork> {
       if (shop.ship_refuses) return Refuse("address invalid", false);
       return Count("shipped", 1);
+    });
+    // Lines of an order: one part per product's partition.
+    Consumer& lines = consumer("lines", "lines.commands");
+    participant->On(lines, "ReserveLines", [this](const Event& cmd) -> Result<StepWork> {
+      {
+        std::lock_guard lock(shop.mu);
+        shop.lines_command = cmd;
+      }
+      shop.lines_calls.fetch_add(1);
+      StepWork work;
+      for (const char* sku : {"sku-1", "sku-2"}) {
+        Transaction part(sku);
+        part.ExecuteOnKey("ledger", std::string("line@") + sku, "incrementRaw",
+                          GenericRecord::Build().Int64("delta", 1).Done());
+        work.parts.push_back(std::move(part));
+      }
+      work.reply.result = "2 lines";
+      return work;
     });
     for (auto& c : consumers) {
       if (c.get() == &shipping && !shipping_runs) continue;
@@ -405,4 +428,45 @@ TEST_CASE(
   commands.Stop();
   a.orchestrator->Stop();
   b.orchestrator->Stop();
+}
+
+TEST_CASE(
+    "A participant step over several partitions applies each part once and replies once; a "
+    "redelivered command finishes the stored plan without asking the handler again",
+    "[saga][orchestrator]") {
+  SagaDefinition d;
+  d.type = "lines";
+  SagaStepDef step;
+  step.name = "reserve-lines";
+  step.stream = "lines.commands";
+  step.command = "ReserveLines";
+  d.steps = {step};
+  Fixture f(d);
+  REQUIRE(f.orchestrator->Begin("order-7@cust-7", "lines", kOrder));
+  const SagaRecord s = f.WaitTerminal("order-7@cust-7");
+  CHECK(s.status == SagaStatus::kCompleted);
+  CHECK(s.steps[0].result == "2 lines");
+  auto line = [&](const std::string& sku) {
+    auto v = f.shop_member.GetMap("ledger")->Get("line@" + sku).value();
+    return v ? std::stoll(*v) : 0;
+  };
+  CHECK(line("sku-1") == 1);
+  CHECK(line("sku-2") == 1);
+  CHECK(f.shop.lines_calls == 1);
+
+  // The same command again (as after a crash before the cursor moved): the plan is found.
+  std::optional<Event> command;
+  {
+    std::lock_guard lock(f.shop.mu);
+    command = f.shop.lines_command;
+  }
+  REQUIRE(command.has_value());
+  auto stream = f.client->GetStream("lines.commands", tessera::grid::StreamConfig{});
+  REQUIRE(stream->Append(command->key, EncodeEvent(*command), "again"));
+  REQUIRE(WaitFor([&] { return f.participant->stats().duplicates == 1; }));
+  CHECK(f.shop.lines_calls == 1);  // not asked again
+  CHECK(line("sku-1") == 1);
+  CHECK(line("sku-2") == 1);
+  CHECK(WaitFor([&] { return f.orchestrator->stats().late >= 1; }));  // its reply: a duplicate
+  CHECK(f.orchestrator->store().Get("order-7@cust-7").value()->status == SagaStatus::kCompleted);
 }

@@ -13,6 +13,13 @@
 // Compensation handlers get the action's saga id and step in the command's headers and must
 // tolerate an action that never happened (a timed-out step is compensated too).
 //
+// Several partitions (StepWork::parts): the plan (the parts' transactions and the reply) is
+// stored first, in map "__saga.plans" of the participant's member, then each part commits
+// with its own marker and the reply goes with the last one. A redelivery after a crash
+// part-way finds the plan and finishes it without asking the handler again (the state it
+// would decide on has changed: the first parts are in), and parts already in are not applied
+// twice. Plans are kept 7 days, like the inbox's markers.
+//
 // Thread-safety: On before the consumer starts; handlers run on the consumer's threads.
 
 #include <cstdint>
@@ -20,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tessera/base/error.h"
 #include "tessera/grid/id_generator.h"
@@ -37,11 +45,20 @@ struct StepReply {
 };
 
 struct StepWork {
+  StepWork() = default;
+  StepWork(std::optional<grid::Transaction> c, StepReply r)
+      : changes(std::move(c)), reply(std::move(r)) {}
+
   std::optional<grid::Transaction> changes;  // nullopt: nothing to change
   StepReply reply;
+  // A step whose changes span several partitions (an order of several products): one
+  // transaction per partition, instead of `changes`. See SagaParticipant.
+  std::vector<grid::Transaction> parts;
 };
 
 using StepHandler = std::function<base::Result<StepWork>(const Event& command)>;
+
+inline constexpr const char* kPlanMap = "__saga.plans";
 
 class SagaParticipant {
  public:
@@ -71,6 +88,8 @@ class SagaParticipant {
 
  private:
   base::Result<void> Handle(const StepHandler& handler, const Event& command, HandlerContext& ctx);
+  base::Result<void> ApplyParts(const Event& command, std::vector<grid::Transaction> parts,
+                                const StepReply& reply, HandlerContext& ctx);
   base::Result<Event> Reply(const Event& command, const StepReply& reply,
                             const std::string& partition_key);
 
