@@ -431,7 +431,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "A participant step over several partitions applies each part once and replies once; a "
+    "A participant step over several partitions applies each part once and replies once, and a "
     "redelivered command finishes the stored plan without asking the handler again",
     "[saga][orchestrator]") {
   SagaDefinition d;
