@@ -11,7 +11,9 @@ one line per finding as `path:line: what`, when
   - a source lies outside every module folder of the table;
   - a non-test source has more lines than the limit and no `long` row naming it;
   - the table itself is inconsistent (unknown module named, a declared module not below);
-  - a `long` row names a file that does not exist or is no longer over the limit.
+  - a `long` row names a file that does not exist or is no longer over the limit;
+  - a Catch2 TEST_CASE name contains ';' (CMake splits the name there, so ctest runs halves
+    of it that match nothing: the test fails in CI, or, without -w NoTests, never runs).
 Exit 0 and one summary line otherwise; exit 2 on an unreadable table.
 """
 import os
@@ -19,6 +21,8 @@ import re
 import sys
 
 SOURCE_SUFFIXES = (".h", ".cc", ".capnp")
+# TEST_CASE( followed by its name: one or more adjacent string literals.
+TEST_NAME = re.compile(r'TEST_CASE\(\s*((?:"(?:[^"\\]|\\.)*"\s*)+)')
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]tessera/([A-Za-z0-9_]+)/')
 
 
@@ -121,6 +125,13 @@ def check_tree(root, modules, long_files, limit):
                 findings.append(f"{path}:{number}: {include}: module '{module}' does not declare "
                                 f"'{target}' in cmake/layering.txt")
         if module == "tests":
+            text = "".join(lines)
+            for hit in TEST_NAME.finditer(text):
+                name = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', hit.group(1)))
+                if ";" in name:
+                    number = text.count("\n", 0, hit.start()) + 1
+                    findings.append(f"{path}:{number}: test name '{name}' contains ';', where "
+                                    "CMake splits it; use ',' instead")
             continue
         if len(lines) > limit:
             if path in long_files:

@@ -104,6 +104,16 @@ class LayeringCheck(unittest.TestCase):
         code, out = self.run_check()  # setUp's test file has 41 lines and includes grid
         self.assertEqual(code, 0, out)
 
+    def test_test_name_with_a_semicolon_fails(self):
+        self.write("tests/unit/map/map_test.cc",
+                   'TEST_CASE(\n    "Puts apply once; "\n    "gets see them", "[map]") {}\n'
+                   'TEST_CASE("A name, with a comma", "[map]") {}\n')
+        code, out = self.run_check()
+        self.assertEqual(code, 1, out)
+        self.assertIn("tests/unit/map/map_test.cc:1: test name 'Puts apply once; gets see them' "
+                      "contains ';'", out)
+        self.assertNotIn("with a comma", out)
+
     def test_table_naming_a_module_not_below_fails(self):
         self.write("cmake/layering.txt", TABLE.replace("map    map        2  base",
                                                        "map    map        2  base grid"))
