@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "tessera/base/clock.h"
 #include "tessera/base/log.h"
 #include "tessera/grid/member.h"
 #include "tessera/metrics/metrics_registry.h"
@@ -24,12 +25,6 @@ struct Consumer::State {
 };
 
 namespace {
-
-std::int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Every live consumer, so each member's metrics source can show all of its consumers' groups
 // in one family (a family is set whole).
@@ -83,7 +78,7 @@ void RenderConsumers(const grid::Member* member, metrics::MetricsRegistry& regis
     registry.SetCounterFamily(c.name, c.help, std::move(values));
   }
   std::vector<std::pair<metrics::Labels, double>> entries, parked, oldest;
-  const std::int64_t now = WallMs();
+  const std::int64_t now = base::SteadyClock().WallMs();
   for (const auto& s : states) {
     const metrics::Labels labels = {{"group", s->group}};
     entries.push_back({labels, static_cast<double>(s->entries.load())});
@@ -202,7 +197,7 @@ void Consumer::Maintain() {
     if (auto ran = RunReplayRequests(); !ran) {
       log->debug("group '{}': replay requests not read: {}", options_.group, ran.error().message());
     }
-    const std::int64_t now = WallMs();
+    const std::int64_t now = base::SteadyClock().WallMs();
     if (now >= next_sweep) {  // the whole queue is read: not every round
       next_sweep = now + 10 * options_.maintenance_ms;
       if (auto expired = ExpireDeadLetters(); !expired) {
@@ -320,7 +315,7 @@ base::Result<void> Consumer::AddDeadLetter(const Event& event, const base::Error
   }
   letter.attempts = attempts;
   letter.first_failure_ms = first_failure_ms;
-  letter.last_failure_ms = WallMs();
+  letter.last_failure_ms = base::SteadyClock().WallMs();
   NoteParked(event.key);    // before: a failed Add leaves at worst a key checked in vain
   return dlq_.Add(letter);  // not stored: the caller's event comes again
 }
@@ -342,7 +337,8 @@ base::Result<void> Consumer::Deliver(const grid::StreamEvent& delivered) {
     auto parked = KeyParked(*event, delivered.holding);
     if (!parked) return std::unexpected(parked.error());  // comes again
     if (*parked) {
-      if (auto ok = AddDeadLetter(*event, nullptr, 0, WallMs(), true); !ok) return ok;
+      if (auto ok = AddDeadLetter(*event, nullptr, 0, base::SteadyClock().WallMs(), true); !ok)
+        return ok;
       state_->parked.fetch_add(1);
       return {};
     }
@@ -352,14 +348,15 @@ base::Result<void> Consumer::Deliver(const grid::StreamEvent& delivered) {
         base::Error(base::ErrorCode::kNotFound, "group '" + options_.group +
                                                     "' has no handler for event type '" +
                                                     event->type + "'; register one, then replay");
-    if (auto ok = AddDeadLetter(*event, &error, 0, WallMs(), false); !ok) return ok;
+    if (auto ok = AddDeadLetter(*event, &error, 0, base::SteadyClock().WallMs(), false); !ok)
+      return ok;
     state_->unknown.fetch_add(1);
     state_->dead_lettered.fetch_add(1);
     return {};
   }
   bool refused = false;  // the breaker is open: the event waits, it is not a failure
   int attempts = 0;
-  const std::int64_t first_failure = WallMs();
+  const std::int64_t first_failure = base::SteadyClock().WallMs();
   auto result = Retry<void>(
       options_.retry,
       [&]() -> base::Result<void> {
@@ -444,7 +441,7 @@ base::Result<int> Consumer::ReplayLeased(const Event& event) {
       next.parked = false;
       next.error_code = static_cast<std::int32_t>(run.error().code());
       next.error = run.error().message();
-      next.last_failure_ms = WallMs();
+      next.last_failure_ms = base::SteadyClock().WallMs();
       next.attempts += 1;
       state_->replay_failures.fetch_add(1);
       if (auto saved = dlq_.Update(next); !saved) return std::unexpected(saved.error());
@@ -525,7 +522,7 @@ base::Result<int> Consumer::RunReplayRequests() {
     request.replayed = summary.replayed;
     request.failed = summary.failed;
     request.error = summary.first_error;
-    request.finished_ms = WallMs();
+    request.finished_ms = base::SteadyClock().WallMs();
     if (auto saved = dlq_.FinishReplay(request); !saved) return std::unexpected(saved.error());
     state_->replay_requests.fetch_add(1);
     base::NamedLogger("consumer")
@@ -539,8 +536,8 @@ base::Result<int> Consumer::RunReplayRequests() {
 
 base::Result<int> Consumer::ExpireDeadLetters() {
   if (options_.dlq_retention_ms <= 0) return 0;
-  auto old = dlq_.List(
-      map::Predicate::Less("last_failure_ms", record::Value(WallMs() - options_.dlq_retention_ms)));
+  auto old = dlq_.List(map::Predicate::Less(
+      "last_failure_ms", record::Value(base::SteadyClock().WallMs() - options_.dlq_retention_ms)));
   if (!old) return std::unexpected(old.error());
   int removed = 0;
   for (const auto& letter : *old) {

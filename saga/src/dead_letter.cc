@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "tessera/base/clock.h"
 #include "tessera/grid/map.h"
 
 #include "record_fields.h"
@@ -221,10 +222,7 @@ base::Result<void> DeadLetterQueue::RequestReplay(const ReplayRequest& request) 
 }
 
 base::Result<std::vector<ReplayRequest>> DeadLetterQueue::PendingReplays() {
-  const std::int64_t stale = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count() -
-                             kStaleClaimMs;
+  const std::int64_t stale = base::SteadyClock().WallMs() - kStaleClaimMs;
   auto entries =
       shared_->GetMap(ReplayMapName(group_))
           ->Values(map::Predicate::Or(
@@ -246,9 +244,7 @@ base::Result<bool> DeadLetterQueue::ClaimReplay(ReplayRequest& request, const st
   ReplayRequest running = request;
   running.status = "running";
   running.by = by;
-  running.claimed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
+  running.claimed_ms = base::SteadyClock().WallMs();
   // Compared with the bytes as read (a request written by another version of the tool
   // encodes differently), else with this version's encoding.
   const std::string expected =

@@ -1,6 +1,7 @@
 // One scanner per owned partition (partition work, on the partition's shard) finds the due
 // deadlines; one thread per Deadlines object fires them (blocking calls never run on a shard).
 #include "tessera/saga/deadlines.h"
+#include "tessera/base/clock.h"
 
 #include <fmt/format.h>
 
@@ -18,12 +19,6 @@
 
 namespace tessera::saga {
 namespace {
-
-std::int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string Encode(const Deadline& d) {
   return record::GenericRecord::Build("tessera.SagaDeadline")
@@ -128,7 +123,8 @@ class Scanner final : public grid::PartitionWork {
 
  private:
   void Tick() {
-    const std::string now_prefix = fmt::format("{:016x}", static_cast<std::uint64_t>(WallMs()));
+    const std::string now_prefix =
+        fmt::format("{:016x}", static_cast<std::uint64_t>(base::SteadyClock().WallMs()));
     std::vector<std::pair<std::string, std::string>> due;
     context_.ScanLocal(kDeadlineMap, [&](std::string_view key, std::string_view value) {
       if (key.substr(0, 16) <= now_prefix) due.emplace_back(std::string(key), std::string(value));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "tessera/base/clock.h"
 #include "tessera/base/log.h"
 #include "tessera/metrics/latency_histogram.h"
 #include "tessera/metrics/metrics_registry.h"
@@ -15,12 +16,6 @@ namespace tessera::saga {
 namespace {
 
 using Op = SagaTransition::Op;
-
-std::int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string PartitionKeyOf(const std::string& id) {
   return std::string(partition::Partitioner::PartitionKey(id));
@@ -157,7 +152,7 @@ base::Result<SagaRecord> Orchestrator::Stage(grid::Transaction& tx, const std::s
   }
   std::vector<std::string> steps;
   for (const auto& s : def->second.steps) steps.push_back(s.name);
-  const std::int64_t now = WallMs();
+  const std::int64_t now = base::SteadyClock().WallMs();
   SagaTransition start = SagaStore::StartTransition(
       type, steps, data, def->second.timeout_ms > 0 ? now + def->second.timeout_ms : 0);
   auto outcome = ApplyTransition(std::nullopt, start);
@@ -199,7 +194,7 @@ base::Result<void> Orchestrator::StageCommand(grid::Transaction& tx, const SagaR
                                               std::int32_t step, bool compensation,
                                               std::int32_t attempt, const SagaDefinition& def,
                                               bool with_deadline) {
-  const std::int64_t now = WallMs();
+  const std::int64_t now = base::SteadyClock().WallMs();
   {
     const SagaStepDef& sd = def.steps[static_cast<std::size_t>(step)];
     const base::Millis wait = compensation ? def.compensation_timeout_ms : sd.timeout_ms;
@@ -453,7 +448,8 @@ base::Result<void> Orchestrator::OnReply(const Event& reply, HandlerContext& ctx
   const auto& def = definitions_.at(s.type);
   grid::Transaction tx(PartitionKeyOf(id));
   Deadlines::Set(tx, Deadline{id, compensation ? "compensation-retry" : "retry", step, attempt,
-                              WallMs() + def.steps[static_cast<std::size_t>(step)].retry_delay_ms});
+                              base::SteadyClock().WallMs() +
+                                  def.steps[static_cast<std::size_t>(step)].retry_delay_ms});
   auto r = member_.Transact(tx);
   if (!r) return std::unexpected(r.error());
   return {};

@@ -2,6 +2,7 @@
 // finds the partition's entries; one publisher thread per Outbox appends them to the shared
 // stream and removes them (blocking calls never run on a shard).
 #include "tessera/saga/outbox.h"
+#include "tessera/base/clock.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -312,9 +313,7 @@ Outbox::Outbox(grid::Member& member, std::shared_ptr<grid::Instance> shared, Out
     if (!state) return;
     const Stats s = state->Snapshot();
     const metrics::Labels labels = {{"service", state->options.service}};
-    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+    const auto now_ms = base::SteadyClock().WallMs();
     registry.SetCounterFamily("tessera_outbox_staged_total",
                               "Outbox entries committed (found by the relays)",
                               {{labels, s.staged}});

@@ -3,23 +3,18 @@
 #include <algorithm>
 #include <chrono>
 
+#include "tessera/base/clock.h"
 #include "tessera/grid/map.h"
 
 namespace tessera::saga {
 namespace {
-
-std::int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 SagaTransition Make(SagaTransition::Op op, std::int32_t step, std::string result) {
   SagaTransition t;
   t.op = op;
   t.step = step;
   t.result = std::move(result);
-  t.now_ms = WallMs();
+  t.now_ms = base::SteadyClock().WallMs();
   return t;
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "tessera/base/clock.h"
 #include "tessera/saga/dead_letter.h"
 
 namespace tessera::tools::cli {
@@ -32,12 +33,6 @@ std::string LetterLine(const saga::DeadLetter& l) {
                      l.parked ? std::string() : " " + l.error);
 }
 
-std::int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The list/count filters of `command` over the tessera.DeadLetter records.
 map::Predicate Filter(const CliCommand& command) {
   std::vector<map::Predicate> all;
@@ -50,7 +45,7 @@ map::Predicate Filter(const CliCommand& command) {
   if (!command.event_key.empty()) {
     all.push_back(map::Predicate::Equal("event.key", record::Value(command.event_key)));
   }
-  const std::int64_t now = NowMs();
+  const std::int64_t now = base::SteadyClock().WallMs();
   if (command.older_than_ms) {
     all.push_back(
         map::Predicate::LessEqual("last_failure_ms", record::Value(now - *command.older_than_ms)));
@@ -67,12 +62,12 @@ map::Predicate Filter(const CliCommand& command) {
 // Leaves a replay request for the group's consumers and waits for its outcome.
 base::Result<CommandOutput> Replay(saga::DeadLetterQueue& dlq, const CliCommand& command) {
   saga::ReplayRequest request;
-  request.id = fmt::format(
-      "{:016x}", std::random_device()() * 0x100000000ULL ^ static_cast<std::uint64_t>(NowMs()));
+  request.id = fmt::format("{:016x}", std::random_device()() * 0x100000000ULL ^
+                                          static_cast<std::uint64_t>(base::SteadyClock().WallMs()));
   request.event_id = command.event_id;
   request.type = command.event_type;
   request.key = command.event_key;
-  request.requested_ms = NowMs();
+  request.requested_ms = base::SteadyClock().WallMs();
   if (auto ok = dlq.RequestReplay(request); !ok) return std::unexpected(ok.error());
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(command.wait_ms);

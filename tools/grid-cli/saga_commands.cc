@@ -7,6 +7,7 @@
 #include <map>
 
 #include "stream_commands.h"
+#include "tessera/base/clock.h"
 #include "tessera/grid/client.h"
 #include "tessera/partition/partitioner.h"
 #include "tessera/saga/dead_letter.h"
@@ -145,9 +146,7 @@ Result<CommandOutput> SagaList(grid::Client& client, const CliCommand& command) 
     all.push_back(map::Predicate::Equal("type", record::Value(command.event_type)));
   }
   if (command.older_than_ms) {
-    const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
+    const std::int64_t now = base::SteadyClock().WallMs();
     all.push_back(
         map::Predicate::LessEqual("created_ms", record::Value(now - *command.older_than_ms)));
   }
