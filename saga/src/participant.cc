@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "tessera/base/clock.h"
 #include "tessera/map/map_codec.h"
 #include "tessera/partition/partitioner.h"
 #include "tessera/saga/orchestrator.h"
@@ -12,12 +13,6 @@
 
 namespace tessera::saga {
 namespace {
-
-std::int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The marker id of (saga, step, kind): the same for every attempt, so an action or a
 // compensation that succeeded is applied once however often it is sent. XXH3, not std::hash:
@@ -108,7 +103,7 @@ base::Result<Event> SagaParticipant::Reply(const Event& command, const StepReply
   // r.source: left empty; the participant is the consumer group that handled the command.
   r.correlation_id = command.correlation_id;
   r.causation_id = std::to_string(command.id);
-  r.time_ms = WallMs();
+  r.time_ms = base::SteadyClock().WallMs();
   r.headers = {{kStreamHeader, command.Header("reply-to")},
                {"saga-type", command.Header("saga-type")},
                {"saga-step", command.Header("saga-step")},
@@ -139,20 +134,26 @@ base::Result<void> SagaParticipant::Handle(const StepHandler& handler, const Eve
     if (!committed) return std::unexpected(committed.error());
     return {};
   };
-  // A step of several partitions planned before (a redelivery after a crash part-way): the
-  // stored plan goes on; the handler is not asked again (it could now decide otherwise).
+  // A step over several partitions stores its plan before its first part. A redelivery (after
+  // a crash part-way) finishes that plan whatever the handler answers now: the state it
+  // decides on has changed, the first parts being in. Only a refusal or parts need the look:
+  // a step in one partition is guarded by its marker.
   const std::string plan_key =
       ctx.group() + "|" + std::to_string(MarkerId(command, -1)) + "@" + saga_pk;
-  auto stored = member_.GetMap(kPlanMap)->Get(plan_key);
-  if (!stored) return std::unexpected(stored.error());
-  if (stored->has_value()) {
-    auto plan = DecodePlan(**stored);
+  auto stored_plan = [&]() -> base::Result<std::optional<std::string>> {
+    return member_.GetMap(kPlanMap)->Get(plan_key);
+  };
+  auto finish = [&](const std::string& bytes) -> base::Result<void> {
+    auto plan = DecodePlan(bytes);
     if (!plan) return std::unexpected(plan.error());
     return ApplyParts(command, std::move(plan->first), plan->second, ctx);
-  }
+  };
   auto work = handler(command);
   if (!work) return std::unexpected(work.error());
   if (!work->reply.ok) {  // refused: nothing applied, nothing marked, the reply says why
+    auto stored = stored_plan();
+    if (!stored) return std::unexpected(stored.error());
+    if (stored->has_value()) return finish(**stored);
     refused_.fetch_add(1);
     return send_alone(work->reply);
   }
@@ -165,11 +166,7 @@ base::Result<void> SagaParticipant::Handle(const StepHandler& handler, const Eve
     auto put = member_.GetMap(kPlanMap)->PutIfAbsent(plan_key, EncodePlan(work->parts, work->reply),
                                                      grid::WithTtl(kPlanTtlMs));
     if (!put) return std::unexpected(put.error());
-    if (put->has_value()) {  // planned meanwhile by another delivery: that plan goes on
-      auto plan = DecodePlan(**put);
-      if (!plan) return std::unexpected(plan.error());
-      return ApplyParts(command, std::move(plan->first), plan->second, ctx);
-    }
+    if (put->has_value()) return finish(**put);  // planned before: that plan goes on
     return ApplyParts(command, std::move(work->parts), work->reply, ctx);
   }
   std::vector<grid::Transaction> one;

@@ -34,6 +34,7 @@ struct Shop {
   std::atomic<bool> ship_refuses{false};  // ship: refused, not retryable
   std::atomic<bool> refund_fails{false};  // refund: refused every time
   std::atomic<int> lines_calls{0};        // ReserveLines handler runs
+  std::atomic<bool> lines_refuse{false};  // ReserveLines refuses (the stock is gone now)
   std::mutex mu;
   std::optional<Event> lines_command;  // the last one, guarded by mu
 };
@@ -106,6 +107,7 @@ struct Fixture {
         shop.lines_command = cmd;
       }
       shop.lines_calls.fetch_add(1);
+      if (shop.lines_refuse) return Refuse("out of stock", false);  // as after the first parts
       StepWork work;
       for (const char* sku : {"sku-1", "sku-2"}) {
         Transaction part(sku);
@@ -432,7 +434,7 @@ TEST_CASE(
 
 TEST_CASE(
     "A participant step over several partitions applies each part once and replies once, and a "
-    "redelivered command finishes the stored plan without asking the handler again",
+    "redelivered command finishes the stored plan even if the handler now refuses",
     "[saga][orchestrator]") {
   SagaDefinition d;
   d.type = "lines";
@@ -454,7 +456,9 @@ TEST_CASE(
   CHECK(line("sku-2") == 1);
   CHECK(f.shop.lines_calls == 1);
 
-  // The same command again (as after a crash before the cursor moved): the plan is found.
+  // The same command again (as after a crash before the cursor moved), the handler now
+  // refusing (its first parts took the stock): the stored plan wins, no refusal goes out.
+  f.shop.lines_refuse = true;
   std::optional<Event> command;
   {
     std::lock_guard lock(f.shop.mu);
@@ -464,7 +468,8 @@ TEST_CASE(
   auto stream = f.client->GetStream("lines.commands", tessera::grid::StreamConfig{});
   REQUIRE(stream->Append(command->key, EncodeEvent(*command), "again"));
   REQUIRE(WaitFor([&] { return f.participant->stats().duplicates == 1; }));
-  CHECK(f.shop.lines_calls == 1);  // not asked again
+  CHECK(f.shop.lines_calls == 2);
+  CHECK(f.participant->stats().refused == 0);
   CHECK(line("sku-1") == 1);
   CHECK(line("sku-2") == 1);
   CHECK(WaitFor([&] { return f.orchestrator->stats().late >= 1; }));  // its reply: a duplicate

@@ -16,9 +16,10 @@
 // Several partitions (StepWork::parts): the plan (the parts' transactions and the reply) is
 // stored first, in map "__saga.plans" of the participant's member, then each part commits
 // with its own marker and the reply goes with the last one. A redelivery after a crash
-// part-way finds the plan and finishes it without asking the handler again (the state it
-// would decide on has changed: the first parts are in), and parts already in are not applied
-// twice. Plans are kept 7 days, like the inbox's markers.
+// part-way finishes the stored plan whatever the handler answers now (the state it decides
+// on has changed: the first parts are in; a refusal then is not sent), and parts already in
+// are not applied twice. Plans are kept 7 days, like the inbox's markers. Handlers only
+// build transactions: asking one again has no effect.
 //
 // Thread-safety: On before the consumer starts; handlers run on the consumer's threads.
 
