@@ -1,0 +1,217 @@
+#include "common/service.h"
+
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+
+#include <cctype>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "tessera/base/log.h"
+#include "tessera/grid/client.h"
+
+namespace tessera::examples {
+
+namespace {
+
+sigset_t StopSignals() {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGINT);
+  sigaddset(&s, SIGTERM);
+  return s;
+}
+
+const std::map<std::string, std::string> kCommonFlags = {
+    {"port", "0"},         {"shared-cluster", "shared"}, {"http-port", "0"},
+    {"threads", "1"},      {"heartbeat-ms", "1000"},     {"failure-timeout-ms", "5000"},
+    {"log-level", "info"},
+};
+
+}  // namespace
+
+Service::Service(std::string program, int argc, char** argv,
+                 std::map<std::string, std::string> own_flags, std::string usage)
+    : program_(std::move(program)), usage_(std::move(usage)) {
+  const sigset_t stop = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before any thread starts
+  flags_ = kCommonFlags;
+  flags_.insert(own_flags.begin(), own_flags.end());
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::printf("%s", usage_.c_str());
+      std::exit(0);
+    }
+    if (arg.rfind("--", 0) != 0) Usage("unexpected argument '" + arg + "'");
+    const std::string name = arg.substr(2);
+    if (i + 1 >= argc) Usage(arg + " needs a value");
+    const std::string value = argv[++i];
+    if (name == "join") {
+      join_.push_back(value);
+    } else if (name == "shared") {
+      shared_addresses_.push_back(value);
+    } else if (flags_.contains(name)) {
+      flags_[name] = value;
+    } else {
+      Usage("unknown option '" + arg + "'");
+    }
+  }
+  if (shared_addresses_.empty())
+    Usage("--shared HOST:PORT (a member of the shared cluster) is required");
+  for (const char* n : {"port", "http-port", "threads", "heartbeat-ms", "failure-timeout-ms"}) {
+    IntFlag(n);  // validates
+  }
+  if (IntFlag("port") > 65535 || IntFlag("http-port") > 65535) Usage("a port is 0..65535");
+  const auto level = spdlog::level::from_str(Flag("log-level"));
+  if (level == spdlog::level::off && Flag("log-level") != "off") {
+    Usage("unknown --log-level '" + Flag("log-level") + "': trace|debug|info|warn|error");
+  }
+  spdlog::set_level(level);
+}
+
+void Service::Usage(const std::string& problem) const {
+  std::fprintf(stderr, "%s: %s\n%s", program_.c_str(), problem.c_str(), usage_.c_str());
+  std::exit(2);
+}
+
+const std::string& Service::Flag(const std::string& name) const { return flags_.at(name); }
+
+std::int64_t Service::IntFlag(const std::string& name) const {
+  const std::string& v = Flag(name);
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < 0) {
+    Usage("invalid --" + name + " '" + v + "': expected a whole number >= 0");
+  }
+  return n;
+}
+
+base::Result<void> Service::Prepare() {
+  auto log = base::NamedLogger(program_);
+  log->set_level(spdlog::level::from_str(Flag("log-level")));
+  grid::ClientOptions co;
+  co.addresses = shared_addresses_;
+  co.cluster_name = Flag("shared-cluster");
+  co.client_name = program_;
+  co.call_timeout = std::chrono::milliseconds(3000);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (true) {
+    auto client = grid::Client::Connect(co, log);
+    if (client) {
+      shared_ = std::shared_ptr<grid::Instance>(std::move(*client));
+      break;
+    }
+    if (std::chrono::steady_clock::now() > give_up) {
+      return base::Fail(client.error().code(),
+                        "cannot reach the shared cluster: " + client.error().message());
+    }
+    log->warn("shared cluster not reachable yet ({}); trying again", client.error().message());
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  grid::MemberOptions mo;
+  mo.port = static_cast<std::uint16_t>(IntFlag("port"));
+  mo.cluster_name = program_;
+  mo.threads = static_cast<std::size_t>(IntFlag("threads"));
+  mo.join = join_;
+  mo.heartbeat_interval_ms = IntFlag("heartbeat-ms");
+  mo.failure_timeout_ms = IntFlag("failure-timeout-ms");
+  mo.join_timeout_ms = std::max<std::int64_t>(1500, mo.failure_timeout_ms);
+  member_ = std::make_unique<grid::Member>(mo, log);
+  http::ServerOptions ho;
+  ho.port = static_cast<std::uint16_t>(IntFlag("http-port"));
+  ho.threads = 4;  // handlers block on the grid
+  http_ = std::make_unique<http::Server>(ho);
+  return {};
+}
+
+base::Result<void> Service::StartMember() { return member_->Start(); }
+
+base::Result<void> Service::StartHttp() { return http_->Start(); }
+
+void Service::WaitForStop() {
+  std::cout << program_ << " ready: native 127.0.0.1:" << member_->native_port()
+            << " http 127.0.0.1:" << http_->port() << std::endl;
+  const sigset_t stop = StopSignals();
+  int signal_number = 0;
+  sigwait(&stop, &signal_number);
+  base::NamedLogger(program_)->info("received {}, shutting down", strsignal(signal_number));
+  http_->Stop();
+}
+
+std::string EncodeLines(const std::vector<OrderLine>& lines) {
+  std::string out;
+  for (const auto& l : lines) {
+    if (!out.empty()) out += ',';
+    out += l.product + ":" + std::to_string(l.quantity) + ":" + std::to_string(l.price);
+  }
+  return out;
+}
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (unsigned char c : name) {
+    if (!std::isalnum(c) && c != '-' && c != '_') return false;
+  }
+  return true;
+}
+
+base::Result<std::vector<OrderLine>> DecodeLines(const std::string& text) {
+  std::vector<OrderLine> lines;
+  std::size_t i = 0;
+  while (i <= text.size() && !text.empty()) {
+    const std::size_t comma = text.find(',', i);
+    const std::string item =
+        text.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
+    const std::size_t a = item.find(':'), b = item.rfind(':');
+    OrderLine l;
+    char* end = nullptr;
+    bool ok = a != std::string::npos && b != a;
+    if (ok) {
+      l.product = item.substr(0, a);
+      const std::string q = item.substr(a + 1, b - a - 1), p = item.substr(b + 1);
+      l.quantity = std::strtoll(q.c_str(), &end, 10);
+      ok = !q.empty() && *end == '\0';
+      l.price = std::strtoll(p.c_str(), &end, 10);
+      ok = ok && !p.empty() && *end == '\0' && ValidName(l.product) && l.quantity > 0 &&
+           l.price >= 0;
+    }
+    if (!ok) {
+      return base::Fail(base::ErrorCode::kBadRequest,
+                        "bad order line '" + item + "': expected product:quantity:price");
+    }
+    lines.push_back(std::move(l));
+    if (comma == std::string::npos) break;
+    i = comma + 1;
+  }
+  if (lines.empty()) return base::Fail(base::ErrorCode::kBadRequest, "an order has no lines");
+  return lines;
+}
+
+http::Response ErrorResponse(const base::Error& error) {
+  using base::ErrorCode;
+  switch (error.code()) {
+    case ErrorCode::kBadRequest:
+      return http::Response::Error(400, "bad_request", error.message());
+    case ErrorCode::kNotFound:
+      return http::Response::Error(404, "not_found", error.message());
+    case ErrorCode::kConflict:
+      return http::Response::Error(409, "conflict", error.message());
+    case ErrorCode::kTimeout:
+    case ErrorCode::kOverloaded:
+    case ErrorCode::kMemberLeft:
+    case ErrorCode::kConnectionFailed:
+    case ErrorCode::kNoQuorum:
+    case ErrorCode::kNotOwner:
+    case ErrorCode::kShuttingDown:
+      return http::Response::Error(503, "unavailable", error.message() + "; try again");
+    default:
+      return http::Response::Error(500, "internal", error.message());
+  }
+}
+
+}  // namespace tessera::examples

@@ -1,0 +1,87 @@
+#pragma once
+// What the three services of the order-fulfillment example share: their command line, the
+// embedded member (the service's own cluster: its instances join each other), the client of
+// the shared cluster (grid-node processes: the event streams, the DLQ), the HTTP server, the
+// ready line scripts wait for, and a clean stop on SIGINT/SIGTERM.
+//
+// Common flags (every service):
+//   --port P           the embedded member's native port (0 = any; grid-cli connects there)
+//   --join HOST:PORT   another instance of the same service (repeatable)
+//   --shared HOST:PORT a member of the shared cluster (repeatable; at least one)
+//   --shared-cluster NAME   the shared cluster's name (default "shared")
+//   --http-port P      the REST port (0 = any)
+//   --threads N        the embedded member's shards (default 1)
+//   --heartbeat-ms MS, --failure-timeout-ms MS   the embedded cluster's failure detection
+//   --log-level LEVEL  trace|debug|info|warn|error (default info)
+// and the service's own flags, each with a default (`--name value`).
+//
+// Ready line (stdout, once serving): "<program> ready: native 127.0.0.1:P http 127.0.0.1:H".
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/base/error.h"
+#include "tessera/grid/instance.h"
+#include "tessera/grid/member.h"
+#include "tessera/http/server.h"
+
+namespace tessera::examples {
+
+class Service {
+ public:
+  // Parses the command line; prints the problem and the usage and exits with 2 on a bad one.
+  // `own_flags`: the service's flags (without "--") and their defaults. Blocks SIGINT and
+  // SIGTERM in every thread (WaitForStop takes them). Call first thing in main().
+  Service(std::string program, int argc, char** argv, std::map<std::string, std::string> own_flags,
+          std::string usage);
+
+  // Connects to the shared cluster (retrying for up to 60 s, so a service may start before or
+  // during a pause of the shared cluster) and builds the embedded member, not started yet:
+  // the caller adds its outbox, orchestrator or processors, then calls StartMember, adds its
+  // routes to http() and calls StartHttp.
+  base::Result<void> Prepare();
+  base::Result<void> StartMember();
+  base::Result<void> StartHttp();
+  // Prints the ready line, blocks until SIGINT or SIGTERM, then stops the HTTP server.
+  void WaitForStop();
+
+  grid::Member& member() { return *member_; }
+  std::shared_ptr<grid::Instance> shared() { return shared_; }
+  http::Server& http() { return *http_; }
+  const std::string& program() const { return program_; }
+
+  const std::string& Flag(const std::string& name) const;
+  std::int64_t IntFlag(const std::string& name) const;  // validated numbers (>= 0)
+
+ private:
+  [[noreturn]] void Usage(const std::string& problem) const;
+
+  std::string program_;
+  std::string usage_;
+  std::map<std::string, std::string> flags_;
+  std::vector<std::string> join_, shared_addresses_;
+  std::shared_ptr<grid::Instance> shared_;
+  std::unique_ptr<grid::Member> member_;
+  std::unique_ptr<http::Server> http_;
+};
+
+// An order line: `quantity` of `product` at `price` (cents) each.
+struct OrderLine {
+  std::string product;
+  std::int64_t quantity = 0;
+  std::int64_t price = 0;
+};
+
+// Lines in a saga's data and in commands: "product:quantity:price,..." (product names are
+// letters, digits, '-' and '_'). Errors: kBadRequest naming the bad line.
+std::string EncodeLines(const std::vector<OrderLine>& lines);
+base::Result<std::vector<OrderLine>> DecodeLines(const std::string& text);
+bool ValidName(const std::string& name);  // letters, digits, '-', '_'; 1..64 characters
+
+// The HTTP answer to a grid error: 400 bad request, 404 not found, 409 conflict, 503 for what
+// passes (timeouts, a member gone, overload, shutting down), 500 otherwise.
+http::Response ErrorResponse(const base::Error& error);
+
+}  // namespace tessera::examples

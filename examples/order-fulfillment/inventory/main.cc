@@ -1,0 +1,326 @@
+// inventory-service: stock per product, reserved and released for the fulfillment saga
+// (commands ReserveStock and ReleaseStock on the shared stream "inventory.commands", consumer
+// group "inventory"). An order's lines are products in several partitions; each line's
+// reservation is one partition transaction of this service's embedded member that moves the
+// line's hold (map "holds", key "<order>@<product>") one way only:
+//
+//   absent -> "held:Q"  (stock - Q)      absent -> "void"       (released before it was held)
+//   "held:Q" -> "released:Q" (stock + Q)
+//
+// guarded by preconditions (the hold as read, the stock as read), so a command delivered
+// twice, a reservation racing its release, and two orders racing for the last items each
+// apply once and never take stock below zero. A reservation that finds an order's hold
+// released or void refuses: the order was cancelled meanwhile.
+//
+// ReserveStock: every product must be in the catalog (map "stock"); an unknown product is an
+// error, not a refusal (the catalog is behind: the command goes to the dead letter queue; add
+// the product with PUT /stock/{product}, then replay it with grid-cli dlq replay inventory).
+// Lines are held in order; when one is short, the order's holds are released and the step is
+// refused ("out of stock"), not retried. ReleaseStock releases every line (nothing to release
+// is fine: a timed-out reservation is compensated too).
+//
+// REST: GET /stock (every product: available and held), GET /stock/{product},
+// PUT /stock/{product} {"available": N}, GET /holds (every hold), GET /health.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "common/service.h"
+#include "tessera/grid/map.h"
+#include "tessera/saga/consumer.h"
+#include "tessera/saga/inbox.h"
+#include "tessera/saga/outbox.h"
+#include "tessera/saga/participant.h"
+
+namespace {
+
+using nlohmann::json;
+using tessera::base::ErrorCode;
+using tessera::base::Fail;
+using tessera::base::Result;
+using tessera::http::Request;
+using tessera::http::Response;
+namespace examples = tessera::examples;
+namespace saga = tessera::saga;
+namespace grid = tessera::grid;
+
+constexpr const char* kStock = "stock";
+constexpr const char* kHolds = "holds";
+constexpr tessera::base::Millis kTombstoneTtlMs = 7LL * 24 * 3600 * 1000;
+constexpr int kMaxRaces = 100;  // optimistic attempts before the handler gives up (retried)
+
+const char* kUsage =
+    "usage: inventory-service --shared HOST:PORT [common flags] [--products P=N,...]\n"
+    "         [--concurrency N]\n"
+    "  --products  initial stock, set only for products not in the catalog yet\n"
+    "common flags: --port P --join HOST:PORT --shared-cluster NAME --http-port P --threads N\n"
+    "              --heartbeat-ms MS --failure-timeout-ms MS --log-level LEVEL\n"
+    "See examples/order-fulfillment/README.md.\n";
+
+std::int64_t Number(const std::string& text) { return std::strtoll(text.c_str(), nullptr, 10); }
+
+class Stock {
+ public:
+  explicit Stock(grid::Member& member)
+      : member_(member), stock_(member.GetMap(kStock)), holds_(member.GetMap(kHolds)) {}
+
+  enum class Held { kHeld, kShort, kCancelled };
+  struct HoldOutcome {
+    Held held = Held::kHeld;
+    std::int64_t available = 0;  // when short
+  };
+
+  // Holds `quantity` of `product` for `order` (once).
+  Result<HoldOutcome> Hold(const std::string& order, const std::string& product,
+                           std::int64_t quantity) {
+    const std::string key = order + "@" + product;
+    for (int race = 0; race < kMaxRaces; ++race) {
+      auto hold = holds_->Get(key);
+      if (!hold) return std::unexpected(hold.error());
+      if (hold->has_value()) {
+        if ((*hold)->rfind("held:", 0) == 0) return HoldOutcome{Held::kHeld, 0};
+        return HoldOutcome{Held::kCancelled, 0};
+      }
+      auto stock = stock_->Get(product);
+      if (!stock) return std::unexpected(stock.error());
+      if (!stock->has_value()) {
+        return Fail(ErrorCode::kNotFound, "unknown product '" + product + "'");
+      }
+      const std::int64_t available = Number(**stock);
+      if (available < quantity) return HoldOutcome{Held::kShort, available};
+      grid::Transaction tx(product);
+      tx.Set(kStock, product, std::to_string(available - quantity)).IfValue(**stock);
+      tx.Set(kHolds, key, "held:" + std::to_string(quantity)).IfAbsent();
+      auto done = member_.Transact(tx);
+      if (!done) return std::unexpected(done.error());
+      if (done->committed) return HoldOutcome{Held::kHeld, 0};
+    }
+    return Fail(ErrorCode::kOverloaded, "product '" + product + "' changed under every attempt");
+  }
+
+  // Releases `order`'s hold of `product`, or voids it when there is none yet.
+  Result<bool> Release(const std::string& order, const std::string& product) {
+    const std::string key = order + "@" + product;
+    for (int race = 0; race < kMaxRaces; ++race) {
+      auto hold = holds_->Get(key);
+      if (!hold) return std::unexpected(hold.error());
+      grid::Transaction tx(product);
+      bool released = false;
+      if (!hold->has_value()) {
+        tx.Set(kHolds, key, "void", grid::WithTtl(kTombstoneTtlMs)).IfAbsent();
+      } else if ((*hold)->rfind("held:", 0) == 0) {
+        const std::int64_t quantity = Number((*hold)->substr(5));
+        auto stock = stock_->Get(product);
+        if (!stock) return std::unexpected(stock.error());
+        const std::int64_t available = stock->has_value() ? Number(**stock) : 0;
+        tx.Set(kHolds, key, "released:" + std::to_string(quantity), grid::WithTtl(kTombstoneTtlMs))
+            .IfValue(**hold);
+        tx.Set(kStock, product, std::to_string(available + quantity));
+        if (stock->has_value()) {
+          tx.IfValue(**stock);
+        } else {
+          tx.IfAbsent();
+        }
+        released = true;
+      } else {
+        return false;  // released or void before
+      }
+      auto done = member_.Transact(tx);
+      if (!done) return std::unexpected(done.error());
+      if (done->committed) return released;
+    }
+    return Fail(ErrorCode::kOverloaded, "product '" + product + "' changed under every attempt");
+  }
+
+  grid::Member& member_;
+  std::shared_ptr<grid::Map> stock_, holds_;
+};
+
+Result<std::vector<examples::OrderLine>> Lines(const saga::Event& command) {
+  auto text = command.payload.GetString("lines");
+  if (!text) {
+    return Fail(ErrorCode::kBadRequest, "command " + command.type + " has no lines");
+  }
+  return examples::DecodeLines(*text);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  examples::Service svc("inventory-service", argc, argv, {{"products", ""}, {"concurrency", "2"}},
+                        kUsage);
+  auto fail = [&](const tessera::base::Error& e) {
+    std::fprintf(stderr, "inventory-service: %s\n", e.message().c_str());
+    return 1;
+  };
+  // Initial stock: "p1=100,p2=50".
+  std::vector<std::pair<std::string, std::int64_t>> initial;
+  {
+    const std::string& spec = svc.Flag("products");
+    std::size_t i = 0;
+    while (!spec.empty() && i <= spec.size()) {
+      const std::size_t comma = spec.find(',', i);
+      const std::string item =
+          spec.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
+      const std::size_t eq = item.find('=');
+      char* end = nullptr;
+      const std::string n = eq == std::string::npos ? "" : item.substr(eq + 1);
+      const long long count = std::strtoll(n.c_str(), &end, 10);
+      if (eq == std::string::npos || !examples::ValidName(item.substr(0, eq)) || n.empty() ||
+          *end != '\0' || count < 0) {
+        std::fprintf(stderr, "inventory-service: bad --products item '%s': expected NAME=COUNT\n%s",
+                     item.c_str(), kUsage);
+        return 2;
+      }
+      initial.emplace_back(item.substr(0, eq), count);
+      if (comma == std::string::npos) break;
+      i = comma + 1;
+    }
+  }
+  if (auto ok = svc.Prepare(); !ok) return fail(ok.error());
+  auto& member = svc.member();
+  saga::OutboxOptions oo;
+  oo.service = "inventory";
+  auto outbox = std::make_unique<saga::Outbox>(member, svc.shared(), oo);
+  if (auto ok = svc.StartMember(); !ok) return fail(ok.error());
+  for (const auto& [product, count] : initial) {
+    if (auto put = member.GetMap(kStock)->PutIfAbsent(product, std::to_string(count)); !put) {
+      return fail(put.error());
+    }
+  }
+  Stock stock(member);
+  saga::Inbox inbox(member);
+  saga::SagaParticipant participant(member, svc.shared());
+  saga::ConsumerOptions co;
+  co.group = "inventory";
+  co.streams = {"inventory.commands"};
+  co.concurrency = static_cast<int>(svc.IntFlag("concurrency"));
+  co.unknown_to_dlq = true;
+  auto consumer = std::make_unique<saga::Consumer>(svc.shared(), member, inbox, co);
+  participant.On(*consumer, "ReserveStock", [&](const saga::Event& cmd) -> Result<saga::StepWork> {
+    auto lines = Lines(cmd);
+    if (!lines) return std::unexpected(lines.error());
+    const std::string order = saga::SagaParticipant::SagaId(cmd);
+    for (const auto& l : *lines) {  // the catalog first: nothing held on an error
+      auto known = stock.stock_->ContainsKey(l.product);
+      if (!known) return std::unexpected(known.error());
+      if (!*known) {
+        return Fail(ErrorCode::kNotFound, "unknown product '" + l.product + "' in order " + order +
+                                              ": add it with PUT /stock/" + l.product +
+                                              ", then replay this dead letter");
+      }
+    }
+    std::string refusal, result;
+    for (const auto& l : *lines) {
+      auto held = stock.Hold(order, l.product, l.quantity);
+      if (!held) return std::unexpected(held.error());
+      if (held->held == Stock::Held::kShort) {
+        refusal = fmt::format("out of stock: {} has {}, the order needs {}", l.product,
+                              held->available, l.quantity);
+        break;
+      }
+      if (held->held == Stock::Held::kCancelled) {
+        refusal = "the order was cancelled before its stock was reserved";
+        break;
+      }
+      result += (result.empty() ? "reserved " : ", ") + fmt::format("{}x{}", l.quantity, l.product);
+    }
+    if (!refusal.empty()) {  // give back what this order holds
+      for (const auto& l : *lines) {
+        if (auto r = stock.Release(order, l.product); !r) {
+          return std::unexpected(r.error());
+        }
+      }
+      return saga::StepWork(std::nullopt, saga::StepReply{false, false, refusal, ""});
+    }
+    return saga::StepWork(std::nullopt, saga::StepReply{true, false, "", result});
+  });
+  participant.On(*consumer, "ReleaseStock", [&](const saga::Event& cmd) -> Result<saga::StepWork> {
+    auto lines = Lines(cmd);
+    if (!lines) return std::unexpected(lines.error());
+    const std::string order = saga::SagaParticipant::SagaId(cmd);
+    int released = 0;
+    for (const auto& l : *lines) {
+      auto r = stock.Release(order, l.product);
+      if (!r) return std::unexpected(r.error());
+      released += *r ? 1 : 0;
+    }
+    return saga::StepWork(std::nullopt, saga::StepReply{true, false, "",
+                                                        fmt::format("released {} of {} lines",
+                                                                    released, lines->size())});
+  });
+  if (auto ok = consumer->Start(); !ok) return fail(ok.error());
+
+  auto& http = svc.http();
+  http.Route("GET", "/health",
+             [](const Request&) { return Response::Json(200, R"({"status":"ok"})"); });
+  http.Route("GET", "/stock", [&](const Request&) {
+    auto all = stock.stock_->EntrySet();
+    if (!all) return examples::ErrorResponse(all.error());
+    auto holds = stock.holds_->EntrySet();
+    if (!holds) return examples::ErrorResponse(holds.error());
+    json products = json::object();
+    for (const auto& [product, available] : *all) {
+      products[product] = {{"available", Number(available)}, {"held", 0}};
+    }
+    for (const auto& [key, state] : *holds) {
+      const std::string product = key.substr(key.rfind('@') + 1);
+      if (state.rfind("held:", 0) == 0 && products.contains(product)) {
+        products[product]["held"] =
+            products[product]["held"].get<std::int64_t>() + Number(state.substr(5));
+      }
+    }
+    return Response::Json(200, json{{"products", products}}.dump());
+  });
+  http.Route("GET", "/stock/{product}", [&](const Request& r) {
+    const std::string& product = r.params.at("product");
+    auto got = stock.stock_->Get(product);
+    if (!got) return examples::ErrorResponse(got.error());
+    if (!got->has_value()) {
+      return Response::Error(404, "not_found", "no product '" + product + "' in the catalog");
+    }
+    return Response::Json(200, json{{"product", product}, {"available", Number(**got)}}.dump());
+  });
+  http.Route("PUT", "/stock/{product}", [&](const Request& r) {
+    const std::string& product = r.params.at("product");
+    if (!examples::ValidName(product)) {
+      return Response::Error(400, "bad_request",
+                             "a product name is 1..64 letters, digits, '-' or '_'");
+    }
+    const json body = json::parse(r.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object() || !body.contains("available") ||
+        !body["available"].is_number_integer() || body["available"].get<std::int64_t>() < 0) {
+      return Response::Error(400, "bad_request",
+                             "expected a JSON object {\"available\": N} with N >= 0");
+    }
+    const std::int64_t n = body["available"].get<std::int64_t>();
+    if (auto ok = stock.stock_->Set(product, std::to_string(n)); !ok) {
+      return examples::ErrorResponse(ok.error());
+    }
+    return Response::Json(200, json{{"product", product}, {"available", n}}.dump());
+  });
+  http.Route("GET", "/holds", [&](const Request&) {
+    auto holds = stock.holds_->EntrySet();
+    if (!holds) return examples::ErrorResponse(holds.error());
+    json out = json::array();
+    for (const auto& [key, state] : *holds) {
+      const std::size_t at = key.rfind('@');
+      const std::size_t colon = state.find(':');
+      out.push_back(
+          {{"order", key.substr(0, at)},
+           {"product", key.substr(at + 1)},
+           {"state", state.substr(0, colon)},
+           {"quantity", colon == std::string::npos ? 0 : Number(state.substr(colon + 1))}});
+    }
+    return Response::Json(200, json{{"holds", out}}.dump());
+  });
+  if (auto ok = svc.StartHttp(); !ok) return fail(ok.error());
+  svc.WaitForStop();
+  consumer->Stop();
+  consumer.reset();
+  outbox.reset();
+  member.Shutdown();
+  return 0;
+}
