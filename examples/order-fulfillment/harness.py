@@ -1,0 +1,188 @@
+"""Runs the order-fulfillment example's processes for scripts/demo-orders and
+scripts/chaos-orders: a shared cluster of grid-node processes and instances of the three
+services, on 127.0.0.1 with ports picked by the processes (read back from their ready lines).
+Every process started here is stopped by Cluster.stop_all(); logs go to the work folder."""
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+READY = re.compile(r"ready: native 127\.0\.0\.1:(\d+)(?: (?:http|resp) 127\.0\.0\.1:(\d+))?")
+
+
+class Proc:
+    def __init__(self, name, argv, work):
+        self.name, self.argv, self.work = name, argv, work
+        self.popen = None
+        self.native = self.http = None
+        self.paused = False
+
+    def start(self, timeout=60.0):
+        log = open(os.path.join(self.work, self.name + ".log"), "ab")
+        self.popen = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=log,
+                                      stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        line = b""
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.popen.returncode} before it was "
+                                   f"ready; see {log.name}")
+            ready, _, _ = select.select([self.popen.stdout], [], [], 0.2)
+            if not ready:
+                continue
+            chunk = os.read(self.popen.stdout.fileno(), 4096)
+            line += chunk
+            m = READY.search(line.decode(errors="replace"))
+            if m:
+                self.native = f"127.0.0.1:{m.group(1)}"
+                if m.group(2) and b" http " in line:
+                    self.http = f"http://127.0.0.1:{m.group(2)}"
+                return self
+        self.kill()
+        raise RuntimeError(f"{self.name} was not ready within {timeout:.0f} s; see {log.name}")
+
+    def running(self):
+        return self.popen is not None and self.popen.poll() is None
+
+    def signal(self, sig):
+        if self.running():
+            self.popen.send_signal(sig)
+
+    def pause(self):
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self):
+        self.signal(signal.SIGCONT)
+        self.paused = False
+
+    def kill(self):
+        if self.popen is None:
+            return
+        if self.paused:
+            self.resume()
+        self.signal(signal.SIGKILL)
+        self.popen.wait()
+
+    def stop(self, timeout=20.0):
+        """SIGTERM, then SIGKILL after `timeout` s; the exit status (None: was not running)."""
+        if not self.running():
+            return None
+        if self.paused:
+            self.resume()
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return -signal.SIGKILL
+
+
+class Cluster:
+    """The shared grid-node cluster and the services, built from `bin_dir` (a CMake build)."""
+
+    def __init__(self, bin_dir, work, fast=True):
+        self.bin_dir, self.work = bin_dir, work
+        self.procs = []
+        self.shared = []
+        self.fast = ["--heartbeat-ms", "250", "--failure-timeout-ms", "2000"] if fast else []
+
+    def path(self, *parts):
+        return os.path.join(self.bin_dir, *parts)
+
+    def start_shared(self, count=3):
+        for i in range(count):
+            argv = [self.path("tools", "grid-node", "grid-node"), "--port", "0", "--cluster-name",
+                    "shared", "--log-level", "warn", "--threads", "1"] + self.fast
+            if self.shared:
+                argv += ["--join", self.shared[0].native, "--join-timeout-ms", "2000"]
+            self.shared.append(self._start(Proc(f"grid-node-{i + 1}", argv, self.work)))
+        return self.shared
+
+    def restart_shared(self, node):
+        alive = [n for n in self.shared if n is not node and n.running()]
+        argv = [self.path("tools", "grid-node", "grid-node"), "--port", node.native.split(":")[1],
+                "--cluster-name", "shared", "--log-level", "warn", "--threads", "1"] + self.fast
+        if alive:
+            argv += ["--join", alive[0].native, "--join-timeout-ms", "2000"]
+        node.argv = argv
+        return node.start()
+
+    def service(self, kind, index=1, extra=(), join=None):
+        """Starts `kind`-service (order, inventory, payment); `join` is another instance."""
+        argv = [self.path("examples", "order-fulfillment", f"{kind}-service"), "--port", "0",
+                "--http-port", "0", "--log-level", "warn"] + self.fast
+        for n in self.shared:
+            argv += ["--shared", n.native]
+        if join is not None:
+            argv += ["--join", join.native]
+        argv += list(extra)
+        return self._start(Proc(f"{kind}-{index}", argv, self.work))
+
+    def restart(self, proc, join=None):
+        """Starts `proc` again with its arguments (a new embedded member on a new port)."""
+        argv = [a for a in proc.argv]
+        if "--join" in argv:
+            i = argv.index("--join")
+            del argv[i:i + 2]
+        if join is not None:
+            argv += ["--join", join.native]
+        proc.argv = argv
+        return proc.start()
+
+    def _start(self, proc):
+        self.procs.append(proc)
+        return proc.start()
+
+    def stop_all(self):
+        """Stops every process still running; the (name, status) of those that did not exit
+        with 0 when asked to stop (a crash, a sanitizer report, a hang)."""
+        bad = []
+        for p in reversed(self.procs):
+            try:
+                status = p.stop(timeout=10)
+            except Exception:  # noqa: BLE001 - stop everything we can
+                p.kill()
+                status = "error"
+            if status not in (None, 0):
+                bad.append((p.name, status))
+        return bad
+
+    def grid_cli(self, *args, timeout=60):
+        argv = [self.path("tools", "grid-cli", "grid-cli"), "--address",
+                next(n.native for n in self.shared if n.running()), "--cluster-name", "shared"]
+        return subprocess.run(argv + list(args), capture_output=True, text=True, timeout=timeout)
+
+
+def http(method, url, body=None, timeout=10.0):
+    """(status, parsed JSON body); a connection error is status 0 with the reason."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw)
+        except ValueError:
+            return e.code, {"raw": raw.decode(errors="replace")}
+    except (urllib.error.URLError, OSError) as e:
+        return 0, {"error": str(e)}
+
+
+def wait_for(what, predicate, timeout, interval=0.1):
+    """Polls `predicate` until it returns a true value (returned) or `timeout` s pass (None)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return None
