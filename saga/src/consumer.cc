@@ -18,8 +18,8 @@ struct Consumer::State {
   const grid::Member* member = nullptr;  // whose metrics show this consumer (null: none)
   std::string group;
   std::atomic<std::int64_t> handled{0}, failed{0}, retries{0}, unknown{0}, undecodable{0},
-      breaker_waits{0}, dead_lettered{0}, parked{0}, replayed{0}, replay_failures{0}, discarded{0},
-      expired{0}, replay_requests{0};
+      breaker_waits{0}, unavailable{0}, dead_lettered{0}, parked{0}, replayed{0},
+      replay_failures{0}, discarded{0}, expired{0}, replay_requests{0};
   // The group's queue as of the last maintenance round.
   std::atomic<std::int64_t> entries{0}, parked_entries{0}, oldest_failure_ms{0};
 };
@@ -61,6 +61,9 @@ void RenderConsumers(const grid::Member* member, metrics::MetricsRegistry& regis
        &Consumer::State::unknown},
       {"tessera_consumer_breaker_waits_total", "Deliveries held back by an open circuit breaker",
        &Consumer::State::breaker_waits},
+      {"tessera_consumer_unavailable_total",
+       "Events delivered again because the grid could not answer (not dead-lettered)",
+       &Consumer::State::unavailable},
       {"tessera_dlq_dead_lettered_total", "Events that became dead letters (handler failed)",
        &Consumer::State::dead_lettered},
       {"tessera_dlq_parked_total", "Events parked behind a dead letter of their key",
@@ -376,10 +379,23 @@ base::Result<void> Consumer::Deliver(const grid::StreamEvent& delivered) {
   }
   state_->failed.fetch_add(1);
   if (!options_.dead_letters) return result;
+  if (std::find(options_.unavailable.begin(), options_.unavailable.end(), result.error().code()) !=
+      options_.unavailable.end()) {
+    state_->unavailable.fetch_add(1);
+    base::NamedLogger("consumer")
+        ->warn(
+            "group '{}': event {} ({} {}) not handled, the grid cannot answer now ({}); it comes "
+            "again",
+            options_.group, event->id, event->type, event->key, result.error().ToString());
+    return result;  // delivered again after the stream's retry delay
+  }
   if (auto ok = AddDeadLetter(*event, &result.error(), attempts, first_failure, false); !ok) {
     return ok;
   }
   state_->dead_lettered.fetch_add(1);
+  base::NamedLogger("consumer")
+      ->warn("group '{}': event {} ({} {}) is a dead letter after {} attempts: {}", options_.group,
+             event->id, event->type, event->key, attempts, result.error().ToString());
   return {};
 }
 
@@ -588,6 +604,7 @@ Consumer::Stats Consumer::stats() const {
   s.unknown_skipped = st.unknown.load();
   s.undecodable = st.undecodable.load();
   s.breaker_waits = st.breaker_waits.load();
+  s.unavailable = st.unavailable.load();
   s.dead_lettered = st.dead_lettered.load();
   s.parked = st.parked.load();
   s.replayed = st.replayed.load();

@@ -529,3 +529,46 @@ TEST_CASE(
   CHECK(billing.dead_letters().Count().value() == 0);
   billing.Stop();
 }
+
+TEST_CASE(
+    "An event whose handler finds the grid unavailable is delivered again, in its key's "
+    "order, and never becomes a dead letter; another error after the retries does",
+    "[saga][consumer][dlq]") {
+  Setup s;
+  Inbox inbox(s.service);
+  Consumer billing(s.client, s.service, inbox, Options());  // 3 attempts in place
+  std::atomic<int> outage{7};  // calls that find the grid gone: more than one delivery's retries
+  std::mutex mu;
+  std::vector<std::int64_t> order;  // cust-1's events as handled
+  billing.On("Placed", [&](const Event& e, HandlerContext& ctx) -> Result<void> {
+    if (e.key == "order@cust-1" && outage.fetch_sub(1) > 0) {
+      return Fail(ErrorCode::kMemberLeft, "the member owning the partition left");
+    }
+    if (e.key == "order@cust-2") return Fail(ErrorCode::kInternal, "the handler has a bug");
+    auto r = Bill(e, ctx);
+    if (r) {
+      std::lock_guard lock(mu);
+      order.push_back(e.payload.GetInt64("n").value());
+    }
+    return r;
+  });
+  REQUIRE(billing.Start());
+  for (int n = 0; n < 3; ++n) s.Append(Placed(700 + n, "order@cust-1", n), std::to_string(700 + n));
+  s.Append(Placed(800, "order@cust-2", 0), "800");
+  REQUIRE(WaitFor([&] {
+    const auto st = billing.stats();
+    return st.handled == 3 && st.dead_lettered == 1;
+  }));
+  const auto st = billing.stats();
+  CHECK(st.unavailable >= 2);  // 7 failing calls: at least two deliveries spent their retries
+  CHECK(Billed(s.service, "cust-1") == 3);
+  {
+    std::lock_guard lock(mu);
+    CHECK(order == std::vector<std::int64_t>{0, 1, 2});
+  }
+  auto letters = billing.dead_letters().List().value();
+  REQUIRE(letters.size() == 1);  // only the bug; the outage left nothing behind
+  CHECK(letters[0].event.id == 800);
+  CHECK(letters[0].error.find("has a bug") != std::string::npos);
+  billing.Stop();
+}

@@ -22,7 +22,7 @@
 //     group (grid-cli dlq replay), removes dead letters older than dlq_retention_ms, and
 //     refreshes the DLQ gauges.
 //   - Metrics, on the embedded member's MetricsText when `member` is a grid::Member, labelled
-//     group=...: tessera_consumer_{handled,retries,failed,unknown,breaker_waits}_total;
+//     group=...: tessera_consumer_{handled,retries,failed,unknown,breaker_waits,unavailable}_total;
 //     tessera_dlq_{dead_lettered,parked,replayed,replay_failures,discarded,expired}_total
 //     (this process's counts); tessera_dlq_entries, tessera_dlq_parked_entries and
 //     tessera_dlq_oldest_seconds (the group's queue, as of the last maintenance round).
@@ -77,6 +77,16 @@ struct ConsumerOptions {
   // expired). 0 keeps them until replayed or discarded.
   base::Millis dlq_retention_ms = 14LL * 24 * 3'600'000;
   base::Millis maintenance_ms = 500;  // replay requests, retention, DLQ gauges
+  // Errors that say the grid cannot answer now (a member died and its partitions are moving,
+  // a frozen cluster, a shutdown): the event is not poison. Once the in-place retries are
+  // spent, such an event is delivered again after the stream's retry delay (holding back its
+  // sub-stream, so its key's order holds) instead of becoming a dead letter; counted as
+  // `unavailable`. A handler whose own dependency fails for one event only should answer with
+  // another code (kInternal) to have that event dead-lettered.
+  std::vector<base::ErrorCode> unavailable = {
+      base::ErrorCode::kTimeout,      base::ErrorCode::kMemberLeft,
+      base::ErrorCode::kNotOwner,     base::ErrorCode::kConnectionFailed,
+      base::ErrorCode::kShuttingDown, base::ErrorCode::kNoQuorum};
 };
 
 // The outcome of replaying several dead letters (ReplayMatching, a replay request).
@@ -126,6 +136,7 @@ class Consumer {
     std::int64_t unknown_skipped = 0;  // events of a type without a handler
     std::int64_t undecodable = 0;      // stream events that are not Events (skipped)
     std::int64_t breaker_waits = 0;    // deliveries held back by an open breaker
+    std::int64_t unavailable = 0;      // events delivered again: the grid could not answer
     std::int64_t dead_lettered = 0;    // events that became dead letters (failed)
     std::int64_t parked = 0;           // events parked behind a dead letter of their key
     std::int64_t replayed = 0;         // dead letters replayed successfully
