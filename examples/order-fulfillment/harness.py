@@ -137,7 +137,16 @@ class Cluster:
 
     def _start(self, proc):
         self.procs.append(proc)
-        return proc.start()
+        proc.start()
+        self.write_addresses()
+        return proc
+
+    def write_addresses(self):
+        """cluster.json in the work folder: each process's pid and addresses (for grid-cli)."""
+        doc = {p.name: {"pid": p.popen.pid if p.popen else None, "native": p.native,
+                        "http": p.http} for p in self.procs}
+        with open(os.path.join(self.work, "cluster.json"), "w") as f:
+            json.dump(doc, f, indent=1)
 
     def stop_all(self):
         """Stops every process still running; the (name, status) of those that did not exit

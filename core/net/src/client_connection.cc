@@ -50,6 +50,22 @@ ClientConnection::ClientConnection(Passkey, asio::io_context& io, ClientOptions 
 
 ClientConnection::~ClientConnection() {
   if (connection_) connection_->Close();
+  // The connection's on_closed, which fails the pending calls, no longer reaches this object:
+  // answer them here (on the io thread, as every callback), or their callers wait forever.
+  if (pending_.empty()) return;
+  std::vector<PendingCall> calls;
+  for (auto& [call_id, call] : pending_) calls.push_back(std::move(call));
+  pending_.clear();
+  asio::post(io_, [calls = std::move(calls), address = address_]() mutable {
+    for (auto& call : calls) {
+      call.callback(base::Fail(ErrorCode::kMemberLeft,
+                               "connection to " + address +
+                                   " closed by this client before the "
+                                   "reply to " +
+                                   call.operation +
+                                   "; the operation may or may not have been applied"));
+    }
+  });
 }
 
 void ClientConnection::AsyncConnect(asio::io_context& io, ClientOptions options,

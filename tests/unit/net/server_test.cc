@@ -360,3 +360,28 @@ TEST_CASE("A request bigger than the maximum frame size fails without being sent
   CHECK(f.handler.requests() == 0);
   CHECK((*client)->CallSync(Echo("small"), std::chrono::seconds(5)).has_value());
 }
+
+TEST_CASE("Calls pending when the client drops its connection object still get an answer",
+          "[net]") {
+  Fixture f;
+  auto client = f.Connect(TestClientOptions(f.server->port()));
+  REQUIRE(client.has_value());
+  std::vector<std::future<Result<Message>>> results;
+  for (int i = 0; i < 3; ++i) {
+    auto promise = std::make_shared<std::promise<Result<Message>>>();
+    results.push_back(promise->get_future());
+    (*client)->Call(Message::MakeRequest(0, 1, Service::kMap, kSilentOp, "v"),
+                    std::chrono::seconds(60),
+                    [promise](Result<Message> result) { promise->set_value(std::move(result)); });
+  }
+  REQUIRE(WaitFor([&f] { return f.handler.requests() == 3; }));
+  client->reset();  // e.g. a member that left the member list: its connection is dropped
+  for (auto& result : results) {
+    // Not after the call's 60 s timeout: a caller waiting for all its answers would stall.
+    REQUIRE(result.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+    auto value = result.get();
+    REQUIRE_FALSE(value.has_value());
+    CHECK(value.error().code() == ErrorCode::kMemberLeft);
+    CHECK_THAT(value.error().message(), Catch::Contains("before the reply to map.op99"));
+  }
+}
