@@ -532,7 +532,7 @@ TEST_CASE(
 
 TEST_CASE(
     "An event whose handler finds the grid unavailable is delivered again, in its key's "
-    "order, and never becomes a dead letter; another error after the retries does",
+    "order, and never becomes a dead letter, but another error after the retries does",
     "[saga][consumer][dlq]") {
   Setup s;
   Inbox inbox(s.service);
