@@ -19,7 +19,11 @@
 // part-way finishes the stored plan whatever the handler answers now (the state it decides
 // on has changed: the first parts are in; a refusal then is not sent), and parts already in
 // are not applied twice. Plans are kept 7 days, like the inbox's markers. Handlers only
-// build transactions: asking one again has no effect.
+// build transactions: asking one again has no effect. A stored part is applied as it was
+// planned, so its preconditions must hold whenever it runs: a precondition on state others
+// change (a stock level read by the handler) that fails on a redelivery fails it on every
+// redelivery, and the command ends as a dead letter. Use entry processors or one-way state
+// per (saga, part) instead; examples/order-fulfillment's inventory holds each line that way.
 //
 // Thread-safety: On before the consumer starts; handlers run on the consumer's threads.
 
