@@ -105,6 +105,7 @@ void Membership::OnMessage(const ClusterMessage& message) {
       message.type != MessageType::kNotMember) {
     last_heard_ms_[message.from.uuid] = clock_.NowMs();
   }
+  if (message.type == MessageType::kHeartbeat) heartbeat_since_admitted_.insert(message.from.uuid);
   switch (message.type) {
     case MessageType::kJoinRequest:
       OnJoinRequest(message);
@@ -270,8 +271,12 @@ void Membership::Admit(const MemberInfo& joiner) {
   if (view_.members.Find(joiner.uuid)) {
     const auto admitted = admitted_ms_.find(joiner.uuid);
     if (admitted != admitted_ms_.end() &&
-        clock_.NowMs() - admitted->second <= options_.join_interval_ms) {
-      SendView(joiner.address);  // a second request of the join in progress (via a redirect)
+        (clock_.NowMs() - admitted->second <= options_.join_interval_ms ||
+         !heartbeat_since_admitted_.contains(joiner.uuid))) {
+      // A request of the join in progress: a redirect's copy, or a joiner whose view has not
+      // reached it yet (slow, or lost) asking again. It has not acted as a member (no heartbeat
+      // since it was admitted), so it has no state to lose: send the view again.
+      SendView(joiner.address);
       return;
     }
     // A listed member that joins has forgotten its view and emptied its stores (it left to
@@ -298,6 +303,7 @@ void Membership::Admit(const MemberInfo& joiner) {
   }
   log_->info("admitting member {} at {}", joiner.uuid, joiner.address);
   admitted_ms_[joiner.uuid] = clock_.NowMs();
+  heartbeat_since_admitted_.erase(joiner.uuid);
   members.push_back(joiner);
   last_heard_ms_[joiner.uuid] = clock_.NowMs();
   PublishMembers(std::move(members));
@@ -349,6 +355,8 @@ void Membership::InstallView(ClusterView view) {
     if (m.address != self_.address) known_addresses_.insert(m.address);
   }
   std::erase_if(admitted_ms_, [this](const auto& e) { return !view_.members.Find(e.first); });
+  std::erase_if(heartbeat_since_admitted_,
+                [this](const std::string& uuid) { return !view_.members.Find(uuid); });
   log_->info("members (version {}, master {}): [{}]; partition table version {}",
              view_.members.version,
              view_.members.master() ? view_.members.master()->address : "none",

@@ -120,7 +120,9 @@ base::Result<void> Service::Prepare() {
   mo.join = join_;
   mo.heartbeat_interval_ms = IntFlag("heartbeat-ms");
   mo.failure_timeout_ms = IntFlag("failure-timeout-ms");
-  mo.join_timeout_ms = std::max<std::int64_t>(1500, mo.failure_timeout_ms);
+  // An instance started with --join must not found a cluster of its own because the machine
+  // is slow to answer: it would take writes that its service's other instances do not see.
+  mo.join_timeout_ms = std::max<std::int64_t>(10'000, 2 * mo.failure_timeout_ms);
   member_ = std::make_unique<grid::Member>(mo, log);
   http::ServerOptions ho;
   ho.port = static_cast<std::uint16_t>(IntFlag("http-port"));
@@ -129,7 +131,21 @@ base::Result<void> Service::Prepare() {
   return {};
 }
 
-base::Result<void> Service::StartMember() { return member_->Start(); }
+base::Result<void> Service::StartMember() {
+  if (auto ok = member_->Start(); !ok) return ok;
+  if (join_.empty()) return {};
+  // Serve (consumers, REST) only once in a cluster: a member serves at once and joins in the
+  // background, and what it took before would be its own until the clusters merged.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < give_up) {
+    auto view = member_->cluster_view();
+    // Listed: admitted by another instance, or alone after the join timeout (none answered).
+    if (view && view->members.Find(member_->uuid())) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return base::Fail(base::ErrorCode::kTimeout,
+                    "the member did not join a cluster through --join within 30 s");
+}
 
 base::Result<void> Service::StartHttp() { return http_->Start(); }
 

@@ -42,6 +42,9 @@ class Service {
   // the caller adds its outbox, orchestrator or processors, then calls StartMember, adds its
   // routes to http() and calls StartHttp.
   base::Result<void> Prepare();
+  // With --join, returns once the member is in a cluster: admitted by another instance, or
+  // alone when none answered within the join timeout (10 s, so that a slow machine does not
+  // make a restarted instance found a cluster of its own).
   base::Result<void> StartMember();
   base::Result<void> StartHttp();
   // Prints the ready line, blocks until SIGINT or SIGTERM, then stops the HTTP server.

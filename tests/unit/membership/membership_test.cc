@@ -432,3 +432,25 @@ TEST_CASE("Cluster messages round-trip through the codec, bad bytes are rejected
   auto bytes = EncodeClusterMessage(unknown);
   CHECK(DecodeClusterMessage(bytes.substr(0, 8)).has_value() == false);
 }
+
+TEST_CASE(
+    "A joiner whose view is slow to arrive asks again and is sent the view, not removed and "
+    "admitted afresh",
+    "[membership]") {
+  SimNetwork net;
+  net.Start("a:1", Options());
+  net.Run(300);
+  net.BlockOneWay("a:1", "b:1");  // b's join requests reach a; a's view does not reach b
+  net.Start("b:1", Options({"a:1"}));
+  net.Run(100);
+  REQUIRE(net.Find("a:1")->view().members.members.size() == 2);  // a admitted b
+  const auto version_admitted = net.Find("a:1")->view().members.version;
+  net.Run(1400);  // b asks again every join interval (500 ms)
+  net.Heal();
+  net.Run(1000);
+  CheckConverged(net, {"a:1", "b:1"});
+  // Listed once: a member that never had its view is not removed and admitted a second time
+  // (it may already act on a view on its way, so the removal could take partitions it serves).
+  CHECK(net.Find("a:1")->view().members.version == version_admitted);
+  CHECK(net.Log("a:1").find("joins again while listed") == std::string::npos);
+}

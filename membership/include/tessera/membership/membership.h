@@ -198,6 +198,9 @@ class Membership {
   // Master: when it admitted each member (a JoinRequest from a listed member soon after is a
   // duplicate; later, the member lost its state: see Admit).
   std::map<std::string, base::Millis> admitted_ms_;
+  // Members (uuid) heard in a heartbeat since they were admitted: they had their view and
+  // acted as members, so a join request from one of them means it lost its state.
+  std::set<std::string> heartbeat_since_admitted_;
   std::string master_hint_;                    // from a JoinRedirect
   std::vector<std::string> rejoin_addresses_;  // members of the view we were dropped from
   std::unordered_map<std::string, base::Millis> last_heard_ms_;  // by uuid
