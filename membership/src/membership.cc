@@ -415,12 +415,27 @@ void Membership::OnLeave(const ClusterMessage& m) {
 
 void Membership::OnNotMember(const ClusterMessage& m) {
   const MemberInfo* master = view_.members.master();
-  if (!master || master->uuid != m.from.uuid) return;
-  if (state_ == MemberState::kLeaving) {
-    state_ = MemberState::kLeft;
-    log_->info("left the cluster");
-  } else if (state_ == MemberState::kMember) {
-    Rejoin(fmt::format("the master {} no longer lists this member", m.from.address));
+  if (master && master->uuid == m.from.uuid) {
+    if (state_ == MemberState::kLeaving) {
+      state_ = MemberState::kLeft;
+      log_->info("left the cluster");
+    } else if (state_ == MemberState::kMember) {
+      Rejoin(fmt::format("the master {} no longer lists this member", m.from.address));
+    }
+    return;
+  }
+  // Just awake from a pause longer than the failure timeout, and another member of our view
+  // masters a cluster without us: our peers went on without us and our data is the stale
+  // copy. Join them (our entries merge in by each map's policy, theirs stay), instead of
+  // keeping our view until the split-brain probe makes the younger cluster, theirs when sizes
+  // tie, merge into ours and lose what it wrote meanwhile.
+  if (state_ == MemberState::kMember && last_pause_ms_ > options_.failure_timeout_ms &&
+      clock_.NowMs() - woke_ms_ <= options_.failure_timeout_ms && view_.members.Find(m.from.uuid) &&
+      m.from.uuid != self_.uuid) {
+    Rejoin(fmt::format("this member was paused for {} ms, longer than the failure timeout, and "
+                       "{} masters a cluster without it",
+                       last_pause_ms_, m.from.address),
+           m.from.address);
   }
 }
 
@@ -572,6 +587,7 @@ void Membership::DetectFailures() {
 void Membership::OnOwnPause(base::Millis gap, base::Millis now) {
   ++pauses_;
   last_pause_ms_ = gap;
+  woke_ms_ = now;
   log_->warn(
       "this member did not run for {} ms (stopped, a VM stall or swapping; failure timeout {} "
       "ms): its peers were not silent, it could not hear them; giving every member a fresh "

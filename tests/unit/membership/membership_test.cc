@@ -454,3 +454,24 @@ TEST_CASE(
   CHECK(net.Find("a:1")->view().members.version == version_admitted);
   CHECK(net.Log("a:1").find("joins again while listed") == std::string::npos);
 }
+
+TEST_CASE(
+    "One of two members paused past the failure timeout joins the one that went on without it, "
+    "which keeps its data",
+    "[membership][split]") {
+  SimNetwork net;
+  StartInOrder(net, {"a:1", "b:1"});
+  net.Run(300);
+  auto a_rejoins = CountRejoins(*net.Find("a:1"));
+  auto b_rejoins = CountRejoins(*net.Find("b:1"));
+  net.Freeze("a:1");  // the master, so the two clusters tie on size and a's is the older
+  net.Run(10'000);
+  REQUIRE(net.Find("b:1")->is_master());
+  REQUIRE(net.Find("b:1")->view().members.members.size() == 1);
+  net.Thaw("a:1");
+  net.Run(6000);
+  CheckConverged(net, {"b:1", "a:1"});
+  CHECK(*a_rejoins == 1);  // a, with the stale copy, merges into b
+  CHECK(*b_rejoins == 0);  // b, which took the writes while a was stopped, stays
+  CHECK(net.Log("a:1").find("masters a cluster without it") != std::string::npos);
+}

@@ -192,6 +192,7 @@ class Membership {
   base::Millis last_tick_ms_ = 0;  // 0 before Start
   std::uint64_t pauses_ = 0;
   base::Millis last_pause_ms_ = 0;
+  base::Millis woke_ms_ = 0;  // when the last pause ended
   std::uint64_t rejoins_ = 0;
   base::Millis next_probe_ms_ = 0;
   std::set<std::string> known_addresses_;  // every other address seen in a view
