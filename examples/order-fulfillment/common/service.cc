@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "tessera/base/log.h"
@@ -128,6 +129,9 @@ base::Result<void> Service::Prepare() {
   ho.port = static_cast<std::uint16_t>(IntFlag("http-port"));
   ho.threads = 4;  // handlers block on the grid
   http_ = std::make_unique<http::Server>(ho);
+  http_->Route("GET", "/health", [](const http::Request&) {
+    return http::Response::Json(200, R"({"status":"ok"})");
+  });
   return {};
 }
 
@@ -206,6 +210,42 @@ base::Result<std::vector<OrderLine>> DecodeLines(const std::string& text) {
   }
   if (lines.empty()) return base::Fail(base::ErrorCode::kBadRequest, "an order has no lines");
   return lines;
+}
+
+std::pair<std::string, std::int64_t> SplitState(const std::string& state) {
+  const std::size_t colon = state.find(':');
+  if (colon == std::string::npos) return {state, 0};
+  return {state.substr(0, colon), ToNumber(state.substr(colon + 1))};
+}
+
+std::int64_t ToNumber(const std::string& text) { return std::strtoll(text.c_str(), nullptr, 10); }
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',', i);
+    out.push_back(text.substr(i, comma == std::string::npos ? std::string::npos : comma - i));
+    if (comma == std::string::npos) break;
+    i = comma + 1;
+  }
+  return out;
+}
+
+http::Response ListStates(grid::Map& map, const char* array, const char* owner_field,
+                          const char* number_field) {
+  auto all = map.EntrySet();
+  if (!all) return ErrorResponse(all.error());
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [key, state] : *all) {
+    const std::size_t at = key.rfind('@');
+    const auto [name, number] = SplitState(state);
+    out.push_back({{"order", key.substr(0, at)},
+                   {owner_field, key.substr(at + 1)},
+                   {"state", name},
+                   {number_field, number}});
+  }
+  return http::Response::Json(200, nlohmann::json{{array, out}}.dump());
 }
 
 http::Response ErrorResponse(const base::Error& error) {

@@ -13,17 +13,20 @@
 //   --threads N        the embedded member's shards (default 1)
 //   --heartbeat-ms MS, --failure-timeout-ms MS   the embedded cluster's failure detection
 //   --log-level LEVEL  trace|debug|info|warn|error (default info)
-// and the service's own flags, each with a default (`--name value`).
+// and the service's own flags, each with a default (`--name value`). Every service answers
+// GET /health (200 {"status":"ok"}) once serving.
 //
 // Ready line (stdout, once serving): "<program> ready: native 127.0.0.1:P http 127.0.0.1:H".
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/base/error.h"
 #include "tessera/grid/instance.h"
+#include "tessera/grid/map.h"
 #include "tessera/grid/member.h"
 #include "tessera/http/server.h"
 
@@ -82,6 +85,19 @@ struct OrderLine {
 std::string EncodeLines(const std::vector<OrderLine>& lines);
 base::Result<std::vector<OrderLine>> DecodeLines(const std::string& text);
 bool ValidName(const std::string& name);  // letters, digits, '-', '_'; 1..64 characters
+
+// One-way states of the example's effects ("held:3", "charged:1500", "released:3", "void"):
+// the name and the number after ':' (0 when there is none). Tombstones (released, refunded,
+// void) are kept as long as the inbox's markers, so a late command still finds them.
+inline constexpr base::Millis kTombstoneTtlMs = 7LL * 24 * 3600 * 1000;
+std::pair<std::string, std::int64_t> SplitState(const std::string& state);
+std::int64_t ToNumber(const std::string& text);                 // a stored decimal (0 when not one)
+std::vector<std::string> SplitCommas(const std::string& text);  // "" -> none
+
+// Every one-way state in `map` (keys "<order>@<owner>") as
+// {"<array>": [{"order", "<owner_field>", "state", "<number_field>"}, ...]}.
+http::Response ListStates(grid::Map& map, const char* array, const char* owner_field,
+                          const char* number_field);
 
 // The HTTP answer to a grid error: 400 bad request, 404 not found, 409 conflict, 503 for what
 // passes (timeouts, a member gone, overload, shutting down), 500 otherwise.

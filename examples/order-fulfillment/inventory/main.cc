@@ -48,7 +48,6 @@ namespace grid = tessera::grid;
 
 constexpr const char* kStock = "stock";
 constexpr const char* kHolds = "holds";
-constexpr tessera::base::Millis kTombstoneTtlMs = 7LL * 24 * 3600 * 1000;
 constexpr int kMaxRaces = 100;  // optimistic attempts before the handler gives up (retried)
 
 const char* kUsage =
@@ -58,8 +57,6 @@ const char* kUsage =
     "common flags: --port P --join HOST:PORT --shared-cluster NAME --http-port P --threads N\n"
     "              --heartbeat-ms MS --failure-timeout-ms MS --log-level LEVEL\n"
     "See examples/order-fulfillment/README.md.\n";
-
-std::int64_t Number(const std::string& text) { return std::strtoll(text.c_str(), nullptr, 10); }
 
 class Stock {
  public:
@@ -88,7 +85,7 @@ class Stock {
       if (!stock->has_value()) {
         return Fail(ErrorCode::kNotFound, "unknown product '" + product + "'");
       }
-      const std::int64_t available = Number(**stock);
+      const std::int64_t available = examples::ToNumber(**stock);
       if (available < quantity) return HoldOutcome{Held::kShort, available};
       grid::Transaction tx(product);
       tx.Set(kStock, product, std::to_string(available - quantity)).IfValue(**stock);
@@ -109,13 +106,14 @@ class Stock {
       grid::Transaction tx(product);
       bool released = false;
       if (!hold->has_value()) {
-        tx.Set(kHolds, key, "void", grid::WithTtl(kTombstoneTtlMs)).IfAbsent();
+        tx.Set(kHolds, key, "void", grid::WithTtl(examples::kTombstoneTtlMs)).IfAbsent();
       } else if ((*hold)->rfind("held:", 0) == 0) {
-        const std::int64_t quantity = Number((*hold)->substr(5));
+        const std::int64_t quantity = examples::ToNumber((*hold)->substr(5));
         auto stock = stock_->Get(product);
         if (!stock) return std::unexpected(stock.error());
-        const std::int64_t available = stock->has_value() ? Number(**stock) : 0;
-        tx.Set(kHolds, key, "released:" + std::to_string(quantity), grid::WithTtl(kTombstoneTtlMs))
+        const std::int64_t available = stock->has_value() ? examples::ToNumber(**stock) : 0;
+        tx.Set(kHolds, key, "released:" + std::to_string(quantity),
+               grid::WithTtl(examples::kTombstoneTtlMs))
             .IfValue(**hold);
         tx.Set(kStock, product, std::to_string(available + quantity));
         if (stock->has_value()) {
@@ -157,27 +155,18 @@ int main(int argc, char** argv) {
   };
   // Initial stock: "p1=100,p2=50".
   std::vector<std::pair<std::string, std::int64_t>> initial;
-  {
-    const std::string& spec = svc.Flag("products");
-    std::size_t i = 0;
-    while (!spec.empty() && i <= spec.size()) {
-      const std::size_t comma = spec.find(',', i);
-      const std::string item =
-          spec.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
-      const std::size_t eq = item.find('=');
-      char* end = nullptr;
-      const std::string n = eq == std::string::npos ? "" : item.substr(eq + 1);
-      const long long count = std::strtoll(n.c_str(), &end, 10);
-      if (eq == std::string::npos || !examples::ValidName(item.substr(0, eq)) || n.empty() ||
-          *end != '\0' || count < 0) {
-        std::fprintf(stderr, "inventory-service: bad --products item '%s': expected NAME=COUNT\n%s",
-                     item.c_str(), kUsage);
-        return 2;
-      }
-      initial.emplace_back(item.substr(0, eq), count);
-      if (comma == std::string::npos) break;
-      i = comma + 1;
+  for (const std::string& item : examples::SplitCommas(svc.Flag("products"))) {
+    const std::size_t eq = item.find('=');
+    char* end = nullptr;
+    const std::string n = eq == std::string::npos ? "" : item.substr(eq + 1);
+    const long long count = std::strtoll(n.c_str(), &end, 10);
+    if (eq == std::string::npos || !examples::ValidName(item.substr(0, eq)) || n.empty() ||
+        *end != '\0' || count < 0) {
+      std::fprintf(stderr, "inventory-service: bad --products item '%s': expected NAME=COUNT\n%s",
+                   item.c_str(), kUsage);
+      return 2;
     }
+    initial.emplace_back(item.substr(0, eq), count);
   }
   if (auto ok = svc.Prepare(); !ok) return fail(ok.error());
   auto& member = svc.member();
@@ -254,8 +243,6 @@ int main(int argc, char** argv) {
   if (auto ok = consumer->Start(); !ok) return fail(ok.error());
 
   auto& http = svc.http();
-  http.Route("GET", "/health",
-             [](const Request&) { return Response::Json(200, R"({"status":"ok"})"); });
   http.Route("GET", "/stock", [&](const Request&) {
     auto all = stock.stock_->EntrySet();
     if (!all) return examples::ErrorResponse(all.error());
@@ -263,13 +250,13 @@ int main(int argc, char** argv) {
     if (!holds) return examples::ErrorResponse(holds.error());
     json products = json::object();
     for (const auto& [product, available] : *all) {
-      products[product] = {{"available", Number(available)}, {"held", 0}};
+      products[product] = {{"available", examples::ToNumber(available)}, {"held", 0}};
     }
     for (const auto& [key, state] : *holds) {
       const std::string product = key.substr(key.rfind('@') + 1);
       if (state.rfind("held:", 0) == 0 && products.contains(product)) {
         products[product]["held"] =
-            products[product]["held"].get<std::int64_t>() + Number(state.substr(5));
+            products[product]["held"].get<std::int64_t>() + examples::ToNumber(state.substr(5));
       }
     }
     return Response::Json(200, json{{"products", products}}.dump());
@@ -281,7 +268,8 @@ int main(int argc, char** argv) {
     if (!got->has_value()) {
       return Response::Error(404, "not_found", "no product '" + product + "' in the catalog");
     }
-    return Response::Json(200, json{{"product", product}, {"available", Number(**got)}}.dump());
+    return Response::Json(
+        200, json{{"product", product}, {"available", examples::ToNumber(**got)}}.dump());
   });
   http.Route("PUT", "/stock/{product}", [&](const Request& r) {
     const std::string& product = r.params.at("product");
@@ -302,19 +290,7 @@ int main(int argc, char** argv) {
     return Response::Json(200, json{{"product", product}, {"available", n}}.dump());
   });
   http.Route("GET", "/holds", [&](const Request&) {
-    auto holds = stock.holds_->EntrySet();
-    if (!holds) return examples::ErrorResponse(holds.error());
-    json out = json::array();
-    for (const auto& [key, state] : *holds) {
-      const std::size_t at = key.rfind('@');
-      const std::size_t colon = state.find(':');
-      out.push_back(
-          {{"order", key.substr(0, at)},
-           {"product", key.substr(at + 1)},
-           {"state", state.substr(0, colon)},
-           {"quantity", colon == std::string::npos ? 0 : Number(state.substr(colon + 1))}});
-    }
-    return Response::Json(200, json{{"holds", out}}.dump());
+    return examples::ListStates(*stock.holds_, "holds", "product", "quantity");
   });
   if (auto ok = svc.StartHttp(); !ok) return fail(ok.error());
   svc.WaitForStop();

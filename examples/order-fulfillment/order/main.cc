@@ -206,8 +206,6 @@ int main(int argc, char** argv) {
   auto orders = member.GetMap(kOrders);
 
   auto& http = svc.http();
-  http.Route("GET", "/health",
-             [](const Request&) { return Response::Json(200, R"({"status":"ok"})"); });
   http.Route("POST", "/orders", [&](const Request& r) {
     auto order = ParseOrder(r.body);
     if (!order) return examples::ErrorResponse(order.error());

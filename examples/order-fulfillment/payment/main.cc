@@ -46,7 +46,6 @@ namespace grid = tessera::grid;
 
 constexpr const char* kAccounts = "accounts";
 constexpr const char* kCharges = "charges";
-constexpr tessera::base::Millis kTombstoneTtlMs = 7LL * 24 * 3600 * 1000;
 
 const char* kUsage =
     "usage: payment-service --shared HOST:PORT [common flags] [--initial-balance CENTS]\n"
@@ -55,8 +54,6 @@ const char* kUsage =
     "common flags: --port P --join HOST:PORT --shared-cluster NAME --http-port P --threads N\n"
     "              --heartbeat-ms MS --failure-timeout-ms MS --log-level LEVEL\n"
     "See examples/order-fulfillment/README.md.\n";
-
-std::int64_t Number(const std::string& text) { return std::strtoll(text.c_str(), nullptr, 10); }
 
 struct ChargeOf {
   std::string customer;
@@ -92,15 +89,8 @@ int main(int argc, char** argv) {
   const std::int64_t decline_over = svc.IntFlag("decline-over");
   const std::int64_t latency_ms = svc.IntFlag("latency-ms");
   std::set<std::string> blocked;
-  {
-    const std::string& list = svc.Flag("decline-customers");
-    std::size_t i = 0;
-    while (!list.empty() && i <= list.size()) {
-      const std::size_t comma = list.find(',', i);
-      blocked.insert(list.substr(i, comma == std::string::npos ? std::string::npos : comma - i));
-      if (comma == std::string::npos) break;
-      i = comma + 1;
-    }
+  for (const std::string& c : examples::SplitCommas(svc.Flag("decline-customers"))) {
+    blocked.insert(c);
   }
   if (auto ok = svc.Prepare(); !ok) return fail(ok.error());
   auto& member = svc.member();
@@ -148,7 +138,8 @@ int main(int argc, char** argv) {
     }
     auto balance = accounts->Get(c->customer);
     if (!balance) return std::unexpected(balance.error());
-    const std::int64_t before = balance->has_value() ? Number(**balance) : initial_balance;
+    const std::int64_t before =
+        balance->has_value() ? examples::ToNumber(**balance) : initial_balance;
     if (before < c->amount) {
       return refuse(
           fmt::format("declined: insufficient funds (balance {}, amount {})", before, c->amount));
@@ -173,13 +164,14 @@ int main(int argc, char** argv) {
     grid::Transaction tx(c->customer);
     std::string result;
     if (!charge->has_value()) {  // never charged (the charge timed out): void it
-      tx.Set(kCharges, c->key, "void", grid::WithTtl(kTombstoneTtlMs)).IfAbsent();
+      tx.Set(kCharges, c->key, "void", grid::WithTtl(examples::kTombstoneTtlMs)).IfAbsent();
       result = "nothing to refund";
     } else if ((*charge)->rfind("charged:", 0) == 0) {
-      const std::int64_t amount = Number((*charge)->substr(8));
+      const std::int64_t amount = examples::ToNumber((*charge)->substr(8));
       auto balance = accounts->Get(c->customer);
       if (!balance) return std::unexpected(balance.error());
-      const std::int64_t before = balance->has_value() ? Number(**balance) : initial_balance;
+      const std::int64_t before =
+          balance->has_value() ? examples::ToNumber(**balance) : initial_balance;
       tx.Set(kCharges, c->key, "refunded:" + std::to_string(amount)).IfValue(**charge);
       tx.Set(kAccounts, c->customer, std::to_string(before + amount));
       if (balance->has_value()) {
@@ -196,13 +188,11 @@ int main(int argc, char** argv) {
   if (auto ok = consumer->Start(); !ok) return fail(ok.error());
 
   auto& http = svc.http();
-  http.Route("GET", "/health",
-             [](const Request&) { return Response::Json(200, R"({"status":"ok"})"); });
   http.Route("GET", "/accounts/{customer}", [&](const Request& r) {
     const std::string& customer = r.params.at("customer");
     auto got = accounts->Get(customer);
     if (!got) return examples::ErrorResponse(got.error());
-    const std::int64_t balance = got->has_value() ? Number(**got) : initial_balance;
+    const std::int64_t balance = got->has_value() ? examples::ToNumber(**got) : initial_balance;
     return Response::Json(
         200,
         json{{"customer", customer}, {"balance", balance}, {"opened", got->has_value()}}.dump());
@@ -225,18 +215,7 @@ int main(int argc, char** argv) {
     return Response::Json(200, json{{"customer", customer}, {"balance", n}}.dump());
   });
   http.Route("GET", "/charges", [&](const Request&) {
-    auto all = charges->EntrySet();
-    if (!all) return examples::ErrorResponse(all.error());
-    json out = json::array();
-    for (const auto& [key, state] : *all) {
-      const std::size_t at = key.rfind('@');
-      const std::size_t colon = state.find(':');
-      out.push_back({{"order", key.substr(0, at)},
-                     {"customer", key.substr(at + 1)},
-                     {"state", state.substr(0, colon)},
-                     {"amount", colon == std::string::npos ? 0 : Number(state.substr(colon + 1))}});
-    }
-    return Response::Json(200, json{{"charges", out}}.dump());
+    return examples::ListStates(*charges, "charges", "customer", "amount");
   });
   if (auto ok = svc.StartHttp(); !ok) return fail(ok.error());
   svc.WaitForStop();
