@@ -379,14 +379,20 @@ base::Result<void> Consumer::Deliver(const grid::StreamEvent& delivered) {
   }
   state_->failed.fetch_add(1);
   if (!options_.dead_letters) return result;
-  if (std::find(options_.unavailable.begin(), options_.unavailable.end(), result.error().code()) !=
-      options_.unavailable.end()) {
+  const bool too_old =
+      options_.unavailable_dead_letter_ms > 0 &&
+      base::SteadyClock().WallMs() - delivered.time_ms > options_.unavailable_dead_letter_ms;
+  if (!too_old && std::find(options_.unavailable.begin(), options_.unavailable.end(),
+                            result.error().code()) != options_.unavailable.end()) {
     state_->unavailable.fetch_add(1);
-    base::NamedLogger("consumer")
-        ->warn(
-            "group '{}': event {} ({} {}) not handled, the grid cannot answer now ({}); it comes "
-            "again",
-            options_.group, event->id, event->type, event->key, result.error().ToString());
+    if (delivered.attempt == 1 || delivered.attempt % 50 == 0) {  // not a line per retry
+      base::NamedLogger("consumer")
+          ->warn(
+              "group '{}': event {} ({} {}) not handled, the grid cannot answer now ({}); it comes "
+              "again (delivery {})",
+              options_.group, event->id, event->type, event->key, result.error().ToString(),
+              delivered.attempt);
+    }
     return result;  // delivered again after the stream's retry delay
   }
   if (auto ok = AddDeadLetter(*event, &result.error(), attempts, first_failure, false); !ok) {

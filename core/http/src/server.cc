@@ -3,6 +3,7 @@
 #include <utility>  // before Asio's awaitable header (Boost 1.74)
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -239,23 +240,25 @@ Response Server::Impl::Dispatch(Request& request) const {
 }
 
 void Server::Impl::Accept() {
-  acceptor.async_accept(asio::make_strand(io),
-                        [self = this](beast::error_code ec, tcp::socket socket) {
-                          if (ec == asio::error::operation_aborted || !self->acceptor.is_open())
-                            return;
-                          if (!ec) {
-                            beast::error_code ignored;
-                            socket.set_option(tcp::no_delay(true), ignored);
-                            auto session = std::make_shared<Session>(std::move(socket), self);
-                            {
-                              std::lock_guard lock(self->mu);
-                              if (self->stopped) return;
-                              self->sessions.insert(session);
-                            }
-                            session->Read();
-                          }
-                          self->Accept();
-                        });
+  acceptor.async_accept(asio::make_strand(io), [self = this](beast::error_code ec,
+                                                             tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) return;
+    if (ec) {  // EMFILE and the like: try again a little later instead of spinning
+      auto timer = std::make_shared<asio::steady_timer>(self->io, std::chrono::milliseconds(100));
+      timer->async_wait([self, timer](beast::error_code) { self->Accept(); });
+      return;
+    }
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    auto session = std::make_shared<Session>(std::move(socket), self);
+    {
+      std::lock_guard lock(self->mu);
+      if (self->stopped) return;
+      self->sessions.insert(session);
+    }
+    session->Read();
+    self->Accept();
+  });
 }
 
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -308,7 +311,12 @@ void Server::Stop() {
   }
   impl_->io.stop();
   for (auto& t : impl_->threads) {
-    if (t.joinable()) t.join();
+    if (!t.joinable()) continue;
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();  // Stop from a handler: this thread ends when the handler returns
+      continue;
+    }
+    t.join();
   }
   impl_->threads.clear();
   // No thread runs the io_context now: close what is open; handlers still queued are

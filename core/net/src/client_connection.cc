@@ -235,7 +235,9 @@ void ClientConnection::OnConnectionClosed() {
           ? Error(ErrorCode::kConnectionFailed,
                   "connection to " + address_ + " was closed by this client")
           : Error(ErrorCode::kMemberLeft, "connection to " + address_ + " lost" + detail);
-  FailAllPending(reason);
+  // Calls already sent may have been applied whoever closed: MemberLeft (a ConnectionFailed is
+  // retried by the client as never sent, and a write could then be applied twice).
+  FailAllPending(Error(ErrorCode::kMemberLeft, reason.message()));
   if (was_open && options_.on_closed) options_.on_closed(reason);
 }
 

@@ -12,6 +12,10 @@
 // apply once and never take stock below zero. A reservation that finds an order's hold
 // released or void refuses: the order was cancelled meanwhile.
 //
+// An order's reservation is decided once (map "reservations": reserved or refused, put if
+// absent) before anything is released, so two deliveries of one command that saw different
+// stock (one frozen mid-handler, the other on the instance that took over) agree.
+//
 // ReserveStock: every product must be in the catalog (map "stock"); an unknown product is an
 // error, not a refusal (the catalog is behind: the command goes to the dead letter queue; add
 // the product with PUT /stock/{product}, then replay it with grid-cli dlq replay inventory).
@@ -48,6 +52,7 @@ namespace grid = tessera::grid;
 
 constexpr const char* kStock = "stock";
 constexpr const char* kHolds = "holds";
+constexpr const char* kDecisions = "reservations";  // order -> its reservation's decision
 constexpr int kMaxRaces = 100;  // optimistic attempts before the handler gives up (retried)
 
 const char* kUsage =
@@ -61,7 +66,20 @@ const char* kUsage =
 class Stock {
  public:
   explicit Stock(grid::Member& member)
-      : member_(member), stock_(member.GetMap(kStock)), holds_(member.GetMap(kHolds)) {}
+      : member_(member),
+        stock_(member.GetMap(kStock)),
+        holds_(member.GetMap(kHolds)),
+        decisions_(member.GetMap(kDecisions)) {}
+
+  // An order's reservation is decided once ("reserved:<what>" or "refused:<why>"), before any
+  // release: two deliveries of one command (a redelivery to another instance while the first
+  // was frozen mid-handler) may see different stock, and the one that stores its decision
+  // first wins; the other adopts it. Returns the decision that stands.
+  Result<std::string> Decide(const std::string& order, const std::string& decision) {
+    auto put = decisions_->PutIfAbsent(order, decision, grid::WithTtl(examples::kTombstoneTtlMs));
+    if (!put) return std::unexpected(put.error());
+    return put->has_value() ? **put : decision;
+  }
 
   enum class Held { kHeld, kShort, kCancelled };
   struct HoldOutcome {
@@ -133,7 +151,7 @@ class Stock {
   }
 
   grid::Member& member_;
-  std::shared_ptr<grid::Map> stock_, holds_;
+  std::shared_ptr<grid::Map> stock_, holds_, decisions_;
 };
 
 Result<std::vector<examples::OrderLine>> Lines(const saga::Event& command) {
@@ -202,29 +220,37 @@ int main(int argc, char** argv) {
       }
     }
     std::string refusal, result;
-    for (const auto& l : *lines) {
-      auto held = stock.Hold(order, l.product, l.quantity);
-      if (!held) return std::unexpected(held.error());
-      if (held->held == Stock::Held::kShort) {
-        refusal = fmt::format("out of stock: {} has {}, the order needs {}", l.product,
-                              held->available, l.quantity);
-        break;
-      }
-      if (held->held == Stock::Held::kCancelled) {
-        refusal = "the order was cancelled before its stock was reserved";
-        break;
-      }
-      result += (result.empty() ? "reserved " : ", ") + fmt::format("{}x{}", l.quantity, l.product);
-    }
-    if (!refusal.empty()) {  // give back what this order holds
+    auto decided = stock.decisions_->Get(order);  // decided before: that decision stands
+    if (!decided) return std::unexpected(decided.error());
+    if (!decided->has_value()) {
       for (const auto& l : *lines) {
-        if (auto r = stock.Release(order, l.product); !r) {
-          return std::unexpected(r.error());
+        auto held = stock.Hold(order, l.product, l.quantity);
+        if (!held) return std::unexpected(held.error());
+        if (held->held == Stock::Held::kShort) {
+          refusal = fmt::format("out of stock: {} has {}, the order needs {}", l.product,
+                                held->available, l.quantity);
+          break;
         }
+        if (held->held == Stock::Held::kCancelled) {
+          refusal = "the order was cancelled before its stock was reserved";
+          break;
+        }
+        result +=
+            (result.empty() ? "reserved " : ", ") + fmt::format("{}x{}", l.quantity, l.product);
       }
-      return saga::StepWork(std::nullopt, saga::StepReply{false, false, refusal, ""});
+      auto stands =
+          stock.Decide(order, refusal.empty() ? "reserved:" + result : "refused:" + refusal);
+      if (!stands) return std::unexpected(stands.error());
+      decided->emplace(std::move(*stands));
     }
-    return saga::StepWork(std::nullopt, saga::StepReply{true, false, "", result});
+    const auto& decision = **decided;
+    if (decision.rfind("refused:", 0) == 0) {  // give back what this order holds
+      for (const auto& l : *lines) {
+        if (auto r = stock.Release(order, l.product); !r) return std::unexpected(r.error());
+      }
+      return saga::StepWork(std::nullopt, saga::StepReply{false, false, decision.substr(8), ""});
+    }
+    return saga::StepWork(std::nullopt, saga::StepReply{true, false, "", decision.substr(9)});
   });
   participant.On(*consumer, "ReleaseStock", [&](const saga::Event& cmd) -> Result<saga::StepWork> {
     auto lines = Lines(cmd);

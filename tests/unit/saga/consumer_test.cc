@@ -572,3 +572,26 @@ TEST_CASE(
   CHECK(letters[0].error.find("has a bug") != std::string::npos);
   billing.Stop();
 }
+
+TEST_CASE(
+    "An event that finds the grid unavailable for longer than the limit becomes a dead letter "
+    "after all",
+    "[saga][consumer][dlq]") {
+  Setup s;
+  Inbox inbox(s.service);
+  ConsumerOptions o = Options();
+  o.unavailable_dead_letter_ms = 400;
+  Consumer billing(s.client, s.service, inbox, o);
+  billing.On("Placed", [&](const Event&, HandlerContext&) -> Result<void> {
+    return Fail(ErrorCode::kTimeout, "the tax service never answers for this order");
+  });
+  REQUIRE(billing.Start());
+  s.Append(Placed(900, "order@cust-9", 0), "900");
+  REQUIRE(WaitFor([&] { return billing.stats().dead_lettered == 1; }));
+  CHECK(billing.stats().unavailable >= 1);  // delivered again first, while younger than 400 ms
+  auto letters = billing.dead_letters().List().value();
+  REQUIRE(letters.size() == 1);
+  CHECK(letters[0].event.id == 900);
+  CHECK(letters[0].error.find("never answers") != std::string::npos);
+  billing.Stop();
+}

@@ -87,6 +87,10 @@ struct ConsumerOptions {
       base::ErrorCode::kTimeout,      base::ErrorCode::kMemberLeft,
       base::ErrorCode::kNotOwner,     base::ErrorCode::kConnectionFailed,
       base::ErrorCode::kShuttingDown, base::ErrorCode::kNoQuorum};
+  // ...but not for good: an event appended longer ago than this that still finds the grid
+  // unavailable becomes a dead letter after all (a dependency that always times out for this
+  // one event must not hold its sub-stream forever). 0 = no limit.
+  base::Millis unavailable_dead_letter_ms = 15 * 60'000;
 };
 
 // The outcome of replaying several dead letters (ReplayMatching, a replay request).

@@ -10,8 +10,10 @@
 // max_body_bytes 413, an unknown path 404, a known path with another method 405 (with Allow),
 // a handler that throws 500; error bodies are JSON: {"error": {"code": ..., "message": ...}}.
 //
-// Thread-safety: Route before Start; Start/Stop from any one thread; handlers run on the
-// server's threads, several at once when threads > 1.
+// Thread-safety: Route before Start; Start/Stop from any one thread, Stop also from a handler
+// (the server must then outlive that handler); handlers run on the server's threads, several
+// at once when threads > 1, and block only their own connection: with all threads blocked
+// (the grid frozen), other requests wait, so give it more threads than slow handlers.
 
 #include <cstddef>
 #include <cstdint>

@@ -6,8 +6,9 @@
 //
 // Thread-safety: Call, CallSync, Close and the accessors are safe from any thread. Callbacks
 // (call results, on_event, on_closed) run on the io_context's thread, never inline in Call.
-// Lifetime: dropping the last reference closes the socket; callbacks of calls still pending are
-// then destroyed without being called. Call Close() first to have them fail instead.
+// Lifetime: dropping the last reference closes the socket; calls still pending then fail with
+// MemberLeft (posted to the io_context, which must outlive the connection), as they do when
+// the connection closes: a call that was sent may have been applied.
 
 #include <utility>  // before Asio's awaitable header (Boost 1.74)
 
