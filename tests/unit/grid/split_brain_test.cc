@@ -54,7 +54,8 @@ std::string Value(Member& m, const std::string& map, const std::string& key) {
 
 void Set(Member& m, const std::string& map, const std::string& key, const std::string& value) {
   auto ok = m.GetMap(map)->Set(key, value);
-  INFO(map << " " << key << " on " << AddressOf(m));
+  INFO(map << " " << key << " on " << AddressOf(m) << ": "
+           << (ok ? std::string("ok") : ok.error().ToString()));
   REQUIRE(ok.has_value());
 }
 
