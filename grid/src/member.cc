@@ -13,23 +13,10 @@
 #include <thread>
 #include <unordered_map>
 
-#include "cluster_merger.h"
-#include "embedded_invoker.h"
-#include "embedded_topics.h"
-#include "event_executor.h"
-#include "member_router.h"
-#include "native_handler.h"
+#include "member_impl.h"
 #include "native_protocol.h"
-#include "partition_work_service.h"
 #include "tessera/base/check.h"
 #include "tessera/base/log.h"
-#include "tessera/membership/membership_service.h"
-#include "tessera/metrics/metrics_registry.h"
-#include "tessera/net/server.h"
-#include "tessera/resp/resp_server.h"
-#include "tessera/runtime/shard_set.h"
-#include "tessera/topic/topic_service.h"
-#include "topic_relay.h"
 #include "transaction_runner.h"
 
 namespace tessera::grid {
@@ -49,49 +36,6 @@ std::string NewUuid() {
 std::shared_ptr<spdlog::logger> DefaultLogger() { return base::NamedLogger("member"); }
 
 }  // namespace
-
-struct Member::Impl {
-  Impl(const MemberOptions& options, std::shared_ptr<spdlog::logger> log,
-       const base::Clock* clock_in, const map::EntryProcessorRegistry& processors)
-      : clock(clock_in ? clock_in : &steady),
-        shards(options.threads ? options.threads : runtime::DefaultShardCount(),
-               std::chrono::microseconds(options.idle_poll_us)),
-        maps(shards, partition::Partitioner(options.partition_count), *clock, processors, log,
-             options.map_options),
-        events(log),
-        invoker(std::make_shared<EmbeddedInvoker>(maps, events)),
-        topics(shards, log, options.topic_stats_limit) {}
-
-  base::SteadyClock steady;
-  const base::Clock* clock;
-  runtime::ShardSet shards;
-  map::MapService maps;
-  EventExecutor events;
-  std::shared_ptr<EmbeddedInvoker> invoker;
-  topic::TopicService topics;
-  std::unique_ptr<NativeHandler> native_handler;
-  std::unique_ptr<net::Server> native;
-  std::unique_ptr<resp::RespServer> resp;
-  std::unique_ptr<membership::MembershipService> membership;
-  std::unique_ptr<PartitionWorkService> work;  // made by Member's constructor
-  std::unique_ptr<MemberRouter> router;        // sends requests for other members' partitions
-  std::unique_ptr<TopicRelay> relay;           // sends published messages to the other members
-  std::unique_ptr<ClusterMerger> merger;       // split-brain merges (clustered members)
-  // Fault injection (Member::BlockPeers): shared by the router's and membership's pools.
-  std::shared_ptr<net::PeerBlocklist> blocklist = std::make_shared<net::PeerBlocklist>();
-  std::shared_ptr<EmbeddedTopics> embedded_topics;
-  // Read by the native handler's cluster hooks on shard threads; set once in Start.
-  std::atomic<membership::MembershipService*> membership_ptr{nullptr};
-  std::shared_ptr<const membership::ClusterView> standalone_view;  // when not listening
-  metrics::MetricsRegistry metrics;
-  std::mutex metrics_mu;  // one MetricsText at a time (it brings counters up to date)
-  std::mutex mu;          // guards proxies and started/stopped
-  std::map<std::string, std::shared_ptr<Map>> proxies;
-  std::mutex sources_mu;
-  std::vector<std::function<void(metrics::MetricsRegistry&)>> metrics_sources;  // sources_mu
-  bool started = false;
-  bool stopped = false;
-};
 
 Member::Member(MemberOptions options, std::shared_ptr<spdlog::logger> log, const base::Clock* clock)
     : options_(std::move(options)), log_(log ? std::move(log) : DefaultLogger()), uuid_(NewUuid()) {
@@ -152,6 +96,12 @@ base::Result<void> Member::Start() {
   if (auto started = StartMembership(); !started) {
     ShutdownLocked();
     return started;
+  }
+  if (options_.http_port) {  // last: its probes read the membership
+    if (auto started = StartHttp(); !started) {
+      ShutdownLocked();
+      return started;
+    }
   }
   log_->info("member {} started: {} shards, {} partitions, cluster '{}'", uuid_,
              impl_->shards.size(), options_.partition_count, options_.cluster_name);
@@ -248,6 +198,9 @@ base::Result<void> Member::StartMembership() {
   cluster.membership.join_timeout_ms = options_.join_timeout_ms;
   cluster.membership.join_interval_ms = std::min<base::Millis>(500, options_.heartbeat_interval_ms);
   cluster.membership.merge_interval_ms = options_.merge_interval_ms;
+  cluster.membership.migrations_pending = [this] {
+    return static_cast<std::int64_t>(impl_->maps.AwaitingPartitionCount());
+  };
   cluster.secret = options_.secret;
   cluster.max_frame_bytes = options_.max_frame_bytes;
   cluster.blocklist = impl_->blocklist;
@@ -401,18 +354,20 @@ std::string Member::MetricsText() const {
                           "Sub-streams this member owns whose lease a consumer of the group "
                           "holds",
                           std::move(leases));
+  std::vector<std::pair<metrics::Labels, double>> polled;
   for (std::size_t shard = 0; shard < impl_->shards.size(); ++shard) {
     const metrics::Labels labels = {{"shard", std::to_string(shard)}};
     const auto poll = impl_->shards.IdlePollStats(shard);
-    sync(registry.RegisterCounter("tessera_shard_idle_poll_microseconds_total", labels,
-                                  "Time the shard spent polling for work instead of sleeping "
-                                  "(--idle-poll-us)"),
-         poll.polled.count());
+    polled.emplace_back(labels, static_cast<double>(poll.polled.count()) / 1e6);
     sync(registry.RegisterCounter("tessera_shard_idle_poll_contended_total", labels,
                                   "Samples in which the shard found its core contended and "
                                   "stopped polling"),
          static_cast<std::int64_t>(poll.contended_samples));
   }
+  registry.SetFractionalCounterFamily("tessera_shard_idle_poll_seconds_total",
+                                      "Time the shard spent polling for work instead of sleeping "
+                                      "(--idle-poll-us)",
+                                      std::move(polled));
   sync(registry.RegisterCounter("tessera_member_forwarded_requests_total", {},
                                 "Keyed requests this member sent on to their owner"),
        static_cast<std::int64_t>(impl_->maps.ForwardedCount()));
@@ -567,6 +522,7 @@ void Member::Shutdown() {
 void Member::ShutdownLocked() {
   if (!impl_->started || impl_->stopped) return;
   impl_->stopped = true;
+  impl_->stopping.store(true);  // probes answer 503 while the member leaves
   // Before leaving: the members taking this one's partitions start their work once it left
   // the table, so it must be over here first.
   impl_->work->Stop();
@@ -583,6 +539,7 @@ void Member::ShutdownLocked() {
     impl_->membership_ptr.store(nullptr);
     impl_->membership->Stop();
   }
+  if (impl_->http) impl_->http->Stop();  // its handlers read the services below
   if (impl_->embedded_topics) impl_->embedded_topics->Stop();
   if (impl_->resp) impl_->resp->Stop();
   if (impl_->native) impl_->native->Stop();

@@ -119,6 +119,7 @@ std::string EncodeClusterMessage(const ClusterMessage& message) {
   out.setTableVersion(message.table_version);
   if (!message.master.uuid.empty()) WriteMember(out.initMaster(), message.master);
   out.setMemberCount(message.member_count);
+  out.setMigrationsPending(message.migrations_pending);
   if (message.view) {
     out.setHasView(true);
     WriteView(out.initView(), *message.view);
@@ -156,6 +157,7 @@ base::Result<ClusterMessage> DecodeClusterMessage(std::string_view bytes) {
     out.table_version = in.getTableVersion();
     if (in.hasMaster()) out.master = ReadMember(in.getMaster());
     out.member_count = in.getMemberCount();
+    out.migrations_pending = in.getMigrationsPending();
     if (in.getHasView()) {
       auto view = ReadView(in.getView());
       if (!view) return std::unexpected(view.error());

@@ -34,4 +34,5 @@ struct ClusterMessage {
   hasView @10 :Bool;
   master @11 :MemberInfo;     # splitProbe/splitProbeReply: the sender's master
   memberCount @12 :UInt32;    # splitProbe/splitProbeReply: members of the sender's cluster
+  migrationsPending @13 :Int64;  # heartbeat: replica copies the sender still waits for
 }

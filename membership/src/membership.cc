@@ -357,6 +357,7 @@ void Membership::InstallView(ClusterView view) {
   std::erase_if(admitted_ms_, [this](const auto& e) { return !view_.members.Find(e.first); });
   std::erase_if(heartbeat_since_admitted_,
                 [this](const std::string& uuid) { return !view_.members.Find(uuid); });
+  std::erase_if(peer_reports_, [this](const auto& e) { return !view_.members.Find(e.first); });
   log_->info("members (version {}, master {}): [{}]; partition table version {}",
              view_.members.version,
              view_.members.master() ? view_.members.master()->address : "none",
@@ -394,6 +395,7 @@ void Membership::OnHeartbeat(const ClusterMessage& m) {
     if (is_master()) transport_.Send(m.from.address, Make(MessageType::kNotMember));
     return;
   }
+  peer_reports_[m.from.uuid] = {m.table_version, m.migrations_pending, clock_.NowMs()};
   if (is_master() &&
       (m.list_version < view_.members.version || m.table_version < view_.partitions.version)) {
     SendView(m.from.address);
@@ -542,7 +544,8 @@ void Membership::OnMergeInto(const ClusterMessage& m) {
 }
 
 void Membership::SendHeartbeats() {
-  const ClusterMessage heartbeat = Make(MessageType::kHeartbeat);
+  ClusterMessage heartbeat = Make(MessageType::kHeartbeat);
+  if (options_.migrations_pending) heartbeat.migrations_pending = options_.migrations_pending();
   for (const auto& m : view_.members.members) {
     if (m.uuid != self_.uuid) transport_.Send(m.address, heartbeat);
   }

@@ -172,8 +172,16 @@ void MembershipService::Publish() {
     last_pause_ms_.store(loop_->membership.last_pause_ms());
     pauses_.store(loop_->membership.pauses());
     rejoins_.store(loop_->membership.rejoins());
+    if (peer_reports_ != loop_->membership.peer_reports()) {
+      peer_reports_ = loop_->membership.peer_reports();
+    }
   }
   changed_.notify_all();
+}
+
+std::map<std::string, PeerReport> MembershipService::peer_reports() const {
+  std::lock_guard lock(mu_);
+  return peer_reports_;
 }
 
 }  // namespace tessera::membership

@@ -74,6 +74,17 @@ Result<void> SetRespPort(NodeConfig& c, const std::string& text) {
   return {};
 }
 
+Result<void> SetHttpPort(NodeConfig& c, const std::string& text) {
+  if (text == "off" || text == "false" || text.empty()) {
+    c.member.http_port.reset();
+    return {};
+  }
+  auto v = ParseUnsigned("http-port", text, 65535);
+  if (!v) return std::unexpected(v.error());
+  c.member.http_port = static_cast<std::uint16_t>(*v);
+  return {};
+}
+
 Result<void> SetThreads(NodeConfig& c, const std::string& text) {
   auto v = ParseUnsigned("threads", text, 1024);
   if (!v) return std::unexpected(v.error());
@@ -164,6 +175,10 @@ std::vector<Setting> Settings() {
        "totals (default 1000)",
        UnsignedSetter("topic-stats-limit", 1'000'000, &MemberOptions::topic_stats_limit)},
       {"resp-port", "RESP (Redis protocol) port; 0 picks a free one (default off)", SetRespPort},
+      {"http-port",
+       "HTTP port for /health/live, /health/ready, /health/safe and /metrics (Prometheus); 0 "
+       "picks a free one (default off)",
+       SetHttpPort},
       {"resp-default-map", "map that RESP string commands use (default 'default')",
        NonEmptyString("resp-default-map", &MemberOptions::resp_default_map)},
       {"join", "seed members to join, host:port[,host:port...] (default: start a new cluster)",

@@ -33,8 +33,11 @@ std::string ReadyLine(const grid::Member& member, const NodeConfig& config) {
   const std::string& host = config.member.host;
   std::string resp = member.resp_port() == 0 ? std::string("off")
                                              : host + ":" + std::to_string(member.resp_port());
+  std::string http = member.http_port() == 0 ? std::string("off")
+                                             : host + ":" + std::to_string(member.http_port());
   return "grid-node ready: native " + host + ":" + std::to_string(member.native_port()) + " resp " +
-         resp + " cluster '" + config.member.cluster_name + "' member " + member.uuid();
+         resp + " http " + http + " cluster '" + config.member.cluster_name + "' member " +
+         member.uuid();
 }
 
 int Serve(const NodeConfig& config, const std::function<void(grid::Member&)>& prepare,

@@ -80,6 +80,17 @@ void MetricsRegistry::SetCounterFamily(std::string_view name, std::string_view h
   }
 }
 
+void MetricsRegistry::SetFractionalCounterFamily(std::string_view name, std::string_view help,
+                                                 std::vector<std::pair<Labels, double>> values) {
+  std::lock_guard lock(mutex_);
+  Family& family = ResetWholeFamily(name, help, Type::kCounter);
+  for (auto& [labels, value] : values) {
+    Series& series = family.series[Normalize(std::move(labels), name)];
+    series.gauge = std::make_unique<Gauge>();  // rendered as the counter's value
+    series.gauge->Set(std::max(value, 0.0));
+  }
+}
+
 void MetricsRegistry::SetGaugeFamily(std::string_view name, std::string_view help,
                                      std::vector<std::pair<Labels, double>> values) {
   std::lock_guard lock(mutex_);

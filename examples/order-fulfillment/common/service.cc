@@ -30,7 +30,7 @@ sigset_t StopSignals() {
 const std::map<std::string, std::string> kCommonFlags = {
     {"port", "0"},         {"shared-cluster", "shared"}, {"http-port", "0"},
     {"threads", "1"},      {"heartbeat-ms", "1000"},     {"failure-timeout-ms", "5000"},
-    {"log-level", "info"},
+    {"log-level", "info"}, {"idle-poll-us", "50"},
 };
 
 }  // namespace
@@ -64,7 +64,8 @@ Service::Service(std::string program, int argc, char** argv,
   }
   if (shared_addresses_.empty())
     Usage("--shared HOST:PORT (a member of the shared cluster) is required");
-  for (const char* n : {"port", "http-port", "threads", "heartbeat-ms", "failure-timeout-ms"}) {
+  for (const char* n :
+       {"port", "http-port", "threads", "heartbeat-ms", "failure-timeout-ms", "idle-poll-us"}) {
     IntFlag(n);  // validates
   }
   if (IntFlag("port") > 65535 || IntFlag("http-port") > 65535) Usage("a port is 0..65535");
@@ -121,6 +122,8 @@ base::Result<void> Service::Prepare() {
   mo.join = join_;
   mo.heartbeat_interval_ms = IntFlag("heartbeat-ms");
   mo.failure_timeout_ms = IntFlag("failure-timeout-ms");
+  if (IntFlag("idle-poll-us") > 1'000'000) Usage("--idle-poll-us is 0..1000000");
+  mo.idle_poll_us = static_cast<std::uint32_t>(IntFlag("idle-poll-us"));
   // An instance started with --join must not found a cluster of its own because the machine
   // is slow to answer: it would take writes that its service's other instances do not see.
   mo.join_timeout_ms = std::max<std::int64_t>(10'000, 2 * mo.failure_timeout_ms);

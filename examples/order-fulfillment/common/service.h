@@ -12,6 +12,7 @@
 //   --http-port P      the REST port (0 = any)
 //   --threads N        the embedded member's shards (default 1)
 //   --heartbeat-ms MS, --failure-timeout-ms MS   the embedded cluster's failure detection
+//   --idle-poll-us US  as grid-node's: a shard out of work polls this long before it sleeps
 //   --log-level LEVEL  trace|debug|info|warn|error (default info)
 // and the service's own flags, each with a default (`--name value`). Every service answers
 // GET /health (200 {"status":"ok"}) once serving.

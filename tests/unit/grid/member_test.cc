@@ -189,7 +189,7 @@ TEST_CASE("A member's metrics report each shard's idle polling", "[grid]") {
   const std::string text = member.MetricsText();
   for (const char* shard : {"0", "1"}) {
     INFO("shard " << shard);
-    CHECK(text.find(std::string("tessera_shard_idle_poll_microseconds_total{shard=\"") + shard +
+    CHECK(text.find(std::string("tessera_shard_idle_poll_seconds_total{shard=\"") + shard +
                     "\"}") != std::string::npos);
     CHECK(text.find(std::string("tessera_shard_idle_poll_contended_total{shard=\"") + shard +
                     "\"}") != std::string::npos);

@@ -475,3 +475,37 @@ TEST_CASE(
   CHECK(*b_rejoins == 0);  // b, which took the writes while a was stopped, stays
   CHECK(net.Log("a:1").find("masters a cluster without it") != std::string::npos);
 }
+
+TEST_CASE("Heartbeats carry each member's partition table and pending copies to every other",
+          "[membership]") {
+  SimNetwork net;
+  std::int64_t pending_b = 7;  // what b's map service would report
+  Membership& a = net.Start("10.0.0.1:5701", Options());
+  MembershipOptions ob = Options({"10.0.0.1:5701"});
+  ob.migrations_pending = [&pending_b] { return pending_b; };
+  Membership& b = net.Start("10.0.0.2:5701", ob);
+  net.Run(3000);  // joined, then heartbeat rounds (1 s)
+  CheckConverged(net, {"10.0.0.1:5701", "10.0.0.2:5701"});
+  const auto& ra = a.peer_reports();
+  REQUIRE(ra.size() == 1);
+  const auto& of_b = ra.at(b.self().uuid);
+  CHECK(of_b.table_version == a.view().partitions.version);
+  CHECK(of_b.migrations_pending == 7);
+  // a has no hook: it reports 0; b hears it.
+  REQUIRE(b.peer_reports().count(a.self().uuid) == 1);
+  CHECK(b.peer_reports().at(a.self().uuid).migrations_pending == 0);
+  pending_b = 0;
+  net.Run(1500);
+  CHECK(a.peer_reports().at(b.self().uuid).migrations_pending == 0);
+  // The codec keeps the field.
+  ClusterMessage hb;
+  hb.type = MessageType::kHeartbeat;
+  hb.migrations_pending = 42;
+  auto decoded = DecodeClusterMessage(EncodeClusterMessage(hb));
+  REQUIRE(decoded);
+  CHECK(decoded->migrations_pending == 42);
+  // A member that leaves the view leaves the reports.
+  net.Crash("10.0.0.2:5701");
+  net.Run(8000);
+  CHECK(a.peer_reports().empty());
+}

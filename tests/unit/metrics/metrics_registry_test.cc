@@ -80,6 +80,16 @@ TEST_CASE("a family set whole shows exactly the label sets of its last setting")
   CHECK_THROWS_AS(registry.SetGaugeFamily("topic_total", "", {}), std::logic_error);
 }
 
+TEST_CASE("a fractional counter family renders as a counter with its fractional values") {
+  MetricsRegistry registry;
+  registry.SetFractionalCounterFamily("poll_seconds_total", "time polling",
+                                      {{{{"shard", "0"}}, 0.25}, {{{"shard", "1"}}, -1.0}});
+  const std::string text = registry.RenderPrometheus();
+  CHECK(text.find("# TYPE poll_seconds_total counter\n") != std::string::npos);
+  CHECK(text.find("poll_seconds_total{shard=\"0\"} 0.25\n") != std::string::npos);
+  CHECK(text.find("poll_seconds_total{shard=\"1\"} 0\n") != std::string::npos);  // never < 0
+}
+
 TEST_CASE("gauges hold a value or call back") {
   MetricsRegistry registry;
   Gauge& gauge = registry.RegisterGauge("queue_depth");

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tessera/base/clock.h"
+#include "tessera/grid/health.h"
 #include "tessera/grid/instance.h"
 #include "tessera/grid/partition_work.h"
 #include "tessera/map/entry_processor.h"
@@ -55,6 +56,10 @@ struct MemberOptions {
   // (metrics, grid-cli topic stats); others count in the totals only. See topic_service.h.
   std::uint32_t topic_stats_limit = topic::TopicService::kDefaultStatsLimit;
   std::optional<std::uint16_t> resp_port;  // RESP front-end (off when unset; 0 = any)
+  // HTTP port (off when unset; 0 = any), bound to `host`: GET /health/live, /health/ready,
+  // /health/safe (200, or 503 with the reason: health.h), /health (all three), /metrics
+  // (MetricsText, Prometheus text format). On threads of its own, never a shard's.
+  std::optional<std::uint16_t> http_port;
   std::string resp_default_map = "default";
   std::uint64_t resp_max_bulk_bytes = 512ull * 1024 * 1024;
   // Cluster membership (needs listen = true). Empty join = start a new cluster as its master.
@@ -109,6 +114,11 @@ class Member final : public Instance {
   std::uint16_t native_port() const;
   // The RESP port actually bound, 0 if RESP is off.
   std::uint16_t resp_port() const;
+  // The HTTP port actually bound, 0 if HTTP is off.
+  std::uint16_t http_port() const;
+  // Liveness, readiness and whether stopping a member now is safe (health.h). Cheap: reads
+  // the member's current view and the other members' last heartbeats.
+  MemberHealth Health() const;
   // This member's identity, fresh at every start.
   const std::string& uuid() const { return uuid_; }
   const MemberOptions& options() const { return options_; }
@@ -146,6 +156,7 @@ class Member final : public Instance {
   struct Impl;
   base::Result<void> StartNative();
   base::Result<void> StartResp();
+  base::Result<void> StartHttp();  // member_http.cc
   base::Result<void> StartMembership();
   void StartRouter();
   void ShutdownLocked();  // REQUIRES: impl_->mu held

@@ -62,6 +62,9 @@ struct ClusterMessage {
   std::optional<ClusterView> view;  // kView
   MemberInfo master;                // kSplitProbe, kSplitProbeReply: the sender's master
   std::uint32_t member_count = 0;   // kSplitProbe, kSplitProbeReply: its cluster's size
+  // kHeartbeat: replica copies (migrations) the sender still waits for, under its
+  // table_version; what /health/safe of every member reads (MembershipOptions).
+  std::int64_t migrations_pending = 0;
 
   friend bool operator==(const ClusterMessage&, const ClusterMessage&) = default;
 };

@@ -93,6 +93,19 @@ struct MembershipOptions {
   // above); 0 = never. After a network partition heals, the clusters merge within about this
   // long plus a join.
   base::Millis merge_interval_ms = 2000;
+  // Replica copies this member still waits for (migrations), sent with every heartbeat so
+  // each member knows whether the whole cluster is safe to stop a member of (peer_reports);
+  // called on the membership's thread. Null: reports 0.
+  std::function<std::int64_t()> migrations_pending;
+};
+
+// What a member last said of itself in a heartbeat.
+struct PeerReport {
+  std::int64_t table_version = 0;       // the partition table it had installed
+  std::int64_t migrations_pending = 0;  // replica copies it still waited for under that table
+  base::Millis heard_ms = 0;            // when (this member's clock)
+
+  friend bool operator==(const PeerReport&, const PeerReport&) = default;
 };
 
 enum class MemberState {
@@ -140,6 +153,9 @@ class Membership {
   // Times this member left its cluster to join another: merged after a split brain, or
   // removed while alive and rejoined.
   std::uint64_t rejoins() const { return rejoins_; }
+  // The last heartbeat of each other member of the view (by uuid); a member not heard since
+  // it joined (or since this member joined) is absent.
+  const std::map<std::string, PeerReport>& peer_reports() const { return peer_reports_; }
 
  private:
   void SendJoinRequests();
@@ -207,6 +223,7 @@ class Membership {
   std::unordered_map<std::string, base::Millis> last_heard_ms_;  // by uuid
   std::map<std::string, base::Millis> joiners_heard_ms_;         // joining peers, by address
   std::set<std::string> refused_by_;  // addresses that refused our settings; not asked again
+  std::map<std::string, PeerReport> peer_reports_;  // by uuid, members of the view only
 };
 
 }  // namespace tessera::membership

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,6 +77,8 @@ class MembershipService {
   base::Millis last_pause_ms() const { return last_pause_ms_.load(); }
   // Membership::rejoins(): merges into another cluster and rejoins after removal.
   std::uint64_t rejoins() const { return rejoins_.load(); }
+  // Membership::peer_reports(), as of the last event the loop handled.
+  std::map<std::string, PeerReport> peer_reports() const;
 
  private:
   struct Loop;     // the event loop, transport and state machine; private to the .cc
@@ -88,7 +91,8 @@ class MembershipService {
   std::function<void(const ClusterView&)> on_view_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  std::shared_ptr<const ClusterView> view_;  // guarded by mu_
+  std::shared_ptr<const ClusterView> view_;         // guarded by mu_
+  std::map<std::string, PeerReport> peer_reports_;  // guarded by mu_
   std::atomic<MemberState> state_{MemberState::kJoining};
   std::atomic<bool> master_{false};
   std::atomic<std::uint64_t> pauses_{0};

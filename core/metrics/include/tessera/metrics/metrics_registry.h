@@ -61,6 +61,9 @@ class MetricsRegistry {
   // registering one of its names with Register* as well is a bug.
   void SetCounterFamily(std::string_view name, std::string_view help,
                         std::vector<std::pair<Labels, std::int64_t>> values);
+  // A counter family with fractional values: a total in base units, e.g. seconds spent.
+  void SetFractionalCounterFamily(std::string_view name, std::string_view help,
+                                  std::vector<std::pair<Labels, double>> values);
   void SetGaugeFamily(std::string_view name, std::string_view help,
                       std::vector<std::pair<Labels, double>> values);
 

@@ -1,0 +1,79 @@
+#pragma once
+// Member::Impl: what a Member owns, in construction (dependency) order. Private to grid/src:
+// member.cc wires it, member_http.cc serves the member's HTTP port from it.
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cluster_merger.h"
+#include "embedded_invoker.h"
+#include "embedded_topics.h"
+#include "event_executor.h"
+#include "member_router.h"
+#include "native_handler.h"
+#include "partition_work_service.h"
+#include "tessera/base/clock.h"
+#include "tessera/grid/member.h"
+#include "tessera/http/server.h"
+#include "tessera/map/map_service.h"
+#include "tessera/membership/membership_service.h"
+#include "tessera/metrics/metrics_registry.h"
+#include "tessera/net/server.h"
+#include "tessera/resp/resp_server.h"
+#include "tessera/runtime/shard_set.h"
+#include "tessera/topic/topic_service.h"
+#include "topic_relay.h"
+
+namespace tessera::grid {
+
+struct Member::Impl {
+  Impl(const MemberOptions& options, std::shared_ptr<spdlog::logger> log,
+       const base::Clock* clock_in, const map::EntryProcessorRegistry& processors)
+      : clock(clock_in ? clock_in : &steady),
+        shards(options.threads ? options.threads : runtime::DefaultShardCount(),
+               std::chrono::microseconds(options.idle_poll_us)),
+        maps(shards, partition::Partitioner(options.partition_count), *clock, processors, log,
+             options.map_options),
+        events(log),
+        invoker(std::make_shared<EmbeddedInvoker>(maps, events)),
+        topics(shards, log, options.topic_stats_limit) {}
+
+  base::SteadyClock steady;
+  const base::Clock* clock;
+  runtime::ShardSet shards;
+  map::MapService maps;
+  EventExecutor events;
+  std::shared_ptr<EmbeddedInvoker> invoker;
+  topic::TopicService topics;
+  std::unique_ptr<NativeHandler> native_handler;
+  std::unique_ptr<net::Server> native;
+  std::unique_ptr<resp::RespServer> resp;
+  std::unique_ptr<http::Server> http;  // member_http.cc
+  std::atomic<bool> stopping{false};   // Shutdown began: not ready, not live
+  std::unique_ptr<membership::MembershipService> membership;
+  std::unique_ptr<PartitionWorkService> work;  // made by Member's constructor
+  std::unique_ptr<MemberRouter> router;        // sends requests for other members' partitions
+  std::unique_ptr<TopicRelay> relay;           // sends published messages to the other members
+  std::unique_ptr<ClusterMerger> merger;       // split-brain merges (clustered members)
+  // Fault injection (Member::BlockPeers): shared by the router's and membership's pools.
+  std::shared_ptr<net::PeerBlocklist> blocklist = std::make_shared<net::PeerBlocklist>();
+  std::shared_ptr<EmbeddedTopics> embedded_topics;
+  // Read by the native handler's cluster hooks on shard threads; set once in Start.
+  std::atomic<membership::MembershipService*> membership_ptr{nullptr};
+  std::shared_ptr<const membership::ClusterView> standalone_view;  // when not listening
+  metrics::MetricsRegistry metrics;
+  std::mutex metrics_mu;  // one MetricsText at a time (it brings counters up to date)
+  std::mutex mu;          // guards proxies and started/stopped
+  std::map<std::string, std::shared_ptr<Map>> proxies;
+  std::mutex sources_mu;
+  std::vector<std::function<void(metrics::MetricsRegistry&)>> metrics_sources;  // sources_mu
+  bool started = false;
+  bool stopped = false;
+};
+
+}  // namespace tessera::grid

@@ -1,0 +1,199 @@
+// grid-node --http-port: the health probes and /metrics of real processes, over HTTP on
+// 127.0.0.1: ready only once joined, safe only once every member reported every replica
+// copied under the current partition table, and /metrics valid for Prometheus (promtool).
+#include <signal.h>
+
+#include <utility>  // before Asio's awaitable header (Boost 1.74)
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "child_process.h"
+
+namespace tessera::integration {
+namespace {
+
+namespace asio = boost::asio;
+namespace bh = boost::beast::http;
+
+struct HttpReply {
+  int status = 0;
+  std::string content_type;
+  std::string body;
+  nlohmann::json Json() const { return nlohmann::json::parse(body); }
+};
+
+HttpReply HttpGet(std::uint16_t port, const std::string& target) {
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  socket.connect({asio::ip::make_address("127.0.0.1"), port});
+  bh::request<bh::string_body> req(bh::verb::get, target, 11);
+  req.set(bh::field::host, "127.0.0.1");
+  bh::write(socket, req);
+  boost::beast::flat_buffer buffer;
+  bh::response<bh::string_body> res;
+  bh::read(socket, buffer, res);
+  return {static_cast<int>(res.result_int()), std::string(res[bh::field::content_type]),
+          res.body()};
+}
+
+std::uint16_t HttpPortOf(const NodeProcess& node) {
+  std::smatch m;
+  const std::string& line = node.ready_line();
+  REQUIRE(std::regex_search(line, m, std::regex(R"(http 127\.0\.0\.1:([0-9]+))")));
+  return static_cast<std::uint16_t>(std::stoi(m[1]));
+}
+
+// Polls `target` until it answers `status` (bounded); returns the last reply.
+HttpReply WaitForStatus(std::uint16_t port, const std::string& target, int status,
+                        std::chrono::milliseconds limit = 20s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  HttpReply r = HttpGet(port, target);
+  while (r.status != status && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+    r = HttpGet(port, target);
+  }
+  return r;
+}
+
+std::vector<std::string> NodeArgs(std::vector<std::string> extra) {
+  // Slow failure detection: a member frozen by the test stays listed for the whole check.
+  std::vector<std::string> args = {"--http-port",          "0",     "--heartbeat-ms",    "200",
+                                   "--failure-timeout-ms", "30000", "--join-timeout-ms", "3000"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST_CASE("HTTP is off unless --http-port is given", "[http][integration]") {
+  auto node = NodeProcess::StartOrFail();
+  CHECK(node->ready_line().find(" http off ") != std::string::npos);
+}
+
+TEST_CASE("A joining member is live but not ready, then ready once it is in a cluster",
+          "[http][integration]") {
+  // Its only seed does not answer: it looks for a cluster for the join timeout (3 s), then
+  // starts one of its own.
+  const auto seed = "127.0.0.1:" + std::to_string(UnusedPort());
+  auto node = NodeProcess::StartOrFail(NodeArgs({"--join", seed}));
+  const auto port = HttpPortOf(*node);
+  auto live = HttpGet(port, "/health/live");
+  CHECK(live.status == 200);
+  CHECK(live.Json()["status"] == "UP");
+  auto ready = HttpGet(port, "/health/ready");
+  CHECK(ready.status == 503);
+  CHECK(ready.content_type == "application/json");
+  CHECK(ready.Json()["status"] == "DOWN");
+  CHECK(ready.Json()["member"]["state"] == "joining");
+  CHECK_THAT(ready.Json()["reason"].get<std::string>(), Catch::Contains("joining"));
+  auto safe = HttpGet(port, "/health/safe");
+  CHECK(safe.status == 503);
+  CHECK_THAT(safe.Json()["reason"].get<std::string>(), Catch::Contains("not ready"));
+
+  ready = WaitForStatus(port, "/health/ready", 200);
+  REQUIRE(ready.status == 200);
+  CHECK(ready.Json()["member"]["state"] == "member");
+  CHECK(ready.Json()["member"]["members"] == 1);
+  // Alone, with its partitions assigned: stopping another member cannot lose anything.
+  CHECK(WaitForStatus(port, "/health/safe", 200).status == 200);
+  auto all = HttpGet(port, "/health");
+  CHECK(all.status == 200);
+  CHECK(all.Json()["live"]["ok"] == true);
+  CHECK(all.Json()["ready"]["ok"] == true);
+  CHECK(all.Json()["safe"]["ok"] == true);
+}
+
+TEST_CASE("Safe only when every member reported every replica copied under the current table",
+          "[http][integration]") {
+  auto a = NodeProcess::StartOrFail(NodeArgs({}));
+  const auto pa = HttpPortOf(*a);
+  REQUIRE(WaitForStatus(pa, "/health/ready", 200).status == 200);
+  {  // Data to migrate.
+    auto client = ConnectOrFail(*a);
+    auto map = client->GetMap("orders");
+    for (int i = 0; i < 2000; ++i)
+      REQUIRE(map->Put("k" + std::to_string(i), std::string(200, 'v')));
+  }
+  auto b = NodeProcess::StartOrFail(NodeArgs({"--join", a->address()}));
+  const auto pb = HttpPortOf(*b);
+  WaitForMembers(*a, 2);
+  auto safe = WaitForStatus(pa, "/health/safe", 200);
+  REQUIRE(safe.status == 200);
+  CHECK_THAT(safe.Json()["reason"].get<std::string>(), Catch::Contains("2 replica(s)"));
+  REQUIRE(WaitForStatus(pb, "/health/safe", 200).status == 200);
+
+  // b stops (SIGSTOP) and c joins: a new partition table that b has not installed, and copies
+  // b does not confirm. Stopping a member now could lose the only copy: not safe, anywhere.
+  REQUIRE(kill(b->pid(), SIGSTOP) == 0);
+  auto c = NodeProcess::StartOrFail(NodeArgs({"--join", a->address()}));
+  const auto pc = HttpPortOf(*c);
+  WaitForMembers(*a, 3);
+  REQUIRE(WaitForStatus(pc, "/health/ready", 200).status == 200);
+  std::this_thread::sleep_for(1s);  // five heartbeat rounds of a and c
+  // a has its copies; b's last heartbeat was under the old table.
+  safe = HttpGet(pa, "/health/safe");
+  CHECK(safe.status == 503);
+  CHECK(safe.Json()["status"] == "DOWN");
+  CHECK_THAT(safe.Json()["reason"].get<std::string>(), Catch::Contains(b->address()));
+  // c waits for copies, some of them from b.
+  safe = HttpGet(pc, "/health/safe");
+  CHECK(safe.status == 503);
+  CHECK(safe.Json()["member"]["migrations_pending"].get<int>() > 0);
+  // Ready is about each member only.
+  CHECK(HttpGet(pa, "/health/ready").status == 200);
+  CHECK(HttpGet(pc, "/health/ready").status == 200);
+  REQUIRE(kill(b->pid(), SIGCONT) == 0);
+  for (auto port : {pa, pb, pc}) {
+    safe = WaitForStatus(port, "/health/safe", 200);
+    CHECK(safe.status == 200);
+    CHECK(safe.Json()["member"]["members"] == 3);
+    CHECK(safe.Json()["member"]["migrations_pending"] == 0);
+  }
+  {  // Nothing was lost meanwhile.
+    auto client = ConnectOrFail(*c);
+    auto map = client->GetMap("orders");
+    for (int i = 0; i < 2000; i += 97) {
+      auto v = map->Get("k" + std::to_string(i));
+      REQUIRE(v);
+      CHECK(v->has_value());
+    }
+  }
+}
+
+TEST_CASE("/metrics is the Prometheus text format and passes promtool check metrics",
+          "[http][integration]") {
+  REQUIRE_FALSE(std::string(PROMTOOL_PATH).empty());  // scripts/bootstrap installs prometheus
+  auto a = NodeProcess::StartOrFail(NodeArgs({}));
+  auto b = NodeProcess::StartOrFail(NodeArgs({"--join", a->address()}));
+  WaitForMembers(*a, 2);
+  {
+    auto client = ConnectOrFail(*a);
+    REQUIRE(client->GetMap("m")->Put("k", "v"));
+    REQUIRE(client->GetTopic("t")->Publish("hello"));
+  }
+  const auto metrics = HttpGet(HttpPortOf(*a), "/metrics");
+  REQUIRE(metrics.status == 200);
+  CHECK(metrics.content_type == "text/plain; version=0.0.4; charset=utf-8");
+  CHECK_THAT(metrics.body, Catch::Contains("# TYPE tessera_member_partitions_owned gauge"));
+  CHECK_THAT(metrics.body, Catch::Contains("tessera_topic_published_total{topic=\"t\"} 1"));
+  TempFile file(metrics.body);
+  auto check =
+      RunProcess("/bin/sh", {"-c", std::string(PROMTOOL_PATH) + " check metrics < " + file.path()});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+}
+
+TEST_CASE("A bad --http-port is a one-line error naming it", "[http][integration]") {
+  auto r = RunProcess(GRID_NODE_PATH, {"--port", "0", "--http-port", "70000"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("http-port"));
+}
+
+}  // namespace
+}  // namespace tessera::integration
