@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "member_impl.h"
+#include "tessera/base/check.h"
 
 namespace tessera::grid {
 
@@ -126,6 +127,12 @@ MemberHealth Member::Health() const {
   return h;
 }
 
+void Member::AddHttpRoute(std::string method, std::string pattern, http::Handler handler) {
+  std::lock_guard lock(impl_->mu);
+  TESSERA_CHECK(!impl_->started, "AddHttpRoute called after Start");
+  impl_->http_routes.push_back({std::move(method), std::move(pattern), std::move(handler)});
+}
+
 std::uint16_t Member::http_port() const { return impl_->http ? impl_->http->port() : 0; }
 
 base::Result<void> Member::StartHttp() {
@@ -165,6 +172,10 @@ base::Result<void> Member::StartHttp() {
     r.body = MetricsText();
     return r;
   });
+  for (auto& route : impl_->http_routes) {
+    server->Route(std::move(route.method), std::move(route.pattern), std::move(route.handler));
+  }
+  impl_->http_routes.clear();
   if (auto started = server->Start(); !started) {
     return base::Fail(started.error().code(),
                       fmt::format("HTTP port: {} (choose another --http-port, or 0 for any)",

@@ -74,6 +74,11 @@ struct Member::Impl {
   std::vector<std::function<void(metrics::MetricsRegistry&)>> metrics_sources;  // sources_mu
   bool started = false;
   bool stopped = false;
+  struct HttpRoute {
+    std::string method, pattern;
+    http::Handler handler;
+  };
+  std::vector<HttpRoute> http_routes;  // Member::AddHttpRoute, before Start
 };
 
 }  // namespace tessera::grid

@@ -34,7 +34,7 @@ TEST_CASE("grid-node prints the ready line and exits 0 on SIGTERM and SIGINT", "
   for (int signal : {SIGTERM, SIGINT}) {
     auto node = NodeProcess::StartOrFail({"--cluster-name", "blue"});
     static const std::regex kLine(
-        R"(grid-node ready: native 127\.0\.0\.1:[0-9]+ resp off cluster 'blue' member [0-9a-fA-F-]{8,})");
+        R"(grid-node ready: native 127\.0\.0\.1:[0-9]+ resp off http off cluster 'blue' member [0-9a-fA-F-]{8,})");
     CHECK(std::regex_match(node->ready_line(), kLine));
     CHECK(node->port() != 0);
     auto options = ClientOptionsFor(*node);

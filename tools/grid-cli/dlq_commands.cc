@@ -7,25 +7,11 @@
 #include <random>
 #include <thread>
 
-#include "tessera/base/clock.h"
+#include "tessera/admin/documents.h"
 #include "tessera/saga/dead_letter.h"
 
 namespace tessera::tools::cli {
 namespace {
-
-nlohmann::json LetterJson(const saga::DeadLetter& l) {
-  return {{"event_id", l.event.id},
-          {"type", l.event.type},
-          {"key", l.event.key},
-          {"handler", l.handler},
-          {"parked", l.parked},
-          {"error_code", l.error_code},
-          {"error", l.error},
-          {"attempts", l.attempts},
-          {"replays", l.replays},
-          {"first_failure_ms", l.first_failure_ms},
-          {"last_failure_ms", l.last_failure_ms}};
-}
 
 std::string LetterLine(const saga::DeadLetter& l) {
   return fmt::format("{} {} {} {} attempts={} replays={}{}\n", l.event.id, l.event.type,
@@ -33,83 +19,25 @@ std::string LetterLine(const saga::DeadLetter& l) {
                      l.parked ? std::string() : " " + l.error);
 }
 
-// The list/count filters of `command` over the tessera.DeadLetter records.
-map::Predicate Filter(const CliCommand& command) {
-  std::vector<map::Predicate> all;
-  if (command.event_id != 0) {
-    all.push_back(map::Predicate::Equal("event.id", record::Value(command.event_id)));
-  }
-  if (!command.event_type.empty()) {
-    all.push_back(map::Predicate::Equal("event.type", record::Value(command.event_type)));
-  }
-  if (!command.event_key.empty()) {
-    all.push_back(map::Predicate::Equal("event.key", record::Value(command.event_key)));
-  }
-  const std::int64_t now = base::SteadyClock().WallMs();
-  if (command.older_than_ms) {
-    all.push_back(
-        map::Predicate::LessEqual("last_failure_ms", record::Value(now - *command.older_than_ms)));
-  }
-  if (command.newer_than_ms) {
-    all.push_back(map::Predicate::GreaterEqual("last_failure_ms",
-                                               record::Value(now - *command.newer_than_ms)));
-  }
-  if (all.empty()) return map::Predicate();
-  if (all.size() == 1) return all.front();
-  return map::Predicate::And(std::move(all));
+admin::DeadLetterFilter FilterOf(const CliCommand& command) {
+  return {command.event_id, command.event_type, command.event_key, command.older_than_ms,
+          command.newer_than_ms};
 }
 
 // Leaves a replay request for the group's consumers and waits for its outcome.
 base::Result<CommandOutput> Replay(saga::DeadLetterQueue& dlq, const CliCommand& command) {
-  saga::ReplayRequest request;
-  request.id = fmt::format("{:016x}", std::random_device()() * 0x100000000ULL ^
-                                          static_cast<std::uint64_t>(base::SteadyClock().WallMs()));
-  request.event_id = command.event_id;
-  request.type = command.event_type;
-  request.key = command.event_key;
-  request.requested_ms = base::SteadyClock().WallMs();
-  if (auto ok = dlq.RequestReplay(request); !ok) return std::unexpected(ok.error());
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(command.wait_ms);
-  std::optional<saga::ReplayRequest> seen;
-  while (true) {
-    auto got = dlq.GetReplay(request.id);
-    if (!got) return std::unexpected(got.error());
-    seen = std::move(*got);
-    if (seen && (seen->status == "done" || seen->status == "failed")) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      if (seen && seen->status == "pending") {
-        auto cancelled = dlq.CancelReplay(*seen);
-        if (cancelled && *cancelled) {
-          return base::Fail(base::ErrorCode::kTimeout,
-                            fmt::format("no consumer of group '{}' took the replay request "
-                                        "within {} ms (withdrawn): start the group's service "
-                                        "(its consumers run replay requests), or wait longer "
-                                        "with --wait",
-                                        command.group, command.wait_ms));
-        }
-        continue;  // claimed just now: wait for it
-      }
-      return base::Fail(
-          base::ErrorCode::kTimeout,
-          fmt::format("replay request {} of group '{}' is still running on {} "
-                      "after {} ms; see its outcome with 'dlq list'",
-                      request.id, command.group, seen ? seen->by : "?", command.wait_ms));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  nlohmann::json doc = {{"group", command.group}, {"request", seen->id},
-                        {"status", seen->status}, {"replayed", seen->replayed},
-                        {"failed", seen->failed}, {"error", seen->error},
-                        {"consumer", seen->by}};
-  if (seen->status == "failed") {
-    return base::Fail(
-        base::ErrorCode::kConflict,
-        fmt::format("replay in group '{}' by {}: {} replayed, {} failed: {}", command.group,
-                    seen->by, seen->replayed, seen->failed, seen->error));
-  }
-  return CommandOutput{fmt::format("replayed {} event(s) in group {} (by {})\n", seen->replayed,
-                                   command.group, seen->by),
+  admin::DeadLetterFilter which;
+  which.event_id = command.event_id;
+  which.type = command.event_type;
+  which.key = command.event_key;
+  auto done = admin::ReplayDeadLetters(dlq, which, command.wait_ms);
+  if (!done) return std::unexpected(done.error());
+  nlohmann::json doc = {{"group", command.group}, {"request", done->id},
+                        {"status", done->status}, {"replayed", done->replayed},
+                        {"failed", done->failed}, {"error", done->error},
+                        {"consumer", done->by}};
+  return CommandOutput{fmt::format("replayed {} event(s) in group {} (by {})\n", done->replayed,
+                                   command.group, done->by),
                        std::move(doc)};
 }
 
@@ -120,7 +48,7 @@ base::Result<CommandOutput> RunDlqCommand(grid::Client& client, const CliCommand
   std::shared_ptr<grid::Instance> shared(&client, [](grid::Instance*) {});
   saga::DeadLetterQueue dlq(shared, command.group);
   if (command.kind == CommandKind::kDlqReplay) return Replay(dlq, command);
-  const map::Predicate filter = Filter(command);
+  const map::Predicate filter = admin::DeadLetterPredicate(FilterOf(command));
   if (command.kind == CommandKind::kDlqCount && filter.kind() == map::Predicate::Kind::kTrue) {
     auto count = dlq.Count();
     if (!count) return std::unexpected(count.error());
@@ -153,7 +81,7 @@ base::Result<CommandOutput> RunDlqCommand(grid::Client& client, const CliCommand
   nlohmann::json list = nlohmann::json::array();
   for (const auto& l : *letters) {
     text += LetterLine(l);
-    list.push_back(LetterJson(l));
+    list.push_back(admin::DeadLetterJson(l));
   }
   if (command.kind == CommandKind::kDlqShow) {
     return CommandOutput{text, list.front()};

@@ -16,60 +16,8 @@ using base::Result;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::int64_t Stored(const grid::SubStreamInfo& s) {
   return std::max<std::int64_t>(0, s.tail - s.head + 1);
-}
-
-json GroupJson(const grid::StreamGroupPosition& g) {
-  json j = {{"group", g.group},
-            {"lag", g.lag},
-            {"oldest_uncommitted_age_ms", AgeMs(g.oldest_uncommitted_ms)}};
-  return j;
-}
-
-json InfoJson(const grid::StreamInfo& info) {
-  std::int64_t events = 0, bytes = 0, appended = 0;
-  json subs = json::array();
-  for (const auto& s : info.sub_streams) {
-    events += Stored(s);
-    bytes += s.bytes;
-    appended += s.tail;
-    json groups = json::array();
-    for (const auto& g : s.groups) {
-      groups.push_back({{"group", g.group},
-                        {"cursor", g.cursor},
-                        {"lag", g.lag},
-                        {"holder", g.holder},
-                        {"oldest_uncommitted_age_ms", AgeMs(g.oldest_uncommitted_ms)}});
-    }
-    subs.push_back({{"index", s.index},
-                    {"head", s.head},
-                    {"tail", s.tail},
-                    {"events", Stored(s)},
-                    {"bytes", s.bytes},
-                    {"oldest_age_ms", AgeMs(s.oldest_ms)},
-                    {"groups", groups}});
-  }
-  json groups = json::array();
-  for (const auto& g : info.groups) groups.push_back(GroupJson(g));
-  return {{"stream", info.name},
-          {"config",
-           {{"sub_streams", info.config.sub_streams},
-            {"max_events", info.config.max_events},
-            {"max_bytes", info.config.max_bytes},
-            {"max_age_ms", info.config.max_age_ms},
-            {"dedup_window_ms", info.config.dedup_window_ms}}},
-          {"appended", appended},
-          {"events", events},
-          {"bytes", bytes},
-          {"groups", groups},
-          {"sub_streams", subs}};
 }
 
 Result<CommandOutput> List(grid::Client& client) {
@@ -81,7 +29,7 @@ Result<CommandOutput> List(grid::Client& client) {
   for (const auto& name : *names) {
     auto info = client.GetStream(name)->Info();
     if (!info) return std::unexpected(info.error());
-    json j = InfoJson(*info);
+    json j = StreamInfoJson(*info);
     std::int64_t max_lag = 0;
     for (const auto& g : info->groups) max_lag = std::max(max_lag, g.lag);
     text += fmt::format("{:<24} {:>11} {:>12} {:>12} {:>7} {:>12}\n", name,
@@ -97,7 +45,7 @@ Result<CommandOutput> List(grid::Client& client) {
 Result<CommandOutput> Info(grid::Client& client, const CliCommand& command) {
   auto info = client.GetStream(command.stream_name)->Info();
   if (!info) return std::unexpected(info.error());
-  json doc = InfoJson(*info);
+  json doc = StreamInfoJson(*info);
   const auto& c = info->config;
   std::string text = fmt::format(
       "stream {}: {} sub-streams, {} events stored ({} bytes), {} appended\n"
@@ -157,41 +105,6 @@ void Print(std::ostream& out, const grid::StreamEvent& e, bool as_json) {
 }
 
 }  // namespace
-
-std::int64_t AgeMs(std::int64_t time_ms) {
-  return time_ms == 0 ? 0 : std::max<std::int64_t>(0, NowMs() - time_ms);
-}
-
-Result<std::vector<std::string>> StreamNames(grid::Client& client) {
-  auto keys = client.GetMap(map::kStreamMap)->KeySet(map::Predicate::Like("__key", "stream@%"));
-  if (!keys) return std::unexpected(keys.error());
-  std::vector<std::string> names;
-  for (const auto& key : *keys) names.push_back(key.substr(key.find('@') + 1));
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-std::vector<GroupRow> GroupRows(const grid::StreamInfo& info) {
-  std::vector<GroupRow> rows;
-  for (const auto& g : info.groups) {
-    GroupRow row;
-    row.position = g;
-    row.sub_streams = json::array();
-    for (const auto& s : info.sub_streams) {
-      for (const auto& p : s.groups) {
-        if (p.group != g.group) continue;
-        if (!p.holder.empty()) {
-          ++row.holders[p.holder];
-          ++row.leases;
-        }
-        row.sub_streams.push_back(
-            {{"sub_stream", s.index}, {"cursor", p.cursor}, {"lag", p.lag}, {"holder", p.holder}});
-      }
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
 
 std::string HoldersText(const GroupRow& row) {
   std::string text;

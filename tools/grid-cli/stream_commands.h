@@ -12,6 +12,7 @@
 
 #include "cli_command.h"
 #include "cli_runner.h"
+#include "tessera/admin/documents.h"
 
 namespace tessera::tools::cli {
 
@@ -19,21 +20,16 @@ namespace tessera::tools::cli {
 // that does not exist.
 base::Result<CommandOutput> RunStreamCommand(grid::Client& client, const CliCommand& command);
 
-// The streams of the connected cluster, by name.
-base::Result<std::vector<std::string>> StreamNames(grid::Client& client);
+// The documents grid-cli shares with the REST API (tessera/admin/documents.h).
+using admin::AgeMs;
+using admin::GroupJson;
+using admin::GroupRow;
+using admin::GroupRows;
+using admin::StreamInfoJson;
+using admin::StreamNames;
 
-// One consumer group of a stream, summed over its sub-streams.
-struct GroupRow {
-  grid::StreamGroupPosition position;  // lag and oldest uncommitted event, over the stream
-  int leases = 0;                      // sub-streams leased to a consumer
-  std::map<std::string, int> holders;  // consumer -> sub-streams it holds
-  nlohmann::json sub_streams;          // per sub-stream: cursor, lag, holder
-};
-std::vector<GroupRow> GroupRows(const grid::StreamInfo& info);
 // "holder (n), holder (n)" or "-".
 std::string HoldersText(const GroupRow& row);
-// Age in ms of a wall-clock time (0 stays 0: nothing there).
-std::int64_t AgeMs(std::int64_t time_ms);
 
 // stream tail: connects and prints "<sub-stream> <offset> <key> <payload>" per event (a JSON
 // line with --json) until command.count events, command.for_ms, or `interrupted`. Without

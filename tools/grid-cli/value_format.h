@@ -1,29 +1,13 @@
 #pragma once
-// How grid-cli shows stored values and reads --record values. A stored value that decodes as
-// a GenericRecord is shown as the record's JSON; any other value is shown as its bytes (text).
-//
-// Thread-safety: stateless functions; safe from any thread.
+// grid-cli uses the admin module's value formatting (tessera/admin/values.h) unqualified.
 
-#include <nlohmann/json.hpp>
-#include <string>
-#include <string_view>
-
-#include "tessera/base/error.h"
-#include "tessera/record/generic_record.h"
+#include "tessera/admin/values.h"
 
 namespace tessera::tools::cli {
 
-// The value for people: record JSON, or the bytes as they are.
-std::string ValueToText(std::string_view bytes);
-// The value for --json: a JSON object for a record, else a JSON string (invalid UTF-8 is
-// replaced when dumped, see Dump()).
-nlohmann::json ValueToJson(std::string_view bytes);
-// Serializes a document on one line; invalid UTF-8 in strings becomes U+FFFD, never a throw.
-std::string Dump(const nlohmann::json& doc);
-
-// Builds a GenericRecord from a JSON object: integers -> int64, other numbers -> float64,
-// booleans, strings, null, nested objects -> records, arrays -> lists; "@type" sets the
-// record's type name. Errors: kBadRequest if the text is not a JSON object.
-base::Result<record::GenericRecord> RecordFromJson(std::string_view text);
+using admin::Dump;
+using admin::RecordFromJson;
+using admin::ValueToJson;
+using admin::ValueToText;
 
 }  // namespace tessera::tools::cli

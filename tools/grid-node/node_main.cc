@@ -18,6 +18,7 @@
 #include <string>
 
 #include "node_config.h"
+#include "tessera/admin/admin_api.h"
 
 namespace tessera::tools::node {
 namespace {
@@ -51,6 +52,7 @@ int Serve(const NodeConfig& config, const std::function<void(grid::Member&)>& pr
 
   auto log = MakeLogger(config.log_level);
   grid::Member member(config.member, log);  // registers the built-in entry processors
+  if (config.member.http_port) admin::RegisterAdminApi(member);  // REST API and console
   if (prepare) prepare(member);
   if (auto started = member.Start(); !started) {
     std::fprintf(stderr, "grid-node: %s\n", started.error().message().c_str());

@@ -18,6 +18,7 @@
 #include "tessera/grid/health.h"
 #include "tessera/grid/instance.h"
 #include "tessera/grid/partition_work.h"
+#include "tessera/http/server.h"
 #include "tessera/map/entry_processor.h"
 #include "tessera/map/map_service.h"
 #include "tessera/membership/cluster_view.h"
@@ -119,6 +120,10 @@ class Member final : public Instance {
   // Liveness, readiness and whether stopping a member now is safe (health.h). Cheap: reads
   // the member's current view and the other members' last heartbeats.
   MemberHealth Health() const;
+  // Serves `handler` on the member's HTTP port (http::Server::Route) besides the probes and
+  // /metrics: for code built on the member (tessera::admin's REST API and console). Ignored
+  // when HTTP is off. REQUIRES: before Start().
+  void AddHttpRoute(std::string method, std::string pattern, http::Handler handler);
   // This member's identity, fresh at every start.
   const std::string& uuid() const { return uuid_; }
   const MemberOptions& options() const { return options_; }

@@ -1,10 +1,10 @@
-// Values are opaque bytes to the grid; the CLI guesses "record" by trying to decode, which is
+// Values are opaque bytes to the grid; the tools guess "record" by trying to decode, which is
 // what a person wants to see for records and harmless for text (text never decodes).
-#include "value_format.h"
+#include "tessera/admin/values.h"
 
 #include <vector>
 
-namespace tessera::tools::cli {
+namespace tessera::admin {
 namespace {
 
 using base::ErrorCode;
@@ -103,4 +103,4 @@ Result<record::GenericRecord> RecordFromJson(std::string_view text) {
   return RecordFromJsonObject(parsed, "");
 }
 
-}  // namespace tessera::tools::cli
+}  // namespace tessera::admin

@@ -1,0 +1,84 @@
+#pragma once
+// The documents the tools show of a cluster's objects, as JSON: streams and their consumer
+// groups, dead letters, sagas, the outbox. One definition for grid-cli (--json, and its tables
+// are read from these) and the member's REST API and console (admin_api.h), so the three show
+// the same fields under the same names.
+//
+// Every function reads through a grid::Instance (a client of the cluster, or a member of it):
+// streams and dead letters live in the cluster whose streams they are (the shared cluster);
+// sagas and the outbox in the service's own cluster (its embedded member).
+//
+// Thread-safety: stateless functions over the instance they are given; safe from any thread.
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/base/error.h"
+#include "tessera/grid/instance.h"
+#include "tessera/grid/stream.h"
+#include "tessera/map/predicate.h"
+#include "tessera/saga/dead_letter.h"
+#include "tessera/saga/saga_state.h"
+
+namespace tessera::admin {
+
+// Age in ms of a wall-clock time (0 stays 0: nothing there).
+std::int64_t AgeMs(std::int64_t time_ms);
+
+// ---- streams ----------------------------------------------------------------------------
+// The streams of the cluster, by name.
+base::Result<std::vector<std::string>> StreamNames(grid::Instance& instance);
+// A stream: config, appended/stored totals, groups (lag, oldest uncommitted age), and each
+// sub-stream's range and groups.
+nlohmann::json StreamInfoJson(const grid::StreamInfo& info);
+// A group's position over the whole stream: {group, lag, oldest_uncommitted_age_ms}.
+nlohmann::json GroupJson(const grid::StreamGroupPosition& g);
+// One consumer group of a stream, summed over its sub-streams.
+struct GroupRow {
+  grid::StreamGroupPosition position;  // lag and oldest uncommitted event, over the stream
+  int leases = 0;                      // sub-streams leased to a consumer
+  std::map<std::string, int> holders;  // consumer -> sub-streams it holds
+  nlohmann::json sub_streams;          // per sub-stream: cursor, lag, holder
+};
+std::vector<GroupRow> GroupRows(const grid::StreamInfo& info);
+// Every stream's consumer groups with their dead letter counts: {"groups": [{group, stream,
+// lag, oldest_uncommitted_age_ms, leases, consumers, dead_letters}]}.
+base::Result<nlohmann::json> ConsumersJson(grid::Instance& instance);
+
+// ---- dead letters -----------------------------------------------------------------------
+nlohmann::json DeadLetterJson(const saga::DeadLetter& letter);
+// The filter of a dead letter listing over the tessera.DeadLetter records (all optional).
+struct DeadLetterFilter {
+  std::int64_t event_id = 0;                                 // 0: any
+  std::string type, key;                                     // "": any
+  std::optional<std::int64_t> older_than_ms, newer_than_ms;  // by last failure
+};
+map::Predicate DeadLetterPredicate(const DeadLetterFilter& filter);
+// Leaves a replay request for the group's consumers (only they can run its handler) and
+// waits up to `wait_ms` for its outcome. Errors: kTimeout naming what to do when no consumer
+// took it (the request is withdrawn) or it still runs; kConflict when some replay failed (the
+// outcome's counts and first error in the message).
+base::Result<saga::ReplayRequest> ReplayDeadLetters(saga::DeadLetterQueue& dlq,
+                                                    const DeadLetterFilter& which,
+                                                    std::int64_t wait_ms);
+
+// ---- sagas and the outbox ---------------------------------------------------------------
+// A saga: id, type, status, current step, ages, deadline, failure reason, version; with
+// `with_steps` its steps and data too.
+nlohmann::json SagaJson(const saga::SagaRecord& s, bool with_steps);
+struct SagaFilter {
+  std::string status, type;  // "": any
+  std::optional<std::int64_t> older_than_ms;
+};
+map::Predicate SagaPredicate(const SagaFilter& filter);
+// Counts by status and type, active and the oldest active's age, finished durations.
+nlohmann::json SagaStatsJson(const std::vector<saga::SagaRecord>& sagas);
+// What the outbox of a service's member has not published yet, per service and partition:
+// {pending, unreadable, services: [{service, pending, oldest_age_ms, partitions: [...]}]}.
+base::Result<nlohmann::json> OutboxJson(grid::Instance& instance, std::uint32_t partition_count);
+
+}  // namespace tessera::admin

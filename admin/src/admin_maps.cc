@@ -1,0 +1,165 @@
+// The REST admin API's maps: the cluster's maps with their statistics, and entries (list with
+// a predicate, get, put, delete).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "admin_internal.h"
+#include "tessera/admin/values.h"
+#include "tessera/map/predicate.h"
+
+namespace tessera::admin::internal {
+namespace {
+
+using nlohmann::json;
+
+json StatsJson(const std::string& name, const map::MapStats& s) {
+  return {{"map", name},
+          {"entries", s.entries},
+          {"memory_bytes", s.memory_bytes},
+          {"hits", s.hits},
+          {"misses", s.misses},
+          {"gets", s.gets},
+          {"puts", s.puts},
+          {"removes", s.removes},
+          {"expirations", s.expirations},
+          {"evictions", s.evictions},
+          {"get_latency_ns", s.get_latency_ns},
+          {"put_latency_ns", s.put_latency_ns},
+          {"remove_latency_ns", s.remove_latency_ns}};
+}
+
+bool Internal(const std::string& name) { return name.rfind("__", 0) == 0; }
+
+// `name` if the cluster has such a map, else the 404 (or the error) in `out`.
+bool MapExists(ClusterMaps& maps, const std::string& name, http::Response& out) {
+  std::vector<std::string> unreachable;
+  const auto names = maps.Names(unreachable);
+  if (std::binary_search(names.begin(), names.end(), name)) return true;
+  if (!unreachable.empty()) {
+    out = http::Response::Error(
+        503, "unavailable",
+        fmt::format("no map '{}' on the members that answered; {} did not answer", name,
+                    fmt::join(unreachable, ", ")));
+  } else {
+    out = http::Response::Error(404, "not_found",
+                                "no map '" + name +
+                                    "' in this cluster (GET /api/v1/maps lists "
+                                    "them; a map exists once it holds an entry)");
+  }
+  return false;
+}
+
+}  // namespace
+
+void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
+                       std::shared_ptr<ClusterMaps> maps,
+                       const std::function<void(std::string, std::string, http::Handler)>& route) {
+  route("GET", "/api/v1/maps", [&member, maps](const http::Request& r) {
+    const bool internal = r.Query("internal") == "true";
+    std::vector<std::string> unreachable;
+    json list = json::array();
+    for (const auto& name : maps->Names(unreachable)) {
+      if (Internal(name) && !internal) continue;
+      auto stats = member.GetMap(name)->Stats();
+      if (!stats) return ErrorResponse(stats.error());
+      list.push_back(StatsJson(name, *stats));
+    }
+    return JsonResponse({{"maps", std::move(list)}, {"unreachable_members", unreachable}});
+  });
+  route("GET", "/api/v1/maps/{map}", [&member, maps](const http::Request& r) {
+    const std::string& name = r.params.at("map");
+    http::Response out;
+    if (!MapExists(*maps, name, out)) return out;
+    auto stats = member.GetMap(name)->Stats();
+    return stats ? JsonResponse(StatsJson(name, *stats)) : ErrorResponse(stats.error());
+  });
+  route("GET", "/api/v1/maps/{map}/entries", [&member, maps, options](const http::Request& r) {
+    const std::string& name = r.params.at("map");
+    http::Response out;
+    auto limit = IntQuery(r, "limit", options.default_entry_limit, 0, options.max_entry_limit, out);
+    if (!limit) return out;
+    map::Predicate predicate;
+    if (const std::string where = r.Query("where"); !where.empty()) {
+      auto parsed = map::Predicate::Parse(where);
+      if (!parsed) return ErrorResponse(parsed.error());
+      predicate = std::move(*parsed);
+    }
+    if (!MapExists(*maps, name, out)) return out;
+    auto entries = member.GetMap(name)->EntrySet(predicate);
+    if (!entries) return ErrorResponse(entries.error());
+    std::sort(entries->begin(), entries->end());
+    json list = json::array();
+    for (const auto& [key, value] : *entries) {
+      if (static_cast<std::int64_t>(list.size()) >= *limit) break;
+      list.push_back({{"key", key}, {"value", ValueToJson(value)}});
+    }
+    json doc = {{"map", name},
+                {"count", entries->size()},
+                {"truncated", static_cast<std::int64_t>(entries->size()) > *limit},
+                {"entries", std::move(list)}};
+    if (predicate.kind() != map::Predicate::Kind::kTrue) doc["where"] = predicate.ToString();
+    return JsonResponse(doc);
+  });
+  route("GET", "/api/v1/maps/{map}/entries/{key}", [&member](const http::Request& r) {
+    const std::string& name = r.params.at("map");
+    const std::string& key = r.params.at("key");
+    auto value = member.GetMap(name)->Get(key);
+    if (!value) return ErrorResponse(value.error());
+    if (!value->has_value()) {
+      return http::Response::Error(404, "not_found",
+                                   "map '" + name + "' has no entry '" + key + "'");
+    }
+    return JsonResponse({{"map", name}, {"key", key}, {"value", ValueToJson(**value)}});
+  });
+  route("PUT", "/api/v1/maps/{map}/entries/{key}", [&member](const http::Request& r) {
+    const std::string& name = r.params.at("map");
+    const std::string& key = r.params.at("key");
+    const auto body = json::parse(r.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) {
+      return http::Response::Error(400, "bad_request",
+                                   "the body must be a JSON object: {\"value\": \"text\"} or "
+                                   "{\"record\": {...}}, with an optional \"ttl_ms\"");
+    }
+    std::string bytes;
+    if (body.contains("value") && body["value"].is_string()) {
+      bytes = body["value"].get<std::string>();
+    } else if (body.contains("record") && body["record"].is_object()) {
+      auto record = RecordFromJson(body["record"].dump());
+      if (!record) return ErrorResponse(record.error());
+      bytes = record->Encode();
+    } else {
+      return http::Response::Error(400, "bad_request",
+                                   "give the entry's value as \"value\" (a string) or \"record\" "
+                                   "(a JSON object stored as a record)");
+    }
+    grid::WriteOptions write;
+    if (body.contains("ttl_ms")) {
+      if (!body["ttl_ms"].is_number_integer() || body["ttl_ms"].get<std::int64_t>() < 0) {
+        return http::Response::Error(400, "bad_request",
+                                     "\"ttl_ms\" must be a whole number of milliseconds >= 0");
+      }
+      write = grid::WithTtl(body["ttl_ms"].get<std::int64_t>());
+    }
+    auto previous = member.GetMap(name)->Put(key, bytes, write);
+    if (!previous) return ErrorResponse(previous.error());
+    return JsonResponse({{"map", name},
+                         {"key", key},
+                         {"value", ValueToJson(bytes)},
+                         {"previous", previous->has_value() ? ValueToJson(**previous) : json()}},
+                        previous->has_value() ? 200 : 201);
+  });
+  route("DELETE", "/api/v1/maps/{map}/entries/{key}", [&member](const http::Request& r) {
+    const std::string& name = r.params.at("map");
+    const std::string& key = r.params.at("key");
+    auto removed = member.GetMap(name)->Remove(key);
+    if (!removed) return ErrorResponse(removed.error());
+    if (!removed->has_value()) {
+      return http::Response::Error(404, "not_found",
+                                   "map '" + name + "' has no entry '" + key + "'");
+    }
+    return JsonResponse({{"map", name}, {"key", key}, {"removed", ValueToJson(**removed)}});
+  });
+}
+
+}  // namespace tessera::admin::internal
