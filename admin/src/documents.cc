@@ -150,6 +150,7 @@ Result<json> ConsumersJson(grid::Instance& instance) {
 
 json DeadLetterJson(const saga::DeadLetter& l) {
   return {{"event_id", l.event.id},
+          {"event_id_str", std::to_string(l.event.id)},  // ids pass 2^53: JavaScript needs text
           {"type", l.event.type},
           {"key", l.event.key},
           {"handler", l.handler},

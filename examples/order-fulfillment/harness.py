@@ -12,14 +12,16 @@ import time
 import urllib.error
 import urllib.request
 
-READY = re.compile(r"ready: native 127\.0\.0\.1:(\d+)(?: (?:http|resp) 127\.0\.0\.1:(\d+))?")
+READY = re.compile(r"ready: native 127\.0\.0\.1:(\d+)")
+HTTP = re.compile(r" http 127\.0\.0\.1:(\d+)")  # a service's REST port, a grid-node's --http-port
+MEMBER_HTTP = re.compile(r" member-http 127\.0\.0\.1:(\d+)")  # a service's --member-http-port
 
 
 class Proc:
     def __init__(self, name, argv, work):
         self.name, self.argv, self.work = name, argv, work
         self.popen = None
-        self.native = self.http = None
+        self.native = self.http = self.member_http = None
         self.paused = False
 
     def start(self, timeout=60.0):
@@ -40,8 +42,10 @@ class Proc:
             m = READY.search(line.decode(errors="replace"))
             if m:
                 self.native = f"127.0.0.1:{m.group(1)}"
-                if m.group(2) and b" http " in line:
-                    self.http = f"http://127.0.0.1:{m.group(2)}"
+                h = HTTP.search(line.decode(errors="replace"))
+                self.http = f"http://127.0.0.1:{h.group(1)}" if h else None
+                h = MEMBER_HTTP.search(line.decode(errors="replace"))
+                self.member_http = f"http://127.0.0.1:{h.group(1)}" if h else None
                 return self
         self.kill()
         raise RuntimeError(f"{self.name} was not ready within {timeout:.0f} s; see {log.name}")
@@ -95,10 +99,14 @@ class Cluster:
     def path(self, *parts):
         return os.path.join(self.bin_dir, *parts)
 
-    def start_shared(self, count=3):
+    def start_shared(self, count=3, http=False):
+        """Starts `count` grid-nodes; with `http`, each serves HTTP (--http-port 0: health,
+        metrics, the REST API and the console) at its Proc's .http."""
         for i in range(count):
             argv = [self.path("tools", "grid-node", "grid-node"), "--port", "0", "--cluster-name",
                     "shared", "--log-level", "warn", "--threads", "1"] + self.fast
+            if http:
+                argv += ["--http-port", "0"]
             if self.shared:
                 argv += ["--join", self.shared[0].native, "--join-timeout-ms", "2000"]
             self.shared.append(self._start(Proc(f"grid-node-{i + 1}", argv, self.work)))

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tessera/admin/admin_api.h"
 #include "tessera/base/log.h"
 #include "tessera/grid/client.h"
 
@@ -30,7 +31,7 @@ sigset_t StopSignals() {
 const std::map<std::string, std::string> kCommonFlags = {
     {"port", "0"},         {"shared-cluster", "shared"}, {"http-port", "0"},
     {"threads", "1"},      {"heartbeat-ms", "1000"},     {"failure-timeout-ms", "5000"},
-    {"log-level", "info"}, {"idle-poll-us", "50"},
+    {"log-level", "info"}, {"idle-poll-us", "50"},      {"member-http-port", "off"},
 };
 
 }  // namespace
@@ -127,7 +128,13 @@ base::Result<void> Service::Prepare() {
   // An instance started with --join must not found a cluster of its own because the machine
   // is slow to answer: it would take writes that its service's other instances do not see.
   mo.join_timeout_ms = std::max<std::int64_t>(10'000, 2 * mo.failure_timeout_ms);
+  if (Flag("member-http-port") != "off") {  // the member's probes, metrics, REST API, console
+    const auto port = IntFlag("member-http-port");
+    if (port > 65535) Usage("--member-http-port is 0..65535 or off");
+    mo.http_port = static_cast<std::uint16_t>(port);
+  }
   member_ = std::make_unique<grid::Member>(mo, log);
+  if (mo.http_port) admin::RegisterAdminApi(*member_);
   http::ServerOptions ho;
   ho.port = static_cast<std::uint16_t>(IntFlag("http-port"));
   ho.threads = 4;  // handlers block on the grid
@@ -158,7 +165,9 @@ base::Result<void> Service::StartHttp() { return http_->Start(); }
 
 void Service::WaitForStop() {
   std::cout << program_ << " ready: native 127.0.0.1:" << member_->native_port()
-            << " http 127.0.0.1:" << http_->port() << std::endl;
+            << " http 127.0.0.1:" << http_->port();
+  if (member_->http_port() != 0) std::cout << " member-http 127.0.0.1:" << member_->http_port();
+  std::cout << std::endl;
   const sigset_t stop = StopSignals();
   int signal_number = 0;
   sigwait(&stop, &signal_number);

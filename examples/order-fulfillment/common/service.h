@@ -13,11 +13,14 @@
 //   --threads N        the embedded member's shards (default 1)
 //   --heartbeat-ms MS, --failure-timeout-ms MS   the embedded cluster's failure detection
 //   --idle-poll-us US  as grid-node's: a shard out of work polls this long before it sleeps
+//   --member-http-port P   the embedded member's HTTP port (off by default; 0 = any): health,
+//                      /metrics, the REST API and the console (tessera/admin/admin_api.h)
 //   --log-level LEVEL  trace|debug|info|warn|error (default info)
 // and the service's own flags, each with a default (`--name value`). Every service answers
 // GET /health (200 {"status":"ok"}) once serving.
 //
-// Ready line (stdout, once serving): "<program> ready: native 127.0.0.1:P http 127.0.0.1:H".
+// Ready line (stdout, once serving): "<program> ready: native 127.0.0.1:P http 127.0.0.1:H",
+// then " member-http 127.0.0.1:M" with --member-http-port.
 #include <cstdint>
 #include <map>
 #include <memory>

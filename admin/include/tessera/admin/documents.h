@@ -50,6 +50,8 @@ std::vector<GroupRow> GroupRows(const grid::StreamInfo& info);
 base::Result<nlohmann::json> ConsumersJson(grid::Instance& instance);
 
 // ---- dead letters -----------------------------------------------------------------------
+// Event ids are 64-bit: beside "event_id" (a number) "event_id_str" has it as text, for
+// JavaScript, whose numbers hold 53 bits.
 nlohmann::json DeadLetterJson(const saga::DeadLetter& letter);
 // The filter of a dead letter listing over the tessera.DeadLetter records (all optional).
 struct DeadLetterFilter {
