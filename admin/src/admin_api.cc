@@ -63,8 +63,8 @@ std::optional<std::int64_t> IntQuery(const http::Request& r, const std::string& 
   return v;
 }
 
-std::vector<std::string> ClusterMaps::Names(std::vector<std::string>& unreachable) {
-  std::vector<std::string> names = member_.map_service().MapNames();
+void ClusterPeers::ForEachPeer(std::vector<std::string>& unreachable,
+                               const std::function<bool(grid::Client&)>& fn) {
   const auto view = member_.cluster_view();
   const std::string self = fmt::format("{}:{}", member_.options().host, member_.native_port());
   for (const auto& m : view->members.members) {
@@ -92,19 +92,50 @@ std::vector<std::string> ClusterMaps::Names(std::vector<std::string>& unreachabl
       std::lock_guard lock(mu_);
       peers_[m.address] = client;
     }
-    auto info = client->FetchMemberInfoJson();
-    auto doc = info ? json::parse(*info, nullptr, false) : json();
-    if (!info || doc.is_discarded() || !doc.contains("maps")) {
+    if (!fn(*client)) {
       unreachable.push_back(m.address);
       std::lock_guard lock(mu_);
       peers_.erase(m.address);  // connect again next time
-      continue;
     }
-    for (const auto& name : doc["maps"]) names.push_back(name.get<std::string>());
   }
+}
+
+std::vector<std::string> ClusterPeers::MapNames(std::vector<std::string>& unreachable) {
+  std::vector<std::string> names = member_.map_service().MapNames();
+  ForEachPeer(unreachable, [&names](grid::Client& client) {
+    auto info = client.FetchMemberInfoJson();
+    auto theirs = info ? MapNamesOfInfo(*info) : std::nullopt;
+    if (!theirs) return false;
+    names.insert(names.end(), theirs->begin(), theirs->end());
+    return true;
+  });
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;
+}
+
+json ClusterPeers::TopicTotals(std::vector<std::string>& unreachable) {
+  std::map<std::string, std::map<std::string, std::int64_t>> totals;
+  for (const auto& [name, s] : member_.topic_service().StatsByTopic()) {
+    auto& t = totals[name];
+    t["published"] += s.published;
+    t["delivered"] += s.delivered;
+    t["dropped"] += s.dropped;
+    t["listener_errors"] += s.listener_errors;
+    t["listeners"] += s.subscriptions;
+  }
+  ForEachPeer(unreachable, [&totals](grid::Client& client) {
+    auto stats = client.FetchTopicStatsJson();
+    auto doc = stats ? json::parse(*stats, nullptr, false) : json();
+    if (!stats || doc.is_discarded() || !doc.contains("topics")) return false;
+    for (const auto& [topic, counters] : doc["topics"].items()) {
+      for (const auto& [name, value] : counters.items()) {
+        if (value.is_number_integer()) totals[topic][name] += value.get<std::int64_t>();
+      }
+    }
+    return true;
+  });
+  return {{"topics", totals}};
 }
 
 }  // namespace internal
@@ -443,8 +474,14 @@ void RegisterAdminApi(grid::Member& member, AdminOptions options) {
   route("GET", "/api/v1/partitions", [&member](const http::Request&) {
     return JsonResponse(PartitionsJson(*member.cluster_view()));
   });
-  internal::RegisterMapRoutes(member, options, std::make_shared<internal::ClusterMaps>(member),
-                              route);
+  auto peers = std::make_shared<internal::ClusterPeers>(member);
+  internal::RegisterMapRoutes(member, options, peers, route);
+  route("GET", "/api/v1/topics", [peers](const http::Request&) {
+    std::vector<std::string> unreachable;
+    json doc = peers->TopicTotals(unreachable);
+    doc["unreachable_members"] = unreachable;
+    return JsonResponse(doc);
+  });
   RegisterFrameworkRoutes(member, options, route);
 }
 

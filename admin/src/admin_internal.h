@@ -3,6 +3,8 @@
 // dead letters, sagas, outbox; admin_maps.cc: maps and entries).
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -29,15 +31,25 @@ std::optional<std::int64_t> IntQuery(const http::Request& r, const std::string& 
                                      std::int64_t fallback, std::int64_t min, std::int64_t max,
                                      http::Response& bad);
 
-// Map names of the whole cluster: this member's, and every other member's (asked over the
-// native protocol through a client kept per member). Members that did not answer are named
-// in `unreachable`.
-class ClusterMaps {
+// What only each member knows, gathered from the whole cluster: this member's directly, every
+// other member's over the native protocol through a client kept per member. Members that did
+// not answer are named in `unreachable`.
+class ClusterPeers {
  public:
-  explicit ClusterMaps(grid::Member& member) : member_(member) {}
-  std::vector<std::string> Names(std::vector<std::string>& unreachable);
+  explicit ClusterPeers(grid::Member& member) : member_(member) {}
+  // The maps each member holds (a map exists on a member once one of its partitions there
+  // holds an entry), sorted, without repeats.
+  std::vector<std::string> MapNames(std::vector<std::string>& unreachable);
+  // Per topic, each counter summed over the members: {"topics": {NAME: {published, delivered,
+  // dropped, listener_errors, listeners}}}.
+  nlohmann::json TopicTotals(std::vector<std::string>& unreachable);
 
  private:
+  // fn(address, client) for every other member of the view; a member whose client cannot
+  // connect, or for which fn returns false, is unreachable (its client is dropped).
+  void ForEachPeer(std::vector<std::string>& unreachable,
+                   const std::function<bool(grid::Client&)>& fn);
+
   grid::Member& member_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<grid::Client>> peers_;  // by native address
@@ -47,7 +59,7 @@ class ClusterMaps {
 std::string_view ConsoleHtml();
 
 void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
-                       std::shared_ptr<ClusterMaps> maps,
+                       std::shared_ptr<ClusterPeers> peers,
                        const std::function<void(std::string, std::string, http::Handler)>& route);
 
 }  // namespace tessera::admin::internal

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "admin_internal.h"
+#include "tessera/admin/documents.h"
 #include "tessera/admin/values.h"
 #include "tessera/map/predicate.h"
 
@@ -13,28 +14,10 @@ namespace {
 
 using nlohmann::json;
 
-json StatsJson(const std::string& name, const map::MapStats& s) {
-  return {{"map", name},
-          {"entries", s.entries},
-          {"memory_bytes", s.memory_bytes},
-          {"hits", s.hits},
-          {"misses", s.misses},
-          {"gets", s.gets},
-          {"puts", s.puts},
-          {"removes", s.removes},
-          {"expirations", s.expirations},
-          {"evictions", s.evictions},
-          {"get_latency_ns", s.get_latency_ns},
-          {"put_latency_ns", s.put_latency_ns},
-          {"remove_latency_ns", s.remove_latency_ns}};
-}
-
-bool Internal(const std::string& name) { return name.rfind("__", 0) == 0; }
-
 // `name` if the cluster has such a map, else the 404 (or the error) in `out`.
-bool MapExists(ClusterMaps& maps, const std::string& name, http::Response& out) {
+bool MapExists(ClusterPeers& peers, const std::string& name, http::Response& out) {
   std::vector<std::string> unreachable;
-  const auto names = maps.Names(unreachable);
+  const auto names = peers.MapNames(unreachable);
   if (std::binary_search(names.begin(), names.end(), name)) return true;
   if (!unreachable.empty()) {
     out = http::Response::Error(
@@ -53,28 +36,28 @@ bool MapExists(ClusterMaps& maps, const std::string& name, http::Response& out) 
 }  // namespace
 
 void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
-                       std::shared_ptr<ClusterMaps> maps,
+                       std::shared_ptr<ClusterPeers> peers,
                        const std::function<void(std::string, std::string, http::Handler)>& route) {
-  route("GET", "/api/v1/maps", [&member, maps](const http::Request& r) {
+  route("GET", "/api/v1/maps", [&member, peers](const http::Request& r) {
     const bool internal = r.Query("internal") == "true";
     std::vector<std::string> unreachable;
     json list = json::array();
-    for (const auto& name : maps->Names(unreachable)) {
-      if (Internal(name) && !internal) continue;
+    for (const auto& name : peers->MapNames(unreachable)) {
+      if (IsInternalMap(name) && !internal) continue;
       auto stats = member.GetMap(name)->Stats();
       if (!stats) return ErrorResponse(stats.error());
-      list.push_back(StatsJson(name, *stats));
+      list.push_back(MapStatsJson(name, *stats));
     }
     return JsonResponse({{"maps", std::move(list)}, {"unreachable_members", unreachable}});
   });
-  route("GET", "/api/v1/maps/{map}", [&member, maps](const http::Request& r) {
+  route("GET", "/api/v1/maps/{map}", [&member, peers](const http::Request& r) {
     const std::string& name = r.params.at("map");
     http::Response out;
-    if (!MapExists(*maps, name, out)) return out;
+    if (!MapExists(*peers, name, out)) return out;
     auto stats = member.GetMap(name)->Stats();
-    return stats ? JsonResponse(StatsJson(name, *stats)) : ErrorResponse(stats.error());
+    return stats ? JsonResponse(MapStatsJson(name, *stats)) : ErrorResponse(stats.error());
   });
-  route("GET", "/api/v1/maps/{map}/entries", [&member, maps, options](const http::Request& r) {
+  route("GET", "/api/v1/maps/{map}/entries", [&member, peers, options](const http::Request& r) {
     const std::string& name = r.params.at("map");
     http::Response out;
     auto limit = IntQuery(r, "limit", options.default_entry_limit, 0, options.max_entry_limit, out);
@@ -85,7 +68,7 @@ void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
       if (!parsed) return ErrorResponse(parsed.error());
       predicate = std::move(*parsed);
     }
-    if (!MapExists(*maps, name, out)) return out;
+    if (!MapExists(*peers, name, out)) return out;
     auto entries = member.GetMap(name)->EntrySet(predicate);
     if (!entries) return ErrorResponse(entries.error());
     std::sort(entries->begin(), entries->end());

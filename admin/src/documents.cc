@@ -40,6 +40,39 @@ std::int64_t AgeMs(std::int64_t time_ms) {
   return time_ms == 0 ? 0 : std::max<std::int64_t>(0, NowMs() - time_ms);
 }
 
+// ---- maps -------------------------------------------------------------------------------
+
+json MapStatsJson(const std::string& name, const map::MapStats& s) {
+  json j = json::object();
+  j["map"] = name;
+  for (const auto& [field, value] : std::initializer_list<std::pair<const char*, std::int64_t>>{
+           {"entries", s.entries},
+           {"memory_bytes", s.memory_bytes},
+           {"hits", s.hits},
+           {"misses", s.misses},
+           {"gets", s.gets},
+           {"puts", s.puts},
+           {"removes", s.removes},
+           {"expirations", s.expirations},
+           {"evictions", s.evictions},
+           {"get_latency_ns", s.get_latency_ns},
+           {"put_latency_ns", s.put_latency_ns},
+           {"remove_latency_ns", s.remove_latency_ns}}) {
+    j[field] = value;
+  }
+  return j;
+}
+
+std::optional<std::vector<std::string>> MapNamesOfInfo(const std::string& info_json) {
+  const auto doc = json::parse(info_json, nullptr, false);
+  if (doc.is_discarded() || !doc.contains("maps") || !doc["maps"].is_array()) return std::nullopt;
+  std::vector<std::string> names;
+  for (const auto& name : doc["maps"]) {
+    if (name.is_string()) names.push_back(name.get<std::string>());
+  }
+  return names;
+}
+
 // ---- streams ----------------------------------------------------------------------------
 
 Result<std::vector<std::string>> StreamNames(grid::Instance& instance) {
@@ -181,7 +214,8 @@ map::Predicate DeadLetterPredicate(const DeadLetterFilter& f) {
 }
 
 Result<saga::ReplayRequest> ReplayDeadLetters(saga::DeadLetterQueue& dlq,
-                                              const DeadLetterFilter& which, std::int64_t wait_ms) {
+                                              const DeadLetterFilter& which, std::int64_t wait_ms,
+                                              const std::function<void()>& waiting) {
   saga::ReplayRequest request;
   request.id = fmt::format(
       "{:016x}", std::random_device()() * 0x100000000ULL ^ static_cast<std::uint64_t>(NowMs()));
@@ -214,6 +248,7 @@ Result<saga::ReplayRequest> ReplayDeadLetters(saga::DeadLetterQueue& dlq,
                                     "after {} ms; see its outcome in the dead letter list",
                                     request.id, dlq.group(), seen ? seen->by : "?", wait_ms));
     }
+    if (waiting) waiting();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (seen->status == "failed") {

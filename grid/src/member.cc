@@ -54,6 +54,8 @@ Member::~Member() { Shutdown(); }
 
 map::MapService& Member::map_service() { return impl_->maps; }
 
+const topic::TopicService& Member::topic_service() const { return impl_->topics; }
+
 base::Result<void> Member::Start() {
   std::lock_guard lock(impl_->mu);
   TESSERA_CHECK(!impl_->started, "Member::Start called twice");
@@ -120,6 +122,7 @@ base::Result<void> Member::StartNative() {
   ClusterHooks hooks;
   hooks.info = [this] { return InfoJson(); };
   hooks.metrics = [this] { return MetricsText(); };
+  hooks.off_shard = [this](std::function<void()> task) { impl_->events.Post(std::move(task)); };
   hooks.view = [this] { return EncodedView(); };
   hooks.message = [this](std::string bytes) {
     if (auto* service = impl_->membership_ptr.load()) service->Deliver(std::move(bytes));
@@ -425,6 +428,21 @@ std::string Member::MetricsText() const {
                                 "Times this member stopped a partition's work (the partition "
                                 "left, or the member stopped)"),
        impl_->work->stopped());
+  SetMapMetrics(registry, impl_->maps.LocalMapStats());
+  const auto view = cluster_view();
+  registry
+      .RegisterGauge("tessera_cluster_members", {}, "Members in this member's view of its cluster")
+      .Set(static_cast<double>(view->members.members.size()));
+  registry.RegisterGauge("tessera_cluster_master", {}, "1 when this member is its cluster's master")
+      .Set(view->members.master() && view->members.master()->uuid == uuid_ ? 1.0 : 0.0);
+  registry
+      .RegisterGauge("tessera_cluster_partition_table_version", {},
+                     "Version of the partition table this member has installed")
+      .Set(static_cast<double>(view->partitions.version));
+  registry
+      .RegisterGauge("tessera_net_connections", {},
+                     "Native-protocol connections open to this member (clients and members)")
+      .Set(static_cast<double>(impl_->native ? impl_->native->connection_count() : 0));
   std::vector<std::function<void(metrics::MetricsRegistry&)>> sources;
   {
     std::lock_guard sources_lock(impl_->sources_mu);

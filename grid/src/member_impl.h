@@ -81,4 +81,8 @@ struct Member::Impl {
   std::vector<HttpRoute> http_routes;  // Member::AddHttpRoute, before Start
 };
 
+// Sets the per-map families tessera_map_* from MapService::LocalMapStats (member_metrics.cc).
+void SetMapMetrics(metrics::MetricsRegistry& registry,
+                   const std::vector<std::pair<std::string, map::MapStats>>& stats);
+
 }  // namespace tessera::grid

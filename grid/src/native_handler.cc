@@ -178,8 +178,10 @@ void NativeHandler::HandleCluster(const std::shared_ptr<net::Connection>& connec
       connection->Send(Message::MakeResponse(request, cluster_.info()));
       return;
     case native::kClusterMetrics:
-      if (!cluster_.metrics) break;
-      connection->Send(Message::MakeResponse(request, cluster_.metrics()));
+      if (!cluster_.metrics || !cluster_.off_shard) break;
+      cluster_.off_shard([connection, request, metrics = cluster_.metrics] {
+        connection->Send(Message::MakeResponse(request, metrics()));
+      });
       return;
     case native::kClusterView:
       if (!cluster_.view) break;

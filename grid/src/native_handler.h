@@ -22,8 +22,11 @@ namespace tessera::grid {
 
 // What the handler asks of the member for cluster requests.
 struct ClusterHooks {
-  std::function<std::string()> info;     // kClusterInfo: the member-info JSON
-  std::function<std::string()> metrics;  // kClusterMetrics: Prometheus text
+  std::function<std::string()> info;  // kClusterInfo: the member-info JSON
+  // kClusterMetrics: Prometheus text. It waits for every shard (per-map statistics), so the
+  // handler runs it through `off_shard`, which runs a task on a thread that is no shard's.
+  std::function<std::string()> metrics;
+  std::function<void(std::function<void()>)> off_shard;
   // kClusterView: the encoded view message (native_protocol.h).
   std::function<std::string()> view;
   // membership::kClusterMessageOp from a member-role connection: the encoded message; null

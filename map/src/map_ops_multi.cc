@@ -149,7 +149,6 @@ base::Result<MapResult> OpExecuteOnEntries(RecordStore& store, const MapRequest&
 
 }  // namespace detail
 
-namespace {
 void AddStats(MapStats& into, const MapStats& part) {
   into.entries += part.entries;
   into.memory_bytes += part.memory_bytes;
@@ -164,6 +163,8 @@ void AddStats(MapStats& into, const MapStats& part) {
   into.put_latency_ns += part.put_latency_ns;
   into.remove_latency_ns += part.remove_latency_ns;
 }
+
+namespace {
 
 template <typename T>
 void Append(std::vector<T>& into, std::vector<T>&& part) {

@@ -479,6 +479,40 @@ std::vector<std::pair<std::string, std::size_t>> MapService::EntryListenerCounts
   return impl_->listeners.Counts();
 }
 
+std::vector<std::pair<std::string, MapStats>> MapService::LocalMapStats() const {
+  using PerShard = std::map<std::string, MapStats>;
+  if (impl_->stopped.load(std::memory_order_acquire)) return {};
+  // Shared with the shards: a shard stopping meanwhile never answers, and the wait gives up.
+  auto all = std::make_shared<std::promise<std::vector<PerShard>>>();
+  auto done = all->get_future();
+  Impl* impl = impl_.get();
+  shards_.MapReduce<PerShard>(
+      [impl](std::size_t shard) {
+        PerShard out;
+        for (const auto& [name, table] : impl->states[shard]->maps) {
+          MapStats& sum = out[name];
+          for (std::size_t i = 0; i < table->stores.slot_count(); ++i) {
+            const RecordStore* store = table->stores.At(i);
+            const auto p =
+                static_cast<std::uint32_t>(table->stores.LocalAt(i) * impl->shards.size() + shard);
+            if (store == nullptr || !impl->IsLocal(p)) continue;
+            MapStats part = store->stats();
+            part.entries = static_cast<std::int64_t>(store->size());
+            part.memory_bytes = static_cast<std::int64_t>(store->memory_bytes());
+            AddStats(sum, part);
+          }
+        }
+        return out;
+      },
+      [all](std::vector<PerShard> results) { all->set_value(std::move(results)); });
+  if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return {};
+  PerShard merged;
+  for (const auto& shard : done.get()) {
+    for (const auto& [name, stats] : shard) AddStats(merged[name], stats);
+  }
+  return {merged.begin(), merged.end()};
+}
+
 std::vector<std::string> MapService::MapNames() const {
   std::lock_guard lock(impl_->names_mu);
   return {impl_->names.begin(), impl_->names.end()};

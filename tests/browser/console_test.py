@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +29,7 @@ from harness import Cluster, http, wait_for  # noqa: E402
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -77,8 +79,18 @@ def wait_rows(driver, table_id, pred, what, timeout=30):
     return seen
 
 
-def click(driver, css):
-    WebDriverWait(driver, 20).until(EC.element_to_be_clickable((By.CSS_SELECTOR, css))).click()
+def click(driver, css, timeout=20):
+    """Clicks the element, again if the page redrew it meanwhile (every 2 s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            WebDriverWait(driver, timeout).until(
+                EC.element_to_be_clickable((By.CSS_SELECTOR, css))).click()
+            return
+        except StaleElementReferenceException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def main():
@@ -184,6 +196,22 @@ def main():
         check(len(steps) == 2 and steps[0].startswith("reserve") and steps[1].startswith("charge"),
               f"the saga's detail shows its steps reserve and charge: {steps}")
         driver.save_screenshot(os.path.join(shots, "sagas.png"))
+
+        # /metrics of a grid-node and of a service's member (the framework's families) are
+        # valid for Prometheus.
+        for name, url, families in [
+                ("grid-node-1", nodes[0].http,
+                 ["tessera_stream_lag_events", "tessera_map_entries", "tessera_cluster_members"]),
+                ("the order service's member", order.member_http,
+                 ["tessera_saga_started_total", "tessera_outbox_published_total",
+                  "tessera_consumer_handled_total"])]:
+            text = urllib.request.urlopen(f"{url}/metrics", timeout=30).read()
+            r = subprocess.run(["/usr/bin/promtool", "check", "metrics"], input=text,
+                               capture_output=True, timeout=60)
+            check(r.returncode == 0, f"promtool check metrics passes on {name}'s /metrics "
+                                     f"{(r.stdout + r.stderr).decode().strip()}")
+            for family in families:
+                check(f"# TYPE {family} ".encode() in text, f"{name}'s /metrics has {family}")
     except Exception as e:  # noqa: BLE001 - report, stop everything, fail
         check(False, f"the test stopped: {type(e).__name__}: {e}")
     finally:

@@ -178,6 +178,15 @@ TEST_CASE("The REST API shows the cluster and its maps from every member, and ed
                     R"({"value": ")" + std::string(10 * 1024 * 1024, 'x') + "\"}"),
                413, "limit");
   CHECK(Get(ports[0], "/api/v1/maps/orders").status == 200);  // still serving
+  // Topics: counted on every member, summed.
+  {
+    auto client = ConnectOrFail(*b);
+    REQUIRE(client->GetTopic("news")->Publish("hello"));
+  }
+  auto topics = Get(ports[2], "/api/v1/topics");
+  REQUIRE(topics.status == 200);
+  CHECK(topics.body["topics"]["news"]["published"] == 1);
+  CHECK(topics.body["unreachable_members"].empty());
   // The console's page is served, and / leads to it.
   auto page = Get(ports[0], "/console");
   CHECK(page.status == 200);

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "child_process.h"
@@ -159,6 +160,58 @@ TEST_CASE("grid-cli reports runtime failures in one line with exit code 1", "[to
 
   CHECK(node->Stop() == 0);
   RequireOneLineError(Cli(*node, {"map", "size", "m"}), 1, node->address());
+}
+
+TEST_CASE("grid-cli map list shows every map of the cluster, map entries --where filters",
+          "[tools][cli]") {
+  auto a = NodeProcess::StartOrFail({});
+  auto b = NodeProcess::StartOrFail({"--join", a->address()});
+  auto c = NodeProcess::StartOrFail({"--join", a->address()});
+  WaitForMembers(*a, 3);
+  WaitForMembers(*c, 3);
+  RequireOk(
+      Cli(*a, {"map", "list"}),
+      "map                                   entries   memory bytes         gets         puts\n"
+      "(no maps: a map exists once it holds an entry)\n");
+  // One entry is on two of the three members: asked through either, the list has its map.
+  REQUIRE(Cli(*a, {"map", "put", "solo", "k", "v"}).exit_code == 0);
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(Cli(*b, {"map", "put", "people", "p" + std::to_string(i),
+                     R"({"age": )" + std::to_string(20 + 10 * i) + "}", "--record"})
+                .exit_code == 0);
+  }
+  REQUIRE(Cli(*b, {"map", "put", "__internal", "k", "v"}).exit_code == 0);
+  for (const auto* node : {a.get(), b.get(), c.get()}) {
+    auto listed = CliJson(*node, {"map", "list"});
+    REQUIRE(listed["maps"].size() == 2);
+    CHECK(listed["maps"][0]["map"] == "people");
+    CHECK(listed["maps"][0]["entries"] == 5);
+    CHECK(listed["maps"][0]["memory_bytes"].get<std::int64_t>() > 0);
+    CHECK(listed["maps"][1]["map"] == "solo");
+    CHECK(listed["maps"][1]["entries"] == 1);
+    CHECK(listed["members"] == 3);
+  }
+  auto all = CliJson(*c, {"map", "list", "--internal"});
+  REQUIRE(all["maps"].size() == 3);
+  CHECK(all["maps"][0]["map"] == "__internal");
+  auto text = Cli(*c, {"map", "list"});
+  CHECK(text.exit_code == 0);
+  CHECK(std::regex_search(text.out, std::regex(R"(\npeople +5 +[1-9][0-9]* +0 +5\n)")));
+
+  auto old = CliJson(*a, {"map", "entries", "people", "--where", "age >= 40", "--limit", "1"});
+  CHECK(old["count"] == 3);
+  REQUIRE(old["entries"].size() == 1);
+  CHECK(old["entries"][0]["key"] == "p2");
+  CHECK(old["predicate"] == "age >= 40");
+  RequireOk(Cli(*a, {"map", "entries", "people", "--where", "age > 55"}),
+            "KEY  VALUE\np4   {\"age\":60}\n(1 entries)\n");
+  RequireOneLineError(Cli(*a, {"map", "entries", "people", "--where", "age >>"}), 2,
+                      "bad predicate");
+  RequireOneLineError(Cli(*a, {"map", "get", "people", "p1", "--where", "age > 1"}), 2,
+                      "--where does not apply to 'map get'");
+  RequireOneLineError(Cli(*a, {"map", "list", "extra"}), 2, "'map list' takes no arguments");
+  RequireOneLineError(Cli(*a, {"map", "size", "people", "--internal"}), 2,
+                      "--internal does not apply");
 }
 
 TEST_CASE("grid-cli rejects bad arguments with exit code 2 before connecting", "[tools][cli]") {

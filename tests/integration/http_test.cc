@@ -7,6 +7,7 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <catch2/catch.hpp>
@@ -182,11 +183,46 @@ TEST_CASE("/metrics is the Prometheus text format and passes promtool check metr
   CHECK(metrics.content_type == "text/plain; version=0.0.4; charset=utf-8");
   CHECK_THAT(metrics.body, Catch::Contains("# TYPE tessera_member_partitions_owned gauge"));
   CHECK_THAT(metrics.body, Catch::Contains("tessera_topic_published_total{topic=\"t\"} 1"));
+  // Per map, each member counts the partitions it owns: the one entry is on one owner.
+  const std::string one = "tessera_map_entries{map=\"m\"} 1\n";
+  const auto other = HttpGet(HttpPortOf(*b), "/metrics");
+  CHECK((metrics.body.find(one) != std::string::npos) +
+            (other.body.find(one) != std::string::npos) ==
+        1);
+  CHECK_THAT(metrics.body, Catch::Contains("tessera_cluster_members 2\n"));
   TempFile file(metrics.body);
   auto check =
       RunProcess("/bin/sh", {"-c", std::string(PROMTOOL_PATH) + " check metrics < " + file.path()});
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
+}
+
+TEST_CASE("Stalled HTTP clients slow neither map operations nor other HTTP clients",
+          "[http][integration]") {
+  auto node = NodeProcess::StartOrFail(NodeArgs({}));
+  const auto port = HttpPortOf(*node);
+  // Twenty connections that send half a request and then nothing.
+  asio::io_context io;
+  std::vector<std::unique_ptr<asio::ip::tcp::socket>> stalled;
+  for (int i = 0; i < 20; ++i) {
+    auto s = std::make_unique<asio::ip::tcp::socket>(io);
+    s->connect({asio::ip::make_address("127.0.0.1"), port});
+    const std::string half = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    asio::write(*s, asio::buffer(half));
+    stalled.push_back(std::move(s));
+  }
+  auto client = ConnectOrFail(*node);
+  auto map = client->GetMap("busy");
+  for (int i = 0; i < 500; ++i) REQUIRE(map->Set("k" + std::to_string(i), "v"));
+  auto size = map->Size();
+  REQUIRE(size);
+  CHECK(*size == 500);
+  // The HTTP threads still answer others.
+  CHECK(HttpGet(port, "/health/live").status == 200);
+  const auto metrics = HttpGet(port, "/metrics");
+  CHECK(metrics.status == 200);
+  CHECK_THAT(metrics.body, Catch::Contains("tessera_map_entries{map=\"busy\"} 500"));
+  CHECK_THAT(metrics.body, Catch::Contains("tessera_map_puts_total{map=\"busy\"} 500"));
 }
 
 TEST_CASE("A bad --http-port is a one-line error naming it", "[http][integration]") {

@@ -43,7 +43,19 @@ std::vector<MapCommandSpec> MapCommands() {
        false,
        "remove KEY; prints the removed value or (nil)"},
       {"size", K::kSize, {"NAME"}, false, false, "print the number of entries"},
-      {"entries", K::kEntries, {"NAME"}, false, true, "print the entries, sorted by key"},
+      {"list",
+       K::kMapList,
+       {},
+       false,
+       false,
+       "every map of the cluster with its entries and memory (asks every member; --internal: "
+       "the framework's __ maps too)"},
+      {"entries",
+       K::kEntries,
+       {"NAME"},
+       false,
+       true,
+       "print the entries, sorted by key (--where PREDICATE: only those matching it)"},
       {"query",
        K::kQuery,
        {"NAME", "PREDICATE"},
@@ -76,6 +88,9 @@ po::options_description Describe() {
        "put/put-if-absent: time to live (0 = never expires; default: the map's)")             //
       ("record", "put/put-if-absent: VALUE is a JSON object stored as a GenericRecord")       //
       ("limit", po::value<std::string>()->value_name("N"), "entries/query: print at most N")  //
+      ("where", po::value<std::string>()->value_name("PREDICATE"),
+       "map entries: only the entries matching PREDICATE")                  //
+      ("internal", "map list: the framework's and the grid's __ maps too")  //
       ("count", po::value<std::string>()->value_name("N"),
        "topic subscribe: exit after N messages")  //
       ("for", po::value<std::string>()->value_name("MS"),
@@ -160,6 +175,8 @@ std::string MapHelp() {
     std::string usage = std::string(spec.name);
     for (auto arg : spec.args) usage += " " + std::string(arg);
     if (spec.writes) usage += " [--ttl MS] [--record]";
+    if (spec.kind == CommandKind::kEntries) usage += " [--where PREDICATE]";
+    if (spec.kind == CommandKind::kMapList) usage += " [--internal]";
     if (spec.lists) usage += " [--limit N]";
     out << "  map " << usage << "\n      " << spec.summary << "\n";
   }
@@ -246,6 +263,14 @@ Result<void> CheckOptionsAllowed(const po::variables_map& vm, const MapCommandSp
   if (vm.count("limit") != 0 && !lists) {
     return Fail(ErrorCode::kBadRequest,
                 "--limit does not apply to '" + name + "'; run grid-cli map --help");
+  }
+  if (vm.count("where") != 0 && name != "map entries") {
+    return Fail(ErrorCode::kBadRequest, "--where does not apply to '" + name +
+                                            "'; it is for map entries (or use map query)");
+  }
+  if (vm.count("internal") != 0 && name != "map list") {
+    return Fail(ErrorCode::kBadRequest,
+                "--internal does not apply to '" + name + "'; it is for map list");
   }
   for (const char* flag : {"count", "for", "from"}) {
     if (vm.count(flag) != 0 && name != "topic subscribe" && name != "stream tail") {
@@ -432,7 +457,7 @@ Result<void> ParseMapCommand(const std::vector<std::string>& words, const po::va
   auto specs = MapCommands();
   if (words.size() < 2) {
     return Fail(ErrorCode::kBadRequest,
-                "'map' needs a subcommand (put, get, remove, size, entries, query, "
+                "'map' needs a subcommand (list, put, get, remove, size, entries, query, "
                 "put-if-absent, clear, stats); run grid-cli map --help");
   }
   const MapCommandSpec* spec = FindSpec(specs, words[1]);
@@ -444,14 +469,20 @@ Result<void> ParseMapCommand(const std::vector<std::string>& words, const po::va
   if (args.size() != spec->args.size()) {
     std::string usage;
     for (auto a : spec->args) usage += " " + std::string(a);
+    if (usage.empty()) usage = " no arguments";
     return Fail(ErrorCode::kBadRequest, "'map " + std::string(spec->name) + "' takes" + usage +
                                             " (got " + std::to_string(args.size()) +
                                             " arguments); run grid-cli map --help");
   }
   if (auto r = CheckOptionsAllowed(vm, spec); !r) return r;
   command.kind = spec->kind;
+  if (spec->kind == CommandKind::kMapList) {
+    command.internal = vm.count("internal") != 0;
+    return {};
+  }
   if (auto r = FillMapArguments(args, *spec, vm, command); !r) return r;
   if (spec->kind == CommandKind::kQuery) return ParsePredicate(args[1], command);
+  if (vm.count("where") != 0) return ParsePredicate(vm["where"].as<std::string>(), command);
   return {};
 }
 

@@ -28,6 +28,7 @@ enum class CommandKind {
   kPutIfAbsent,
   kClear,
   kStats,
+  kMapList,     // every map of the cluster with its size and memory
   kMembers,     // member list of the connected member's view
   kPartitions,  // partition table: per-member summary and owner/backups per partition
   kCluster,     // health: members, master, migrations, safe
@@ -62,7 +63,8 @@ struct CliCommand {
   std::string value;  // bytes to store (a GenericRecord's encoding with --record)
   std::optional<base::Millis> ttl_ms;
   std::optional<std::int64_t> limit;          // entries/query: print at most this many
-  map::Predicate predicate;                   // query
+  map::Predicate predicate;                   // query, entries --where
+  bool internal = false;                      // map list --internal: the framework's maps too
   std::string predicate_text;                 // query, as given
   std::string topic_name;                     // topic commands
   std::string message;                        // topic publish

@@ -18,7 +18,9 @@
 #include <chrono>
 
 #include "cluster_commands.h"
+#include "progress.h"
 #include "stream_commands.h"
+#include "tessera/admin/documents.h"
 #include "tessera/grid/client.h"
 #include "value_format.h"
 
@@ -112,7 +114,10 @@ std::string EntriesTable(const grid::Entries& shown, std::size_t total) {
 }
 
 Result<CommandOutput> RunEntries(grid::Map& map, const CliCommand& c) {
-  auto entries = c.kind == CommandKind::kQuery ? map.EntrySet(c.predicate) : map.EntrySet();
+  // query, and entries --where, have a predicate; plain entries none (it matches everything).
+  Progress progress("reading the entries of " + c.map_name, 0);
+  progress.Update(0);
+  auto entries = map.EntrySet(c.predicate);
   if (!entries) return std::unexpected(entries.error());
   std::sort(entries->begin(), entries->end());
   std::size_t total = entries->size();
@@ -122,34 +127,65 @@ Result<CommandOutput> RunEntries(grid::Map& map, const CliCommand& c) {
     list.push_back({{"key", key}, {"value", ValueToJson(value)}});
   }
   json doc = {{"map", c.map_name}, {"count", total}, {"entries", std::move(list)}};
-  if (c.kind == CommandKind::kQuery) doc["predicate"] = c.predicate.ToString();
+  if (c.kind == CommandKind::kQuery || !c.predicate_text.empty()) {
+    doc["predicate"] = c.predicate.ToString();
+  }
   return CommandOutput{EntriesTable(*entries, total), std::move(doc)};
 }
 
 Result<CommandOutput> RunStats(grid::Map& map, const CliCommand& c) {
   auto stats = map.Stats();
   if (!stats) return std::unexpected(stats.error());
-  const map::MapStats& s = *stats;
-  std::vector<std::pair<std::string, std::int64_t>> fields = {
-      {"entries", s.entries},
-      {"memory_bytes", s.memory_bytes},
-      {"hits", s.hits},
-      {"misses", s.misses},
-      {"gets", s.gets},
-      {"puts", s.puts},
-      {"removes", s.removes},
-      {"expirations", s.expirations},
-      {"evictions", s.evictions},
-      {"get_latency_ns", s.get_latency_ns},
-      {"put_latency_ns", s.put_latency_ns},
-      {"remove_latency_ns", s.remove_latency_ns}};
-  json doc = {{"map", c.map_name}};
+  json doc = admin::MapStatsJson(c.map_name, *stats);
   std::string text;
-  for (const auto& [name, value] : fields) {
-    doc[name] = value;
-    text += fmt::format("{:<18} {}\n", name + ":", value);
+  for (const char* field :
+       {"entries", "memory_bytes", "hits", "misses", "gets", "puts", "removes", "expirations",
+        "evictions", "get_latency_ns", "put_latency_ns", "remove_latency_ns"}) {
+    text += fmt::format("{:<18} {}\n", std::string(field) + ":", doc[field].get<std::int64_t>());
   }
   return CommandOutput{text, std::move(doc)};
+}
+
+// Every map of the cluster: the names each member has (asked directly), then each map's
+// statistics over the cluster.
+Result<CommandOutput> RunMapList(grid::Client& client, const CliCommand& command) {
+  auto view = client.FetchClusterView();
+  if (!view) return std::unexpected(view.error());
+  std::vector<std::string> names;
+  for (const auto& member : view->members.members) {
+    auto options = command.client;
+    options.addresses = {member.address};
+    auto peer = grid::Client::Connect(options, SilentLogger());
+    if (!peer) return std::unexpected(peer.error());
+    auto info = (*peer)->FetchMemberInfoJson();
+    (*peer)->Shutdown();
+    if (!info) return std::unexpected(info.error());
+    auto theirs = admin::MapNamesOfInfo(*info);
+    if (!theirs) {
+      return base::Fail(base::ErrorCode::kProtocol,
+                        "member " + member.address + " sent an unreadable member info");
+    }
+    names.insert(names.end(), theirs->begin(), theirs->end());
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::erase_if(names,
+                [&](const std::string& n) { return admin::IsInternalMap(n) && !command.internal; });
+  Progress progress("reading map statistics", names.size());
+  json list = json::array();
+  std::string text = fmt::format("{:<32} {:>12} {:>14} {:>12} {:>12}\n", "map", "entries",
+                                 "memory bytes", "gets", "puts");
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    progress.Update(i);
+    auto stats = client.GetMap(names[i])->Stats();
+    if (!stats) return std::unexpected(stats.error());
+    text += fmt::format("{:<32} {:>12} {:>14} {:>12} {:>12}\n", names[i], stats->entries,
+                        stats->memory_bytes, stats->gets, stats->puts);
+    list.push_back(admin::MapStatsJson(names[i], *stats));
+  }
+  if (names.empty()) text += "(no maps: a map exists once it holds an entry)\n";
+  return CommandOutput{text,
+                       {{"maps", std::move(list)}, {"members", view->members.members.size()}}};
 }
 
 Result<CommandOutput> RunMapCommand(grid::Map& map, const CliCommand& c) {
@@ -322,6 +358,8 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
     case CommandKind::kStreamInfo:
     case CommandKind::kStreamGroups:
       return RunStreamCommand(client, command);
+    case CommandKind::kMapList:
+      return RunMapList(client, command);
     default:
       return RunMapCommand(*client.GetMap(command.map_name), command);
   }

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "progress.h"
 #include "tessera/admin/documents.h"
 #include "tessera/saga/dead_letter.h"
 
@@ -30,7 +31,8 @@ base::Result<CommandOutput> Replay(saga::DeadLetterQueue& dlq, const CliCommand&
   which.event_id = command.event_id;
   which.type = command.event_type;
   which.key = command.event_key;
-  auto done = admin::ReplayDeadLetters(dlq, which, command.wait_ms);
+  Progress progress("waiting for group " + command.group + "'s consumers to replay", 0);
+  auto done = admin::ReplayDeadLetters(dlq, which, command.wait_ms, [&] { progress.Update(0); });
   if (!done) return std::unexpected(done.error());
   nlohmann::json doc = {{"group", command.group}, {"request", done->id},
                         {"status", done->status}, {"replayed", done->replayed},

@@ -10,6 +10,8 @@
 //   GET    /api/v1/maps/{map}/entries[?where=PREDICATE&limit=N]   entries (values as JSON)
 //   GET|PUT|DELETE /api/v1/maps/{map}/entries/{key}   one entry; PUT {"value": "text"} or
 //                                                {"record": {...}}, optional "ttl_ms"
+//   GET    /api/v1/topics                      per topic: published, delivered, dropped,
+//                                                listener errors, listeners (every member)
 //   GET    /api/v1/streams, /api/v1/streams/{stream}   streams, groups, lag, sub-streams
 //   GET    /api/v1/consumers                   every consumer group: lag, leases, dead letters
 //   GET    /api/v1/dlq/{group}[?type=&key=&older_than_ms=&newer_than_ms=]   dead letters

@@ -11,6 +11,7 @@
 // Thread-safety: stateless functions over the instance they are given; safe from any thread.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "tessera/base/error.h"
 #include "tessera/grid/instance.h"
 #include "tessera/grid/stream.h"
+#include "tessera/map/map_request.h"
 #include "tessera/map/predicate.h"
 #include "tessera/saga/dead_letter.h"
 #include "tessera/saga/saga_state.h"
@@ -28,6 +30,16 @@ namespace tessera::admin {
 
 // Age in ms of a wall-clock time (0 stays 0: nothing there).
 std::int64_t AgeMs(std::int64_t time_ms);
+
+// ---- maps -------------------------------------------------------------------------------
+// A map's statistics over the cluster (grid::Map::Stats): {map, entries, memory_bytes, hits,
+// misses, gets, puts, removes, expirations, evictions, *_latency_ns}, in that order.
+nlohmann::json MapStatsJson(const std::string& name, const map::MapStats& stats);
+// The map names in a member's info document (Client::FetchMemberInfoJson); nullopt when it is
+// not one.
+std::optional<std::vector<std::string>> MapNamesOfInfo(const std::string& info_json);
+// Internal maps (the framework's, the grid's): names starting with "__".
+inline bool IsInternalMap(const std::string& name) { return name.rfind("__", 0) == 0; }
 
 // ---- streams ----------------------------------------------------------------------------
 // The streams of the cluster, by name.
@@ -64,9 +76,11 @@ map::Predicate DeadLetterPredicate(const DeadLetterFilter& filter);
 // waits up to `wait_ms` for its outcome. Errors: kTimeout naming what to do when no consumer
 // took it (the request is withdrawn) or it still runs; kConflict when some replay failed (the
 // outcome's counts and first error in the message).
+// `waiting`, when given, is called about every 50 ms while the outcome is awaited.
 base::Result<saga::ReplayRequest> ReplayDeadLetters(saga::DeadLetterQueue& dlq,
                                                     const DeadLetterFilter& which,
-                                                    std::int64_t wait_ms);
+                                                    std::int64_t wait_ms,
+                                                    const std::function<void()>& waiting = nullptr);
 
 // ---- sagas and the outbox ---------------------------------------------------------------
 // A saga: id, type, status, current step, ages, deadline, failure reason, version; with

@@ -128,6 +128,8 @@ class Member final : public Instance {
   const std::string& uuid() const { return uuid_; }
   const MemberOptions& options() const { return options_; }
   map::MapService& map_service();
+  // The member's topic delivery and its per-topic counters (TopicService::StatsByTopic).
+  const topic::TopicService& topic_service() const;
   // The member's current view of its cluster (members, partition table); a one-member view
   // when not listening. Never null after Start().
   std::shared_ptr<const membership::ClusterView> cluster_view() const;

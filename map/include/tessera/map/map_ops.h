@@ -72,5 +72,7 @@ RecordStore::SweepResult SweepStore(RecordStore& store, OpContext& ctx, std::siz
 
 // The store's statistics with `entries` (live entries) and `memory_bytes` filled in.
 MapStats StatsOf(const RecordStore& store, base::Millis now_ms);
+// Adds `part`'s counts and sizes to `into`.
+void AddStats(MapStats& into, const MapStats& part);
 
 }  // namespace tessera::map
