@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <memory>
 
 #include "admin_internal.h"
@@ -92,7 +93,9 @@ void ClusterPeers::ForEachPeer(std::vector<std::string>& unreachable,
       std::lock_guard lock(mu_);
       peers_[m.address] = client;
     }
-    if (!fn(*client)) {
+    // A client fails over to another member when its own goes: then it no longer speaks for
+    // this one.
+    if (client->connected_address() != m.address || !fn(*client)) {
       unreachable.push_back(m.address);
       std::lock_guard lock(mu_);
       peers_.erase(m.address);  // connect again next time
@@ -151,6 +154,16 @@ using nlohmann::json;
 // member outlives its HTTP port, so it is not owned).
 std::shared_ptr<grid::Instance> Unowned(grid::Member& member) {
   return std::shared_ptr<grid::Instance>(&member, [](grid::Instance*) {});
+}
+
+// Compares in time that depends on the lengths only, not on where the texts differ.
+bool SameSecret(const std::string& given, const std::string& expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    diff |= static_cast<unsigned char>(given[i] ^
+                                       expected[i % std::max<std::size_t>(1, expected.size())]);
+  }
+  return diff == 0 && !expected.empty();
 }
 
 json CheckJson(const grid::HealthCheck& c) { return {{"ok", c.ok}, {"reason", c.reason}}; }
@@ -244,8 +257,9 @@ std::optional<grid::StreamInfo> ExistingStream(grid::Member& member, const std::
 std::optional<std::int64_t> EventId(const http::Request& r, http::Response& bad) {
   const std::string& text = r.params.at("event_id");
   char* end = nullptr;
+  errno = 0;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v <= 0) {
+  if (text.empty() || *end != '\0' || errno != 0 || v <= 0) {
     bad = http::Response::Error(400, "bad_request",
                                 "event id '" + text + "' is not a positive whole number");
     return std::nullopt;
@@ -365,12 +379,13 @@ void RegisterFrameworkRoutes(
     }
     return JsonResponse({{"group", found->first->group()},
                          {"discarded", found->second.event.id},
+                         {"discarded_str", std::to_string(found->second.event.id)},
                          {"reason", r.Query("reason")}});
   });
   route("POST", "/api/v1/dlq/{group}/{event_id}/replay",
         [one_letter, options](const http::Request& r) {
           http::Response out;
-          auto wait = IntQuery(r, "wait_ms", options.replay_wait_ms, 0, 600'000, out);
+          auto wait = IntQuery(r, "wait_ms", options.replay_wait_ms, 0, 120'000, out);
           if (!wait) return out;
           auto found = one_letter(r, out);
           if (!found) return out;
@@ -381,7 +396,7 @@ void RegisterFrameworkRoutes(
         });
   route("POST", "/api/v1/dlq/{group}/replay", [&member, options](const http::Request& r) {
     http::Response out;
-    auto wait = IntQuery(r, "wait_ms", options.replay_wait_ms, 0, 600'000, out);
+    auto wait = IntQuery(r, "wait_ms", options.replay_wait_ms, 0, 120'000, out);
     if (!wait) return out;
     DeadLetterFilter which;
     which.type = r.Query("type");
@@ -444,18 +459,27 @@ void RegisterAdminApi(grid::Member& member, AdminOptions options) {
   const std::string secret = member.options().secret;
   // Every API route: the secret first when one is set.
   auto route = [&member, secret](std::string method, std::string pattern, http::Handler handler) {
-    member.AddHttpRoute(std::move(method), std::move(pattern),
-                        [secret, handler = std::move(handler)](const http::Request& r) {
-                          if (!secret.empty() && r.Header("authorization") != "Bearer " + secret) {
-                            auto denied = http::Response::Error(
-                                401, "unauthorized",
-                                "this member has a secret: send it as 'Authorization: Bearer "
-                                "<secret>'");
-                            denied.headers.emplace_back("WWW-Authenticate", "Bearer");
-                            return denied;
-                          }
-                          return handler(r);
-                        });
+    const bool mutates = method != "GET";
+    member.AddHttpRoute(
+        std::move(method), std::move(pattern),
+        [secret, mutates, handler = std::move(handler)](const http::Request& r) {
+          if (!secret.empty() && !SameSecret(r.Header("authorization"), "Bearer " + secret)) {
+            auto denied =
+                http::Response::Error(401, "unauthorized",
+                                      "this member has a secret: send it as 'Authorization: Bearer "
+                                      "<secret>'");
+            denied.headers.emplace_back("WWW-Authenticate", "Bearer");
+            return denied;
+          }
+          // A change needs a JSON request: a browser sends one from another
+          // origin only after a CORS preflight, which this server refuses, so
+          // a page the operator visits cannot replay or delete on its own.
+          if (mutates && r.Header("content-type").rfind("application/json", 0) != 0) {
+            return http::Response::Error(415, "unsupported_media_type",
+                                         "send changes with 'Content-Type: application/json'");
+          }
+          return handler(r);
+        });
   };
   // The console: static, open (its API calls carry the secret).
   member.AddHttpRoute("GET", "/console", [](const http::Request&) {

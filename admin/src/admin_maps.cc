@@ -14,6 +14,16 @@ namespace {
 
 using nlohmann::json;
 
+// Maps whose names start with "__" belong to the grid and the framework (sagas, outbox,
+// dead letters): read them here, change them through the framework's own endpoints.
+http::Response InternalMapRefused(const std::string& name) {
+  return http::Response::Error(
+      403, "forbidden",
+      "map '" + name +
+          "' is internal (the grid's or the framework's): it is read-only here; "
+          "use the dead letter and saga endpoints to act on the framework's state");
+}
+
 // `name` if the cluster has such a map, else the 404 (or the error) in `out`.
 bool MapExists(ClusterPeers& peers, const std::string& name, http::Response& out) {
   std::vector<std::string> unreachable;
@@ -69,17 +79,24 @@ void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
       predicate = std::move(*parsed);
     }
     if (!MapExists(*peers, name, out)) return out;
-    auto entries = member.GetMap(name)->EntrySet(predicate);
-    if (!entries) return ErrorResponse(entries.error());
-    std::sort(entries->begin(), entries->end());
+    // The matching keys, then the values of the first `limit` only.
+    auto map = member.GetMap(name);
+    auto keys = map->KeySet(predicate);
+    if (!keys) return ErrorResponse(keys.error());
+    std::sort(keys->begin(), keys->end());
+    const std::size_t count = keys->size();
+    if (static_cast<std::int64_t>(count) > *limit) keys->resize(static_cast<std::size_t>(*limit));
+    auto values = map->GetAll(*keys);
+    if (!values) return ErrorResponse(values.error());
     json list = json::array();
-    for (const auto& [key, value] : *entries) {
-      if (static_cast<std::int64_t>(list.size()) >= *limit) break;
-      list.push_back({{"key", key}, {"value", ValueToJson(value)}});
+    for (const auto& key : *keys) {
+      auto it = values->find(key);
+      if (it == values->end()) continue;  // removed meanwhile
+      list.push_back({{"key", key}, {"value", ValueToJson(it->second)}});
     }
     json doc = {{"map", name},
-                {"count", entries->size()},
-                {"truncated", static_cast<std::int64_t>(entries->size()) > *limit},
+                {"count", count},
+                {"truncated", static_cast<std::int64_t>(count) > *limit},
                 {"entries", std::move(list)}};
     if (predicate.kind() != map::Predicate::Kind::kTrue) doc["where"] = predicate.ToString();
     return JsonResponse(doc);
@@ -98,6 +115,7 @@ void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
   route("PUT", "/api/v1/maps/{map}/entries/{key}", [&member](const http::Request& r) {
     const std::string& name = r.params.at("map");
     const std::string& key = r.params.at("key");
+    if (IsInternalMap(name)) return InternalMapRefused(name);
     const auto body = json::parse(r.body, nullptr, false);
     if (body.is_discarded() || !body.is_object()) {
       return http::Response::Error(400, "bad_request",
@@ -135,6 +153,7 @@ void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
   route("DELETE", "/api/v1/maps/{map}/entries/{key}", [&member](const http::Request& r) {
     const std::string& name = r.params.at("map");
     const std::string& key = r.params.at("key");
+    if (IsInternalMap(name)) return InternalMapRefused(name);
     auto removed = member.GetMap(name)->Remove(key);
     if (!removed) return ErrorResponse(removed.error());
     if (!removed->has_value()) {

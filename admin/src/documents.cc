@@ -263,16 +263,19 @@ Result<saga::ReplayRequest> ReplayDeadLetters(saga::DeadLetterQueue& dlq,
 // ---- sagas and the outbox ---------------------------------------------------------------
 
 json SagaJson(const saga::SagaRecord& s, bool with_steps) {
-  json j = {{"id", s.id},
-            {"type", s.type},
-            {"status", std::string(saga::SagaStatusName(s.status))},
-            {"current_step", s.current_step},
-            {"step", s.steps.empty() ? "" : s.steps[static_cast<std::size_t>(s.current_step)].name},
-            {"age_ms", AgeMs(s.created_ms)},
-            {"updated_age_ms", AgeMs(s.updated_ms)},
-            {"deadline_ms", s.deadline_ms},
-            {"failure_reason", s.failure_reason},
-            {"version", s.version}};
+  json j = {
+      {"id", s.id},
+      {"type", s.type},
+      {"status", std::string(saga::SagaStatusName(s.status))},
+      {"current_step", s.current_step},
+      {"step", s.current_step >= 0 && static_cast<std::size_t>(s.current_step) < s.steps.size()
+                   ? s.steps[static_cast<std::size_t>(s.current_step)].name
+                   : ""},
+      {"age_ms", AgeMs(s.created_ms)},
+      {"updated_age_ms", AgeMs(s.updated_ms)},
+      {"deadline_ms", s.deadline_ms},
+      {"failure_reason", s.failure_reason},
+      {"version", s.version}};
   if (with_steps) {
     json steps = json::array();
     for (const auto& st : s.steps) {

@@ -122,7 +122,8 @@ base::Result<void> Member::StartNative() {
   ClusterHooks hooks;
   hooks.info = [this] { return InfoJson(); };
   hooks.metrics = [this] { return MetricsText(); };
-  hooks.off_shard = [this](std::function<void()> task) { impl_->events.Post(std::move(task)); };
+  impl_->off_shard = std::make_unique<EventExecutor>(log_);
+  hooks.off_shard = [this](std::function<void()> task) { impl_->off_shard->Post(std::move(task)); };
   hooks.view = [this] { return EncodedView(); };
   hooks.message = [this](std::string bytes) {
     if (auto* service = impl_->membership_ptr.load()) service->Deliver(std::move(bytes));
@@ -428,7 +429,8 @@ std::string Member::MetricsText() const {
                                 "Times this member stopped a partition's work (the partition "
                                 "left, or the member stopped)"),
        impl_->work->stopped());
-  SetMapMetrics(registry, impl_->maps.LocalMapStats());
+  // Kept as they were when the shards do not answer in time (a scrape during a stall).
+  if (auto per_map = impl_->maps.LocalMapStats()) SetMapMetrics(registry, std::move(*per_map));
   const auto view = cluster_view();
   registry
       .RegisterGauge("tessera_cluster_members", {}, "Members in this member's view of its cluster")
@@ -533,6 +535,10 @@ std::shared_ptr<Topic> Member::GetTopic(const std::string& name) {
 }
 
 void Member::Shutdown() {
+  // The HTTP port first, and without the lock: its handlers may be waiting for it (GetMap),
+  // and stopping the server waits for them.
+  impl_->stopping.store(true);
+  if (auto* http = impl_->http_ptr.load()) http->Stop();
   std::lock_guard lock(impl_->mu);
   ShutdownLocked();
 }
@@ -540,7 +546,7 @@ void Member::Shutdown() {
 void Member::ShutdownLocked() {
   if (!impl_->started || impl_->stopped) return;
   impl_->stopped = true;
-  impl_->stopping.store(true);  // probes answer 503 while the member leaves
+  impl_->stopping.store(true);  // Health(): not live, not ready
   // Before leaving: the members taking this one's partitions start their work once it left
   // the table, so it must be over here first.
   impl_->work->Stop();
@@ -557,10 +563,11 @@ void Member::ShutdownLocked() {
     impl_->membership_ptr.store(nullptr);
     impl_->membership->Stop();
   }
-  if (impl_->http) impl_->http->Stop();  // its handlers read the services below
+  if (impl_->http) impl_->http->Stop();  // Shutdown stopped it; a failed Start did not
   if (impl_->embedded_topics) impl_->embedded_topics->Stop();
   if (impl_->resp) impl_->resp->Stop();
   if (impl_->native) impl_->native->Stop();
+  if (impl_->off_shard) impl_->off_shard->Stop();  // after the last native request came in
   impl_->maps.Stop();
   if (impl_->merger) impl_->merger->Stop();  // after the map service: a batch in flight fails
   if (impl_->router) impl_->router->Stop();  // after the map service: forwards finish first

@@ -100,6 +100,10 @@ MemberHealth Member::Health() const {
   }
   const auto reports =
       service ? service->peer_reports() : std::map<std::string, membership::PeerReport>{};
+  // A report is current for three heartbeat intervals: a member silent longer (frozen, cut
+  // off) may hold the only copy of something, whatever it said last.
+  const base::Millis fresh_ms = 3 * options_.heartbeat_interval_ms;
+  const base::Millis now_ms = impl_->steady.NowMs();
   for (const auto& m : view->members.members) {
     if (m.uuid == uuid_) continue;
     auto it = reports.find(m.uuid);
@@ -107,6 +111,12 @@ MemberHealth Member::Health() const {
       h.safe = {false, fmt::format("no heartbeat from member {} since it joined; wait a "
                                    "heartbeat interval",
                                    m.address)};
+      return h;
+    }
+    if (now_ms - it->second.heard_ms > fresh_ms) {
+      h.safe = {false, fmt::format("no heartbeat from member {} for {} ms (it may be frozen or "
+                                   "cut off, and hold the only copy of some partitions)",
+                                   m.address, now_ms - it->second.heard_ms)};
       return h;
     }
     if (it->second.table_version != h.table_version) {
@@ -139,7 +149,9 @@ base::Result<void> Member::StartHttp() {
   http::ServerOptions options;
   options.host = options_.host;
   options.port = *options_.http_port;
-  options.threads = 2;  // probes and scrapes; handlers never wait on the grid's data
+  // Probes, scrapes and the admin API, whose handlers block on the grid (a dead letter replay
+  // for up to its wait): several threads, so slow requests leave the probes one.
+  options.threads = 8;
   auto server = std::make_unique<http::Server>(options);
   const std::string address = fmt::format("{}:{}", options_.host, native_port());
   auto member_json = [this, address](const MemberHealth& h) {
@@ -182,6 +194,7 @@ base::Result<void> Member::StartHttp() {
                                   started.error().message()));
   }
   impl_->http = std::move(server);
+  impl_->http_ptr.store(impl_->http.get());
   log_->info("HTTP (health, metrics) on {}:{}", options_.host, impl_->http->port());
   return {};
 }

@@ -48,13 +48,18 @@ struct Member::Impl {
   runtime::ShardSet shards;
   map::MapService maps;
   EventExecutor events;
+  // Native requests that wait for every shard (metrics), run off the shards; not `events`,
+  // whose thread delivers listener events and must not wait.
+  std::unique_ptr<EventExecutor> off_shard;
   std::shared_ptr<EmbeddedInvoker> invoker;
   topic::TopicService topics;
   std::unique_ptr<NativeHandler> native_handler;
   std::unique_ptr<net::Server> native;
   std::unique_ptr<resp::RespServer> resp;
   std::unique_ptr<http::Server> http;  // member_http.cc
-  std::atomic<bool> stopping{false};   // Shutdown began: not ready, not live
+  std::atomic<http::Server*> http_ptr{
+      nullptr};                       // `http` once started, for Shutdown's lock-free stop
+  std::atomic<bool> stopping{false};  // Shutdown began: not ready, not live
   std::unique_ptr<membership::MembershipService> membership;
   std::unique_ptr<PartitionWorkService> work;  // made by Member's constructor
   std::unique_ptr<MemberRouter> router;        // sends requests for other members' partitions
@@ -82,7 +87,10 @@ struct Member::Impl {
 };
 
 // Sets the per-map families tessera_map_* from MapService::LocalMapStats (member_metrics.cc).
+// At most kMaxMapSeries maps (those with the most entries): map names come from clients, and
+// every name is a series per family.
+inline constexpr std::size_t kMaxMapSeries = 1000;
 void SetMapMetrics(metrics::MetricsRegistry& registry,
-                   const std::vector<std::pair<std::string, map::MapStats>>& stats);
+                   std::vector<std::pair<std::string, map::MapStats>> stats);
 
 }  // namespace tessera::grid

@@ -1,11 +1,19 @@
 // The member's per-map metric families (Member::MetricsText): what the partitions this member
 // owns hold and served, by map (MapService::LocalMapStats).
+#include <algorithm>
+
 #include "member_impl.h"
 
 namespace tessera::grid {
 
 void SetMapMetrics(metrics::MetricsRegistry& registry,
-                   const std::vector<std::pair<std::string, map::MapStats>>& stats) {
+                   std::vector<std::pair<std::string, map::MapStats>> stats) {
+  if (stats.size() > kMaxMapSeries) {
+    std::partial_sort(
+        stats.begin(), stats.begin() + kMaxMapSeries, stats.end(),
+        [](const auto& a, const auto& b) { return a.second.entries > b.second.entries; });
+    stats.resize(kMaxMapSeries);
+  }
   using Counters = std::vector<std::pair<metrics::Labels, std::int64_t>>;
   using Values = std::vector<std::pair<metrics::Labels, double>>;
   Values entries, memory, get_s, put_s, remove_s;

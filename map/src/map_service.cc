@@ -479,9 +479,9 @@ std::vector<std::pair<std::string, std::size_t>> MapService::EntryListenerCounts
   return impl_->listeners.Counts();
 }
 
-std::vector<std::pair<std::string, MapStats>> MapService::LocalMapStats() const {
+std::optional<std::vector<std::pair<std::string, MapStats>>> MapService::LocalMapStats() const {
   using PerShard = std::map<std::string, MapStats>;
-  if (impl_->stopped.load(std::memory_order_acquire)) return {};
+  if (impl_->stopped.load(std::memory_order_acquire)) return std::nullopt;
   // Shared with the shards: a shard stopping meanwhile never answers, and the wait gives up.
   auto all = std::make_shared<std::promise<std::vector<PerShard>>>();
   auto done = all->get_future();
@@ -505,12 +505,12 @@ std::vector<std::pair<std::string, MapStats>> MapService::LocalMapStats() const 
         return out;
       },
       [all](std::vector<PerShard> results) { all->set_value(std::move(results)); });
-  if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return {};
+  if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return std::nullopt;
   PerShard merged;
   for (const auto& shard : done.get()) {
     for (const auto& [name, stats] : shard) AddStats(merged[name], stats);
   }
-  return {merged.begin(), merged.end()};
+  return std::vector<std::pair<std::string, MapStats>>(merged.begin(), merged.end());
 }
 
 std::vector<std::string> MapService::MapNames() const {

@@ -38,7 +38,7 @@ def main():
                 if name.endswith(".cc"):
                     sources += open(os.path.join(dirpath, name)).read()
     for expr in exprs:
-        for metric in re.findall(r"tessera_[a-z_]+", expr):
+        for metric in re.findall(r"tessera_[a-z0-9_]+", expr):
             if f'"{metric}"' not in sources:
                 failures.append(f"the dashboard queries {metric}, which no member exports")
     for f in failures:

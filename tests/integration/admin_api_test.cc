@@ -47,7 +47,7 @@ Reply Call(std::uint16_t port, bh::verb verb, const std::string& target,
   bh::request<bh::string_body> req(verb, target, 11);
   req.set(bh::field::host, "127.0.0.1");
   if (!token.empty()) req.set(bh::field::authorization, "Bearer " + token);
-  if (!body.empty()) req.set(bh::field::content_type, "application/json");
+  if (verb != bh::verb::get) req.set(bh::field::content_type, "application/json");
   req.body() = body;
   req.prepare_payload();
   boost::beast::error_code ec;
@@ -177,6 +177,24 @@ TEST_CASE("The REST API shows the cluster and its maps from every member, and ed
   RequireError(Call(ports[0], bh::verb::put, "/api/v1/maps/orders/entries/big",
                     R"({"value": ")" + std::string(10 * 1024 * 1024, 'x') + "\"}"),
                413, "limit");
+  RequireError(Call(ports[0], bh::verb::put, "/api/v1/maps/__sagas/entries/x", R"({"value": "v"})"),
+               403, "internal");
+  {  // A change that is not a JSON request (what a page of another origin can send): refused.
+    asio::io_context io;
+    asio::ip::tcp::socket socket(io);
+    socket.connect({asio::ip::make_address("127.0.0.1"), ports[0]});
+    bh::request<bh::string_body> req(bh::verb::delete_, "/api/v1/maps/orders/entries/o-2", 11);
+    req.set(bh::field::host, "127.0.0.1");
+    req.set(bh::field::content_type, "text/plain");
+    req.prepare_payload();
+    bh::write(socket, req);
+    boost::beast::flat_buffer buffer;
+    bh::response<bh::string_body> res;
+    bh::read(socket, buffer, res);
+    CHECK(res.result_int() == 415);
+    CHECK(Get(ports[0], "/api/v1/maps/orders/entries/o-2").status == 200);  // still there
+  }
+  RequireError(Get(ports[0], "/api/v1/dlq/g/99999999999999999999999"), 400, "not a positive");
   CHECK(Get(ports[0], "/api/v1/maps/orders").status == 200);  // still serving
   // Topics: counted on every member, summed.
   {

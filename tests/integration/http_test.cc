@@ -129,6 +129,16 @@ TEST_CASE("Safe only when every member reported every replica copied under the c
   CHECK_THAT(safe.Json()["reason"].get<std::string>(), Catch::Contains("2 replica(s)"));
   REQUIRE(WaitForStatus(pb, "/health/safe", 200).status == 200);
 
+  // b freezes, nothing else changes: it may hold the only copy of some partitions, so a is
+  // not safe to stop once b has been silent for three heartbeat intervals (600 ms).
+  REQUIRE(kill(b->pid(), SIGSTOP) == 0);
+  safe = WaitForStatus(pa, "/health/safe", 503, 5s);
+  CHECK(safe.status == 503);
+  CHECK_THAT(safe.Json()["reason"].get<std::string>(),
+             Catch::Contains("no heartbeat from member " + b->address()));
+  REQUIRE(kill(b->pid(), SIGCONT) == 0);
+  REQUIRE(WaitForStatus(pa, "/health/safe", 200).status == 200);
+
   // b stops (SIGSTOP) and c joins: a new partition table that b has not installed, and copies
   // b does not confirm. Stopping a member now could lose the only copy: not safe, anywhere.
   REQUIRE(kill(b->pid(), SIGSTOP) == 0);
@@ -173,6 +183,8 @@ TEST_CASE("/metrics is the Prometheus text format and passes promtool check metr
   auto a = NodeProcess::StartOrFail(NodeArgs({}));
   auto b = NodeProcess::StartOrFail(NodeArgs({"--join", a->address()}));
   WaitForMembers(*a, 2);
+  // Every partition settled on its owner: the entry's partition is owned by one of them.
+  REQUIRE(WaitForStatus(HttpPortOf(*a), "/health/safe", 200).status == 200);
   {
     auto client = ConnectOrFail(*a);
     REQUIRE(client->GetMap("m")->Put("k", "v"));

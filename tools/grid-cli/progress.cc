@@ -20,7 +20,8 @@ Progress::~Progress() {
 void Progress::Update(std::size_t done) {
   if (!terminal_) return;
   const auto now = std::chrono::steady_clock::now();
-  if (now - drawn_ < std::chrono::milliseconds(100)) return;
+  // The first line at once when there is no count (one long call follows), then every 100 ms.
+  if ((shown_ || total_ > 0) && now - drawn_ < std::chrono::milliseconds(100)) return;
   drawn_ = now;
   const double seconds = std::chrono::duration<double>(now - start_).count();
   if (total_ > 0) {

@@ -462,7 +462,8 @@ std::string HelpText() {
   std::ostringstream out;
   out << "Usage: grid-node [options]\n"
          "Starts a Tessera member and serves it until SIGINT or SIGTERM.\n"
-         "Prints 'grid-node ready: native HOST:PORT resp HOST:PORT|off cluster 'NAME' member "
+         "Prints 'grid-node ready: native HOST:PORT resp HOST:PORT|off http HOST:PORT|off cluster "
+         "'NAME' member "
          "UUID' when serving.\n\n"
       << Describe(Settings())
       << "\nConfig file example (YAML):\n"

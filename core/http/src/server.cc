@@ -42,7 +42,9 @@ Response Response::Json(int status, std::string body) {
 
 Response Response::Error(int status, std::string_view code, std::string_view message) {
   nlohmann::json j = {{"error", {{"code", code}, {"message", message}}}};
-  return Json(status, j.dump());
+  // A message may quote what the client sent (a path, a name): invalid UTF-8 in it becomes
+  // U+FFFD instead of an exception.
+  return Json(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 std::string PercentDecode(std::string_view text) {
@@ -170,7 +172,13 @@ struct Session : std::enable_shared_from_this<Session> {
     }
     r.body = msg.body();
     const bool keep_alive = msg.keep_alive();
-    Write(server->Dispatch(r), keep_alive);
+    Response reply;
+    try {
+      reply = server->Dispatch(r);
+    } catch (const std::exception& e) {  // never out of an io thread: that would end the process
+      reply = Response::Error(500, "internal", std::string("the request failed: ") + e.what());
+    }
+    Write(std::move(reply), keep_alive);
   }
 
   void Write(Response r, bool keep_alive) {

@@ -86,6 +86,20 @@ TEST_CASE("Unknown paths are 404, other methods 405 with Allow, a throwing handl
   CHECK(c.Send(bh::verb::get, "/orders/x").result_int() == 200);  // still serving
 }
 
+TEST_CASE("A path that is not UTF-8 is answered 404 or 405 with a JSON error, and serving goes on",
+          "[http]") {
+  auto server = Started();
+  Client c(server->port());
+  auto res = c.Send(bh::verb::get, "/%FF%FE");  // decodes to bytes that are not UTF-8
+  CHECK(res.result_int() == 404);
+  CHECK(res.body().find("\"not_found\"") != std::string::npos);
+  res = c.Send(bh::verb::patch, "/orders/%FF");
+  CHECK(res.result_int() == 405);
+  // A handler that puts the bytes into its own JSON error gets 500, the process goes on.
+  res = c.Send(bh::verb::get, "/orders/o-1");
+  CHECK(res.result_int() == 200);
+}
+
 TEST_CASE("A body over the limit is 413, a malformed request 400, and the server goes on",
           "[http]") {
   ServerOptions o;

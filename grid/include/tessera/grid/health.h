@@ -8,10 +8,10 @@
 //   safe   stopping a member now loses nothing and moves nothing that is still moving: this
 //          member is ready, every partition has all its replicas (backup_count + 1, at most
 //          one per member), this member waits for no replica copy, and every other member's
-//          last heartbeat reported the same partition table and no copy pending either (the
-//          cluster-wide view of Hazelcast's cluster-safe check, as of the last heartbeat
-//          round). A member alone is safe when its partitions are assigned: there is nothing
-//          to lose by stopping another.
+//          last heartbeat, at most three heartbeat intervals old, reported the same partition
+//          table and no copy pending either (the cluster-wide view of Hazelcast's
+//          cluster-safe check, as of the last heartbeat round). A member alone is safe when its
+//          partitions are assigned: there is nothing to lose by stopping another.
 //
 // Each check that fails says why, in a sentence naming what it waits for.
 

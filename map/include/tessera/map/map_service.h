@@ -275,9 +275,9 @@ class MapService {
   // Per map, the statistics of the partitions this member owns (backups not counted, so the
   // members' figures add up to the cluster's): entries (expired ones not yet swept included),
   // memory, and the counters of the operations those partitions served here. A partition that
-  // migrates away takes its counters along. Runs on every shard and waits for them.
-  // REQUIRES: not on a shard thread; started.
-  std::vector<std::pair<std::string, MapStats>> LocalMapStats() const;
+  // migrates away takes its counters along. Runs on every shard and waits for them (5 s at
+  // most: nullopt then, and when stopped). REQUIRES: not on a shard thread.
+  std::optional<std::vector<std::pair<std::string, MapStats>>> LocalMapStats() const;
 
   const partition::Partitioner& partitioner() const { return partitioner_; }
   runtime::ShardSet& shards() { return shards_; }
