@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -253,6 +254,15 @@ std::chrono::nanoseconds Seconds(double s) {
 
 }  // namespace
 
+namespace {
+// CPU time of this process so far (every thread, user and system), in seconds.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+}  // namespace
+
 Result<BenchReport> RunBench(const BenchOptions& options) {
   auto connections = ConnectAll(options);
   if (!connections) return std::unexpected(connections.error());
@@ -271,9 +281,19 @@ Result<BenchReport> RunBench(const BenchOptions& options) {
   for (auto& c : *connections) {
     drivers.emplace_back([&c, window_start, window_end] { c->Drive(window_start, window_end); });
   }
+  // The client's own CPU over the window: what an operation costs the caller's machine.
+  double cpu_seconds = 0;
+  std::thread cpu_sampler([&cpu_seconds, window_start, window_end] {
+    std::this_thread::sleep_until(window_start);
+    const double before = ProcessCpuSeconds();
+    std::this_thread::sleep_until(window_end);
+    cpu_seconds = ProcessCpuSeconds() - before;
+  });
   for (auto& t : drivers) t.join();
+  cpu_sampler.join();
   for (auto& c : *connections) c->Shutdown();
   BenchReport report = Collect(*connections);
+  report.client_cpu_seconds = cpu_seconds;
   report.seconds = options.duration_s;
   report.preload_seconds = preload_seconds;
   return report;

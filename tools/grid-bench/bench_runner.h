@@ -27,6 +27,8 @@ struct BenchReport {
   LatencyHistogram latency_ns;   // latency of the counted ops
   std::map<std::string, std::uint64_t> ops_by_kind;
   std::uint64_t published = 0;  // topic mode: messages published inside the window
+  // CPU time this process (the client) spent inside the measured window, user + system.
+  double client_cpu_seconds = 0;
 };
 
 // Connects every client (errors: the client's, e.g. kConnectionFailed), optionally preloads

@@ -38,6 +38,8 @@ nlohmann::json ReportJson(const BenchOptions& o, const BenchReport& r) {
           {"preload_seconds", r.preload_seconds},
           {"ops", r.ops},
           {"ops_per_sec", static_cast<double>(r.ops) / r.seconds},
+          {"client_cpu_us_per_op",
+           r.ops > 0 ? r.client_cpu_seconds * 1e6 / static_cast<double>(r.ops) : 0.0},
           {"ops_by_kind", r.ops_by_kind},
           {"latency_us",
            {{"p50", Micros(h.Percentile(0.50))},
@@ -73,6 +75,10 @@ void PrintText(const BenchOptions& o, const BenchReport& r) {
   fmt::print("ops {} ({}), connections {}, pipeline {}, {:.1f} s\n", r.ops, MixText(o),
              o.connections, o.pipeline, r.seconds);
   fmt::print("throughput  {:.0f} ops/s\n", static_cast<double>(r.ops) / r.seconds);
+  if (r.ops > 0) {
+    fmt::print("client cpu  {:.1f} us per op\n",
+               r.client_cpu_seconds * 1e6 / static_cast<double>(r.ops));
+  }
   fmt::print("latency us  p50 {:.1f}  p99 {:.1f}  p999 {:.1f}  max {:.1f}  (mean {:.1f})\n",
              Micros(h.Percentile(0.50)), Micros(h.Percentile(0.99)), Micros(h.Percentile(0.999)),
              Micros(h.max()), h.Mean() / 1000.0);
