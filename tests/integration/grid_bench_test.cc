@@ -71,6 +71,9 @@ TEST_CASE("grid-bench preloads the key space and runs a get/set mix", "[tools][b
   CHECK(doc["unfinished"] == 0);
   CHECK(doc["ops"].get<std::uint64_t>() > 0);
   CHECK(doc["ops_per_sec"].get<double>() > 0);
+  // Every call costs the client some CPU; a second of it per call would be absurd.
+  CHECK(doc["client_cpu_us_per_op"].get<double>() > 0);
+  CHECK(doc["client_cpu_us_per_op"].get<double>() < 1e6);
   CHECK(doc["ops_by_kind"]["get"].get<std::uint64_t>() > 0);
   CHECK(doc["ops_by_kind"]["set"].get<std::uint64_t>() > 0);
   auto latency = doc["latency_us"];
