@@ -31,7 +31,7 @@ sigset_t StopSignals() {
 const std::map<std::string, std::string> kCommonFlags = {
     {"port", "0"},         {"shared-cluster", "shared"}, {"http-port", "0"},
     {"threads", "1"},      {"heartbeat-ms", "1000"},     {"failure-timeout-ms", "5000"},
-    {"log-level", "info"}, {"idle-poll-us", "50"},      {"member-http-port", "off"},
+    {"log-level", "info"}, {"idle-poll-us", "50"},       {"member-http-port", "off"},
 };
 
 }  // namespace
