@@ -5,10 +5,12 @@ chromium, chromium-driver, python3-selenium, installed by scripts/bootstrap).
 Starts three grid-nodes with --http-port (the shared cluster) and the order-fulfillment
 example's services, writes a map entry and places a poison order (a product missing from the
 catalog: its reservation becomes a dead letter of the inventory group), then, in the console
-of the first grid-node: sees the three members, opens the map and finds the entry, opens the
-dead letters, adds the product and presses Replay, and sees the dead letter leave (checked
-through the REST API too). Saves a screenshot of each page in --shots (default: the build
-folder's console-screenshots/). Exit 0 when every check holds, 1 otherwise.
+of the first grid-node: sees the three members, opens the map and finds the entry, sees the
+consumer groups, opens the dead letters, adds the product and presses Replay, and sees the
+dead letter leave (checked through the REST API too); then, in the console of the order
+service's member, its sagas (one with its steps) and its outbox. Checks /metrics of both with
+promtool. Saves a screenshot of each page in --shots (default: the build folder's
+console-screenshots/). Exit 0 when every check holds, 1 otherwise.
 
 Usage: tests/browser/console_test.py --bin-dir BUILD [--shots DIR] [--keep]
 """
@@ -196,6 +198,11 @@ def main():
         check(len(steps) == 2 and steps[0].startswith("reserve") and steps[1].startswith("charge"),
               f"the saga's detail shows its steps reserve and charge: {steps}")
         driver.save_screenshot(os.path.join(shots, "sagas.png"))
+        click(driver, 'nav a[data-page="outbox"]')
+        WebDriverWait(driver, 20).until(EC.presence_of_element_located((By.ID, "outbox")))
+        heading = driver.find_element(By.CSS_SELECTOR, "section h2").text
+        check(heading.startswith("Outbox:"), f"the outbox page shows what is pending: {heading}")
+        driver.save_screenshot(os.path.join(shots, "outbox.png"))
 
         # /metrics of a grid-node and of a service's member (the framework's families) are
         # valid for Prometheus.
