@@ -19,29 +19,6 @@ namespace internal {
 
 using nlohmann::json;
 
-http::Response ErrorResponse(const base::Error& error) {
-  using base::ErrorCode;
-  switch (error.code()) {
-    case ErrorCode::kBadRequest:
-    case ErrorCode::kBadPredicate:
-    case ErrorCode::kWrongType:
-    case ErrorCode::kUnknownProcessor:
-      return http::Response::Error(400, "bad_request", error.message());
-    case ErrorCode::kNotFound:
-      return http::Response::Error(404, "not_found", error.message());
-    case ErrorCode::kConflict:
-      return http::Response::Error(409, "conflict", error.message());
-    case ErrorCode::kTimeout:
-      return http::Response::Error(504, "timeout", error.message());
-    case ErrorCode::kAuthFailed:
-      return http::Response::Error(401, "unauthorized", error.message());
-    case ErrorCode::kInternal:
-      return http::Response::Error(500, "internal", error.message());
-    default:
-      return http::Response::Error(503, "unavailable", error.message());
-  }
-}
-
 http::Response JsonResponse(const json& doc, int status) {
   return http::Response::Json(status, doc.dump(-1, ' ', false, json::error_handler_t::replace));
 }
@@ -145,7 +122,6 @@ json ClusterPeers::TopicTotals(std::vector<std::string>& unreachable) {
 
 namespace {
 
-using internal::ErrorResponse;
 using internal::IntQuery;
 using internal::JsonResponse;
 using nlohmann::json;
@@ -235,7 +211,7 @@ std::optional<grid::StreamInfo> ExistingStream(grid::Member& member, const std::
                                                http::Response& out) {
   auto names = StreamNames(member);
   if (!names) {
-    out = ErrorResponse(names.error());
+    out = http::Response::FromError(names.error());
     return std::nullopt;
   }
   if (!std::binary_search(names->begin(), names->end(), name)) {
@@ -247,7 +223,7 @@ std::optional<grid::StreamInfo> ExistingStream(grid::Member& member, const std::
   }
   auto info = member.GetStream(name)->Info();
   if (!info) {
-    out = ErrorResponse(info.error());
+    out = http::Response::FromError(info.error());
     return std::nullopt;
   }
   return *info;
@@ -285,7 +261,7 @@ std::optional<DeadLetterFilter> LetterFilter(const http::Request& r, http::Respo
 
 http::Response ReplayResponse(const std::string& group,
                               const base::Result<saga::ReplayRequest>& done) {
-  if (!done) return ErrorResponse(done.error());
+  if (!done) return http::Response::FromError(done.error());
   return JsonResponse({{"group", group},
                        {"request", done->id},
                        {"status", done->status},
@@ -300,11 +276,11 @@ void RegisterFrameworkRoutes(
     const std::function<void(std::string, std::string, http::Handler)>& route) {
   route("GET", "/api/v1/streams", [&member](const http::Request&) {
     auto names = StreamNames(member);
-    if (!names) return ErrorResponse(names.error());
+    if (!names) return http::Response::FromError(names.error());
     json list = json::array();
     for (const auto& name : *names) {
       auto info = member.GetStream(name)->Info();
-      if (!info) return ErrorResponse(info.error());
+      if (!info) return http::Response::FromError(info.error());
       json j = StreamInfoJson(*info);
       j.erase("sub_streams");
       list.push_back(std::move(j));
@@ -329,7 +305,7 @@ void RegisterFrameworkRoutes(
   });
   route("GET", "/api/v1/consumers", [&member](const http::Request&) {
     auto doc = ConsumersJson(member);
-    return doc ? JsonResponse(*doc) : ErrorResponse(doc.error());
+    return doc ? JsonResponse(*doc) : http::Response::FromError(doc.error());
   });
 
   // Dead letters.
@@ -339,7 +315,7 @@ void RegisterFrameworkRoutes(
     if (!filter) return bad;
     saga::DeadLetterQueue dlq(Unowned(member), r.params.at("group"));
     auto letters = dlq.List(DeadLetterPredicate(*filter));
-    if (!letters) return ErrorResponse(letters.error());
+    if (!letters) return http::Response::FromError(letters.error());
     json list = json::array();
     for (const auto& l : *letters) list.push_back(DeadLetterJson(l));
     return JsonResponse(
@@ -354,7 +330,7 @@ void RegisterFrameworkRoutes(
     f.event_id = *id;
     auto letters = dlq->List(DeadLetterPredicate(f));
     if (!letters) {
-      out = ErrorResponse(letters.error());
+      out = http::Response::FromError(letters.error());
       return std::nullopt;
     }
     if (letters->empty()) {
@@ -375,7 +351,7 @@ void RegisterFrameworkRoutes(
     auto found = one_letter(r, out);
     if (!found) return out;
     if (auto removed = found->first->Remove(found->second); !removed) {
-      return ErrorResponse(removed.error());
+      return http::Response::FromError(removed.error());
     }
     return JsonResponse({{"group", found->first->group()},
                          {"discarded", found->second.event.id},
@@ -420,7 +396,7 @@ void RegisterFrameworkRoutes(
     if (!limit) return bad;
     saga::SagaStore store(member);
     auto sagas = store.List(SagaPredicate(f));
-    if (!sagas) return ErrorResponse(sagas.error());
+    if (!sagas) return http::Response::FromError(sagas.error());
     json list = json::array();
     for (const auto& s : *sagas) {
       if (static_cast<std::int64_t>(list.size()) >= *limit) break;
@@ -433,12 +409,12 @@ void RegisterFrameworkRoutes(
   route("GET", "/api/v1/sagas/stats", [&member](const http::Request&) {
     saga::SagaStore store(member);
     auto sagas = store.List();
-    return sagas ? JsonResponse(SagaStatsJson(*sagas)) : ErrorResponse(sagas.error());
+    return sagas ? JsonResponse(SagaStatsJson(*sagas)) : http::Response::FromError(sagas.error());
   });
   route("GET", "/api/v1/sagas/{id}", [&member](const http::Request& r) {
     saga::SagaStore store(member);
     auto s = store.Get(r.params.at("id"));
-    if (!s) return ErrorResponse(s.error());
+    if (!s) return http::Response::FromError(s.error());
     if (!s->has_value()) {
       return http::Response::Error(404, "not_found",
                                    "no saga '" + r.params.at("id") +
@@ -449,7 +425,7 @@ void RegisterFrameworkRoutes(
   });
   route("GET", "/api/v1/outbox", [&member](const http::Request&) {
     auto doc = OutboxJson(member, member.options().partition_count);
-    return doc ? JsonResponse(*doc) : ErrorResponse(doc.error());
+    return doc ? JsonResponse(*doc) : http::Response::FromError(doc.error());
   });
 }
 

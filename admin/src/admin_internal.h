@@ -20,9 +20,6 @@
 
 namespace tessera::admin::internal {
 
-// A failed call as an HTTP error: 400 bad input, 404 not found, 409 conflict, 504 timeout,
-// 401 auth, 503 when the cluster cannot answer now, 500 otherwise.
-http::Response ErrorResponse(const base::Error& error);
 http::Response JsonResponse(const nlohmann::json& doc, int status = 200);
 
 // A whole number query parameter, or `fallback` when absent; nullopt (and `bad` set to the

@@ -55,7 +55,7 @@ void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
     for (const auto& name : peers->MapNames(unreachable)) {
       if (IsInternalMap(name) && !internal) continue;
       auto stats = member.GetMap(name)->Stats();
-      if (!stats) return ErrorResponse(stats.error());
+      if (!stats) return http::Response::FromError(stats.error());
       list.push_back(MapStatsJson(name, *stats));
     }
     return JsonResponse({{"maps", std::move(list)}, {"unreachable_members", unreachable}});
@@ -65,7 +65,8 @@ void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
     http::Response out;
     if (!MapExists(*peers, name, out)) return out;
     auto stats = member.GetMap(name)->Stats();
-    return stats ? JsonResponse(MapStatsJson(name, *stats)) : ErrorResponse(stats.error());
+    return stats ? JsonResponse(MapStatsJson(name, *stats))
+                 : http::Response::FromError(stats.error());
   });
   route("GET", "/api/v1/maps/{map}/entries", [&member, peers, options](const http::Request& r) {
     const std::string& name = r.params.at("map");
@@ -75,19 +76,19 @@ void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
     map::Predicate predicate;
     if (const std::string where = r.Query("where"); !where.empty()) {
       auto parsed = map::Predicate::Parse(where);
-      if (!parsed) return ErrorResponse(parsed.error());
+      if (!parsed) return http::Response::FromError(parsed.error());
       predicate = std::move(*parsed);
     }
     if (!MapExists(*peers, name, out)) return out;
     // The matching keys, then the values of the first `limit` only.
     auto map = member.GetMap(name);
     auto keys = map->KeySet(predicate);
-    if (!keys) return ErrorResponse(keys.error());
+    if (!keys) return http::Response::FromError(keys.error());
     std::sort(keys->begin(), keys->end());
     const std::size_t count = keys->size();
     if (static_cast<std::int64_t>(count) > *limit) keys->resize(static_cast<std::size_t>(*limit));
     auto values = map->GetAll(*keys);
-    if (!values) return ErrorResponse(values.error());
+    if (!values) return http::Response::FromError(values.error());
     json list = json::array();
     for (const auto& key : *keys) {
       auto it = values->find(key);
@@ -105,7 +106,7 @@ void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
     const std::string& name = r.params.at("map");
     const std::string& key = r.params.at("key");
     auto value = member.GetMap(name)->Get(key);
-    if (!value) return ErrorResponse(value.error());
+    if (!value) return http::Response::FromError(value.error());
     if (!value->has_value()) {
       return http::Response::Error(404, "not_found",
                                    "map '" + name + "' has no entry '" + key + "'");
@@ -127,7 +128,7 @@ void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
       bytes = body["value"].get<std::string>();
     } else if (body.contains("record") && body["record"].is_object()) {
       auto record = RecordFromJson(body["record"].dump());
-      if (!record) return ErrorResponse(record.error());
+      if (!record) return http::Response::FromError(record.error());
       bytes = record->Encode();
     } else {
       return http::Response::Error(400, "bad_request",
@@ -143,7 +144,7 @@ void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
       write = grid::WithTtl(body["ttl_ms"].get<std::int64_t>());
     }
     auto previous = member.GetMap(name)->Put(key, bytes, write);
-    if (!previous) return ErrorResponse(previous.error());
+    if (!previous) return http::Response::FromError(previous.error());
     return JsonResponse({{"map", name},
                          {"key", key},
                          {"value", ValueToJson(bytes)},
@@ -155,7 +156,7 @@ void RegisterMapRoutes(grid::Member& member, const AdminOptions& options,
     const std::string& key = r.params.at("key");
     if (IsInternalMap(name)) return InternalMapRefused(name);
     auto removed = member.GetMap(name)->Remove(key);
-    if (!removed) return ErrorResponse(removed.error());
+    if (!removed) return http::Response::FromError(removed.error());
     if (!removed->has_value()) {
       return http::Response::Error(404, "not_found",
                                    "map '" + name + "' has no entry '" + key + "'");

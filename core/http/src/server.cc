@@ -47,6 +47,34 @@ Response Response::Error(int status, std::string_view code, std::string_view mes
   return Json(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
+Response Response::FromError(const base::Error& error) {
+  using base::ErrorCode;
+  switch (error.code()) {
+    case ErrorCode::kBadRequest:
+    case ErrorCode::kBadPredicate:
+    case ErrorCode::kWrongType:
+    case ErrorCode::kUnknownProcessor:
+      return Error(400, "bad_request", error.message());
+    case ErrorCode::kAuthFailed:
+      return Error(401, "unauthorized", error.message());
+    case ErrorCode::kNotFound:
+      return Error(404, "not_found", error.message());
+    case ErrorCode::kConflict:
+      return Error(409, "conflict", error.message());
+    case ErrorCode::kTimeout:
+      return Error(504, "timeout", error.message() + "; try again");
+    case ErrorCode::kOverloaded:
+    case ErrorCode::kMemberLeft:
+    case ErrorCode::kConnectionFailed:
+    case ErrorCode::kNoQuorum:
+    case ErrorCode::kNotOwner:
+    case ErrorCode::kShuttingDown:
+      return Error(503, "unavailable", error.message() + "; try again");
+    default:
+      return Error(500, "internal", error.message());
+  }
+}
+
 std::string PercentDecode(std::string_view text) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';

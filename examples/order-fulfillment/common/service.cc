@@ -247,7 +247,7 @@ std::vector<std::string> SplitCommas(const std::string& text) {
 http::Response ListStates(grid::Map& map, const char* array, const char* owner_field,
                           const char* number_field) {
   auto all = map.EntrySet();
-  if (!all) return ErrorResponse(all.error());
+  if (!all) return http::Response::FromError(all.error());
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [key, state] : *all) {
     const std::size_t at = key.rfind('@');
@@ -258,28 +258,6 @@ http::Response ListStates(grid::Map& map, const char* array, const char* owner_f
                    {number_field, number}});
   }
   return http::Response::Json(200, nlohmann::json{{array, out}}.dump());
-}
-
-http::Response ErrorResponse(const base::Error& error) {
-  using base::ErrorCode;
-  switch (error.code()) {
-    case ErrorCode::kBadRequest:
-      return http::Response::Error(400, "bad_request", error.message());
-    case ErrorCode::kNotFound:
-      return http::Response::Error(404, "not_found", error.message());
-    case ErrorCode::kConflict:
-      return http::Response::Error(409, "conflict", error.message());
-    case ErrorCode::kTimeout:
-    case ErrorCode::kOverloaded:
-    case ErrorCode::kMemberLeft:
-    case ErrorCode::kConnectionFailed:
-    case ErrorCode::kNoQuorum:
-    case ErrorCode::kNotOwner:
-    case ErrorCode::kShuttingDown:
-      return http::Response::Error(503, "unavailable", error.message() + "; try again");
-    default:
-      return http::Response::Error(500, "internal", error.message());
-  }
 }
 
 }  // namespace tessera::examples

@@ -103,8 +103,4 @@ std::vector<std::string> SplitCommas(const std::string& text);  // "" -> none
 http::Response ListStates(grid::Map& map, const char* array, const char* owner_field,
                           const char* number_field);
 
-// The HTTP answer to a grid error: 400 bad request, 404 not found, 409 conflict, 503 for what
-// passes (timeouts, a member gone, overload, shutting down), 500 otherwise.
-http::Response ErrorResponse(const base::Error& error);
-
 }  // namespace tessera::examples

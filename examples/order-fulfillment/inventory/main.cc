@@ -271,9 +271,9 @@ int main(int argc, char** argv) {
   auto& http = svc.http();
   http.Route("GET", "/stock", [&](const Request&) {
     auto all = stock.stock_->EntrySet();
-    if (!all) return examples::ErrorResponse(all.error());
+    if (!all) return Response::FromError(all.error());
     auto holds = stock.holds_->EntrySet();
-    if (!holds) return examples::ErrorResponse(holds.error());
+    if (!holds) return Response::FromError(holds.error());
     json products = json::object();
     for (const auto& [product, available] : *all) {
       products[product] = {{"available", examples::ToNumber(available)}, {"held", 0}};
@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
   http.Route("GET", "/stock/{product}", [&](const Request& r) {
     const std::string& product = r.params.at("product");
     auto got = stock.stock_->Get(product);
-    if (!got) return examples::ErrorResponse(got.error());
+    if (!got) return Response::FromError(got.error());
     if (!got->has_value()) {
       return Response::Error(404, "not_found", "no product '" + product + "' in the catalog");
     }
@@ -311,7 +311,7 @@ int main(int argc, char** argv) {
     }
     const std::int64_t n = body["available"].get<std::int64_t>();
     if (auto ok = stock.stock_->Set(product, std::to_string(n)); !ok) {
-      return examples::ErrorResponse(ok.error());
+      return Response::FromError(ok.error());
     }
     return Response::Json(200, json{{"product", product}, {"available", n}}.dump());
   });

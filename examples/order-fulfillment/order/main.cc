@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
   auto& http = svc.http();
   http.Route("POST", "/orders", [&](const Request& r) {
     auto order = ParseOrder(r.body);
-    if (!order) return examples::ErrorResponse(order.error());
+    if (!order) return Response::FromError(order.error());
     if (order->id.empty()) order->id = "o-" + std::to_string((*ids)->Next());
     const std::string stored = order->ToJson().dump();
     grid::Transaction tx(order->id);  // the order and its saga share the order's partition
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
                     .Int64("amount", order->amount)
                     .Done();
     if (auto staged = orchestrator->Stage(tx, order->id, "fulfillment", data); !staged) {
-      return examples::ErrorResponse(staged.error());
+      return Response::FromError(staged.error());
     }
     auto committed = member.Transact(tx);
     if (committed && committed->committed) {
@@ -229,11 +229,11 @@ int main(int argc, char** argv) {
       return Response::Json(201, out.dump());
     }
     if (!committed && committed.error().code() != tessera::base::ErrorCode::kConflict) {
-      return examples::ErrorResponse(committed.error());
+      return Response::FromError(committed.error());
     }
     // The saga exists: a retried POST of the same order, or another order with this id.
     auto existing = orders->Get(order->id);
-    if (!existing) return examples::ErrorResponse(existing.error());
+    if (!existing) return Response::FromError(existing.error());
     if (existing->has_value() && **existing == stored) {
       json out = order->ToJson();
       out["status"] = "exists";
@@ -245,11 +245,11 @@ int main(int argc, char** argv) {
   http.Route("GET", "/orders/{id}", [&](const Request& r) {
     const std::string& id = r.params.at("id");
     auto stored = orders->Get(id);
-    if (!stored) return examples::ErrorResponse(stored.error());
+    if (!stored) return Response::FromError(stored.error());
     if (!stored->has_value()) return Response::Error(404, "not_found", "no order '" + id + "'");
     json out = json::parse(**stored);
     auto s = orchestrator->store().Get(id);
-    if (!s) return examples::ErrorResponse(s.error());
+    if (!s) return Response::FromError(s.error());
     if (s->has_value()) {
       out["status"] = OrderStatus((*s)->status);
       out["reason"] = (*s)->failure_reason;
@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
           saga::SagaStatus::kCompensated, saga::SagaStatus::kTimedOut, saga::SagaStatus::kFailed}) {
       auto ids = sagas->KeySet(tessera::map::Predicate::Equal(
           "status", tessera::record::Value(std::string(saga::SagaStatusName(status)))));
-      if (!ids) return examples::ErrorResponse(ids.error());
+      if (!ids) return Response::FromError(ids.error());
       if (ids->empty()) continue;
       const std::string name = OrderStatus(status);
       counts[name] = counts.value(name, std::int64_t{0}) + static_cast<std::int64_t>(ids->size());

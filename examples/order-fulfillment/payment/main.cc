@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
   http.Route("GET", "/accounts/{customer}", [&](const Request& r) {
     const std::string& customer = r.params.at("customer");
     auto got = accounts->Get(customer);
-    if (!got) return examples::ErrorResponse(got.error());
+    if (!got) return Response::FromError(got.error());
     const std::int64_t balance = got->has_value() ? examples::ToNumber(**got) : initial_balance;
     return Response::Json(
         200,
@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
     }
     const std::int64_t n = body["balance"].get<std::int64_t>();
     if (auto ok = accounts->Set(customer, std::to_string(n)); !ok) {
-      return examples::ErrorResponse(ok.error());
+      return Response::FromError(ok.error());
     }
     return Response::Json(200, json{{"customer", customer}, {"balance", n}}.dump());
   });

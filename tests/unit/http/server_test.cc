@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tessera/http/server.h"
 
@@ -98,6 +99,26 @@ TEST_CASE("A path that is not UTF-8 is answered 404 or 405 with a JSON error, an
   // A handler that puts the bytes into its own JSON error gets 500, the process goes on.
   res = c.Send(bh::verb::get, "/orders/o-1");
   CHECK(res.result_int() == 200);
+}
+
+TEST_CASE("A grid error becomes the HTTP status a client can act on", "[http]") {
+  using base::Error;
+  using base::ErrorCode;
+  const std::vector<std::pair<ErrorCode, int>> cases = {
+      {ErrorCode::kBadRequest, 400}, {ErrorCode::kBadPredicate, 400}, {ErrorCode::kWrongType, 400},
+      {ErrorCode::kAuthFailed, 401}, {ErrorCode::kNotFound, 404},     {ErrorCode::kConflict, 409},
+      {ErrorCode::kTimeout, 504},    {ErrorCode::kMemberLeft, 503},   {ErrorCode::kNotOwner, 503},
+      {ErrorCode::kNoQuorum, 503},   {ErrorCode::kShuttingDown, 503}, {ErrorCode::kInternal, 500},
+  };
+  for (const auto& [code, status] : cases) {
+    INFO(base::ErrorCodeName(code));
+    const auto r = Response::FromError(Error(code, "what happened"));
+    CHECK(r.status == status);
+    CHECK(r.content_type == "application/json");
+    CHECK(r.body.find("what happened") != std::string::npos);
+    // What passes says so.
+    CHECK((r.body.find("try again") != std::string::npos) == (status == 503 || status == 504));
+  }
 }
 
 TEST_CASE("A body over the limit is 413, a malformed request 400, and the server goes on",

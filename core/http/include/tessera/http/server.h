@@ -54,6 +54,11 @@ struct Response {
   // {"error": {"code": code, "message": message}}: code is a stable word ("not_found",
   // "bad_request", ...) for programs, message a sentence for people.
   static Response Error(int status, std::string_view code, std::string_view message);
+  // A failed call as an HTTP error, one mapping for every server: 400 bad_request (bad
+  // request, predicate, type, processor), 401 unauthorized, 404 not_found, 409 conflict,
+  // 504 timeout and 503 unavailable (member left, not owner, overloaded, no quorum, shutting
+  // down, connection failed: both say "try again"), 500 internal for the rest.
+  static Response FromError(const base::Error& error);
 };
 
 using Handler = std::function<Response(const Request&)>;
