@@ -12,6 +12,7 @@
 #include "tessera/admin/values.h"
 #include "tessera/base/clock.h"
 #include "tessera/map/stream_format.h"
+#include "tessera/partition/partition_table.h"
 #include "tessera/partition/partitioner.h"
 #include "tessera/saga/event.h"
 #include "tessera/saga/outbox.h"
@@ -38,6 +39,34 @@ map::Predicate AllOf(std::vector<map::Predicate> all) {
 
 std::int64_t AgeMs(std::int64_t time_ms) {
   return time_ms == 0 ? 0 : std::max<std::int64_t>(0, NowMs() - time_ms);
+}
+
+// ---- the cluster ------------------------------------------------------------------------
+
+json PartitionsJson(const membership::ClusterView& view) {
+  std::map<std::string, std::string> address;
+  for (const auto& m : view.members.members) address[m.uuid] = m.address;
+  auto name = [&address](const std::string& uuid) {
+    auto it = address.find(uuid);
+    return it == address.end() ? uuid : it->second;
+  };
+  json partitions = json::array();
+  for (std::uint32_t p = 0; p < view.partitions.partition_count(); ++p) {
+    const auto& replicas = view.partitions.replicas[p];
+    json backups = json::array();
+    for (std::size_t i = 1; i < replicas.size(); ++i) backups.push_back(name(replicas[i]));
+    partitions.push_back({{"partition", p},
+                          {"owner", replicas.empty() ? "" : name(replicas[0])},
+                          {"backups", std::move(backups)}});
+  }
+  json summary = json::array();
+  for (const auto& c : partition::CountReplicas(view.partitions, view.members.Uuids())) {
+    summary.push_back({{"address", name(c.member)}, {"owned", c.owned}, {"backups", c.backups}});
+  }
+  return {{"version", view.partitions.version},
+          {"backup_count", view.partitions.backup_count},
+          {"summary", std::move(summary)},
+          {"partitions", std::move(partitions)}};
 }
 
 // ---- maps -------------------------------------------------------------------------------

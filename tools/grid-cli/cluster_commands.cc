@@ -4,7 +4,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <unordered_map>
+
+#include "tessera/admin/documents.h"
 
 namespace tessera::tools::cli {
 namespace {
@@ -41,43 +42,27 @@ CommandOutput Members(const membership::ClusterView& view) {
 }
 
 CommandOutput Partitions(const membership::ClusterView& view) {
-  std::unordered_map<std::string, std::string> address;
-  for (const auto& m : view.members.members) address[m.uuid] = m.address;
-  auto name = [&](const std::string& uuid) {
-    auto it = address.find(uuid);
-    return it == address.end() ? uuid : it->second;
-  };
+  json doc = admin::PartitionsJson(view);  // the same document as the REST API's
   const auto& table = view.partitions;
   std::string text =
       fmt::format("partition table version {}: {} partitions, {} backup(s) configured\n",
                   table.version, table.partition_count(), table.backup_count);
   text += fmt::format("  {:<21} {:>6} {:>8}\n", "MEMBER", "OWNED", "BACKUPS");
-  json summary = json::array();
-  for (const auto& c : partition::CountReplicas(table, view.members.Uuids())) {
-    text += fmt::format("  {:<21} {:>6} {:>8}\n", name(c.member), c.owned, c.backups);
-    summary.push_back({{"address", name(c.member)}, {"owned", c.owned}, {"backups", c.backups}});
+  for (const auto& c : doc["summary"]) {
+    text += fmt::format("  {:<21} {:>6} {:>8}\n", c["address"].get<std::string>(),
+                        c["owned"].get<std::uint32_t>(), c["backups"].get<std::uint32_t>());
   }
   text += fmt::format("  {:>9}  {:<21} {}\n", "PARTITION", "OWNER", "BACKUPS");
-  json partitions = json::array();
-  for (std::uint32_t p = 0; p < table.partition_count(); ++p) {
-    const auto& replicas = table.replicas[p];
+  for (const auto& row : doc["partitions"]) {
     std::string backups;
-    json row = {{"partition", p}, {"owner", replicas.empty() ? "" : name(replicas[0])}};
-    json backup_list = json::array();
-    for (std::size_t i = 1; i < replicas.size(); ++i) {
-      backups += (i > 1 ? "," : "") + name(replicas[i]);
-      backup_list.push_back(name(replicas[i]));
+    for (const auto& b : row["backups"]) {
+      backups += (backups.empty() ? "" : ",") + b.get<std::string>();
     }
-    row["backups"] = std::move(backup_list);
-    partitions.push_back(std::move(row));
-    text += fmt::format("  {:>9}  {:<21} {}\n", p, replicas.empty() ? "-" : name(replicas[0]),
-                        backups.empty() ? "-" : backups);
+    const auto owner = row["owner"].get<std::string>();
+    text += fmt::format("  {:>9}  {:<21} {}\n", row["partition"].get<std::uint32_t>(),
+                        owner.empty() ? "-" : owner, backups.empty() ? "-" : backups);
   }
-  return {text,
-          {{"version", table.version},
-           {"backup_count", table.backup_count},
-           {"summary", std::move(summary)},
-           {"partitions", std::move(partitions)}}};
+  return {text, std::move(doc)};
 }
 
 CommandOutput Health(const membership::ClusterView& view, std::optional<std::int64_t> pending) {

@@ -23,6 +23,7 @@
 #include "tessera/grid/stream.h"
 #include "tessera/map/map_request.h"
 #include "tessera/map/predicate.h"
+#include "tessera/membership/cluster_view.h"
 #include "tessera/saga/dead_letter.h"
 #include "tessera/saga/saga_state.h"
 
@@ -30,6 +31,11 @@ namespace tessera::admin {
 
 // Age in ms of a wall-clock time (0 stays 0: nothing there).
 std::int64_t AgeMs(std::int64_t time_ms);
+
+// ---- the cluster ------------------------------------------------------------------------
+// The partition table: {version, backup_count, summary: [{address, owned, backups}] per
+// member, partitions: [{partition, owner, backups: [address]}]}.
+nlohmann::json PartitionsJson(const membership::ClusterView& view);
 
 // ---- maps -------------------------------------------------------------------------------
 // A map's statistics over the cluster (grid::Map::Stats): {map, entries, memory_bytes, hits,
