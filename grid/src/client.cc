@@ -48,15 +48,39 @@ std::shared_ptr<spdlog::logger> DefaultLogger() { return base::NamedLogger("clie
 
 }  // namespace
 
+std::shared_ptr<ClientLoop> ClientLoop::Start() {
+  auto state = std::make_shared<State>();
+  state->work.emplace(state->io.get_executor());
+  state->thread = std::thread([state] { state->io.run(); });
+  return std::make_shared<ClientLoop>(std::move(state));
+}
+
+ClientLoop::ClientLoop(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ClientLoop::~ClientLoop() { state_->Stop(); }
+
+void ClientLoop::State::Stop() {
+  work.reset();
+  io.stop();
+  if (!thread.joinable()) return;
+  if (std::this_thread::get_id() == thread.get_id()) {
+    thread.detach();  // stopped from a callback: the thread ends after it
+  } else {
+    thread.join();
+  }
+}
+
 Client::Impl::Impl(ClientOptions opts, std::vector<Address> addrs,
                    std::shared_ptr<spdlog::logger> logger)
     : options(std::move(opts)),
       addresses(std::move(addrs)),
       log(std::move(logger)),
       events(log),
+      loop(options.loop ? options.loop : ClientLoop::Start()),
+      own_loop(!options.loop),
+      io(loop->state().io),
       reconnect_timer(io) {
-  work.emplace(io.get_executor());
-  io_thread = std::thread([this] { io.run(); });
+  options.loop.reset();  // held as `loop`
 }
 
 void Client::Impl::Stop() {
@@ -73,16 +97,12 @@ void Client::Impl::Stop() {
   }
   connected_cv.notify_all();
   for (auto& conn : conns) conn->Close();
-  boost::asio::post(io, [this] { reconnect_timer.cancel(); });
-  work.reset();
-  if (io_thread.joinable()) {
-    if (std::this_thread::get_id() == io_thread.get_id()) {
-      io_thread.detach();
-    } else {
-      io.stop();
-      io_thread.join();
-    }
-  }
+  // A shared loop outlives this client: nothing posted holds `this`, and calls still pending
+  // complete there with an error. A loop of its own stops here, dropping them.
+  boost::asio::post(io, [weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->reconnect_timer.cancel();
+  });
+  if (own_loop) loop->state().Stop();
   events.Stop();
   std::map<TopicListenerId, TopicListenerEntry> topics;
   {

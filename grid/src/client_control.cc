@@ -219,7 +219,7 @@ void Client::Impl::TryReconnect() {
 Result<std::shared_ptr<net::ClientConnection>> Client::Impl::Current(Clock::time_point deadline) {
   std::unique_lock lock(mu);
   auto ready = [this] { return stopping || (connection && connection->is_open()); };
-  if (!ready() && std::this_thread::get_id() != io_thread.get_id()) {
+  if (!ready() && !io.get_executor().running_in_this_thread()) {
     connected_cv.wait_until(lock, deadline, ready);
   }
   if (stopping) return base::Fail(ErrorCode::kShuttingDown, "the client is shut down");

@@ -1,6 +1,7 @@
 #pragma once
 // Client::Impl: everything behind the public Client (client.h). One object, one I/O thread
-// that runs every connection, one mutex `mu` over all of its mutable state; its methods are
+// (its ClientLoop's, which other clients may share) that runs every connection, one mutex `mu`
+// over all of its mutable state; its methods are
 // defined in one file per responsibility:
 //   client.cc            construction, Connect, Stop, the public Client methods
 //   client_control.cc    the control connection and the cluster view: first connect,
@@ -57,6 +58,18 @@ base::Result<MemberAddress> ParseMemberAddress(const std::string& text);
 
 // A random id naming one client instance as a topic publisher.
 std::string NewClientId();
+
+// The ClientLoop's state: one io_context run by one thread. The thread holds the state too, so
+// a loop dropped on its own thread (from a callback) lets that thread finish on its own.
+struct ClientLoop::State {
+  boost::asio::io_context io{1};
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
+  std::thread thread;
+
+  // Stops the loop: handlers not yet run are dropped. Joins the thread, or detaches it when
+  // called on it. Idempotent.
+  void Stop();
+};
 
 struct Client::Impl : public Invoker,
                       public TopicBackend,
@@ -159,10 +172,13 @@ struct Client::Impl : public Invoker,
   // Where `request` goes: a keyed request to its partition's owner when that connection is
   // open; anything else (and a key whose owner is unknown or unreachable) to the control
   // connection, whose member forwards or fans out.
-  Result<std::shared_ptr<net::ClientConnection>> Target(const map::MapRequest& request,
-                                                        Clock::time_point deadline);
+  struct Routed {
+    std::shared_ptr<net::ClientConnection> conn;
+    std::int32_t partition = -1;  // of a keyed request once the client has a view
+  };
+  Result<Routed> Target(const map::MapRequest& request, Clock::time_point deadline);
 
-  wire::Message Encode(const map::MapRequest& request);
+  static wire::Message Encode(const map::MapRequest& request, std::int32_t partition);
 
   static Result<map::MapResult> Decode(Result<wire::Message> response);
 
@@ -248,9 +264,9 @@ struct Client::Impl : public Invoker,
   std::vector<Address> addresses;
   std::shared_ptr<spdlog::logger> log;
   EventExecutor events;
-  boost::asio::io_context io{1};
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
-  std::thread io_thread;
+  std::shared_ptr<ClientLoop> loop;  // options.loop, or one of its own
+  const bool own_loop;               // Stop stops it (a shared loop runs on)
+  boost::asio::io_context& io;       // loop's
   boost::asio::steady_timer reconnect_timer;
 
   mutable std::mutex mu;  // guards everything below

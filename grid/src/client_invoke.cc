@@ -42,26 +42,30 @@ bool IsRead(map::MapOp op) {
 
 }  // namespace
 
-Result<std::shared_ptr<net::ClientConnection>> Client::Impl::Target(const map::MapRequest& request,
-                                                                    Clock::time_point deadline) {
+Result<Client::Impl::Routed> Client::Impl::Target(const map::MapRequest& request,
+                                                  Clock::time_point deadline) {
+  Routed routed;
   if (map::MapOpIsKeyed(request.op)) {
     std::lock_guard lock(mu);
-    if (partitioner && !owner_of.empty()) {
-      auto it = peers.find(owner_of[partitioner->PartitionOf(request.key)]);
-      if (it != peers.end() && it->second.conn && it->second.conn->is_open()) {
-        return it->second.conn;
+    if (partitioner) {
+      const std::uint32_t partition = partitioner->PartitionOf(request.key);
+      routed.partition = static_cast<std::int32_t>(partition);
+      if (!owner_of.empty()) {
+        auto it = peers.find(owner_of[partition]);
+        if (it != peers.end() && it->second.conn && it->second.conn->is_open()) {
+          routed.conn = it->second.conn;
+          return routed;
+        }
       }
     }
   }
-  return Current(deadline);
+  auto conn = Current(deadline);
+  if (!conn) return std::unexpected(conn.error());
+  routed.conn = std::move(*conn);
+  return routed;
 }
 
-wire::Message Client::Impl::Encode(const map::MapRequest& request) {
-  std::int32_t partition = -1;
-  if (map::MapOpIsKeyed(request.op)) {
-    std::lock_guard lock(mu);
-    if (partitioner) partition = static_cast<std::int32_t>(partitioner->PartitionOf(request.key));
-  }
+wire::Message Client::Impl::Encode(const map::MapRequest& request, std::int32_t partition) {
   return wire::Message::MakeRequest(0, partition, wire::Service::kMap,
                                     static_cast<std::uint16_t>(request.op),
                                     map::EncodeRequest(request));
@@ -99,22 +103,23 @@ void Client::Impl::Invoke(map::MapRequest request, Callback done) {
 
 void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
                                Clock::time_point deadline, Callback done) {
-  auto conn = Target(*request, deadline);
+  auto target = Target(*request, deadline);
   std::weak_ptr<Impl> weak = weak_from_this();
-  if (!conn) {
+  if (!target) {
+    const auto& error = target.error();
     // A retry on the I/O thread does not wait for the reconnect loop: it polls.
-    if (conn.error().code() == ErrorCode::kConnectionFailed && Clock::now() < deadline &&
-        std::this_thread::get_id() == io_thread.get_id()) {
+    if (error.code() == ErrorCode::kConnectionFailed && Clock::now() < deadline &&
+        io.get_executor().running_in_this_thread()) {
       return RetryAfter(std::chrono::milliseconds(50),
                         [weak, request, deadline, done = std::move(done)] {
                           if (auto again = weak.lock()) again->InvokeUntil(request, deadline, done);
                         });
     }
-    boost::asio::post(io, [done = std::move(done), e = conn.error()] { done(std::unexpected(e)); });
+    boost::asio::post(io, [done = std::move(done), e = error] { done(std::unexpected(e)); });
     return;
   }
-  (*conn)->Call(
-      Encode(*request), Remaining(deadline),
+  target->conn->Call(
+      Encode(*request, target->partition), Remaining(deadline),
       [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
         auto result = Decode(std::move(r));
         auto self = weak.lock();
@@ -141,9 +146,10 @@ void Client::Impl::RetryAfter(std::chrono::milliseconds delay, std::function<voi
 Result<map::MapResult> Client::Impl::InvokeSync(map::MapRequest request) {
   auto deadline = Clock::now() + options.call_timeout;
   for (;;) {
-    auto conn = Target(request, deadline);
-    if (!conn) return std::unexpected(conn.error());
-    auto result = Decode((*conn)->CallSync(Encode(request), Remaining(deadline)));
+    auto target = Target(request, deadline);
+    if (!target) return std::unexpected(target.error());
+    auto result =
+        Decode(target->conn->CallSync(Encode(request, target->partition), Remaining(deadline)));
     if (result || Clock::now() >= deadline || !Retryable(result.error(), request)) {
       return result;
     }

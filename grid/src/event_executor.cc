@@ -6,12 +6,16 @@ namespace tessera::grid {
 
 EventExecutor::EventExecutor(std::shared_ptr<spdlog::logger> log) : log_(std::move(log)) {
   work_.emplace(io_.get_executor());
-  thread_ = std::thread([this] { io_.run(); });
 }
 
 EventExecutor::~EventExecutor() { Stop(); }
 
 void EventExecutor::Post(std::function<void()> fn) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    if (!thread_.joinable()) thread_ = std::thread([this] { io_.run(); });
+  }
   boost::asio::post(io_, [this, fn = std::move(fn)] {
     try {
       fn();
@@ -26,13 +30,20 @@ void EventExecutor::Post(std::function<void()> fn) {
 }
 
 void EventExecutor::Stop() {
-  if (!thread_.joinable()) return;
-  work_.reset();
-  if (OnThread()) {
-    thread_.detach();  // Stop from a callback: let the thread finish on its own.
+  std::thread thread;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    work_.reset();
+    thread = std::move(thread_);
+  }
+  if (!thread.joinable()) return;
+  if (std::this_thread::get_id() == thread.get_id()) {
+    thread.detach();  // Stop from a callback: let the thread finish on its own.
     return;
   }
-  thread_.join();
+  thread.join();
 }
 
 }  // namespace tessera::grid

@@ -1,9 +1,11 @@
 #pragma once
 // EventExecutor: one thread that runs user callbacks (entry listeners, async results) off
-// the shard threads, in the order they were posted. A callback that throws is logged and
-// counted; the executor keeps running.
+// the shard threads, in the order they were posted. The thread starts with the first Post (a
+// client without listeners never has one). A callback that throws is logged and counted; the
+// executor keeps running.
 //
-// Thread-safety: Post is safe from any thread. Stop joins the thread (not from itself).
+// Thread-safety: Post is safe from any thread. Stop joins the thread (not from itself); a Post
+// after Stop is dropped.
 
 #include <utility>  // before Asio
 
@@ -13,6 +15,7 @@
 #include <boost/asio/post.hpp>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -31,13 +34,14 @@ class EventExecutor {
   // Runs queued callbacks, then stops. Idempotent.
   void Stop();
   std::int64_t failures() const { return failures_.load(); }
-  bool OnThread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   std::shared_ptr<spdlog::logger> log_;
   boost::asio::io_context io_{1};
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  std::mutex mu_;  // thread_ and stopped_
   std::thread thread_;
+  bool stopped_ = false;
   std::atomic<std::int64_t> failures_{0};
 };
 

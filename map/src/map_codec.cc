@@ -1,8 +1,8 @@
-// Map values <-> Cap'n Proto (src/map.capnp). Messages are unpacked flat arrays (one segment when
-// the size estimate holds; capnp::messageToFlatArray). Decoding copies the bytes into word-aligned
-// storage, reads with limits proportional to the input (a message cannot make the reader do more
-// than a few passes over its own bytes), checks every enum code, and turns any kj::Exception into
-// kBadRequest.
+// Map values <-> Cap'n Proto (src/map.capnp). Messages are unpacked flat arrays (one segment
+// when the size estimate holds; wire/capnp_io.h). Decoding reads the bytes in place when they
+// are word-aligned (else from an aligned copy), with limits proportional to the input (a
+// message cannot make the reader do more than a few passes over its own bytes), checks every
+// enum code, and turns any kj::Exception into kBadRequest.
 #include "tessera/map/map_codec.h"
 
 #include <capnp/message.h>
@@ -14,6 +14,7 @@
 #include <new>
 
 #include "map.capnp.h"
+#include "tessera/wire/capnp_io.h"
 
 namespace tessera::map {
 namespace {
@@ -30,18 +31,10 @@ std::string FromData(capnp::Data::Reader d) {
 }
 std::string FromText(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
 
-// First-segment size for a message carrying about `bytes` of data. Cap'n Proto's default
-// first segment is 8 KiB, zeroed on every message; for small requests that memset was a third
-// of a client's CPU time (callgrind). Underestimates only cost an extra segment.
-unsigned SegmentWords(std::size_t bytes) {
-  return static_cast<unsigned>(std::min<std::size_t>(bytes / sizeof(capnp::word) + 32, 1u << 20));
-}
-
-std::string Finish(capnp::MallocMessageBuilder& message) {
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
-}
+// Messages are built in tessera::wire::ScratchBuilder (this thread's first segment, sized from the
+// bytes the message carries; Cap'n Proto's default 8 KiB first segment, zeroed on every
+// message, was a third of a client's CPU time) and leave as one flat copy.
+std::string Finish(capnp::MessageBuilder& message) { return tessera::wire::FlatString(message); }
 
 // Reads `bytes` as a message with root T and hands the reader to `convert`, translating
 // every failure into kBadRequest "<what>: ...".
@@ -53,13 +46,13 @@ base::Result<Out> Read(std::string_view bytes, std::string_view what, Fn convert
                 prefix + std::to_string(bytes.size()) +
                     " bytes is not a whole, non-zero number of 8-byte words");
   }
-  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  const tessera::wire::AlignedWords aligned(bytes);
+  const auto words = aligned.words();
   try {
     capnp::ReaderOptions options;
     options.traversalLimitInWords = words.size() * 4 + 64;
     options.nestingLimit = kNestingLimit;
-    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    capnp::FlatArrayMessageReader reader(words, options);
     if (reader.getEnd() != words.end()) {
       return Fail(ErrorCode::kBadRequest, prefix + "trailing bytes after the message");
     }
@@ -331,7 +324,8 @@ void ResultToWire(const MapResult& r, wire::MapResult::Builder out) {
 }  // namespace
 
 std::string EncodeRequest(const MapRequest& rq) {
-  capnp::MallocMessageBuilder message(SegmentWords(RequestBytes(rq)));
+  tessera::wire::ScratchBuilder scratch(RequestBytes(rq));
+  capnp::MessageBuilder& message = scratch.message();
   RequestToWire(rq, message.initRoot<wire::MapRequest>());
   return Finish(message);
 }
@@ -341,7 +335,8 @@ base::Result<MapRequest> DecodeRequest(std::string_view bytes) {
 }
 
 std::string EncodeResult(const MapResult& r) {
-  capnp::MallocMessageBuilder message(SegmentWords(ResultBytes(r)));
+  tessera::wire::ScratchBuilder scratch(ResultBytes(r));
+  capnp::MessageBuilder& message = scratch.message();
   ResultToWire(r, message.initRoot<wire::MapResult>());
   return Finish(message);
 }
@@ -351,8 +346,9 @@ base::Result<MapResult> DecodeResult(std::string_view bytes) {
 }
 
 std::string EncodeEvent(const EntryEvent& e) {
-  capnp::MallocMessageBuilder message(SegmentWords(e.key.size() + (e.value ? e.value->size() : 0) +
-                                                   (e.old_value ? e.old_value->size() : 0)));
+  tessera::wire::ScratchBuilder scratch(e.key.size() + (e.value ? e.value->size() : 0) +
+                                        (e.old_value ? e.old_value->size() : 0));
+  capnp::MessageBuilder& message = scratch.message();
   auto out = message.initRoot<wire::EntryEvent>();
   out.setMapName(ToText(e.map_name));
   out.setType(static_cast<std::uint8_t>(e.type));
@@ -384,7 +380,8 @@ base::Result<EntryEvent> DecodeEvent(std::string_view bytes) {
 }
 
 std::string EncodeListenerOptions(const ListenerOptions& o) {
-  capnp::MallocMessageBuilder message(SegmentWords(64));
+  tessera::wire::ScratchBuilder scratch(64);
+  capnp::MessageBuilder& message = scratch.message();
   auto out = message.initRoot<wire::ListenerOptions>();
   out.setIncludeValues(o.include_values);
   auto types = out.initTypes(static_cast<unsigned>(o.types.size()));
@@ -415,7 +412,8 @@ base::Result<ListenerOptions> DecodeListenerOptions(std::string_view bytes) {
 std::string EncodeReplicaUpdates(const std::vector<ReplicaUpdate>& updates) {
   std::size_t bytes = 0;
   for (const auto& u : updates) bytes += u.key.size() + u.value.size() + u.map_name.size() + 64;
-  capnp::MallocMessageBuilder message(SegmentWords(bytes));
+  tessera::wire::ScratchBuilder scratch(bytes);
+  capnp::MessageBuilder& message = scratch.message();
   auto list =
       message.initRoot<wire::ReplicaUpdates>().initUpdates(static_cast<unsigned>(updates.size()));
   for (unsigned i = 0; i < list.size(); ++i) {
@@ -458,7 +456,8 @@ base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view b
 
 std::string EncodeReplicaAck(const StalePartitions& stale) {
   if (stale.empty()) return "";
-  capnp::MallocMessageBuilder message(SegmentWords(stale.size() * 4 + 16));
+  tessera::wire::ScratchBuilder scratch(stale.size() * 4 + 16);
+  capnp::MessageBuilder& message = scratch.message();
   auto list = message.initRoot<wire::ReplicaAck>().initStale(static_cast<unsigned>(stale.size()));
   for (unsigned i = 0; i < list.size(); ++i) list.set(i, stale[i]);
   return Finish(message);

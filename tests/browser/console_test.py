@@ -173,7 +173,14 @@ def main():
         check(status == 200, f"the product was added to the catalog (status {status})")
         click(driver, "button[data-replay]")
         wait_rows(driver, "dead-letters", lambda r: len(r) == 0, "the dead letter left the page")
-        status, doc = api(base, "/dlq/inventory")
+        # The table may also be empty for a moment while the page redraws (every 2 s): the API
+        # is what says the replay went through, within a bound.
+        deadline = time.monotonic() + 30
+        while True:
+            status, doc = api(base, "/dlq/inventory")
+            if (status == 200 and doc["count"] == 0) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         check(status == 200 and doc["count"] == 0,
               f"the API has no dead letter left in group inventory: {doc}")
         driver.save_screenshot(os.path.join(shots, "dead-letters-replayed.png"))

@@ -1,6 +1,6 @@
 // What a service needs when things go wrong or get busy: the client reconnects to a restarted
-// member, racing clients see atomic putIfAbsent and entry processors, and a peer sending
-// garbage is disconnected without disturbing anyone else.
+// member, racing clients see atomic putIfAbsent and entry processors, a peer sending garbage is
+// disconnected without disturbing anyone else, and clients sharing one loop stay independent.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <condition_variable>
+#include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include "child_process.h"
@@ -205,6 +208,70 @@ TEST_CASE("Garbage and oversized frames close that connection only, other client
   other->Shutdown();
   client->Shutdown();
   CHECK(node->Stop() == 0);
+}
+
+TEST_CASE("Clients sharing one ClientLoop run their callbacks on its thread",
+          "[tools][client][loop]") {
+  auto node = NodeProcess::StartOrFail();
+  auto loop = grid::ClientLoop::Start();
+  constexpr int kClients = 8;
+  constexpr int kCalls = 200;
+  std::vector<std::unique_ptr<grid::Client>> clients;
+  for (int c = 0; c < kClients; ++c) {
+    auto options = ClientOptionsFor(*node);
+    options.loop = loop;
+    auto client = grid::Client::Connect(options);
+    REQUIRE(client);
+    clients.push_back(std::move(*client));
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::thread::id> callback_threads;
+  int done = 0;
+  int failed = 0;
+  auto record = [&](const base::Result<map::MapResult>& r) {
+    std::lock_guard lock(mu);
+    callback_threads.insert(std::this_thread::get_id());
+    if (!r) ++failed;
+    ++done;
+    cv.notify_all();
+  };
+  for (int c = 0; c < kClients; ++c) {
+    auto m = clients[c]->GetMap("shared-loop");
+    for (int i = 0; i < kCalls; ++i) {
+      m->SetAsync("c" + std::to_string(c) + "-" + std::to_string(i), std::to_string(i), {}, record);
+    }
+  }
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, 20s, [&] { return done == kClients * kCalls; }));
+    CHECK(failed == 0);
+    CHECK(callback_threads.size() == 1);  // one thread ran every client's connections
+    CHECK(callback_threads.count(std::this_thread::get_id()) == 0);
+  }
+  for (int c = 0; c < kClients; ++c) {
+    CHECK(clients[c]->GetMap("shared-loop")->Get("c" + std::to_string(c) + "-7").value() ==
+          Optional("7"));
+  }
+
+  // One client shut down with calls in flight: each of its callbacks still runs once (with a
+  // result or an error; the loop runs on), and the clients sharing the loop keep working.
+  done = 0;
+  auto first = clients[0]->GetMap("shared-loop");
+  for (int i = 0; i < kCalls; ++i) first->GetAsync("c0-" + std::to_string(i), record);
+  clients[0]->Shutdown();
+  {
+    std::unique_lock lock(mu);
+    CHECK(cv.wait_for(lock, 10s, [&] { return done == kCalls; }));
+  }
+  CHECK(first->Get("c0-1").error().code() == base::ErrorCode::kShuttingDown);
+  for (int c = 1; c < kClients; ++c) {
+    auto m = clients[c]->GetMap("shared-loop");
+    REQUIRE(m->Set("after", std::to_string(c)));
+    CHECK(m->Get("after").value() == Optional(std::to_string(c)));
+  }
+  clients.clear();  // the loop's thread stops with its last holder
+  loop.reset();
 }
 
 }  // namespace tessera::integration

@@ -30,10 +30,12 @@ po::options_description Describe() {
        "TTL in ms for putIfAbsentTtl (default 60000) and, if given, set/put")                   //
       ("connections", po::value<int>()->default_value(1), "clients (one connection each)")      //
       ("pipeline", po::value<int>()->default_value(1), "in-flight async calls per connection")  //
-      ("duration", po::value<double>()->default_value(10), "measured seconds")                  //
-      ("warmup", po::value<double>()->default_value(1), "unmeasured seconds first")             //
-      ("timeout", po::value<int>()->default_value(5000), "connect/call timeout in ms")          //
-      ("preload", "fill the key space before the run so gets hit")                              //
+      ("io-threads", po::value<int>()->default_value(1),
+       "client I/O threads the connections share (0: one per connection)")              //
+      ("duration", po::value<double>()->default_value(10), "measured seconds")          //
+      ("warmup", po::value<double>()->default_value(1), "unmeasured seconds first")     //
+      ("timeout", po::value<int>()->default_value(5000), "connect/call timeout in ms")  //
+      ("preload", "fill the key space before the run so gets hit")                      //
       ("topic", po::value<std::string>(),
        "topic mode: publish to this topic instead of map ops (--value-size bytes per message)")  //
       ("subscribe-address", po::value<std::string>(),
@@ -97,6 +99,7 @@ Result<void> CheckRanges(const BenchOptions& o) {
   if (o.ttl_ms < 0) return bad("--ttl must be >= 0");
   if (o.connections < 1 || o.connections > 1024) return bad("--connections must be 1..1024");
   if (o.pipeline < 1 || o.pipeline > 4096) return bad("--pipeline must be 1..4096");
+  if (o.io_threads < 0 || o.io_threads > 64) return bad("--io-threads must be 0..64");
   if (!(o.duration_s > 0) || o.duration_s > 86400) return bad("--duration must be > 0 seconds");
   if (!(o.warmup_s >= 0) || o.warmup_s > 3600) return bad("--warmup must be >= 0 seconds");
   if (o.client.call_timeout.count() < 1) return bad("--timeout must be at least 1 ms");
@@ -131,6 +134,7 @@ void ApplyVariables(const po::variables_map& vm, BenchOptions& o) {
   }
   o.connections = vm["connections"].as<int>();
   o.pipeline = vm["pipeline"].as<int>();
+  o.io_threads = vm["io-threads"].as<int>();
   o.duration_s = vm["duration"].as<double>();
   o.warmup_s = vm["warmup"].as<double>();
   o.preload = vm.count("preload") != 0;

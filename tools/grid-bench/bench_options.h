@@ -35,6 +35,9 @@ struct BenchOptions {
   bool ttl_given = false;
   int connections = 1;  // one Client each
   int pipeline = 1;     // in-flight async calls per connection
+  // Client threads: the connections share this many grid::ClientLoops (round robin), as
+  // redis-benchmark runs all its connections on one thread; 0 = a loop per client.
+  int io_threads = 1;
   double duration_s = 10;
   double warmup_s = 1;
   bool preload = false;

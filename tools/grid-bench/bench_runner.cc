@@ -7,6 +7,8 @@
 // so a late completion after the run gave up still has somewhere safe to land.
 #include "bench_runner.h"
 
+#include "alloc_counter.h"
+
 #include <fmt/format.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -208,9 +210,13 @@ std::shared_ptr<spdlog::logger> BenchLogger() {
 Result<std::vector<std::unique_ptr<Connection>>> ConnectAll(const BenchOptions& options) {
   auto log = BenchLogger();
   std::uint32_t nonce = std::random_device()();
+  std::vector<std::shared_ptr<grid::ClientLoop>> loops;
+  for (int i = 0; i < options.io_threads; ++i) loops.push_back(grid::ClientLoop::Start());
   std::vector<std::unique_ptr<Connection>> connections;
   for (int i = 0; i < options.connections; ++i) {
-    auto client = grid::Client::Connect(options.client, log);
+    auto client_options = options.client;
+    if (!loops.empty()) client_options.loop = loops[static_cast<std::size_t>(i) % loops.size()];
+    auto client = grid::Client::Connect(client_options, log);
     if (!client) {
       for (auto& c : connections) c->Shutdown();
       return std::unexpected(client.error());
@@ -283,17 +289,21 @@ Result<BenchReport> RunBench(const BenchOptions& options) {
   }
   // The client's own CPU over the window: what an operation costs the caller's machine.
   double cpu_seconds = 0;
-  std::thread cpu_sampler([&cpu_seconds, window_start, window_end] {
+  std::uint64_t allocations = 0;
+  std::thread cpu_sampler([&cpu_seconds, &allocations, window_start, window_end] {
     std::this_thread::sleep_until(window_start);
     const double before = ProcessCpuSeconds();
+    const std::uint64_t allocations_before = AllocationCount();
     std::this_thread::sleep_until(window_end);
     cpu_seconds = ProcessCpuSeconds() - before;
+    allocations = AllocationCount() - allocations_before;
   });
   for (auto& t : drivers) t.join();
   cpu_sampler.join();
   for (auto& c : *connections) c->Shutdown();
   BenchReport report = Collect(*connections);
   report.client_cpu_seconds = cpu_seconds;
+  if (AllocationsCounted()) report.client_allocations = allocations;
   report.seconds = options.duration_s;
   report.preload_seconds = preload_seconds;
   return report;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "bench_options.h"
@@ -29,6 +30,9 @@ struct BenchReport {
   std::uint64_t published = 0;  // topic mode: messages published inside the window
   // CPU time this process (the client) spent inside the measured window, user + system.
   double client_cpu_seconds = 0;
+  // Heap allocations this process made inside the window; nullopt when not counted (an
+  // AddressSanitizer build; alloc_counter.h).
+  std::optional<std::uint64_t> client_allocations;
 };
 
 // Connects every client (errors: the client's, e.g. kConnectionFailed), optionally preloads

@@ -31,6 +31,7 @@ nlohmann::json ReportJson(const BenchOptions& o, const BenchReport& r) {
           {"ops_mix", MixText(o)},
           {"connections", o.connections},
           {"pipeline", o.pipeline},
+          {"io_threads", o.io_threads},
           {"keys", o.keys},
           {"key_size", o.key_size},
           {"value_size", o.value_size},
@@ -40,6 +41,10 @@ nlohmann::json ReportJson(const BenchOptions& o, const BenchReport& r) {
           {"ops_per_sec", static_cast<double>(r.ops) / r.seconds},
           {"client_cpu_us_per_op",
            r.ops > 0 ? r.client_cpu_seconds * 1e6 / static_cast<double>(r.ops) : 0.0},
+          {"client_allocs_per_op", r.client_allocations && r.ops > 0
+                                       ? nlohmann::json(static_cast<double>(*r.client_allocations) /
+                                                        static_cast<double>(r.ops))
+                                       : nlohmann::json(nullptr)},
           {"ops_by_kind", r.ops_by_kind},
           {"latency_us",
            {{"p50", Micros(h.Percentile(0.50))},
@@ -72,12 +77,16 @@ void PrintText(const BenchOptions& o, const BenchReport& r) {
   const auto& h = r.latency_ns;
   if (r.preload_seconds > 0)
     fmt::print("preloaded {} keys in {:.2f} s\n", o.keys, r.preload_seconds);
-  fmt::print("ops {} ({}), connections {}, pipeline {}, {:.1f} s\n", r.ops, MixText(o),
-             o.connections, o.pipeline, r.seconds);
+  fmt::print("ops {} ({}), connections {}, pipeline {}, io threads {}, {:.1f} s\n", r.ops,
+             MixText(o), o.connections, o.pipeline, o.io_threads, r.seconds);
   fmt::print("throughput  {:.0f} ops/s\n", static_cast<double>(r.ops) / r.seconds);
   if (r.ops > 0) {
     fmt::print("client cpu  {:.1f} us per op\n",
                r.client_cpu_seconds * 1e6 / static_cast<double>(r.ops));
+    if (r.client_allocations) {
+      fmt::print("client heap {:.1f} allocations per op\n",
+                 static_cast<double>(*r.client_allocations) / static_cast<double>(r.ops));
+    }
   }
   fmt::print("latency us  p50 {:.1f}  p99 {:.1f}  p999 {:.1f}  max {:.1f}  (mean {:.1f})\n",
              Micros(h.Percentile(0.50)), Micros(h.Percentile(0.99)), Micros(h.Percentile(0.999)),

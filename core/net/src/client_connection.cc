@@ -53,17 +53,17 @@ ClientConnection::~ClientConnection() {
   // The connection's on_closed, which fails the pending calls, no longer reaches this object:
   // answer them here (on the io thread, as every callback), or their callers wait forever.
   if (pending_.empty()) return;
-  std::vector<PendingCall> calls;
-  for (auto& [call_id, call] : pending_) calls.push_back(std::move(call));
+  std::vector<std::pair<CallCallback, std::string>> calls;  // with the operation's name
+  for (auto& [call_id, call] : pending_) {
+    calls.emplace_back(std::move(call.callback), OperationName(call.service, call.op));
+  }
   pending_.clear();
   asio::post(io_, [calls = std::move(calls), address = address_]() mutable {
-    for (auto& call : calls) {
-      call.callback(base::Fail(ErrorCode::kMemberLeft,
-                               "connection to " + address +
-                                   " closed by this client before the "
-                                   "reply to " +
-                                   call.operation +
-                                   "; the operation may or may not have been applied"));
+    for (auto& [callback, operation] : calls) {
+      callback(base::Fail(ErrorCode::kMemberLeft,
+                          "connection to " + address +
+                              " closed by this client before the reply to " + operation +
+                              "; the operation may or may not have been applied"));
     }
   });
 }
@@ -247,7 +247,8 @@ void ClientConnection::FailAllPending(const Error& reason) {
   pending_count_.store(0);
   for (auto& [call_id, call] : pending) {
     call.callback(
-        base::Fail(reason.code(), reason.message() + " before the reply to " + call.operation +
+        base::Fail(reason.code(), reason.message() + " before the reply to " +
+                                      OperationName(call.service, call.op) +
                                       "; the operation may or may not have been applied"));
   }
 }
@@ -256,36 +257,42 @@ void ClientConnection::Call(wire::Message request, std::chrono::milliseconds tim
                             CallCallback callback) {
   request.kind = wire::MessageKind::kRequest;
   request.call_id = next_call_id_.fetch_add(1);
-  std::string operation = OperationName(request);
   std::string frame = wire::EncodeFrame(request);
   if (frame.size() - wire::kFrameHeaderBytes > options_.max_frame_bytes) {
     auto failure =
         base::Fail(ErrorCode::kBadRequest,
-                   operation + " request of " + std::to_string(frame.size()) +
-                       " bytes exceeds the maximum frame size of " +
+                   OperationName(request.service, request.op) + " request of " +
+                       std::to_string(frame.size()) + " bytes exceeds the maximum frame size of " +
                        std::to_string(options_.max_frame_bytes) + " bytes; send smaller values");
     asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
     return;
   }
-  asio::dispatch(io_, [self = shared_from_this(), call_id = request.call_id,
-                       operation = std::move(operation), frame = std::move(frame), timeout,
-                       callback = std::move(callback)]() mutable {
-    self->StartCall(call_id, std::move(operation), std::move(frame), timeout, std::move(callback));
+  if (io_.get_executor().running_in_this_thread()) {  // no hand-off (a completion's next call)
+    StartCall(request.call_id, request.service, request.op, std::move(frame), timeout,
+              std::move(callback));
+    return;
+  }
+  asio::post(io_, [self = shared_from_this(), call_id = request.call_id, service = request.service,
+                   op = request.op, frame = std::move(frame), timeout,
+                   callback = std::move(callback)]() mutable {
+    self->StartCall(call_id, service, op, std::move(frame), timeout, std::move(callback));
   });
 }
 
-void ClientConnection::StartCall(std::uint64_t call_id, std::string operation, std::string frame,
-                                 std::chrono::milliseconds timeout, CallCallback callback) {
+void ClientConnection::StartCall(std::uint64_t call_id, wire::Service service, std::uint16_t op,
+                                 std::string frame, std::chrono::milliseconds timeout,
+                                 CallCallback callback) {
   if (!open_.load() || !connection_) {
-    auto failure = base::Fail(ErrorCode::kConnectionFailed,
-                              "not connected to " + address_ + " for " + operation +
-                                  "; the connection is closed, reconnect");
+    auto failure =
+        base::Fail(ErrorCode::kConnectionFailed, "not connected to " + address_ + " for " +
+                                                     OperationName(service, op) +
+                                                     "; the connection is closed, reconnect");
     asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
     return;
   }
   pending_.emplace(
       call_id, PendingCall{std::move(callback), std::chrono::steady_clock::now() + timeout, timeout,
-                           std::move(operation)});
+                           service, op});
   pending_count_.fetch_add(1);
   ArmTimeoutTick();
   connection_->SendFrame(std::move(frame));  // if closing, on_closed fails the call
@@ -319,7 +326,8 @@ void ClientConnection::OnTimeoutTick() {
   for (auto& call : expired) {
     call.callback(base::Fail(ErrorCode::kTimeout, "no reply from " + address_ + " within " +
                                                       std::to_string(call.timeout.count()) +
-                                                      " ms for " + call.operation));
+                                                      " ms for " +
+                                                      OperationName(call.service, call.op)));
   }
 }
 
@@ -350,9 +358,9 @@ void ClientConnection::Close() {
   });
 }
 
-std::string ClientConnection::OperationName(const wire::Message& message) const {
-  if (options_.operation_name) return options_.operation_name(message.service, message.op);
-  return wire::ServiceName(message.service) + ".op" + std::to_string(message.op);
+std::string ClientConnection::OperationName(wire::Service service, std::uint16_t op) const {
+  if (options_.operation_name) return options_.operation_name(service, op);
+  return wire::ServiceName(service) + ".op" + std::to_string(op);
 }
 
 }  // namespace tessera::net

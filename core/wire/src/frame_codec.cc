@@ -1,8 +1,10 @@
 // The codec is the only place that sees the Cap'n Proto types: it converts frame.capnp
-// messages to and from wire::Message at the edge. Decoding copies the body into a word-aligned
-// array (socket buffers are not aligned), reads it with tight ReaderOptions, converts every
-// field eagerly inside one try block (Cap'n Proto validates lazily and throws kj::Exception on
-// bad pointers), and turns any failure into a kProtocol error.
+// messages to and from wire::Message at the edge. Encoding builds in the thread's scratch
+// segment and copies once into the frame; decoding copies the body into the thread's
+// word-aligned buffer (socket buffers are not aligned; capnp_io.h), reads it with tight
+// ReaderOptions, converts every field eagerly inside one try block (Cap'n Proto validates
+// lazily and throws kj::Exception on bad pointers), and turns any failure into a kProtocol
+// error.
 #include "tessera/wire/frame_codec.h"
 
 #include <capnp/message.h>
@@ -11,6 +13,7 @@
 #include <cstring>
 
 #include "frame.capnp.h"
+#include "tessera/wire/capnp_io.h"
 
 namespace tessera::wire {
 namespace {
@@ -146,20 +149,16 @@ void AppendLength(std::string& out, std::uint32_t length) {
 }  // namespace
 
 std::string EncodeFrame(const Message& message) {
-  // Sized so that the whole message fits one segment (no segment table growth, one copy).
-  const unsigned first_segment_words =
-      static_cast<unsigned>(
-          (message.payload.size() + (message.error ? message.error->message().size() : 0)) /
-          kWordBytes) +
-      128;
-  capnp::MallocMessageBuilder builder(first_segment_words);
-  EncodeMessage(message, builder.initRoot<schema::Frame>());
-  const kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
-  const auto bytes = words.asBytes();
+  // The first segment is sized so that the whole message fits it (one segment, one copy out).
+  ScratchBuilder builder(message.payload.size() +
+                         (message.error ? message.error->message().size() : 0) + 768);
+  EncodeMessage(message, builder.message().initRoot<schema::Frame>());
+  const std::size_t body_bytes =
+      capnp::computeSerializedSizeInWords(builder.message()) * kWordBytes;
   std::string out;
-  out.reserve(kFrameHeaderBytes + bytes.size());
-  AppendLength(out, static_cast<std::uint32_t>(bytes.size()));
-  out.append(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  out.reserve(kFrameHeaderBytes + body_bytes);
+  AppendLength(out, static_cast<std::uint32_t>(body_bytes));
+  AppendFlat(builder.message(), out);
   return out;
 }
 
@@ -169,13 +168,13 @@ base::Result<Message> DecodeFrameBody(std::string_view body) {
                                                 " bytes is not a Cap'n Proto message (the "
                                                 "length must be a non-zero multiple of 8)");
   }
-  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(body.size() / kWordBytes);
-  std::memcpy(words.begin(), body.data(), body.size());
+  const AlignedWords aligned(body);
+  const auto words = aligned.words();
   capnp::ReaderOptions options;
   options.traversalLimitInWords = words.size() * 2 + 64;
   options.nestingLimit = kNestingLimit;
   try {
-    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    capnp::FlatArrayMessageReader reader(words, options);
     if (reader.getEnd() != words.end()) {
       return base::Fail(ErrorCode::kProtocol,
                         "malformed frame: the message is shorter than the frame length");

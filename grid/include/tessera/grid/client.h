@@ -14,7 +14,8 @@
 // every member, and again on members that join or come back (logged).
 //
 // Thread-safety: safe to use from many threads at once. Callbacks run on the client's I/O
-// thread (async results) or its event thread (entry listeners).
+// thread, its ClientLoop's (async results), or its event thread (entry listeners; started on
+// the first event).
 
 #include <chrono>
 #include <map>
@@ -33,8 +34,35 @@ class logger;
 
 namespace tessera::grid {
 
+// ClientLoop: the thread that runs clients' connections: their sockets, timers and async
+// results. A client made without one starts its own. Many clients may share one, as a program
+// holding many clients should (a load generator, a service talking to several clusters): their
+// sockets then share one thread and one wait for readiness, where a loop per client costs a
+// thread, and a thread wake-up per reply, each (docs/benchmarks.md, issue 17). The thread stops
+// once the loop's last holder (a client, or the caller) drops it.
+// Every client on a loop runs its callbacks (async results) on the loop's thread: a callback
+// must not make a blocking call on a client of the same loop (it would wait for itself; the
+// client checks and aborts rather than deadlock).
+class ClientLoop {
+ public:
+  // Starts the loop's thread.
+  static std::shared_ptr<ClientLoop> Start();
+  ~ClientLoop();
+  ClientLoop(const ClientLoop&) = delete;
+  ClientLoop& operator=(const ClientLoop&) = delete;
+
+  struct State;  // private to the grid module (client_impl.h)
+  explicit ClientLoop(std::shared_ptr<State> state);
+  State& state() const { return *state_; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
 struct ClientOptions {
   std::vector<std::string> addresses = {"127.0.0.1:5701"};  // host:port
+  // The loop that runs this client's connections; null: the client starts its own.
+  std::shared_ptr<ClientLoop> loop;
   std::string cluster_name = "dev";
   std::string secret;
   std::string client_name = "tessera-client";

@@ -104,7 +104,8 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
     CallCallback callback;
     std::chrono::steady_clock::time_point deadline;
     std::chrono::milliseconds timeout;
-    std::string operation;  // "map.put"
+    wire::Service service;  // with op: named ("map.put") only in an error
+    std::uint16_t op;
   };
 
   void BeginConnect(const boost::asio::ip::tcp::endpoint& endpoint, ConnectCallback done);
@@ -114,14 +115,14 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   void OnResponse(wire::Message message);
   void OnConnectionClosed();
   void FinishConnect(base::Result<std::shared_ptr<ClientConnection>> result);
-  void StartCall(std::uint64_t call_id, std::string operation, std::string frame,
+  void StartCall(std::uint64_t call_id, wire::Service service, std::uint16_t op, std::string frame,
                  std::chrono::milliseconds timeout, CallCallback callback);
   // Deadlines: one timer per connection ticks every kTimeoutTick while calls are pending and
   // fails those past their deadline (a timer per call cost a timerfd syscall per call).
   void ArmTimeoutTick();
   void OnTimeoutTick();
   void FailAllPending(const base::Error& reason);
-  std::string OperationName(const wire::Message& message) const;
+  std::string OperationName(wire::Service service, std::uint16_t op) const;
 
   boost::asio::io_context& io_;
   const ClientOptions options_;
