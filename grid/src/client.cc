@@ -94,6 +94,8 @@ void Client::Impl::Stop() {
       if (peer.conn) conns.push_back(std::move(peer.conn));
     }
     peers.clear();
+    owner_connections.clear();
+    ++routing_version;
   }
   connected_cv.notify_all();
   for (auto& conn : conns) conn->Close();

@@ -146,6 +146,7 @@ Client::Impl::ViewUpdate Client::Impl::ApplyView(const std::string& payload) {
     view_version = version;
     if (!partitioner || owners.size() != partitioner->partition_count()) owners.clear();
     owner_of = std::move(owners);
+    ++routing_version;
     view_members = members;
     view_addresses.clear();
     for (const auto& a : members) {

@@ -50,10 +50,11 @@ Result<Client::Impl::Routed> Client::Impl::Target(const map::MapRequest& request
     if (partitioner) {
       const std::uint32_t partition = partitioner->PartitionOf(request.key);
       routed.partition = static_cast<std::int32_t>(partition);
-      if (!owner_of.empty()) {
-        auto it = peers.find(owner_of[partition]);
-        if (it != peers.end() && it->second.conn && it->second.conn->is_open()) {
-          routed.conn = it->second.conn;
+      if (owner_connections_version != routing_version) RebuildOwnerConnections();
+      if (partition < owner_connections.size()) {
+        const auto& conn = owner_connections[partition];
+        if (conn && conn->is_open()) {
+          routed.conn = conn;
           return routed;
         }
       }
@@ -63,6 +64,15 @@ Result<Client::Impl::Routed> Client::Impl::Target(const map::MapRequest& request
   if (!conn) return std::unexpected(conn.error());
   routed.conn = std::move(*conn);
   return routed;
+}
+
+void Client::Impl::RebuildOwnerConnections() {
+  owner_connections.assign(owner_of.size(), nullptr);
+  for (std::size_t p = 0; p < owner_of.size(); ++p) {
+    auto it = peers.find(owner_of[p]);
+    if (it != peers.end()) owner_connections[p] = it->second.conn;
+  }
+  owner_connections_version = routing_version;
 }
 
 wire::Message Client::Impl::Encode(const map::MapRequest& request, std::int32_t partition) {

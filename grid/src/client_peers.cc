@@ -23,6 +23,7 @@ void Client::Impl::UpdatePeers(const std::vector<std::string>& members) {
         if (it->second.conn) to_close.push_back(it->second.conn);
         log->info("member {} left the cluster view; closing its connection", it->first);
         it = peers.erase(it);
+        ++routing_version;
       } else {
         ++it;
       }
@@ -88,6 +89,7 @@ void Client::Impl::OnPeerConnected(const std::string& address, std::uint64_t gen
     peer.last_error.clear();
     peer.backoff = std::chrono::milliseconds(100);
     peer.conn = *conn;
+    ++routing_version;
     peer.server_ids.clear();
     peer.refused.clear();
     for (auto& [id, entry] : listeners) {
@@ -125,6 +127,7 @@ void Client::Impl::OnPeerClosed(const std::string& address, std::uint64_t genera
     auto it = peers.find(address);
     if (stopping || it == peers.end() || it->second.generation != generation) return;
     it->second.conn.reset();
+    ++routing_version;
     it->second.server_ids.clear();
     it->second.refused.clear();
     if (it->second.connecting) return;

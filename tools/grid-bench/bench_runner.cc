@@ -13,6 +13,7 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -85,8 +86,16 @@ class Connection {
   State& state() { return *state_; }
 
  private:
+  // "k" + i zero-padded to key_size - 1 digits (ParseBenchOptions checks that they fit),
+  // without a format call: fmt::format was 4% of a pipelined run's client CPU.
   std::string KeyOf(std::int64_t i) const {
-    return fmt::format("k{:0>{}}", i, options_.key_size - 1);
+    std::string key(options_.key_size, '0');
+    key[0] = 'k';
+    char digits[24];
+    const auto n =
+        static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, i).ptr - digits);
+    std::memcpy(key.data() + key.size() - n, digits, n);
+    return key;
   }
   std::string FreshKey() {
     std::size_t width =
