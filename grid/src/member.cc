@@ -174,7 +174,7 @@ void Member::StartRouter() {
       std::chrono::milliseconds(4000), options_.max_frame_bytes, log_);
   impl_->router->set_blocklist(impl_->blocklist);
   impl_->relay =
-      std::make_unique<TopicRelay>(impl_->topics, *impl_->router, options_.topics,
+      std::make_unique<TopicRelay>(impl_->topics, *impl_->router, impl_->shards, options_.topics,
                                    partition::Partitioner(options_.partition_count), log_);
   impl_->topics.SetClusterPublisher(
       [relay = impl_->relay.get()](topic::Message m) { return relay->Publish(std::move(m)); });

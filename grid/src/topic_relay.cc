@@ -6,6 +6,7 @@
 namespace tessera::grid {
 
 TopicRelay::TopicRelay(topic::TopicService& topics, MemberRouter& router,
+                       const runtime::ShardSet& shards,
                        std::map<std::string, topic::TopicConfig> configs,
                        partition::Partitioner partitioner, std::shared_ptr<spdlog::logger> log)
     : topics_(topics),
@@ -13,32 +14,32 @@ TopicRelay::TopicRelay(topic::TopicService& topics, MemberRouter& router,
       configs_(std::move(configs)),
       partitioner_(partitioner),
       log_(std::move(log)),
-      view_(std::make_shared<const View>()) {}
+      view_(shards, std::make_shared<const View>()) {}
 
 void TopicRelay::SetPeers(std::vector<std::string> others, std::string self,
                           std::vector<std::string> owners) {
-  auto next =
-      std::make_shared<const View>(View{std::move(others), std::move(self), std::move(owners)});
-  std::lock_guard lock(mu_);
-  view_ = std::move(next);
+  view_.Set(
+      std::make_shared<const View>(View{std::move(others), std::move(self), std::move(owners)}));
 }
 
 std::int64_t TopicRelay::Publish(topic::Message message) {
-  std::shared_ptr<const View> view;
-  {
-    std::lock_guard lock(mu_);
-    view = view_;
-  }
-  auto config = configs_.find(message.topic);
-  if (config == configs_.end() || !config->second.global_ordering || view->owners.empty()) {
-    return FanOut(*view, std::move(message));
-  }
+  const bool ordered = !configs_.empty() && [&] {
+    auto config = configs_.find(message.topic);
+    return config != configs_.end() && config->second.global_ordering;
+  }();
+  return view_.Read([&](const View& view) {
+    if (!ordered || view.owners.empty()) return FanOut(view, std::move(message));
+    return PublishOrdered(view, std::move(message));
+  });
+}
+
+std::int64_t TopicRelay::PublishOrdered(const View& view, topic::Message message) {
   const std::string& owner =
-      view->owners[partitioner_.PartitionOf(message.topic) % view->owners.size()];
-  if (owner.empty() || owner == view->self) {
+      view.owners[partitioner_.PartitionOf(message.topic) % view.owners.size()];
+  if (owner.empty() || owner == view.self) {
     // One thread does every ordered fan-out: its local deliveries and its sends then leave in
     // one order (posts from different threads, e.g. a shard's, need not keep theirs).
-    router_.Post([this, view, message = std::move(message)]() mutable {
+    router_.Post([this, view = view_.Load(), message = std::move(message)]() mutable {
       FanOut(*view, std::move(message));
     });
     return 0;

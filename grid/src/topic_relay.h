@@ -11,27 +11,28 @@
 // thread (the router's), so every member receives that topic's messages in one order. While the
 // partition table changes, members may briefly disagree on the owner and the order can differ.
 //
-// Thread-safety: Publish and SetPeers from any thread.
+// Thread-safety: Publish and SetPeers from any thread. Publish on a shard reads the view
+// without a lock (runtime::ShardSnapshot).
 
 #include <spdlog/logger.h>
 
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "member_router.h"
 #include "tessera/partition/partitioner.h"
+#include "tessera/runtime/shard_snapshot.h"
 #include "tessera/topic/topic_service.h"
 
 namespace tessera::grid {
 
 class TopicRelay {
  public:
-  // Both must outlive the relay.
-  TopicRelay(topic::TopicService& topics, MemberRouter& router,
+  // topics, router and shards must outlive the relay.
+  TopicRelay(topic::TopicService& topics, MemberRouter& router, const runtime::ShardSet& shards,
              std::map<std::string, topic::TopicConfig> configs, partition::Partitioner partitioner,
              std::shared_ptr<spdlog::logger> log);
 
@@ -52,14 +53,15 @@ class TopicRelay {
   };
   // Delivers here and sends to every peer.
   std::int64_t FanOut(const View& view, topic::Message message);
+  // Forwards a message of a globally ordered topic to its owner, or orders it here.
+  std::int64_t PublishOrdered(const View& view, topic::Message message);
 
   topic::TopicService& topics_;
   MemberRouter& router_;
   const std::map<std::string, topic::TopicConfig> configs_;
   const partition::Partitioner partitioner_;
   std::shared_ptr<spdlog::logger> log_;
-  mutable std::mutex mu_;
-  std::shared_ptr<const View> view_;  // guarded by mu_
+  runtime::ShardSnapshot<View> view_;
   std::shared_ptr<std::atomic<std::int64_t>> failed_sends_ =
       std::make_shared<std::atomic<std::int64_t>>(0);
 };

@@ -1,8 +1,11 @@
-// Registry under a shared_mutex (publish takes it shared, subscribe/unsubscribe exclusive);
-// each delivery is one post to the listener's shard carrying shared pointers to the message,
-// the subscription and the counters, so nothing dangles if the subscription or the service
-// goes away while deliveries are queued. The per-listener bound is an atomic in-flight count
-// taken before posting and released when the delivery runs.
+// The registry of subscriptions is changed under a mutex by subscribe/unsubscribe, which then
+// publish an immutable copy; a publish reads that copy through runtime::ShardSnapshot (on a
+// shard: its cached copy, no lock and no shared write) and counts in per-shard slots, so two
+// shards publishing to one topic share no cache line they write (issue 17). Each delivery is one
+// post to the listener's shard carrying shared pointers to the message, the subscription and the
+// counters, so nothing dangles if the subscription or the service goes away while deliveries are
+// queued. The per-listener bound is an atomic in-flight count taken before posting and released
+// when the delivery runs.
 #include "tessera/topic/topic_service.h"
 
 #include <spdlog/logger.h>
@@ -11,10 +14,12 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <unordered_map>
 
 #include "tessera/base/check.h"
+#include "tessera/runtime/shard_snapshot.h"
 #include "tessera/topic/glob.h"
 
 namespace tessera::topic {
@@ -31,15 +36,42 @@ struct Subscription {
   std::atomic<bool> active{true};
 };
 
+// A count written by one shard only (its own cache line), read by anyone.
+struct alignas(64) ShardCount {
+  std::atomic<std::int64_t> value{0};
+};
+
 struct Counters {
+  // Publishes counted off the shards; on shard s, in published_on[s] (see Published()).
   std::atomic<std::int64_t> published{0};
+  std::unique_ptr<ShardCount[]> published_on;
+  std::size_t shard_count = 0;
   std::atomic<std::int64_t> delivered{0};
   std::atomic<std::int64_t> dropped{0};
   std::atomic<std::int64_t> listener_errors{0};
   std::shared_ptr<spdlog::logger> log;
 
+  explicit Counters(std::size_t shards)
+      : published_on(std::make_unique<ShardCount[]>(shards)), shard_count(shards) {}
+
+  void AddPublished(std::optional<std::size_t> shard) {
+    if (shard && *shard < shard_count) {
+      auto& count = published_on[*shard].value;  // only this shard writes it: no read-modify-write
+      count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    } else {
+      published.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  std::int64_t Published() const {
+    std::int64_t sum = published.load(std::memory_order_relaxed);
+    for (std::size_t s = 0; s < shard_count; ++s) {
+      sum += published_on[s].value.load(std::memory_order_relaxed);
+    }
+    return sum;
+  }
+
   std::int64_t Activity() const {
-    return published.load(std::memory_order_relaxed) + delivered.load(std::memory_order_relaxed) +
+    return Published() + delivered.load(std::memory_order_relaxed) +
            dropped.load(std::memory_order_relaxed) +
            listener_errors.load(std::memory_order_relaxed);
   }
@@ -83,13 +115,20 @@ std::int64_t WallMs() {
 
 }  // namespace
 
+// What a publish reads: the subscriptions by topic and the pattern subscriptions.
+struct Registry {
+  std::unordered_map<std::string, std::vector<SubscriptionPtr>> by_topic;
+  std::vector<SubscriptionPtr> patterns;
+};
+
 struct TopicService::Impl {
   runtime::ShardSet& shards;
-  std::shared_ptr<Counters> counters = std::make_shared<Counters>();
-  mutable std::shared_mutex mutex;
+  std::shared_ptr<Counters> counters = std::make_shared<Counters>(shards.size());
+  mutable std::shared_mutex mutex;  // the registry below; writers publish `snapshot` after
   std::unordered_map<std::string, std::vector<SubscriptionPtr>> by_topic;
   std::vector<SubscriptionPtr> patterns;
   std::unordered_map<SubscriptionId, SubscriptionPtr> by_id;
+  runtime::ShardSnapshot<Registry> snapshot{shards, std::make_shared<const Registry>()};
   SubscriptionId next_id = 1;
   std::atomic<std::int64_t> next_sequence{1};
   std::function<std::int64_t(Message)> cluster_publisher;
@@ -126,7 +165,7 @@ struct TopicService::Impl {
       if (by_name.size() >= stats_limit) return nullptr;
     }
     Tracked& added = by_name[topic];
-    added.counters = std::make_shared<Counters>();
+    added.counters = std::make_shared<Counters>(shards.size());
     return &added;
   }
 
@@ -156,15 +195,13 @@ struct TopicService::Impl {
   // Counts a publish of `topic`: on a shard thread without the mutex once that shard has seen
   // the topic.
   void CountPublished(const std::string& topic) {
-    counters->published.fetch_add(1, std::memory_order_relaxed);
     const auto shard = shards.CurrentShard();
+    counters->AddPublished(shard);
     if (!shard) {
-      if (auto c = CountersOf(topic)) c->published.fetch_add(1, std::memory_order_relaxed);
+      if (auto c = CountersOf(topic)) c->AddPublished(shard);
       return;
     }
-    if (Counters* c = CachedCounters(caches[*shard], topic)) {
-      c->published.fetch_add(1, std::memory_order_relaxed);
-    }
+    if (Counters* c = CachedCounters(caches[*shard], topic)) c->AddPublished(shard);
   }
 
   // `topic`'s counters through a shard's cache (null: none). REQUIRES: on that shard.
@@ -186,7 +223,7 @@ struct TopicService::Impl {
     auto it = by_name.find(topic);
     if (it == by_name.end()) {
       if (delta < 0) return;
-      it = by_name.emplace(topic, Tracked{std::make_shared<Counters>()}).first;
+      it = by_name.emplace(topic, Tracked{std::make_shared<Counters>(shards.size())}).first;
     }
     it->second.subscriptions += delta;
   }
@@ -221,7 +258,13 @@ struct TopicService::Impl {
       by_topic[sub->name].push_back(sub);
       Pin(sub->name, 1);
     }
+    PublishSnapshotLocked();
     return sub->id;
+  }
+
+  // After a change of the registry. REQUIRES: mutex held exclusively.
+  void PublishSnapshotLocked() {
+    snapshot.Set(std::make_shared<const Registry>(Registry{by_topic, patterns}));
   }
 };
 
@@ -250,29 +293,30 @@ void TopicService::SetClusterPublisher(std::function<std::int64_t(Message)> publ
 }
 
 std::int64_t TopicService::PublishLocal(Message in) {
-  std::shared_ptr<const Message> message;
-  std::int64_t receivers = 0;
-  CounterPair pair;  // looked up with the first receiver: a message nobody hears needs none
-  std::shared_lock lock(impl_->mutex);
-  auto make_message = [&] {
-    if (message) return;
-    pair = {impl_->counters, impl_->CountersOf(in.topic)};
-    in.sequence = impl_->next_sequence.fetch_add(1, std::memory_order_relaxed);
-    message = std::make_shared<const Message>(std::move(in));
-  };
-  const std::string& topic = in.topic;
-  if (auto it = impl_->by_topic.find(topic); it != impl_->by_topic.end()) {
-    for (const auto& sub : it->second) {
+  return impl_->snapshot.Read([&](const Registry& registry) {
+    std::shared_ptr<const Message> message;
+    std::int64_t receivers = 0;
+    CounterPair pair;  // looked up with the first receiver: a message nobody hears needs none
+    auto make_message = [&] {
+      if (message) return;
+      pair = {impl_->counters, impl_->CountersOf(in.topic)};
+      in.sequence = impl_->next_sequence.fetch_add(1, std::memory_order_relaxed);
+      message = std::make_shared<const Message>(std::move(in));
+    };
+    const std::string& topic = in.topic;
+    if (auto it = registry.by_topic.find(topic); it != registry.by_topic.end()) {
+      for (const auto& sub : it->second) {
+        make_message();
+        receivers += impl_->Enqueue(sub, message, pair) ? 1 : 0;
+      }
+    }
+    for (const auto& sub : registry.patterns) {
+      if (!GlobMatch(sub->name, message ? std::string_view(message->topic) : topic)) continue;
       make_message();
       receivers += impl_->Enqueue(sub, message, pair) ? 1 : 0;
     }
-  }
-  for (const auto& sub : impl_->patterns) {
-    if (!GlobMatch(sub->name, message ? std::string_view(message->topic) : topic)) continue;
-    make_message();
-    receivers += impl_->Enqueue(sub, message, pair) ? 1 : 0;
-  }
-  return receivers;
+    return receivers;
+  });
 }
 
 SubscriptionId TopicService::Subscribe(std::string topic, ListenerOptions options,
@@ -302,6 +346,7 @@ bool TopicService::Unsubscribe(SubscriptionId id) {
     if (t->second.empty()) impl_->by_topic.erase(t);
     impl_->Pin(sub->name, -1);
   }
+  impl_->PublishSnapshotLocked();
   return true;
 }
 
@@ -323,7 +368,7 @@ std::vector<std::string> TopicService::ActiveTopics(std::string_view glob) const
 TopicStats TopicService::Stats() const {
   TopicStats stats;
   const Counters& c = *impl_->counters;
-  stats.published = c.published.load(std::memory_order_relaxed);
+  stats.published = c.Published();
   stats.delivered = c.delivered.load(std::memory_order_relaxed);
   stats.dropped = c.dropped.load(std::memory_order_relaxed);
   stats.listener_errors = c.listener_errors.load(std::memory_order_relaxed);
@@ -355,7 +400,7 @@ std::vector<std::pair<std::string, TopicStats>> TopicService::StatsByTopic() con
     for (const auto& [name, tracked] : impl_->by_name) {
       const Counters* c = tracked.counters.get();
       TopicStats& s = out[name];
-      s.published = c->published.load(std::memory_order_relaxed);
+      s.published = c->Published();
       s.delivered = c->delivered.load(std::memory_order_relaxed);
       s.dropped = c->dropped.load(std::memory_order_relaxed);
       s.listener_errors = c->listener_errors.load(std::memory_order_relaxed);
