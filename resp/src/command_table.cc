@@ -41,6 +41,7 @@ CommandTable::CommandTable() {
   RegisterPubSubCommands(*this);
   RegisterConnectionCommands(*this);
   RegisterServerCommands(*this);
+  RegisterMultiCommands(*this);
 }
 
 void CommandTable::Add(CommandSpec spec) {
@@ -63,6 +64,10 @@ void CommandTable::Dispatch(Connection& conn, Args args) const {
     spec = Find(args[0]);
     if (spec != nullptr) cache = {std::string(args[0]), spec};
   }
+  // A command refused inside MULTI makes EXEC fail (EXECABORT), as in Redis.
+  auto refused = [&conn] {
+    if (conn.multi()) conn.multi()->dirty = true;
+  };
   if (spec == nullptr) {
     auto writer = conn.Reply();
     if (!conn.authenticated()) {
@@ -70,16 +75,17 @@ void CommandTable::Dispatch(Connection& conn, Args args) const {
     } else {
       UnknownCommand(writer, args);
     }
-    return;
+    return refused();
   }
   if (!conn.authenticated() && (spec->flags & kNoAuth) == 0) {
     conn.Reply().Error("NOAUTH Authentication required.");
-    return;
+    return refused();
   }
   if (!ArityOk(spec->arity, args.size())) {
     conn.Reply().WrongArity(spec->name);
-    return;
+    return refused();
   }
+  if (conn.multi() && (spec->flags & kMultiControl) == 0) return QueueInMulti(conn, *spec, args);
   if (conn.protocol() < 3 && conn.SubscriptionCount() > 0 && (spec->flags & kPubSub) == 0) {
     conn.Reply().Error("ERR Can't execute '" + std::string(spec->name) +
                        "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are "

@@ -27,6 +27,11 @@ enum CommandFlag : std::uint32_t {
   kPubSub = 1 << 3,  // allowed in RESP2 subscribe mode
   kFast = 1 << 4,
   kAdmin = 1 << 5,
+  // Queued inside MULTI and run in EXEC's partition transaction: the handler only replies at
+  // once or calls CallMap, CallMapRaw, CallMapGather or CallMapSum with keyed requests
+  // (multi_commands.cc compiles it).
+  kMulti = 1 << 6,
+  kMultiControl = 1 << 7,  // runs at once inside MULTI (MULTI, EXEC, DISCARD)
 };
 
 struct CommandSpec {
@@ -60,5 +65,9 @@ void RegisterHashCommands(CommandTable& table);
 void RegisterPubSubCommands(CommandTable& table);
 void RegisterConnectionCommands(CommandTable& table);
 void RegisterServerCommands(CommandTable& table);
+void RegisterMultiCommands(CommandTable& table);
+// Inside MULTI: compiles the command and replies QUEUED, or refuses it (the block then ends
+// in EXECABORT). multi_commands.cc.
+void QueueInMulti(Connection& conn, const CommandSpec& spec, Args args);
 
 }  // namespace tessera::resp

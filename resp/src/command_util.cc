@@ -99,7 +99,31 @@ struct GatherState {
 
 }  // namespace
 
+void Capture(Connection& conn, map::MapRequest&& request,
+             std::function<void(RespWriter&, base::Result<map::MapResult>&)> finish) {
+  CompiledCommand& compiled = *conn.capture();
+  if (!map::MapOpIsKeyed(request.op)) {
+    compiled.unsupported = std::string(map::MapOpName(request.op)) + " of a whole map";
+    return;
+  }
+  compiled.requests.push_back(std::move(request));
+  compiled.finish = [finish = std::move(finish)](RespWriter& writer, Results& results) {
+    finish(writer, results.front());
+  };
+}
+
 void CallMapGather(Connection& conn, std::vector<map::MapRequest> requests, GatherFinish finish) {
+  if (CompiledCommand* compiled = conn.capture()) {
+    for (auto& request : requests) {
+      if (!map::MapOpIsKeyed(request.op)) {
+        compiled->unsupported = std::string(map::MapOpName(request.op)) + " of a whole map";
+        return;
+      }
+      compiled->requests.push_back(std::move(request));
+    }
+    compiled->finish = std::move(finish);
+    return;
+  }
   ReplySlot slot = conn.Defer();
   if (requests.empty()) {
     Results none;

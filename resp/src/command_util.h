@@ -36,8 +36,24 @@ void WriteServiceError(RespWriter& writer, const base::Error& error);
 // A key owned by this connection's shard runs at once and replies in place (no deferred
 // slot, no callback allocation); a key owned by another shard is forwarded with the rest of
 // the read batch (Connection::Forward); other requests go through MapService::Execute.
+// While compiling a command queued in MULTI (conn.capture()): adds `request` and `finish` to
+// the compiled command instead of running it. A request that is not keyed cannot join a
+// partition transaction: the command is marked unsupported.
+void Capture(Connection& conn, map::MapRequest&& request,
+             std::function<void(RespWriter&, base::Result<map::MapResult>&)> finish);
+
 template <typename Format>
 void CallMap(Connection& conn, map::MapRequest&& request, Format format) {
+  if (conn.capture() != nullptr) {
+    return Capture(conn, std::move(request),
+                   [format](RespWriter& writer, base::Result<map::MapResult>& result) {
+                     if (result) {
+                       format(writer, *result);
+                     } else {
+                       WriteServiceError(writer, result.error());
+                     }
+                   });
+  }
   if (auto local = conn.maps().ExecuteIfLocal(request)) {
     RespWriter writer = conn.Reply();
     if (*local) {
@@ -74,6 +90,7 @@ void CallMap(Connection& conn, map::MapRequest&& request, Format format) {
 // Executes `request`; format(writer, result) handles success and error.
 template <typename Format>
 void CallMapRaw(Connection& conn, map::MapRequest&& request, Format format) {
+  if (conn.capture() != nullptr) return Capture(conn, std::move(request), format);
   if (auto local = conn.maps().ExecuteIfLocal(request)) {
     RespWriter writer = conn.Reply();
     format(writer, *local);

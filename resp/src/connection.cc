@@ -11,6 +11,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
+#include "tessera/base/check.h"
+
 namespace tessera::resp {
 
 namespace asio = boost::asio;
@@ -122,6 +124,8 @@ void Connection::ProtocolError(const std::string& message) {
 }
 
 ReplySlot Connection::Defer() {
+  TESSERA_CHECK(capture_ == nullptr,
+                "a command flagged kMulti deferred its reply while compiled for MULTI");
   // The deferred command may reach other shards by another way than the Forwarder (a
   // fan-out): the commands forwarded before it must get there first.
   server_->forwarder->Send(shard_);

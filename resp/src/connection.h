@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,25 @@
 namespace tessera::resp {
 
 class Connection;
+
+// One command of a MULTI block, compiled when it is queued (multi_commands.cc): the keyed
+// requests its handler would have run, and how to turn their results into its reply; or the
+// reply its handler wrote at once (an argument error, which EXEC returns in its place).
+struct CompiledCommand {
+  std::vector<map::MapRequest> requests;
+  std::function<void(RespWriter& writer, std::vector<base::Result<map::MapResult>>& results)>
+      finish;
+  std::string immediate;
+  std::string unsupported;  // why it cannot run in a partition transaction ("": it can)
+};
+
+// A connection's MULTI block, from MULTI to EXEC or DISCARD.
+struct MultiState {
+  std::vector<CompiledCommand> commands;
+  bool dirty = false;  // a command was refused while queueing: EXEC answers EXECABORT
+  std::optional<std::uint32_t> partition;  // of the first key queued
+  std::string first_key;
+};
 
 // Handle to one reserved reply position. Copyable; Fill exactly once (from any thread).
 class ReplySlot {
@@ -62,8 +82,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Close();
 
   // --- for command handlers (on the connection's shard, during the handler) ---
-  // Writer for the current command's reply.
-  RespWriter Reply() { return RespWriter(Target(current_seq_), protocol_); }
+  // Writer for the current command's reply (while compiling for MULTI: the command's
+  // immediate reply).
+  RespWriter Reply() {
+    if (capture_ != nullptr) return RespWriter(capture_->immediate, protocol_);
+    return RespWriter(Target(current_seq_), protocol_);
+  }
+  // While a command queued in MULTI is compiled, the Call* helpers (command_util.h) add its
+  // requests here instead of running them.
+  CompiledCommand* capture() { return capture_; }
+  void set_capture(CompiledCommand* compiled) { capture_ = compiled; }
+  std::optional<MultiState>& multi() { return multi_; }
   // The current command replies later through the returned slot.
   ReplySlot Defer();
   // The current command's keyed `request` belongs to another shard (or needs the general
@@ -165,6 +194,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::size_t forwards_pending_ = 0;  // Forward calls whose reply has not come back
   map::MapRequest reusable_request_;
   CommandCache command_cache_;
+  CompiledCommand* capture_ = nullptr;
+  std::optional<MultiState> multi_;
 
   int protocol_ = 2;
   bool authenticated_ = false;

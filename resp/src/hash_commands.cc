@@ -133,19 +133,19 @@ void HIncrBy(Connection& conn, Args args) {
 }  // namespace
 
 void RegisterHashCommands(CommandTable& table) {
-  table.Add({"hset", -4, kWrite | kFast, 1, 1, 1, HSet});
-  table.Add({"hmset", -4, kWrite | kFast, 1, 1, 1, HMSet});
-  table.Add({"hsetnx", 4, kWrite | kFast, 1, 1, 1, HSetNx});
-  table.Add({"hget", 3, kReadOnly | kFast, 1, 1, 1, HGet});
-  table.Add({"hstrlen", 3, kReadOnly | kFast, 1, 1, 1, HStrLen});
+  table.Add({"hset", -4, kWrite | kFast | kMulti, 1, 1, 1, HSet});
+  table.Add({"hmset", -4, kWrite | kFast | kMulti, 1, 1, 1, HMSet});
+  table.Add({"hsetnx", 4, kWrite | kFast | kMulti, 1, 1, 1, HSetNx});
+  table.Add({"hget", 3, kReadOnly | kFast | kMulti, 1, 1, 1, HGet});
+  table.Add({"hstrlen", 3, kReadOnly | kFast | kMulti, 1, 1, 1, HStrLen});
   table.Add({"hmget", -3, kReadOnly | kFast, 1, 1, 1, HMGet});
-  table.Add({"hdel", -3, kWrite | kFast, 1, 1, 1, HDel});
-  table.Add({"hexists", 3, kReadOnly | kFast, 1, 1, 1, HExists});
+  table.Add({"hdel", -3, kWrite | kFast | kMulti, 1, 1, 1, HDel});
+  table.Add({"hexists", 3, kReadOnly | kFast | kMulti, 1, 1, 1, HExists});
   table.Add({"hlen", 2, kReadOnly | kFast, 1, 1, 1, HLen});
   table.Add({"hgetall", 2, kReadOnly, 1, 1, 1, HGetAll});
   table.Add({"hkeys", 2, kReadOnly, 1, 1, 1, HKeys});
   table.Add({"hvals", 2, kReadOnly, 1, 1, 1, HVals});
-  table.Add({"hincrby", 4, kWrite | kFast, 1, 1, 1, HIncrBy});
+  table.Add({"hincrby", 4, kWrite | kFast | kMulti, 1, 1, 1, HIncrBy});
 }
 
 }  // namespace tessera::resp

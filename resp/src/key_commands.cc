@@ -266,16 +266,16 @@ void Scan(Connection& conn, Args args) {
 }  // namespace
 
 void RegisterKeyCommands(CommandTable& table) {
-  table.Add({"del", -2, kWrite, 1, -1, 1, Del});
-  table.Add({"unlink", -2, kWrite | kFast, 1, -1, 1, Del});
-  table.Add({"exists", -2, kReadOnly | kFast, 1, -1, 1, Exists});
-  table.Add({"type", 2, kReadOnly | kFast, 1, 1, 1, Type});
-  table.Add({"expire", -3, kWrite | kFast, 1, 1, 1, Expire});
-  table.Add({"pexpire", -3, kWrite | kFast, 1, 1, 1, PExpire});
-  table.Add({"expireat", -3, kWrite | kFast, 1, 1, 1, ExpireAt});
-  table.Add({"pexpireat", -3, kWrite | kFast, 1, 1, 1, PExpireAt});
-  table.Add({"ttl", 2, kReadOnly | kFast, 1, 1, 1, Ttl});
-  table.Add({"pttl", 2, kReadOnly | kFast, 1, 1, 1, PTtl});
+  table.Add({"del", -2, kWrite | kMulti, 1, -1, 1, Del});
+  table.Add({"unlink", -2, kWrite | kFast | kMulti, 1, -1, 1, Del});
+  table.Add({"exists", -2, kReadOnly | kFast | kMulti, 1, -1, 1, Exists});
+  table.Add({"type", 2, kReadOnly | kFast | kMulti, 1, 1, 1, Type});
+  table.Add({"expire", -3, kWrite | kFast | kMulti, 1, 1, 1, Expire});
+  table.Add({"pexpire", -3, kWrite | kFast | kMulti, 1, 1, 1, PExpire});
+  table.Add({"expireat", -3, kWrite | kFast | kMulti, 1, 1, 1, ExpireAt});
+  table.Add({"pexpireat", -3, kWrite | kFast | kMulti, 1, 1, 1, PExpireAt});
+  table.Add({"ttl", 2, kReadOnly | kFast | kMulti, 1, 1, 1, Ttl});
+  table.Add({"pttl", 2, kReadOnly | kFast | kMulti, 1, 1, 1, PTtl});
   table.Add({"persist", 2, kWrite | kFast, 1, 1, 1, Persist});
   table.Add({"dbsize", 1, kReadOnly | kFast, 0, 0, 0, DbSize});
   table.Add({"flushdb", -1, kWrite, 0, 0, 0, FlushDb});

@@ -214,18 +214,18 @@ void MSet(Connection& conn, Args args) {
 }  // namespace
 
 void RegisterStringCommands(CommandTable& table) {
-  table.Add({"get", 2, kReadOnly | kFast, 1, 1, 1, Get});
-  table.Add({"set", -3, kWrite, 1, 1, 1, Set});
-  table.Add({"setnx", 3, kWrite | kFast, 1, 1, 1, SetNx});
-  table.Add({"setex", 4, kWrite, 1, 1, 1, SetEx});
-  table.Add({"psetex", 4, kWrite, 1, 1, 1, PSetEx});
-  table.Add({"getdel", 2, kWrite | kFast, 1, 1, 1, GetDel});
-  table.Add({"getset", 3, kWrite | kFast, 1, 1, 1, GetSet});
-  table.Add({"strlen", 2, kReadOnly | kFast, 1, 1, 1, StrLen});
-  table.Add({"incr", 2, kWrite | kFast, 1, 1, 1, Incr});
-  table.Add({"decr", 2, kWrite | kFast, 1, 1, 1, Decr});
-  table.Add({"incrby", 3, kWrite | kFast, 1, 1, 1, IncrBy});
-  table.Add({"decrby", 3, kWrite | kFast, 1, 1, 1, DecrBy});
+  table.Add({"get", 2, kReadOnly | kFast | kMulti, 1, 1, 1, Get});
+  table.Add({"set", -3, kWrite | kMulti, 1, 1, 1, Set});
+  table.Add({"setnx", 3, kWrite | kFast | kMulti, 1, 1, 1, SetNx});
+  table.Add({"setex", 4, kWrite | kMulti, 1, 1, 1, SetEx});
+  table.Add({"psetex", 4, kWrite | kMulti, 1, 1, 1, PSetEx});
+  table.Add({"getdel", 2, kWrite | kFast | kMulti, 1, 1, 1, GetDel});
+  table.Add({"getset", 3, kWrite | kFast | kMulti, 1, 1, 1, GetSet});
+  table.Add({"strlen", 2, kReadOnly | kFast | kMulti, 1, 1, 1, StrLen});
+  table.Add({"incr", 2, kWrite | kFast | kMulti, 1, 1, 1, Incr});
+  table.Add({"decr", 2, kWrite | kFast | kMulti, 1, 1, 1, Decr});
+  table.Add({"incrby", 3, kWrite | kFast | kMulti, 1, 1, 1, IncrBy});
+  table.Add({"decrby", 3, kWrite | kFast | kMulti, 1, 1, 1, DecrBy});
   table.Add({"mget", -2, kReadOnly | kFast, 1, -1, 1, MGet});
   table.Add({"mset", -3, kWrite, 1, -1, 2, MSet});
 }

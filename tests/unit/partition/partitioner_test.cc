@@ -20,6 +20,14 @@ TEST_CASE("A partition key after '@' groups related keys", "[partition]") {
   CHECK(p.PartitionOf("payment-3@cust-9") == p.PartitionOf("cust-9"));
   CHECK(Partitioner::PartitionKey("trailing@") == "trailing@");
   CHECK(Partitioner::PartitionKey("a@b@c") == "c");
+  // Redis Cluster hash tags, when the key names no partition key with '@'.
+  CHECK(Partitioner::PartitionKey("{user1}:cart") == "user1");
+  CHECK(Partitioner::PartitionKey("cart:{user1}") == "user1");
+  CHECK(Partitioner::PartitionKey("a{b}c{d}") == "b");     // the first tag
+  CHECK(Partitioner::PartitionKey("{}x{y}") == "{}x{y}");  // empty first tag: the whole key
+  CHECK(Partitioner::PartitionKey("a{b") == "a{b");        // no closing brace
+  CHECK(Partitioner::PartitionKey("{t}x@p") == "p");       // '@' first
+  CHECK(Partitioner::PartitionKey("{t}x@") == "t");        // an empty '@' part: the tag
 }
 
 TEST_CASE("Partition ids stay below the count", "[partition]") {

@@ -1,7 +1,10 @@
 #pragma once
 // Partitioner: key -> partition id. partition id = XXH3_64bits(partition key) % count.
 // The partition key is the whole key, unless the key names one after its last '@'
-// ("order-17@cust-9" -> "cust-9"), so related entries of different maps share a partition.
+// ("order-17@cust-9" -> "cust-9"), or, without an '@', in a Redis Cluster hash tag: the text
+// between the first '{' and the first '}' after it when not empty ("{user1}:cart" ->
+// "user1"), so keys written for Redis Cluster co-locate the same way. Related entries of
+// different maps thus share a partition.
 // A small strategy object: another front-end may need another hash.
 //
 // Value type; immutable; thread-safe.
@@ -24,7 +27,7 @@ class Partitioner {
   std::uint32_t PartitionOf(std::string_view key) const;
 
   // The part of `key` that is hashed: the text after the last '@' if that text is
-  // non-empty, else the whole key.
+  // non-empty; else the hash tag's text if the key has a non-empty one; else the whole key.
   static std::string_view PartitionKey(std::string_view key);
 
  private:

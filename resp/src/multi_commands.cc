@@ -1,0 +1,135 @@
+// MULTI / EXEC / DISCARD over one partition transaction (map_service_tx.cc).
+//
+// A command queued inside MULTI is compiled at once: its handler runs with the connection in
+// capture mode (Connection::capture), so the Call* helpers collect its keyed requests and the
+// code that formats its reply instead of running them. Every key of the block must share one
+// partition (the first key's); a command on another partition is refused with Redis Cluster's
+// CROSSSLOT error, a command that cannot run in a partition transaction (whole-map work,
+// several steps) with an error naming it, and either makes EXEC answer EXECABORT, as Redis
+// does after a queueing error. EXEC sends the requests as one transaction and answers one
+// reply per queued command, formatted as the command alone would have been.
+//
+// Differences from Redis (docs/resp.md): the block is all-or-nothing: a command that fails at
+// run time (INCR of a non-number) fails EXEC with that error and nothing is applied, where
+// Redis applies the others; an argument error found while queueing (INCRBY k x) is returned
+// in the command's place, as in Redis.
+#include <memory>
+
+#include "command_util.h"
+
+namespace tessera::resp {
+
+namespace {
+
+void Multi(Connection& conn, Args) {
+  if (conn.multi()) return conn.Reply().Error("ERR MULTI calls can not be nested");
+  conn.multi().emplace();
+  conn.Reply().SimpleString("OK");
+}
+
+void Discard(Connection& conn, Args) {
+  if (!conn.multi()) return conn.Reply().Error("ERR DISCARD without MULTI");
+  conn.multi().reset();
+  conn.Reply().SimpleString("OK");
+}
+
+// Each queued command's replies, in order: its immediate reply, or its requests' results.
+void WriteExecReplies(RespWriter& writer, std::vector<CompiledCommand>& commands,
+                      std::vector<map::MapResult>& results) {
+  writer.ArrayHeader(commands.size());
+  std::size_t next = 0;
+  for (auto& command : commands) {
+    if (command.requests.empty()) {
+      writer.out().append(command.immediate);
+      continue;
+    }
+    Results mine;
+    mine.reserve(command.requests.size());
+    for (std::size_t i = 0; i < command.requests.size(); ++i) {
+      mine.emplace_back(next < results.size() ? std::move(results[next]) : map::MapResult{});
+      ++next;
+    }
+    command.finish(writer, mine);
+  }
+}
+
+void Exec(Connection& conn, Args) {
+  if (!conn.multi()) return conn.Reply().Error("ERR EXEC without MULTI");
+  MultiState state = std::move(*conn.multi());
+  conn.multi().reset();
+  if (state.dirty) {
+    return conn.Reply().Error("EXECABORT Transaction discarded because of previous errors.");
+  }
+  map::MapRequest transaction;
+  transaction.op = map::MapOp::kTransact;
+  transaction.key = state.first_key;
+  for (auto& command : state.commands) {
+    for (auto& request : command.requests) {
+      map::TxOp& op = transaction.transaction.emplace_back();
+      op.request = std::move(request);
+    }
+  }
+  auto commands = std::make_shared<std::vector<CompiledCommand>>(std::move(state.commands));
+  if (transaction.transaction.empty()) {  // nothing to run: immediate replies only, or none
+    std::vector<map::MapResult> none;
+    RespWriter writer = conn.Reply();
+    return WriteExecReplies(writer, *commands, none);
+  }
+  ReplySlot slot = conn.Defer();
+  conn.maps().Execute(std::move(transaction),
+                      [slot, commands](base::Result<map::MapResult> result) mutable {
+                        slot.Fill([&](RespWriter& writer) {
+                          if (!result) return WriteServiceError(writer, result.error());
+                          if (!result->flag) {  // a precondition failed (none is set today)
+                            return writer.NullArray();
+                          }
+                          WriteExecReplies(writer, *commands, result->results);
+                        });
+                      });
+}
+
+}  // namespace
+
+void QueueInMulti(Connection& conn, const CommandSpec& spec, Args args) {
+  MultiState& state = *conn.multi();
+  auto refuse = [&](const std::string& message) {
+    state.dirty = true;
+    conn.Reply().Error(message);
+  };
+  if ((spec.flags & kMulti) == 0) {
+    return refuse("ERR '" + std::string(spec.name) +
+                  "' cannot be queued in MULTI: a Tessera transaction runs on one partition "
+                  "and takes the commands on single keys (docs/resp.md lists them)");
+  }
+  CompiledCommand compiled;
+  conn.set_capture(&compiled);
+  spec.handler(conn, args);
+  conn.set_capture(nullptr);
+  if (!compiled.unsupported.empty()) {
+    return refuse("ERR '" + std::string(spec.name) + "' cannot be queued in MULTI here: it needs " +
+                  compiled.unsupported + ", which a partition transaction cannot do");
+  }
+  const auto& partitioner = conn.maps().partitioner();
+  for (const auto& request : compiled.requests) {
+    const std::uint32_t partition = partitioner.PartitionOf(request.key);
+    if (!state.partition) {
+      state.partition = partition;
+      state.first_key = request.key;
+    } else if (*state.partition != partition) {
+      return refuse("CROSSSLOT Keys in request don't hash to the same slot: '" + request.key +
+                    "' is not in the partition of '" + state.first_key +
+                    "'; a MULTI block runs on one partition: co-locate its keys with a hash tag "
+                    "({user1}:a, {user1}:b) or a partition key (a@user1, b@user1)");
+    }
+  }
+  state.commands.push_back(std::move(compiled));
+  conn.Reply().SimpleString("QUEUED");
+}
+
+void RegisterMultiCommands(CommandTable& table) {
+  table.Add({"multi", 1, kFast | kMultiControl, 0, 0, 0, Multi});
+  table.Add({"exec", 1, kMultiControl, 0, 0, 0, Exec});
+  table.Add({"discard", 1, kFast | kMultiControl, 0, 0, 0, Discard});
+}
+
+}  // namespace tessera::resp
