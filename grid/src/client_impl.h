@@ -200,6 +200,11 @@ struct Client::Impl : public Invoker,
 
   void RetryAfter(std::chrono::milliseconds delay, std::function<void()> fn);
 
+  // A retry's turn: InvokeUntil again, or, the client being gone, kShuttingDown to `done`.
+  static void RetryOrShutDown(const std::weak_ptr<Impl>& weak,
+                              const std::shared_ptr<const map::MapRequest>& request,
+                              Clock::time_point deadline, const Callback& done);
+
   Result<map::MapResult> InvokeSync(map::MapRequest request) override;
 
   // --- entry listeners: registered on every member, since each member reports the events of

@@ -122,7 +122,7 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
         io.get_executor().running_in_this_thread()) {
       return RetryAfter(std::chrono::milliseconds(50),
                         [weak, request, deadline, done = std::move(done)] {
-                          if (auto again = weak.lock()) again->InvokeUntil(request, deadline, done);
+                          RetryOrShutDown(weak, request, deadline, done);
                         });
     }
     boost::asio::post(io, [done = std::move(done), e = error] { done(std::unexpected(e)); });
@@ -140,10 +140,19 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
                          result.error().message());
         self->RetryAfter(std::chrono::milliseconds(20),
                          [weak, request, deadline, done = std::move(done)] {
-                           if (auto again = weak.lock())
-                             again->InvokeUntil(request, deadline, done);
+                           RetryOrShutDown(weak, request, deadline, done);
                          });
       });
+}
+
+void Client::Impl::RetryOrShutDown(const std::weak_ptr<Impl>& weak,
+                                   const std::shared_ptr<const map::MapRequest>& request,
+                                   Clock::time_point deadline, const Callback& done) {
+  if (auto again = weak.lock()) return again->InvokeUntil(request, deadline, done);
+  // The client is gone but its loop (shared) runs on: the call still gets its one answer.
+  done(base::Fail(ErrorCode::kShuttingDown,
+                  std::string(map::MapOpName(request->op)) +
+                      ": the client was shut down before the call's retry"));
 }
 
 void Client::Impl::RetryAfter(std::chrono::milliseconds delay, std::function<void()> fn) {

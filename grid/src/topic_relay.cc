@@ -39,9 +39,8 @@ std::int64_t TopicRelay::PublishOrdered(const View& view, topic::Message message
   if (owner.empty() || owner == view.self) {
     // One thread does every ordered fan-out: its local deliveries and its sends then leave in
     // one order (posts from different threads, e.g. a shard's, need not keep theirs).
-    router_.Post([this, view = view_.Load(), message = std::move(message)]() mutable {
-      FanOut(*view, std::move(message));
-    });
+    router_.Post([this, view = std::make_shared<const View>(view),
+                  message = std::move(message)]() mutable { FanOut(*view, std::move(message)); });
     return 0;
   }
   // The owner orders it: forwarded as a publish, delivered here when the owner sends it back.

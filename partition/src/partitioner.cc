@@ -30,7 +30,8 @@ std::string_view Partitioner::PartitionKey(std::string_view key) {
   if (hit == nullptr) return HashTag(key);
   const auto at = static_cast<std::size_t>(static_cast<const char*>(hit) - key.data());
   if (at + 1 == key.size()) return HashTag(key);
-  return key.substr(at + 1);
+  // A partition key may carry a hash tag itself: "id@{u1}:cart" lands with "{u1}:cart".
+  return HashTag(key.substr(at + 1));
 }
 
 std::uint32_t Partitioner::PartitionOf(std::string_view key) const {

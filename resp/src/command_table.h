@@ -31,7 +31,7 @@ enum CommandFlag : std::uint32_t {
   // once or calls CallMap, CallMapRaw, CallMapGather or CallMapSum with keyed requests
   // (multi_commands.cc compiles it).
   kMulti = 1 << 6,
-  kMultiControl = 1 << 7,  // runs at once inside MULTI (MULTI, EXEC, DISCARD)
+  kMultiControl = 1 << 7,  // runs at once inside MULTI (MULTI, EXEC, DISCARD, RESET, QUIT)
 };
 
 struct CommandSpec {

@@ -30,6 +30,7 @@ void Quit(Connection& conn, Args) {
 }
 
 void Reset(Connection& conn, Args) {
+  conn.multi().reset();  // discards a MULTI block, as Redis does
   for (const auto& channel : conn.Channels()) conn.UnsubscribeChannel(channel);
   for (const auto& pattern : conn.Patterns()) conn.UnsubscribePattern(pattern);
   conn.set_protocol(2);
@@ -169,8 +170,8 @@ void Client(Connection& conn, Args args) {
 void RegisterConnectionCommands(CommandTable& table) {
   table.Add({"ping", -1, kFast | kPubSub, 0, 0, 0, Ping});
   table.Add({"echo", 2, kFast, 0, 0, 0, Echo});
-  table.Add({"quit", -1, kNoAuth | kPubSub | kFast, 0, 0, 0, Quit});
-  table.Add({"reset", 1, kNoAuth | kPubSub | kFast, 0, 0, 0, Reset});
+  table.Add({"quit", -1, kNoAuth | kPubSub | kFast | kMultiControl, 0, 0, 0, Quit});
+  table.Add({"reset", 1, kNoAuth | kPubSub | kFast | kMultiControl, 0, 0, 0, Reset});
   table.Add({"auth", -2, kNoAuth | kFast, 0, 0, 0, Auth});
   table.Add({"hello", -1, kNoAuth | kFast, 0, 0, 0, Hello});
   table.Add({"select", 2, kFast, 0, 0, 0, Select});

@@ -102,9 +102,14 @@ void QueueInMulti(Connection& conn, const CommandSpec& spec, Args args) {
                   "and takes the commands on single keys (docs/resp.md lists them)");
   }
   CompiledCommand compiled;
-  conn.set_capture(&compiled);
-  spec.handler(conn, args);
-  conn.set_capture(nullptr);
+  {
+    conn.set_capture(&compiled);
+    struct EndCapture {
+      Connection& conn;
+      ~EndCapture() { conn.set_capture(nullptr); }  // also if the handler throws
+    } end{conn};
+    spec.handler(conn, args);
+  }
   if (!compiled.unsupported.empty()) {
     return refuse("ERR '" + std::string(spec.name) + "' cannot be queued in MULTI here: it needs " +
                   compiled.unsupported + ", which a partition transaction cannot do");

@@ -6,12 +6,21 @@
 #include <atomic>
 #include <cstddef>
 
+// AddressSanitizer owns malloc: gcc says so with __SANITIZE_ADDRESS__, clang with a feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define TESSERA_BENCH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TESSERA_BENCH_ASAN 1
+#endif
+#endif
+
 namespace tessera::tools::bench {
 namespace {
 std::atomic<std::uint64_t> allocations{0};
 }  // namespace
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TESSERA_BENCH_ASAN)
 bool AllocationsCounted() { return false; }
 std::uint64_t AllocationCount() { return 0; }
 #else
@@ -21,7 +30,7 @@ std::uint64_t AllocationCount() { return allocations.load(std::memory_order_rela
 
 }  // namespace tessera::tools::bench
 
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(TESSERA_BENCH_ASAN)
 extern "C" {
 void* __libc_malloc(std::size_t size);
 void* __libc_calloc(std::size_t count, std::size_t size);

@@ -115,10 +115,12 @@ std::int64_t WallMs() {
 
 }  // namespace
 
-// What a publish reads: the subscriptions by topic and the pattern subscriptions.
+// What a publish reads: the subscriptions by topic and the pattern subscriptions. Weak: a
+// shard's cached copy lives until that shard's next publish, and must not keep an unsubscribed
+// listener (and what it holds, e.g. an embedded listener's queue thread) alive until then.
 struct Registry {
-  std::unordered_map<std::string, std::vector<SubscriptionPtr>> by_topic;
-  std::vector<SubscriptionPtr> patterns;
+  std::unordered_map<std::string, std::vector<std::weak_ptr<Subscription>>> by_topic;
+  std::vector<std::weak_ptr<Subscription>> patterns;
 };
 
 struct TopicService::Impl {
@@ -234,7 +236,7 @@ struct TopicService::Impl {
     if (sub->pending.fetch_add(1, std::memory_order_acq_rel) >= sub->options.max_pending) {
       sub->pending.fetch_sub(1, std::memory_order_acq_rel);
       pair.all->dropped.fetch_add(1, std::memory_order_relaxed);
-      pair.topic->dropped.fetch_add(1, std::memory_order_relaxed);
+      if (pair.topic) pair.topic->dropped.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
     shards.InvokeOn(sub->options.shard, [sub, message, pair] { Deliver(sub, *message, pair); });
@@ -264,7 +266,13 @@ struct TopicService::Impl {
 
   // After a change of the registry. REQUIRES: mutex held exclusively.
   void PublishSnapshotLocked() {
-    snapshot.Set(std::make_shared<const Registry>(Registry{by_topic, patterns}));
+    auto registry = std::make_shared<Registry>();
+    for (const auto& [name, subs] : by_topic) {
+      registry->by_topic.emplace(
+          name, std::vector<std::weak_ptr<Subscription>>(subs.begin(), subs.end()));
+    }
+    registry->patterns.assign(patterns.begin(), patterns.end());
+    snapshot.Set(std::move(registry));
   }
 };
 
@@ -305,12 +313,16 @@ std::int64_t TopicService::PublishLocal(Message in) {
     };
     const std::string& topic = in.topic;
     if (auto it = registry.by_topic.find(topic); it != registry.by_topic.end()) {
-      for (const auto& sub : it->second) {
+      for (const auto& weak : it->second) {
+        SubscriptionPtr sub = weak.lock();
+        if (!sub) continue;  // unsubscribed since this copy was made
         make_message();
         receivers += impl_->Enqueue(sub, message, pair) ? 1 : 0;
       }
     }
-    for (const auto& sub : registry.patterns) {
+    for (const auto& weak : registry.patterns) {
+      SubscriptionPtr sub = weak.lock();
+      if (!sub) continue;
       if (!GlobMatch(sub->name, message ? std::string_view(message->topic) : topic)) continue;
       make_message();
       receivers += impl_->Enqueue(sub, message, pair) ? 1 : 0;

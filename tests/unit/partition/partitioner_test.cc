@@ -23,11 +23,16 @@ TEST_CASE("A partition key after '@' groups related keys", "[partition]") {
   // Redis Cluster hash tags, when the key names no partition key with '@'.
   CHECK(Partitioner::PartitionKey("{user1}:cart") == "user1");
   CHECK(Partitioner::PartitionKey("cart:{user1}") == "user1");
-  CHECK(Partitioner::PartitionKey("a{b}c{d}") == "b");     // the first tag
-  CHECK(Partitioner::PartitionKey("{}x{y}") == "{}x{y}");  // empty first tag: the whole key
-  CHECK(Partitioner::PartitionKey("a{b") == "a{b");        // no closing brace
-  CHECK(Partitioner::PartitionKey("{t}x@p") == "p");       // '@' first
-  CHECK(Partitioner::PartitionKey("{t}x@") == "t");        // an empty '@' part: the tag
+  CHECK(Partitioner::PartitionKey("a{b}c{d}") == "b");       // the first tag
+  CHECK(Partitioner::PartitionKey("{}x{y}") == "{}x{y}");    // empty first tag: the whole key
+  CHECK(Partitioner::PartitionKey("a{b") == "a{b");          // no closing brace
+  CHECK(Partitioner::PartitionKey("{t}x@p") == "p");         // '@' first
+  CHECK(Partitioner::PartitionKey("{t}x@") == "t");          // an empty '@' part: the tag
+  CHECK(Partitioner::PartitionKey("id@{u1}:cart") == "u1");  // a tag in the '@' part
+  // "X@K" lands with "K" for any K: composite keys (outbox, inbox, transaction markers).
+  for (const char* k : {"{u1}:cart", "cust-9", "a{b}c", "{}x"}) {
+    CHECK(p.PartitionOf(std::string("event-1@") + k) == p.PartitionOf(k));
+  }
 }
 
 TEST_CASE("Partition ids stay below the count", "[partition]") {

@@ -142,3 +142,16 @@ TEST_CASE("Nested MULTI, EXEC or DISCARD without MULTI, DISCARD drops the block"
   CHECK(c.Call({"MULTI"}) == kOk);
   CHECK(c.Call({"EXEC"}) == "*0\r\n");  // an empty block
 }
+
+TEST_CASE("RESET inside MULTI discards the block and QUIT still closes", "[resp][multi]") {
+  TestServer server;
+  RespClient c(server.port());
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"SET", "{t}:r", "1"}) == kQueued);
+  CHECK(c.Call({"RESET"}) == "+RESET\r\n");
+  CHECK(c.Call({"GET", "{t}:r"}) == kNil);  // runs at once: the block is gone
+  CHECK(c.Call({"EXEC"}) == "-ERR EXEC without MULTI\r\n");
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"QUIT"}) == kOk);
+  CHECK(c.WaitClosed());
+}

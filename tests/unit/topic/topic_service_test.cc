@@ -280,3 +280,30 @@ TEST_CASE("A topic whose statistics were dropped counts afresh on a shard that c
   CHECK(PublishedByTopic(topics) == Published{{"a", 1}, {"y", 1}});
   shards.Stop();
 }
+
+TEST_CASE("Unsubscribe releases the listener at once, though a shard still caches the registry",
+          "[topic]") {
+  ShardSet shards(2);
+  shards.Start();
+  TopicService topics(shards, NullLogger());
+  auto token = std::make_shared<int>(1);  // what a listener holds (an embedded queue, say)
+  std::weak_ptr<int> watch = token;
+  auto id = topics.Subscribe("held", ListenerOptions{.shard = 1},
+                             [token](const Message&, std::string_view) {});
+  token.reset();
+  // Publish on both shards, so each caches the registry that lists the subscription.
+  for (std::size_t s = 0; s < 2; ++s) {
+    std::promise<std::int64_t> receivers;
+    shards.InvokeOn(s, [&] { receivers.set_value(topics.Publish("held", "x", "p")); });
+    CHECK(receivers.get_future().get() == 1);
+  }
+  Drain(shards);
+  CHECK_FALSE(watch.expired());
+  CHECK(topics.Unsubscribe(id));
+  Drain(shards);           // deliveries already posted have run
+  CHECK(watch.expired());  // no shard published since: their cached copies must not hold it
+  std::promise<std::int64_t> after;
+  shards.InvokeOn(0, [&] { after.set_value(topics.Publish("held", "y", "p")); });
+  CHECK(after.get_future().get() == 0);
+  shards.Stop();
+}

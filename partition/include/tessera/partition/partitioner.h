@@ -27,7 +27,8 @@ class Partitioner {
   std::uint32_t PartitionOf(std::string_view key) const;
 
   // The part of `key` that is hashed: the text after the last '@' if that text is
-  // non-empty; else the hash tag's text if the key has a non-empty one; else the whole key.
+  // non-empty, else the whole key; of that, its hash tag's text if it has a non-empty one.
+  // So "X@K" always lands with "K", whatever K is.
   static std::string_view PartitionKey(std::string_view key);
 
  private:

@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""MULTI/EXEC/DISCARD through a real Redis client (redis-py, Debian's python3-redis), against
+redis-server and grid-node's RESP port side by side: the same sequence on both, the replies
+compared (issue 19). Then what only Tessera has: CROSSSLOT for keys of two partitions and an
+all-or-nothing block, each with nothing applied. Exits 1 naming every difference.
+
+Usage: redis_py_multi_test.py --grid-node PATH
+"""
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import redis
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ping(port, proc, name):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{name} exited with {proc.returncode} before answering PING")
+        try:
+            if redis.Redis(port=port, socket_timeout=1).ping():
+                return
+        except (redis.ConnectionError, redis.TimeoutError):
+            time.sleep(0.1)
+    raise SystemExit(f"{name} did not answer PING on port {port} within 30 s")
+
+
+def outcome(fn):
+    """The reply, or the error's class and message: comparable across servers."""
+    try:
+        reply = fn()
+    except redis.RedisError as e:
+        return ("error", type(e).__name__, str(e))
+    if isinstance(reply, list):
+        return [("error", type(x).__name__, str(x)) if isinstance(x, Exception) else x
+                for x in reply]
+    return reply
+
+
+def sequence(port):
+    """The steps both servers must answer alike; a fresh single connection."""
+    r = redis.Redis(port=port, single_connection_client=True, socket_timeout=10)
+    r.flushdb()
+    # For commands sent one at a time inside MULTI: replies as the server sent them (redis-py
+    # would parse a QUEUED as the command's own reply type).
+    raw = redis.Redis(port=port, single_connection_client=True, socket_timeout=10)
+    raw.response_callbacks.clear()
+    steps = []
+
+    def step(name, fn):
+        steps.append((name, outcome(fn)))
+
+    # redis-py's transactional pipeline: MULTI, the commands and EXEC in one write.
+    p = r.pipeline(transaction=True)
+    p.set("{t}:t1", "x").incr("{t}:t2").get("{t}:t1").expire("{t}:t2", 100).delete("{t}:none")
+    step("pipeline(transaction=True) of set, incr, get, expire, delete", p.execute)
+    step("GET after EXEC", lambda: r.get("{t}:t1"))
+    step("TTL after EXEC", lambda: r.ttl("{t}:t2"))
+    # By hand, one command at a time.
+    step("MULTI", lambda: raw.execute_command("MULTI"))
+    step("SET queued", lambda: raw.execute_command("SET", "{t}:a", "1"))
+    step("MULTI inside MULTI", lambda: raw.execute_command("MULTI"))
+    step("INCRBY with a bad argument, queued", lambda: raw.execute_command("INCRBY", "{t}:b", "x"))
+    step("SET NX on an existing key, queued", lambda: raw.execute_command("SET", "{t}:t1", "y", "NX"))
+    step("EXEC", lambda: raw.execute_command("EXEC"))
+    step("GET {t}:a", lambda: raw.get("{t}:a"))
+    # A queueing error aborts the block.
+    step("MULTI (2)", lambda: raw.execute_command("MULTI"))
+    step("SET queued (2)", lambda: raw.execute_command("SET", "{t}:c", "1"))
+    step("unknown command inside MULTI", lambda: raw.execute_command("NOSUCHCMD", "x"))
+    step("EXEC after a queueing error", lambda: raw.execute_command("EXEC"))
+    step("GET {t}:c: nothing applied", lambda: raw.get("{t}:c"))
+    step("MULTI (3)", lambda: raw.execute_command("MULTI"))
+    step("wrong arity inside MULTI", lambda: raw.execute_command("GET"))
+    step("EXEC after a wrong arity", lambda: raw.execute_command("EXEC"))
+    # DISCARD, and the errors without MULTI.
+    step("MULTI (4)", lambda: raw.execute_command("MULTI"))
+    step("SET queued (4)", lambda: raw.execute_command("SET", "{t}:d", "1"))
+    step("DISCARD", lambda: raw.execute_command("DISCARD"))
+    step("GET {t}:d: discarded", lambda: raw.get("{t}:d"))
+    step("EXEC without MULTI", lambda: raw.execute_command("EXEC"))
+    step("DISCARD without MULTI", lambda: raw.execute_command("DISCARD"))
+    step("empty block", lambda: r.pipeline(transaction=True).execute())
+    r.close()
+    raw.close()
+    return steps
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--grid-node", required=True)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="tessera-redis-py.")
+    procs = []
+    try:
+        redis_port, node_port, resp_port = free_port(), free_port(), free_port()
+        procs.append(subprocess.Popen(
+            ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no"], stdout=open(os.path.join(work, "redis.log"), "w"),
+            stderr=subprocess.STDOUT))
+        procs.append(subprocess.Popen(
+            [args.grid_node, "--port", str(node_port), "--resp-port", str(resp_port),
+             "--log-level", "warn"], stdout=open(os.path.join(work, "grid-node.log"), "w"),
+            stderr=subprocess.STDOUT))
+        wait_ping(redis_port, procs[0], "redis-server")
+        wait_ping(resp_port, procs[1], "grid-node")
+
+        expected = sequence(redis_port)
+        got = sequence(resp_port)
+        for (name, want), (_, have) in zip(expected, got):
+            check(want == have, f"{name}: redis {want!r}, tessera {have!r}")
+
+        # Only Tessera: one partition per block, all or nothing.
+        r = redis.Redis(port=resp_port, single_connection_client=True, socket_timeout=10)
+        a, b = "plain-a", None
+        partition_of = {}
+        for i in range(200):  # two keys whose partitions differ (no hash tag)
+            key = f"plain-{i}"
+            r.execute_command("MULTI")
+            r.execute_command("SET", a, "1")
+            try:
+                r.execute_command("SET", key, "1")
+                r.execute_command("DISCARD")
+            except redis.ResponseError as e:
+                partition_of[key] = str(e)
+                r.execute_command("DISCARD")
+                b = key
+                break
+        check(b is not None and partition_of[b].startswith("CROSSSLOT"),
+              f"a key of another partition in a block is refused with CROSSSLOT: {partition_of}")
+        p = r.pipeline(transaction=True)
+        p.set(a, "1").set(b, "2")
+        try:
+            p.execute()
+            check(False, "a pipeline over two partitions fails")
+        except redis.ResponseError as e:
+            check("EXECABORT" in str(e) or "CROSSSLOT" in str(e),
+                  f"a pipeline over two partitions fails with CROSSSLOT/EXECABORT: {e}")
+        check(r.get(a) is None and r.get(b) is None,
+              "nothing of the cross-partition pipeline was applied")
+        r.set("{n}:s", "not-a-number")
+        p = r.pipeline(transaction=True)
+        p.set("{n}:n", "5").incr("{n}:s")
+        try:
+            p.execute()
+            check(False, "a block whose INCR fails at run time fails as a whole")
+        except redis.ResponseError as e:
+            check("nothing was applied" in str(e),
+                  f"a block whose INCR fails at run time fails as a whole: {e}")
+        check(r.get("{n}:n") is None, "nothing of the failed block was applied")
+        r.close()
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    if failures:
+        print(f"{len(failures)} check(s) failed; logs in {work}")
+        sys.exit(1)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()
