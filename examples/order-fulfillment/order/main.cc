@@ -44,6 +44,7 @@ constexpr const char* kOrders = "orders";
 const char* kUsage =
     "usage: order-service --shared HOST:PORT [common flags] [--reserve-timeout-ms MS]\n"
     "         [--charge-timeout-ms MS] [--saga-timeout-ms MS] [--max-attempts N]\n"
+    "         [--compensation-timeout-ms MS] [--compensation-attempts N]\n"
     "         [--retry-delay-ms MS] [--concurrency N]\n"
     "common flags: --port P --join HOST:PORT --shared-cluster NAME --http-port P --threads N\n"
     "              --heartbeat-ms MS --failure-timeout-ms MS --log-level LEVEL\n"
@@ -162,6 +163,8 @@ int main(int argc, char** argv) {
                         {{"reserve-timeout-ms", "30000"},
                          {"charge-timeout-ms", "10000"},
                          {"saga-timeout-ms", "0"},
+                         {"compensation-timeout-ms", "10000"},
+                         {"compensation-attempts", "5"},
                          {"max-attempts", "3"},
                          {"retry-delay-ms", "200"},
                          {"concurrency", "2"}},
@@ -183,6 +186,11 @@ int main(int argc, char** argv) {
   saga::SagaDefinition def;
   def.type = "fulfillment";
   def.timeout_ms = svc.IntFlag("saga-timeout-ms");
+  // How long to wait for each compensation's reply, and how many to send before the saga ends
+  // FAILED: a compensation waits behind the participant's backlog like any command.
+  def.compensation_timeout_ms = svc.IntFlag("compensation-timeout-ms");
+  def.compensation_attempts =
+      static_cast<int>(std::max<std::int64_t>(1, svc.IntFlag("compensation-attempts")));
   auto step = [&](const char* name, const char* stream, const char* command,
                   const char* compensation, const char* timeout_flag) {
     saga::SagaStepDef s;
