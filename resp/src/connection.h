@@ -54,6 +54,15 @@ struct MultiState {
   std::string first_key;
 };
 
+// A connection's WATCHed string keys and the version each had when watched (0: absent); EXEC
+// makes them preconditions of its transaction. `pending`: WATCH reads not back yet; `after`
+// runs (in order) once none is, so a pipelined EXEC waits for the WATCH before it.
+struct WatchState {
+  std::map<std::string, std::int64_t, std::less<>> versions;
+  int pending = 0;
+  std::vector<std::function<void()>> after;
+};
+
 // Handle to one reserved reply position. Copyable; Fill exactly once (from any thread).
 class ReplySlot {
  public:
@@ -93,6 +102,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   CompiledCommand* capture() { return capture_; }
   void set_capture(CompiledCommand* compiled) { capture_ = compiled; }
   std::optional<MultiState>& multi() { return multi_; }
+  WatchState& watch() { return watch_; }
   // The current command replies later through the returned slot.
   ReplySlot Defer();
   // The current command's keyed `request` belongs to another shard (or needs the general
@@ -196,6 +206,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   CommandCache command_cache_;
   CompiledCommand* capture_ = nullptr;
   std::optional<MultiState> multi_;
+  WatchState watch_;
 
   int protocol_ = 2;
   bool authenticated_ = false;

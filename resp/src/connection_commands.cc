@@ -30,7 +30,8 @@ void Quit(Connection& conn, Args) {
 }
 
 void Reset(Connection& conn, Args) {
-  conn.multi().reset();  // discards a MULTI block, as Redis does
+  conn.multi().reset();  // discards a MULTI block and the watched keys, as Redis does
+  conn.watch().versions.clear();
   for (const auto& channel : conn.Channels()) conn.UnsubscribeChannel(channel);
   for (const auto& pattern : conn.Patterns()) conn.UnsubscribePattern(pattern);
   conn.set_protocol(2);

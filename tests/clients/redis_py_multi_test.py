@@ -100,6 +100,33 @@ def sequence(port):
     step("EXEC without MULTI", lambda: raw.execute_command("EXEC"))
     step("DISCARD without MULTI", lambda: raw.execute_command("DISCARD"))
     step("empty block", lambda: r.pipeline(transaction=True).execute())
+    # WATCH: another client's write between WATCH and EXEC makes EXEC answer nil.
+    other = redis.Redis(port=port, socket_timeout=10)
+    step("WATCH", lambda: raw.execute_command("WATCH", "{t}:w"))
+    step("another client writes the watched key", lambda: other.set("{t}:w", "1"))
+    step("MULTI (5)", lambda: raw.execute_command("MULTI"))
+    step("SET queued (5)", lambda: raw.execute_command("SET", "{t}:w", "2"))
+    step("EXEC after the watched key changed", lambda: raw.execute_command("EXEC"))
+    step("GET {t}:w: the other client's value", lambda: raw.get("{t}:w"))
+    step("WATCH inside MULTI", lambda: (raw.execute_command("MULTI"),
+                                        raw.execute_command("WATCH", "{t}:w")))
+    step("EXEC of that block", lambda: raw.execute_command("EXEC"))
+
+    def optimistic(change):
+        """redis-py's check-and-set: WATCH, read, MULTI, write, EXEC (WatchError if changed)."""
+        with r.pipeline() as p:
+            p.watch("{t}:cas")
+            current = int(p.get("{t}:cas") or 0)
+            if change:
+                other.set("{t}:cas", "100")
+            p.multi()
+            p.set("{t}:cas", current + 1)
+            return p.execute()
+
+    step("check-and-set, unchanged", lambda: optimistic(False))
+    step("check-and-set, changed meanwhile", lambda: optimistic(True))
+    step("GET {t}:cas", lambda: r.get("{t}:cas"))
+    other.close()
     r.close()
     raw.close()
     return steps

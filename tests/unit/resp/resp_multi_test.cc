@@ -155,3 +155,67 @@ TEST_CASE("RESET inside MULTI discards the block and QUIT still closes", "[resp]
   CHECK(c.Call({"QUIT"}) == kOk);
   CHECK(c.WaitClosed());
 }
+
+TEST_CASE("WATCH: EXEC applies when the watched keys did not change, else answers nil",
+          "[resp][multi][watch]") {
+  TestServer server;
+  RespClient c(server.port());
+  RespClient other(server.port());
+  CHECK(c.Call({"SET", "{w}:balance", "10"}) == kOk);
+  // Unchanged: applied.
+  CHECK(c.Call({"WATCH", "{w}:balance"}) == kOk);
+  CHECK(c.Call({"GET", "{w}:balance"}) == Bulk("10"));
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"SET", "{w}:balance", "20"}) == kQueued);
+  CHECK(c.Call({"EXEC"}) == "*1\r\n" + kOk);
+  // Changed by another client between WATCH and EXEC: nil, nothing applied.
+  CHECK(c.Call({"WATCH", "{w}:balance"}) == kOk);
+  CHECK(other.Call({"SET", "{w}:balance", "99"}) == kOk);
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"SET", "{w}:balance", "30"}) == kQueued);
+  CHECK(c.Call({"SET", "{w}:log", "x"}) == kQueued);
+  CHECK(c.Call({"EXEC"}) == "*-1\r\n");
+  CHECK(c.Call({"GET", "{w}:balance"}) == Bulk("99"));
+  CHECK(c.Call({"GET", "{w}:log"}) == kNil);
+  // EXEC forgot the watch: the next block applies whatever happens meanwhile.
+  CHECK(other.Call({"SET", "{w}:balance", "100"}) == kOk);
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"SET", "{w}:log", "y"}) == kQueued);
+  CHECK(c.Call({"EXEC"}) == "*1\r\n" + kOk);
+  // A watched key that was absent and is created meanwhile.
+  CHECK(c.Call({"WATCH", "{w}:new"}) == kOk);
+  CHECK(other.Call({"SET", "{w}:new", "1"}) == kOk);
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"SET", "{w}:log", "z"}) == kQueued);
+  CHECK(c.Call({"EXEC"}) == "*-1\r\n");
+  // UNWATCH drops it.
+  CHECK(c.Call({"WATCH", "{w}:balance"}) == kOk);
+  CHECK(other.Call({"SET", "{w}:balance", "101"}) == kOk);
+  CHECK(c.Call({"UNWATCH"}) == kOk);
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"SET", "{w}:log", "w"}) == kQueued);
+  CHECK(c.Call({"EXEC"}) == "*1\r\n" + kOk);
+  CHECK(c.Call({"GET", "{w}:log"}) == Bulk("w"));
+}
+
+TEST_CASE("WATCH pipelined with its block, inside MULTI, and of another partition",
+          "[resp][multi][watch]") {
+  TestServer server;
+  RespClient c(server.port());
+  c.SendRaw(
+      "*2\r\n$5\r\nWATCH\r\n$5\r\n{p}:k\r\n*1\r\n$5\r\nMULTI\r\n"
+      "*3\r\n$3\r\nSET\r\n$5\r\n{p}:k\r\n$1\r\nv\r\n*1\r\n$4\r\nEXEC\r\n");
+  CHECK(c.Read() == kOk);
+  CHECK(c.Read() == kOk);
+  CHECK(c.Read() == kQueued);
+  CHECK(c.Read() == "*1\r\n" + kOk);
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"WATCH", "{p}:k"}) == "-ERR WATCH inside MULTI is not allowed\r\n");
+  CHECK(c.Call({"EXEC"}) == "*0\r\n");  // the error did not abort the block
+  auto [a, b] = KeysOfTwoPartitions(server);
+  CHECK(c.Call({"WATCH", b}) == kOk);
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"SET", a, "1"}) == kQueued);
+  CHECK(c.Call({"EXEC"}).rfind("-CROSSSLOT", 0) == 0);
+  CHECK(c.Call({"GET", a}) == kNil);
+}
