@@ -59,6 +59,8 @@ void Watch(Connection& conn, Args args) {
                                               result = std::move(result)]() mutable {
                                 if (!result) {
                                   if (!*failure) *failure = result.error();
+                                  // Unknown: a version no entry has, so EXEC answers nil.
+                                  self->watch().versions[key] = -1;
                                 } else {
                                   self->watch().versions[key] =
                                       result->value && result->view ? result->view->version : 0;
