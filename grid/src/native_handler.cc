@@ -99,10 +99,14 @@ void NativeHandler::ApplyReplica(const std::shared_ptr<net::Connection>& connect
   if (!updates) {
     return ReplyError(connection, request, updates.error().code(), updates.error().message());
   }
-  maps_.ApplyReplica(
-      std::move(*updates), [connection, header = Header(request)](map::StalePartitions stale) {
-        connection->Send(Message::MakeResponse(header, map::EncodeReplicaAck(stale)));
-      });
+  maps_.ApplyReplica(std::move(*updates), [connection, header = Header(request)](
+                                              base::Result<map::StalePartitions> stale) {
+    if (!stale) {
+      connection->Send(Message::MakeErrorResponse(header, stale.error()));
+      return;
+    }
+    connection->Send(Message::MakeResponse(header, map::EncodeReplicaAck(*stale)));
+  });
 }
 
 void NativeHandler::AddListener(const std::shared_ptr<net::Connection>& connection,

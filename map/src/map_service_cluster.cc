@@ -513,8 +513,8 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
   }
 }
 
-StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
-                                               const std::vector<ReplicaUpdate>& updates) {
+MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
+    std::size_t shard, const std::vector<ReplicaUpdate>& updates) {
   const base::Millis now = clock.NowMs();
   // Before the first table every partition counts as local, yet a joiner's copies may arrive
   // before its first table: only a member with a table can be a serving owner.
@@ -522,8 +522,18 @@ StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
   std::set<std::uint32_t> ignoring;      // resyncs of partitions this member serves as owner
   std::vector<std::uint32_t> completed;  // copies that arrived: maybe served here from now on
   std::set<std::uint32_t> stale;
+  std::set<std::uint32_t> refused;  // writes of partitions this member serves as owner
   std::map<std::uint32_t, std::uint64_t> write_version;  // of the write being applied
   for (const auto& u : updates) {
+    // A write of a partition this member serves as owner comes from a member whose table is
+    // older than ours: one that was paused or cut off and still acts as the owner, on its
+    // stale copy. Applying it would overwrite what was written here meanwhile; it is refused,
+    // so the sender's write fails (the caller retries against the owner of the current table).
+    if ((u.kind == ReplicaUpdate::Kind::kSet || u.kind == ReplicaUpdate::Kind::kDelete) &&
+        has_table && IsLocal(u.partition_id)) {
+      refused.insert(u.partition_id);
+      continue;
+    }
     if ((u.kind == ReplicaUpdate::Kind::kResyncBegin ||
          u.kind == ReplicaUpdate::Kind::kResyncChunk) &&
         has_table && IsLocal(u.partition_id)) {
@@ -601,7 +611,7 @@ StalePartitions MapService::Impl::ApplyOnShard(std::size_t shard,
     }
   }
   if (!completed.empty()) NotifyOwnership(shard, std::move(completed));
-  return {stale.begin(), stale.end()};
+  return {{stale.begin(), stale.end()}, {refused.begin(), refused.end()}};
 }
 
 void MapService::ExpectPartitionTable() {
@@ -758,20 +768,33 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
 }
 
 void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
-                              std::function<void(StalePartitions)> done) {
+                              std::function<void(base::Result<StalePartitions>)> done) {
   std::vector<std::vector<ReplicaUpdate>> by_shard(shards_.size());
   for (auto& u : updates)
     by_shard[shards_.ShardOfPartition(u.partition_id)].push_back(std::move(u));
   auto parts = std::make_shared<std::vector<std::vector<ReplicaUpdate>>>(std::move(by_shard));
   auto token = impl_->EnterRequest();
-  shards_.MapReduce<StalePartitions>(
+  using Outcome = Impl::ReplicaOutcome;
+  shards_.MapReduce<Outcome>(
       [impl = impl_.get(), parts, token](std::size_t shard) {
-        if ((*parts)[shard].empty()) return StalePartitions{};
+        if ((*parts)[shard].empty()) return Outcome{};
         return impl->ApplyOnShard(shard, (*parts)[shard]);
       },
-      [done = std::move(done), token](std::vector<StalePartitions> per_shard) {
+      [done = std::move(done), token](std::vector<Outcome> per_shard) {
         StalePartitions stale;
-        for (auto& s : per_shard) stale.insert(stale.end(), s.begin(), s.end());
+        std::vector<std::uint32_t> refused;
+        for (auto& o : per_shard) {
+          stale.insert(stale.end(), o.stale.begin(), o.stale.end());
+          refused.insert(refused.end(), o.refused.begin(), o.refused.end());
+        }
+        if (!refused.empty()) {
+          std::string list;
+          for (auto p : refused) list += (list.empty() ? "" : ", ") + std::to_string(p);
+          return done(base::Fail(ErrorCode::kNotOwner,
+                                 "this member serves partition(s) " + list +
+                                     " as owner under a newer partition table; a write from "
+                                     "their former owner is refused (it must retry)"));
+        }
         done(std::move(stale));
       });
 }

@@ -308,7 +308,13 @@ struct MapService::Impl {
   // On partition p's shard: clear + every live entry of every map, for a migration.
   std::vector<ReplicaUpdate> ExportPartition(std::size_t shard, std::uint32_t partition_id);
   // Returns the partitions whose versions showed missed updates.
-  StalePartitions ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates);
+  // What a backup found applying one batch: partitions whose replica version showed missed
+  // updates, and partitions it refused a write of because it serves them as owner.
+  struct ReplicaOutcome {
+    StalePartitions stale;
+    std::vector<std::uint32_t> refused;
+  };
+  ReplicaOutcome ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates);
   // Stops waiting for migration copies of this shard's partitions pending for longer than the
   // limit (their source died or never knew): logs, and serves what the member has.
   void GiveUpStaleCopies(std::size_t shard);

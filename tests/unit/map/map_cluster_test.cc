@@ -181,7 +181,9 @@ class InMemoryRouting final : public ClusterRouting {
     std::function<void()> deliver = [target, updates = std::move(updates),
                                      done = std::move(done)]() mutable {
       target->ApplyReplica(std::move(updates),
-                           [done = std::move(done)](StalePartitions stale) { done(stale); });
+                           [done = std::move(done)](tessera::base::Result<StalePartitions> stale) {
+                             done(std::move(stale));
+                           });
     };
     if (!net_.HoldIfHeld(address, deliver)) deliver();
   }
@@ -597,7 +599,8 @@ std::vector<ReplicaUpdate> CopyOf(std::uint32_t p, const std::string& key, const
 
 void Apply(MapService& service, std::vector<ReplicaUpdate> updates) {
   std::promise<void> applied;
-  service.ApplyReplica(std::move(updates), [&](StalePartitions) { applied.set_value(); });
+  service.ApplyReplica(std::move(updates),
+                       [&](tessera::base::Result<StalePartitions>) { applied.set_value(); });
   applied.get_future().wait();
 }
 }  // namespace
@@ -638,6 +641,47 @@ TEST_CASE(
   auto got = service.ExecuteSync(Rq(MapOp::kGet, "k"));
   REQUIRE(got);
   CHECK(got->value == "fresh");
+  service.Stop();
+  shards.Stop();
+}
+
+TEST_CASE(
+    "A backup write of a partition this member owns is refused: its sender acts on a stale "
+    "table",
+    "[map][cluster][fence]") {
+  // A member paused past the failure timeout wakes still believing it owns its partitions and
+  // sends its backups what it writes on its stale copy; the backup, promoted meanwhile, must
+  // not let that overwrite what was written since (it turned a stock count back in a chaos run).
+  tessera::base::SteadyClock clock;
+  EntryProcessorRegistry processors;
+  tessera::runtime::ShardSet shards{2};
+  shards.Start();
+  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
+                     spdlog::null_logger_mt("fence"));
+  service.Start();
+  NoPeers peers;
+  const std::uint32_t p = tessera::partition::Partitioner(271).PartitionOf("stock");
+  // This member owns every partition; "a" (the old owner, now removed) was its backup's source.
+  service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self"}), {"self"}, "self",
+                            &peers);
+  REQUIRE(service.OwnsPartition(p));
+  REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "stock", "38")));
+  auto apply = [&](std::vector<ReplicaUpdate> updates) {
+    std::promise<tessera::base::Result<StalePartitions>> done;
+    service.ApplyReplica(std::move(updates), [&](tessera::base::Result<StalePartitions> r) {
+      done.set_value(std::move(r));
+    });
+    return done.get_future().get();
+  };
+  auto refused = apply({{ReplicaUpdate::Kind::kSet, "orders", p, "stock", "90", 0, 0, 7}});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == ErrorCode::kNotOwner);
+  CHECK(refused.error().message().find(std::to_string(p)) != std::string::npos);
+  auto deleted = apply({{ReplicaUpdate::Kind::kDelete, "orders", p, "stock", "", 0, 0, 8}});
+  CHECK_FALSE(deleted);
+  auto got = service.ExecuteSync(Rq(MapOp::kGet, "stock"));
+  REQUIRE(got);
+  CHECK(got->value == "38");  // neither the stale set nor the stale delete was applied
   service.Stop();
   shards.Stop();
 }

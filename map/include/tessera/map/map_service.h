@@ -215,8 +215,12 @@ class MapService {
                          ClusterRouting* routing);
   // Applies updates the owner of their partitions sent (backup writes, migration copies);
   // `done` runs once they are applied, on some shard thread, with the partitions whose replica
-  // version showed missed updates (the owner re-copies them). Thread-safe.
-  void ApplyReplica(std::vector<ReplicaUpdate> updates, std::function<void(StalePartitions)> done);
+  // version showed missed updates (the owner re-copies them). Error kNotOwner: the batch wrote
+  // (set/delete) a partition this member serves as owner, so its sender acts on a stale table
+  // (it was paused or cut off); those writes are not applied (the rest of the batch is), and
+  // the sender fails the write instead of confirming it. Thread-safe.
+  void ApplyReplica(std::vector<ReplicaUpdate> updates,
+                    std::function<void(base::Result<StalePartitions>)> done);
   // Whether this member serves `partition` (true for all until SetPartitionTable).
   bool OwnsPartition(std::uint32_t partition) const;
   // Partition ownership changes: `hook(partition)` runs on the partition's shard after
