@@ -97,32 +97,34 @@ struct GatherState {
   }
 };
 
+// Adds `requests` and `finish` to the command being compiled for MULTI; a request that is not
+// keyed cannot join a partition transaction, and marks the command unsupported.
+void CaptureAll(CompiledCommand& compiled, std::vector<map::MapRequest> requests,
+                GatherFinish finish) {
+  for (auto& request : requests) {
+    if (!map::MapOpIsKeyed(request.op)) {
+      compiled.unsupported = std::string(map::MapOpName(request.op)) + " of a whole map";
+      return;
+    }
+    compiled.requests.push_back(std::move(request));
+  }
+  compiled.finish = std::move(finish);
+}
 }  // namespace
 
 void Capture(Connection& conn, map::MapRequest&& request,
              std::function<void(RespWriter&, base::Result<map::MapResult>&)> finish) {
-  CompiledCommand& compiled = *conn.capture();
-  if (!map::MapOpIsKeyed(request.op)) {
-    compiled.unsupported = std::string(map::MapOpName(request.op)) + " of a whole map";
-    return;
-  }
-  compiled.requests.push_back(std::move(request));
-  compiled.finish = [finish = std::move(finish)](RespWriter& writer, Results& results) {
-    finish(writer, results.front());
-  };
+  std::vector<map::MapRequest> one;
+  one.push_back(std::move(request));
+  CaptureAll(*conn.capture(), std::move(one),
+             [finish = std::move(finish)](RespWriter& writer, Results& results) {
+               finish(writer, results.front());
+             });
 }
 
 void CallMapGather(Connection& conn, std::vector<map::MapRequest> requests, GatherFinish finish) {
   if (CompiledCommand* compiled = conn.capture()) {
-    for (auto& request : requests) {
-      if (!map::MapOpIsKeyed(request.op)) {
-        compiled->unsupported = std::string(map::MapOpName(request.op)) + " of a whole map";
-        return;
-      }
-      compiled->requests.push_back(std::move(request));
-    }
-    compiled->finish = std::move(finish);
-    return;
+    return CaptureAll(*compiled, std::move(requests), std::move(finish));
   }
   ReplySlot slot = conn.Defer();
   if (requests.empty()) {
