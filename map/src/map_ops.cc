@@ -179,6 +179,8 @@ base::Result<MapResult> Dispatch(RecordStore& store, const MapRequest& rq, OpCon
       return detail::OpStreamMerge(store, rq, ctx);
     case MapOp::kRingMerge:
       return detail::OpRingMerge(store, rq, ctx);
+    case MapOp::kRedisStream:
+      return detail::OpRedisStream(store, rq, ctx);
     case MapOp::kTransact:  // spans maps: MapService runs it (map_service_tx.cc)
       return Fail(ErrorCode::kBadRequest,
                   "a transaction runs through MapService, not on one store");

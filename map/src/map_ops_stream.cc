@@ -11,15 +11,11 @@
 #include <unordered_set>
 
 #include "op_support.h"
+#include "stream_support.h"
+#include "tessera/map/redis_stream.h"
 #include "tessera/map/stream_format.h"
 
 namespace tessera::map::detail {
-namespace {
-
-using base::ErrorCode;
-using base::Fail;
-
-constexpr std::int64_t kTrimStep = 4096;
 
 WriteOptions Forever() {
   WriteOptions o;
@@ -35,13 +31,8 @@ WriteOptions Lasting(base::Millis ttl_ms) {
   return o;
 }
 
-struct Loaded {
-  StreamMeta meta;
-  bool existed = false;
-};
-
-Loaded LoadMeta(RecordStore& store, std::string_view sub, OpContext& ctx) {
-  Loaded out;
+LoadedMeta LoadMeta(RecordStore& store, std::string_view sub, OpContext& ctx) {
+  LoadedMeta out;
   if (Record* r = FindLive(store, StreamMetaKey(sub), ctx)) {
     out.meta = ParseStreamMeta(r->value());
     out.existed = true;
@@ -49,12 +40,11 @@ Loaded LoadMeta(RecordStore& store, std::string_view sub, OpContext& ctx) {
   return out;
 }
 
-void SaveMeta(RecordStore& store, std::string_view sub, const Loaded& loaded, OpContext& ctx) {
+void SaveMeta(RecordStore& store, std::string_view sub, const LoadedMeta& loaded, OpContext& ctx) {
   WriteLive(store, StreamMetaKey(sub), StreamMetaText(loaded.meta), Forever(), ctx, loaded.existed,
             std::nullopt);
 }
 
-// Removes the event at head (if stored) and moves head on.
 void DropHead(RecordStore& store, std::string_view sub, StreamMeta& m, OpContext& ctx) {
   if (Record* r = FindLive(store, StreamEventKey(sub, m.head), ctx)) {
     m.bytes -= static_cast<std::int64_t>(r->value().size());
@@ -63,6 +53,15 @@ void DropHead(RecordStore& store, std::string_view sub, StreamMeta& m, OpContext
   ++m.head;
   if (m.head > m.tail) m.bytes = 0;  // guards against drift from damaged records
 }
+
+std::string StreamOfSub(std::string_view sub) { return std::string(sub.substr(0, sub.rfind('#'))); }
+
+namespace {
+
+using base::ErrorCode;
+using base::Fail;
+
+constexpr std::int64_t kTrimStep = 4096;
 
 // Removes what retention allows from the front (see the file comment). Returns events removed.
 std::int64_t Trim(RecordStore& store, std::string_view sub, StreamMeta& m, OpContext& ctx,
@@ -96,8 +95,6 @@ base::Result<std::int64_t*> GroupCursor(StreamMeta& m, std::string_view sub,
                                         "'; subscribe with the group (it creates it) first");
 }
 
-std::string StreamOfSub(std::string_view sub) { return std::string(sub.substr(0, sub.rfind('#'))); }
-
 }  // namespace
 
 base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
@@ -116,7 +113,7 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
                                             std::to_string(rq.entries.size()) + " events, " +
                                             std::to_string(rq.keys.size()) + " ids)");
   }
-  Loaded loaded = LoadMeta(store, sub, ctx);
+  LoadedMeta loaded = LoadMeta(store, sub, ctx);
   StreamMeta& m = loaded.meta;
   // Whatever is removed, the meta record must say so, even when the append then fails.
   bool changed = Trim(store, sub, m, ctx, max_age_ms) > 0;
@@ -214,7 +211,7 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
 base::Result<MapResult> OpStreamMerge(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   const std::string_view sub = AfterFirstAt(rq.key);
   const base::Millis dedup_ms = IntArg(rq, "dedup_ms", 600'000);
-  Loaded loaded = LoadMeta(store, sub, ctx);
+  LoadedMeta loaded = LoadMeta(store, sub, ctx);
   StreamMeta& m = loaded.meta;
   bool changed = !loaded.existed;
   for (const auto& group : rq.keys) {
@@ -262,7 +259,7 @@ base::Result<MapResult> OpStreamRead(RecordStore& store, const MapRequest& rq, O
   const std::int64_t from = IntArg(rq, "from", 1);
   const std::int64_t max = std::max<std::int64_t>(1, IntArg(rq, "max", 100));
   const std::int64_t max_bytes = std::max<std::int64_t>(1, IntArg(rq, "max_bytes", 4 << 20));
-  Loaded loaded = LoadMeta(store, sub, ctx);
+  LoadedMeta loaded = LoadMeta(store, sub, ctx);
   const StreamMeta& m = loaded.meta;
   MapResult out;
   out.value = std::to_string(m.head) + " " + std::to_string(m.tail);
@@ -286,7 +283,7 @@ base::Result<MapResult> OpStreamCommit(RecordStore& store, const MapRequest& rq,
   const std::string consumer = StringArg(rq, "consumer");
   const std::int64_t offset = IntArg(rq, "offset", 0);
   if (auto ok = CheckName("group", group); !ok) return std::unexpected(ok.error());
-  Loaded loaded = LoadMeta(store, sub, ctx);
+  LoadedMeta loaded = LoadMeta(store, sub, ctx);
   StreamMeta& m = loaded.meta;
   auto cursor = GroupCursor(m, sub, group);
   if (!cursor) return std::unexpected(cursor.error());
@@ -331,7 +328,7 @@ base::Result<MapResult> OpStreamLease(RecordStore& store, const MapRequest& rq, 
   if (auto ok = CheckName("group", group); !ok) return std::unexpected(ok.error());
   if (auto ok = CheckName("consumer", consumer); !ok) return std::unexpected(ok.error());
   if (ttl_ms < 1) return Fail(ErrorCode::kBadRequest, "a lease needs a TTL of at least 1 ms");
-  Loaded loaded = LoadMeta(store, sub, ctx);
+  LoadedMeta loaded = LoadMeta(store, sub, ctx);
   auto cursor = GroupCursor(loaded.meta, sub, group);
   if (!cursor) return std::unexpected(cursor.error());
   const std::string key = StreamLeaseKey(sub, group);
@@ -359,7 +356,7 @@ base::Result<MapResult> OpStreamGroup(RecordStore& store, const MapRequest& rq, 
   const std::string group = StringArg(rq, "group");
   const std::string action = StringArg(rq, "action");
   if (auto ok = CheckName("group", group); !ok) return std::unexpected(ok.error());
-  Loaded loaded = LoadMeta(store, sub, ctx);
+  LoadedMeta loaded = LoadMeta(store, sub, ctx);
   StreamMeta& m = loaded.meta;
   MapResult out;
   if (action == "delete") {
@@ -369,6 +366,9 @@ base::Result<MapResult> OpStreamGroup(RecordStore& store, const MapRequest& rq, 
     m.groups.erase(it);
     if (Record* lease = FindLive(store, StreamLeaseKey(sub, group), ctx)) {
       RemoveLive(store, *lease, ctx, EntryEventType::kRemoved);
+    }
+    if (Record* redis = FindLive(store, RedisStreamGroupKey(sub, group), ctx)) {
+      RemoveLive(store, *redis, ctx, EntryEventType::kRemoved);  // a group XGROUP CREATE made
     }
     Trim(store, sub, m, ctx, IntArg(rq, "max_age_ms", 0));
     SaveMeta(store, sub, loaded, ctx);
@@ -395,7 +395,7 @@ base::Result<MapResult> OpStreamGroup(RecordStore& store, const MapRequest& rq, 
 
 base::Result<MapResult> OpStreamInfo(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   const std::string_view sub = AfterFirstAt(rq.key);
-  Loaded loaded = LoadMeta(store, sub, ctx);
+  LoadedMeta loaded = LoadMeta(store, sub, ctx);
   const StreamMeta& m = loaded.meta;
   auto time_at = [&](std::int64_t offset) -> std::int64_t {
     if (offset < m.head || offset > m.tail) return 0;

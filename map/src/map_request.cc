@@ -28,7 +28,7 @@ bool MapOpIsKeyed(MapOp op) {
   return (code >= static_cast<std::uint8_t>(MapOp::kPut) &&
           code <= static_cast<std::uint8_t>(MapOp::kStreamCommit)) ||
          (code >= static_cast<std::uint8_t>(MapOp::kStreamLease) &&
-          code <= static_cast<std::uint8_t>(MapOp::kRingMerge));
+          code <= static_cast<std::uint8_t>(MapOp::kRedisStream));
 }
 
 bool MapOpHasKeys(MapOp op) {
@@ -46,6 +46,7 @@ bool MapOpIsStream(MapOp op) {
     case MapOp::kStreamInfo:
     case MapOp::kStreamJoin:
     case MapOp::kStreamMerge:
+    case MapOp::kRedisStream:
       return true;
     default:
       return false;
@@ -98,6 +99,8 @@ std::string_view MapOpName(MapOp op) {
       return "streamMerge";
     case MapOp::kRingMerge:
       return "ringMerge";
+    case MapOp::kRedisStream:
+      return "redisStream";
     case MapOp::kSetTtl:
       return "setTtl";
     case MapOp::kGetEntryView:

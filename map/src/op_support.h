@@ -89,5 +89,8 @@ base::Result<MapResult> OpStreamJoin(RecordStore& store, const MapRequest& reque
 base::Result<MapResult> OpStreamMerge(RecordStore& store, const MapRequest& request,
                                       OpContext& ctx);
 base::Result<MapResult> OpRingMerge(RecordStore& store, const MapRequest& request, OpContext& ctx);
+// Redis stream commands (map_ops_redis_stream.cc).
+base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& request,
+                                      OpContext& ctx);
 
 }  // namespace tessera::map::detail

@@ -42,6 +42,7 @@ CommandTable::CommandTable() {
   RegisterConnectionCommands(*this);
   RegisterServerCommands(*this);
   RegisterMultiCommands(*this);
+  RegisterStreamCommands(*this);
 }
 
 void CommandTable::Add(CommandSpec spec) {

@@ -66,6 +66,8 @@ void RegisterPubSubCommands(CommandTable& table);
 void RegisterConnectionCommands(CommandTable& table);
 void RegisterServerCommands(CommandTable& table);
 void RegisterMultiCommands(CommandTable& table);
+void RegisterStreamCommands(CommandTable& table);      // stream_commands.cc
+void RegisterStreamReadCommands(CommandTable& table);  // stream_read.cc
 // Inside MULTI: compiles the command and replies QUEUED, or refuses it (the block then ends
 // in EXECABORT). multi_commands.cc.
 void QueueInMulti(Connection& conn, const CommandSpec& spec, Args args);

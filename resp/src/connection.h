@@ -126,6 +126,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::size_t shard() const { return shard_; }
 
   std::uint64_t id() const { return id_; }
+  bool closed() const { return closed_; }
   int protocol() const { return protocol_; }
   void set_protocol(int protocol) { protocol_ = protocol; }
   bool authenticated() const { return authenticated_; }

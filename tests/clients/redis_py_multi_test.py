@@ -6,54 +6,9 @@ all-or-nothing block, each with nothing applied. Exits 1 naming every difference
 
 Usage: redis_py_multi_test.py --grid-node PATH
 """
-import argparse
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-
 import redis
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ping(port, proc, name):
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"{name} exited with {proc.returncode} before answering PING")
-        try:
-            if redis.Redis(port=port, socket_timeout=1).ping():
-                return
-        except (redis.ConnectionError, redis.TimeoutError):
-            time.sleep(0.1)
-    raise SystemExit(f"{name} did not answer PING on port {port} within 30 s")
-
-
-def outcome(fn):
-    """The reply, or the error's class and message: comparable across servers."""
-    try:
-        reply = fn()
-    except redis.RedisError as e:
-        return ("error", type(e).__name__, str(e))
-    if isinstance(reply, list):
-        return [("error", type(x).__name__, str(x)) if isinstance(x, Exception) else x
-                for x in reply]
-    return reply
+from side_by_side import check, outcome, run
 
 
 def sequence(port):
@@ -132,82 +87,47 @@ def sequence(port):
     return steps
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--grid-node", required=True)
-    args = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="tessera-redis-py.")
-    procs = []
+def tessera_only(resp_port):
+    # Only Tessera: one partition per block, all or nothing.
+    r = redis.Redis(port=resp_port, single_connection_client=True, socket_timeout=10)
+    a, b = "plain-a", None
+    partition_of = {}
+    for i in range(200):  # two keys whose partitions differ (no hash tag)
+        key = f"plain-{i}"
+        r.execute_command("MULTI")
+        r.execute_command("SET", a, "1")
+        try:
+            r.execute_command("SET", key, "1")
+            r.execute_command("DISCARD")
+        except redis.ResponseError as e:
+            partition_of[key] = str(e)
+            r.execute_command("DISCARD")
+            b = key
+            break
+    check(b is not None and partition_of[b].startswith("CROSSSLOT"),
+          f"a key of another partition in a block is refused with CROSSSLOT: {partition_of}")
+    p = r.pipeline(transaction=True)
+    p.set(a, "1").set(b, "2")
     try:
-        redis_port, node_port, resp_port = free_port(), free_port(), free_port()
-        procs.append(subprocess.Popen(
-            ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no"], stdout=open(os.path.join(work, "redis.log"), "w"),
-            stderr=subprocess.STDOUT))
-        procs.append(subprocess.Popen(
-            [args.grid_node, "--port", str(node_port), "--resp-port", str(resp_port),
-             "--log-level", "warn"], stdout=open(os.path.join(work, "grid-node.log"), "w"),
-            stderr=subprocess.STDOUT))
-        wait_ping(redis_port, procs[0], "redis-server")
-        wait_ping(resp_port, procs[1], "grid-node")
-
-        expected = sequence(redis_port)
-        got = sequence(resp_port)
-        for (name, want), (_, have) in zip(expected, got):
-            check(want == have, f"{name}: redis {want!r}, tessera {have!r}")
-
-        # Only Tessera: one partition per block, all or nothing.
-        r = redis.Redis(port=resp_port, single_connection_client=True, socket_timeout=10)
-        a, b = "plain-a", None
-        partition_of = {}
-        for i in range(200):  # two keys whose partitions differ (no hash tag)
-            key = f"plain-{i}"
-            r.execute_command("MULTI")
-            r.execute_command("SET", a, "1")
-            try:
-                r.execute_command("SET", key, "1")
-                r.execute_command("DISCARD")
-            except redis.ResponseError as e:
-                partition_of[key] = str(e)
-                r.execute_command("DISCARD")
-                b = key
-                break
-        check(b is not None and partition_of[b].startswith("CROSSSLOT"),
-              f"a key of another partition in a block is refused with CROSSSLOT: {partition_of}")
-        p = r.pipeline(transaction=True)
-        p.set(a, "1").set(b, "2")
-        try:
-            p.execute()
-            check(False, "a pipeline over two partitions fails")
-        except redis.ResponseError as e:
-            check("EXECABORT" in str(e) or "CROSSSLOT" in str(e),
-                  f"a pipeline over two partitions fails with CROSSSLOT/EXECABORT: {e}")
-        check(r.get(a) is None and r.get(b) is None,
-              "nothing of the cross-partition pipeline was applied")
-        r.set("{n}:s", "not-a-number")
-        p = r.pipeline(transaction=True)
-        p.set("{n}:n", "5").incr("{n}:s")
-        try:
-            p.execute()
-            check(False, "a block whose INCR fails at run time fails as a whole")
-        except redis.ResponseError as e:
-            check("nothing was applied" in str(e),
-                  f"a block whose INCR fails at run time fails as a whole: {e}")
-        check(r.get("{n}:n") is None, "nothing of the failed block was applied")
-        r.close()
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-    if failures:
-        print(f"{len(failures)} check(s) failed; logs in {work}")
-        sys.exit(1)
-    print("all checks passed")
+        p.execute()
+        check(False, "a pipeline over two partitions fails")
+    except redis.ResponseError as e:
+        check("EXECABORT" in str(e) or "CROSSSLOT" in str(e),
+              f"a pipeline over two partitions fails with CROSSSLOT/EXECABORT: {e}")
+    check(r.get(a) is None and r.get(b) is None,
+          "nothing of the cross-partition pipeline was applied")
+    r.set("{n}:s", "not-a-number")
+    p = r.pipeline(transaction=True)
+    p.set("{n}:n", "5").incr("{n}:s")
+    try:
+        p.execute()
+        check(False, "a block whose INCR fails at run time fails as a whole")
+    except redis.ResponseError as e:
+        check("nothing was applied" in str(e),
+              f"a block whose INCR fails at run time fails as a whole: {e}")
+    check(r.get("{n}:n") is None, "nothing of the failed block was applied")
+    r.close()
 
 
 if __name__ == "__main__":
-    main()
+    run(sequence, tessera_only)

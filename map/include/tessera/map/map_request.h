@@ -103,6 +103,8 @@ enum class MapOp : std::uint8_t {
                       // appends every message the owner lacks (not the same bytes at the same
                       // sequence) after its tail, beyond the capacity; count = appended,
                       // entries = [("discarded", N)]
+  kRedisStream = 36,  // a Redis stream command (XADD, XREADGROUP, ...) on the stream's one
+                      // sub-stream: key = "meta@S#0", argument {cmd, ...}; see redis_stream.h
 };
 
 // The internal map reliable topics keep their rings in (grid::ReliableTopic).
@@ -120,7 +122,7 @@ bool MapOpIsKeyed(MapOp op);
 // True for the multi-partition operations whose keys (or entries) say which partitions they
 // touch: putAll, getAll, executeOnKeys, mergeEntries.
 bool MapOpHasKeys(MapOp op);
-// True for the event stream operations (kStreamAppend .. kStreamMerge).
+// True for the event stream operations (kStreamAppend .. kStreamMerge, kRedisStream).
 bool MapOpIsStream(MapOp op);
 // "put", "putIfAbsent", ... for logs and errors.
 std::string_view MapOpName(MapOp op);

@@ -38,6 +38,11 @@ struct RespServerOptions {
   // bytes wait to be written, and resumes when they drain.
   std::size_t max_pending_replies = 4096;
   std::size_t max_output_bytes = 64 * 1024 * 1024;
+  // Limits of a stream XADD creates (stored as its Tessera stream configuration): entries
+  // every group acknowledged (all, without groups) make room for new ones; beyond them XADD
+  // fails naming the group that holds entries back.
+  std::int64_t stream_max_entries = 1'000'000;
+  std::int64_t stream_max_bytes = 256LL * 1024 * 1024;
 };
 
 struct RespServerStats {

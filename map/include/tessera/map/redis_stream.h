@@ -1,0 +1,71 @@
+#pragma once
+// Redis streams over Tessera streams (MapOp::kRedisStream, map_ops_redis_stream.cc; the RESP
+// front-end's XADD, XRANGE, XREADGROUP, ... in resp/src/stream_commands.cc).
+//
+// A Redis stream S is the Tessera stream S with one sub-stream, P = "S#0", stored as
+// stream_format.h describes (so grid-cli, Stream::Info and Stream::Read see it), plus:
+//   "<offset>@P"     the entry: a StoredEvent whose key is its Redis ID ("<ms>-<seq>") and whose
+//                    payload is its fields and values (EncodeStreamFields)
+//   "xmeta@P"        the last ID given out, the number of entries ever added, and the greatest
+//                    ID trimming removed (RedisStreamMeta)
+//   "xgroup:<g>@P"   group g: its last delivered ID and offset, its consumers (name, last seen,
+//                    last active) and its pending entries list (offset, ID, last delivery,
+//                    deliveries, consumer)
+// A group is also a Tessera group of the sub-stream: its committed cursor (StreamMeta) is the
+// offset below which every entry delivered to the group was acknowledged, so retention keeps
+// every entry some group has not read or acknowledged, and Trim requests (MAXLEN, MINID) stop
+// there.
+//
+// Request (MapRequest): map "__streams", key "meta@P", argument {cmd, ...}; per cmd:
+//   "add"      {id: "*" | "<ms>-*" | "<ms>-<seq>", nomkstream, trim: "" | "maxlen" | "minid",
+//              maxlen, minid, limit, max_events, max_bytes}, value = EncodeStreamFields;
+//              value out = the new ID (nullopt: nomkstream and no stream), flag = created
+//   "trim"     {trim, maxlen, minid, limit}; count = entries removed
+//   "len"      count = entries; flag = the stream exists
+//   "range"    {start, end (IDs, inclusive), count (0: all), rev}; entries = [(ID, fields)]
+//   "read"     {after: ID | "$", count}; entries after `after`; value = the last ID
+//   "create_group" {group, id: ID | "$", mkstream}; flag = stream created
+//   "destroy_group", "create_consumer", "del_consumer" {group, consumer}: count = the reply
+//   "readgroup" {group, consumer, after: ">" | ID, count, noack}; entries = [(ID, fields)]
+//   "ack"      {group}, keys = IDs; count = acknowledged
+//   "pending"  {group}; summary: count, value = "<min> <max>", entries = [(consumer, n)];
+//              with {start, end, count, consumer, idle}: entries = [(ID, "<idle> <n> <consumer>")]
+//   "claim"    {group, consumer, min_idle, idle, time, retrycount, force, justid, lastid},
+//              keys = IDs; entries = [(ID, fields)] claimed
+//   "autoclaim" {group, consumer, min_idle, start, count, justid}; entries claimed, value =
+//              the next start ID
+//   "info_stream", "info_groups", "info_consumers" {group}: entries = [(field, value)] as the
+//              RESP front-end prints them
+// Errors keep Redis's texts (without "ERR "); a missing group starts with "NOGROUP ", an
+// existing one with "BUSYGROUP " (kNotFound / kConflict).
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera::map {
+
+// A Redis stream entry ID.
+struct StreamId {
+  std::uint64_t ms = 0;
+  std::uint64_t seq = 0;
+  auto operator<=>(const StreamId&) const = default;
+  std::string Text() const { return std::to_string(ms) + "-" + std::to_string(seq); }
+  static constexpr StreamId Max() { return {~std::uint64_t{0}, ~std::uint64_t{0}}; }
+};
+
+// "<ms>-<seq>", or "<ms>" with seq = missing_seq; nullopt for anything else.
+std::optional<StreamId> ParseStreamId(std::string_view text, std::uint64_t missing_seq = 0);
+
+// Fields and values as "<n>:<bytes>" each, in order.
+std::string EncodeStreamFields(const std::vector<std::string_view>& fields_and_values);
+// nullopt if `bytes` is not what EncodeStreamFields produces.
+std::optional<std::vector<std::string_view>> DecodeStreamFields(std::string_view bytes);
+
+std::string RedisStreamMetaKey(std::string_view sub);
+std::string RedisStreamGroupKey(std::string_view sub, std::string_view group);
+
+}  // namespace tessera::map

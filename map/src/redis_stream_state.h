@@ -1,0 +1,62 @@
+#pragma once
+// The records a Redis stream keeps besides the Tessera stream's (redis_stream.h): the stream's
+// Redis bookkeeping and one record per consumer group. Both are encoded as "<n>:<bytes>"
+// tokens; a record that does not parse reads as empty (a damaged record never crashes a
+// member).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/map/redis_stream.h"
+
+namespace tessera::map::detail {
+
+struct RedisStreamMeta {
+  StreamId last_id;
+  std::int64_t entries_added = 0;
+  StreamId max_deleted;
+};
+std::string EncodeRedisStreamMeta(const RedisStreamMeta& meta);
+RedisStreamMeta DecodeRedisStreamMeta(std::string_view bytes);
+
+struct StreamConsumer {
+  std::string name;
+  std::int64_t seen_ms = 0;    // last read or claim attempt (wall clock)
+  std::int64_t active_ms = 0;  // last read or claim that returned entries (0: never)
+};
+
+struct PendingEntry {
+  std::int64_t offset = 0;
+  StreamId id;
+  std::int64_t delivery_ms = 0;  // wall clock of the last delivery
+  std::int64_t deliveries = 1;
+  std::string consumer;
+};
+
+struct RedisStreamGroup {
+  StreamId last_id;
+  std::int64_t last_offset = 0;  // offset of the last entry delivered (or skipped at creation)
+  // Whether last_offset counts the entries the group read: not for a group created at an
+  // explicit ID until it reads (XINFO GROUPS shows entries-read nil then, as Redis).
+  bool entries_read_known = true;
+  std::vector<StreamConsumer> consumers;  // by name
+  std::vector<PendingEntry> pending;      // by offset (and so by ID)
+
+  StreamConsumer* FindConsumer(std::string_view name);
+  // The consumer `name`, created if missing (`created` tells).
+  StreamConsumer& Consumer(std::string_view name, std::int64_t now_ms, bool* created = nullptr);
+  std::int64_t PendingOf(std::string_view consumer) const;
+  // The pending entry with `id`, or nullptr.
+  PendingEntry* FindPending(const StreamId& id);
+  // Every entry up to this offset was acknowledged or never owed (the Tessera cursor).
+  std::int64_t AckFloor() const {
+    return pending.empty() ? last_offset : pending.front().offset - 1;
+  }
+};
+std::string EncodeRedisStreamGroup(const RedisStreamGroup& group);
+RedisStreamGroup DecodeRedisStreamGroup(std::string_view bytes);
+
+}  // namespace tessera::map::detail

@@ -1,0 +1,201 @@
+// XREAD and XREADGROUP, with BLOCK. One kRedisStream request per stream key ("read" or
+// "readgroup", map/redis_stream.h), sent together; the reply lists the streams that returned
+// entries. A blocked read asks again on a timer of the connection's shard (1 ms, doubling up
+// to kMaxPollDelay) until entries come, the BLOCK time passes or the connection closes: no
+// thread waits, and it works the same when the stream lives on another member. A blocked
+// command holds its connection's later replies back, as in Redis.
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+
+#include "command_util.h"
+#include "stream_util.h"
+
+namespace tessera::resp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Uppercase(std::string_view text) {
+  std::string upper(text);
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return upper;
+}
+constexpr auto kMaxPollDelay = std::chrono::milliseconds(8);
+
+struct StreamPoll : std::enable_shared_from_this<StreamPoll> {
+  std::shared_ptr<Connection> conn;
+  ReplySlot slot;
+  std::vector<std::string> keys;
+  std::vector<map::MapRequest> requests;  // one per key
+  std::vector<std::string> after;         // XREAD: the ID each key reads after ("$" at first)
+  bool group = false;
+  bool history = false;  // XREADGROUP with an ID: every key is listed, even without entries
+  bool block = false;
+  Clock::time_point deadline = Clock::time_point::max();
+  std::chrono::microseconds delay{1000};
+  std::unique_ptr<boost::asio::steady_timer> timer;
+
+  StreamPoll(std::shared_ptr<Connection> c, ReplySlot s) : conn(std::move(c)), slot(std::move(s)) {}
+
+  void Run() {
+    struct Round {
+      std::vector<base::Result<map::MapResult>> results;
+      std::atomic<std::size_t> left{0};
+    };
+    auto round = std::make_shared<Round>();
+    round->results.resize(requests.size());
+    round->left = requests.size();
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      map::MapRequest request = requests[i];
+      if (!group) {
+        request.argument = request.argument.ToBuilder().String("after", after[i]).Done();
+      }
+      conn->maps().Execute(std::move(request), [self = shared_from_this(), round,
+                                                i](base::Result<map::MapResult> result) {
+        round->results[i] = std::move(result);
+        if (round->left.fetch_sub(1) != 1) return;
+        self->conn->server().shards.DispatchOn(self->conn->shard(),
+                                               [self, round] { self->Finish(round->results); });
+      });
+    }
+  }
+
+  void Finish(std::vector<base::Result<map::MapResult>>& results) {
+    std::size_t with_entries = 0;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (!results[i]) return Reply(results);
+      if (!results[i]->entries.empty()) ++with_entries;
+      if (!group && after[i] == "$") after[i] = results[i]->value.value_or("0-0");
+    }
+    if (with_entries > 0 || history || !block || conn->closed() || Clock::now() >= deadline) {
+      return Reply(results);
+    }
+    if (!timer)
+      timer =
+          std::make_unique<boost::asio::steady_timer>(conn->server().shards.Context(conn->shard()));
+    const auto wait = std::min<Clock::duration>(delay, deadline - Clock::now());
+    delay = std::min<std::chrono::microseconds>(delay * 2, kMaxPollDelay);
+    timer->expires_after(wait);
+    timer->async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+      if (error) return;
+      self->Run();
+    });
+  }
+
+  void Reply(std::vector<base::Result<map::MapResult>>& results) {
+    slot.Fill([&](RespWriter& writer) {
+      for (auto& r : results) {
+        if (!r) return WriteStreamError(writer, r.error());
+      }
+      std::size_t listed = 0;
+      for (auto& r : results) listed += history || !r->entries.empty() ? 1 : 0;
+      if (listed == 0) return writer.NullArray();
+      if (writer.protocol() >= 3) {
+        writer.MapHeader(listed);
+      } else {
+        writer.ArrayHeader(listed);
+      }
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        if (!history && results[i]->entries.empty()) continue;
+        if (writer.protocol() < 3) writer.ArrayHeader(2);
+        writer.Bulk(keys[i]);
+        writer.ArrayHeader(results[i]->entries.size());
+        for (const auto& [id, fields] : results[i]->entries) WriteStreamEntry(writer, id, fields);
+      }
+    });
+  }
+};
+
+// XREAD [COUNT n] [BLOCK ms] STREAMS key... id...; XREADGROUP GROUP g c [COUNT n] [BLOCK ms]
+// [NOACK] STREAMS key... id...
+void ReadGeneric(Connection& conn, Args args, bool group) {
+  const std::string name = group ? "xreadgroup" : "xread";
+  std::size_t i = 1;
+  std::string group_name, consumer;
+  std::int64_t count = 0, block_ms = -1;
+  bool noack = false;
+  for (; i < args.size(); ++i) {
+    const bool has_value = i + 1 < args.size();
+    if (EqualsIgnoreCase(args[i], "streams")) break;
+    if (has_value && EqualsIgnoreCase(args[i], "count")) {
+      if (!ParseInt64(args[++i], count)) return conn.Reply().NotInteger();
+      count = std::max<std::int64_t>(0, count);
+    } else if (has_value && EqualsIgnoreCase(args[i], "block")) {
+      if (!ParseInt64(args[++i], block_ms)) {
+        return conn.Reply().Error("ERR timeout is not an integer or out of range");
+      }
+      if (block_ms < 0) return conn.Reply().Error("ERR timeout is negative");
+    } else if (group && i + 2 < args.size() && EqualsIgnoreCase(args[i], "group")) {
+      group_name = args[i + 1];
+      consumer = args[i + 2];
+      i += 2;
+    } else if (group && EqualsIgnoreCase(args[i], "noack")) {
+      noack = true;
+    } else {
+      return conn.Reply().SyntaxError();
+    }
+  }
+  if (i >= args.size()) return conn.Reply().SyntaxError();
+  if (group && group_name.empty()) {
+    return conn.Reply().Error("ERR Missing GROUP option for XREADGROUP");
+  }
+  const std::size_t n = args.size() - i - 1;
+  if (n == 0 || n % 2 != 0) {
+    return conn.Reply().Error("ERR Unbalanced " + Uppercase(name) +
+                              " list of streams: for each stream key an ID or '$' must be "
+                              "specified.");
+  }
+  const std::size_t streams = n / 2;
+  auto poll = std::make_shared<StreamPoll>(conn.shared_from_this(), ReplySlot(nullptr, 0, 2));
+  poll->group = group;
+  for (std::size_t k = 0; k < streams; ++k) {
+    const std::string_view key = args[i + 1 + k];
+    const std::string_view id = args[i + 1 + streams + k];
+    if (auto problem = StreamKeyProblem(key); !problem.empty()) return conn.Reply().Error(problem);
+    StreamRequest rq(key, group ? "readgroup" : "read");
+    rq.args.Int64("count", count);
+    if (group) {
+      if (id == "$") {
+        return conn.Reply().Error(
+            "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the "
+            "history of this consumer by specifying a proper ID, or use the > ID to get new "
+            "messages. The $ ID would just return an empty result set.");
+      }
+      if (id != ">") {
+        auto parsed = map::ParseStreamId(id);
+        if (!parsed) return conn.Reply().Error(kInvalidStreamId);
+        poll->history = true;
+      }
+      rq.args.String("group", group_name)
+          .String("consumer", consumer)
+          .String("after", id == ">" ? ">" : map::ParseStreamId(id)->Text())
+          .Bool("noack", noack);
+    } else {
+      if (id == "$") {
+        poll->after.emplace_back("$");
+      } else if (auto parsed = map::ParseStreamId(id)) {
+        poll->after.push_back(parsed->Text());
+      } else {
+        return conn.Reply().Error(kInvalidStreamId);
+      }
+    }
+    poll->keys.emplace_back(key);
+    poll->requests.push_back(std::move(rq).Finish());
+  }
+  poll->block = block_ms >= 0 && !poll->history;
+  if (block_ms > 0) poll->deadline = Clock::now() + std::chrono::milliseconds(block_ms);
+  poll->slot = conn.Defer();
+  poll->Run();
+}
+
+void XRead(Connection& conn, Args args) { ReadGeneric(conn, args, false); }
+void XReadGroup(Connection& conn, Args args) { ReadGeneric(conn, args, true); }
+
+}  // namespace
+
+void RegisterStreamReadCommands(CommandTable& table) {
+  table.Add({"xread", -4, kReadOnly, 0, 0, 0, XRead});
+  table.Add({"xreadgroup", -7, kWrite, 0, 0, 0, XReadGroup});
+}
+
+}  // namespace tessera::resp
