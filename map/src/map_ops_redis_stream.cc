@@ -42,21 +42,34 @@ struct XStream {
   bool exists() const { return meta.existed; }
   std::int64_t length() const { return meta.meta.tail - meta.meta.head + 1; }
 
+  // The stored bytes of the entry at `offset` (nullptr if not stored).
+  const Record* RecordAt(std::int64_t offset) {
+    if (offset < m().head || offset > m().tail) return nullptr;
+    return FindLive(store, StreamEventKey(sub, offset), ctx);
+  }
   // The stored entry at `offset` (nullopt if not stored).
   std::optional<StoredEvent> EntryAt(std::int64_t offset) {
-    if (offset < m().head || offset > m().tail) return std::nullopt;
-    Record* r = FindLive(store, StreamEventKey(sub, offset), ctx);
-    if (r == nullptr) return std::nullopt;
-    return DecodeStoredEvent(r->value());
+    const Record* r = RecordAt(offset);
+    return r == nullptr ? std::nullopt : DecodeStoredEvent(r->value());
   }
   // The ID of the entry at `offset`. An event appended through the Tessera API has none: it
-  // reads as <append time>-<offset>.
+  // reads as <append time>-<offset>. A missing or damaged record reads as 0-0, which keeps a
+  // binary search from crashing, not right.
   StreamId IdAt(std::int64_t offset) {
-    auto e = EntryAt(offset);
-    if (!e) return {};
-    if (auto id = ParseStreamId(e->key)) return *id;
-    return {static_cast<std::uint64_t>(std::max<std::int64_t>(0, e->time_ms)),
+    const Record* r = RecordAt(offset);
+    if (r == nullptr) return {};
+    if (auto key = StoredEventKey(r->value())) {
+      if (auto id = ParseStreamId(*key)) return *id;
+    }
+    return {static_cast<std::uint64_t>(std::max<std::int64_t>(0, StoredEventTime(r->value()))),
             static_cast<std::uint64_t>(offset)};
+  }
+  // (ID, fields) of the entry at `offset` into `out`; false if it is not stored.
+  bool AddEntry(MapResult& out, std::int64_t offset) {
+    auto e = EntryAt(offset);
+    if (!e) return false;
+    out.entries.emplace_back(IdAt(offset).Text(), std::move(e->payload));
+    return true;
   }
   // The first offset whose ID is above `id` (strictly, or at least with `inclusive`);
   // tail + 1 if none.
@@ -108,15 +121,16 @@ XStream Load(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   return s;
 }
 
-void AddEntry(MapResult& out, const StoredEvent& e) { out.entries.emplace_back(e.key, e.payload); }
-
 // Removes entries from the front as MAXLEN or MINID asks, as far as retention allows.
 std::int64_t ApplyTrim(XStream& s, const MapRequest& rq) {
   const std::string trim = StringArg(rq, "trim");
   if (trim.empty()) return 0;
   const std::int64_t maxlen = IntArg(rq, "maxlen", 0);
   const auto minid = ParseStreamId(StringArg(rq, "minid"));
-  const std::int64_t limit = IntArg(rq, "limit", 0);
+  // As Redis: `~` removes at most LIMIT entries per call (default 100 x its node size, 10,000);
+  // `=` removes all it may.
+  const std::int64_t limit =
+      IntArg(rq, "limit", rq.argument.GetBool("approximate").value_or(false) ? 10'000 : 0);
   std::int64_t removed = 0;
   while (s.HeadRemovable() && (limit <= 0 || removed < limit)) {
     if (trim == "maxlen" ? s.length() <= maxlen : (!minid || s.IdAt(s.m().head) >= *minid)) break;
@@ -134,25 +148,26 @@ base::Result<StreamId> NextId(const XStream& s, const std::string& arg, std::int
     return Fail(ErrorCode::kBadRequest,
                 "The stream has exhausted the last possible ID, unable to add more items");
   }
-  auto after_last = [&](std::uint64_t ms) -> base::Result<StreamId> {
+  // The first ID of millisecond `ms` above the last (`carry`: or the next millisecond's).
+  auto after_last = [&](std::uint64_t ms, bool carry) -> base::Result<StreamId> {
     if (ms > last.ms) return StreamId{ms, 0};
     if (ms < last.ms) return Fail(ErrorCode::kBadRequest, kSmaller);
     if (last.seq == ~std::uint64_t{0}) {
-      return last.ms == ~std::uint64_t{0} ? Fail(ErrorCode::kBadRequest, kSmaller)
-                                          : base::Result<StreamId>(StreamId{last.ms + 1, 0});
+      return carry ? base::Result<StreamId>(StreamId{last.ms + 1, 0})
+                   : Fail(ErrorCode::kBadRequest, kSmaller);
     }
     return StreamId{ms, last.seq + 1};
   };
   if (arg == "*") {
     const auto now = static_cast<std::uint64_t>(std::max<std::int64_t>(0, now_ms));
-    return after_last(std::max(now, last.ms));
+    return after_last(std::max(now, last.ms), true);
   }
   if (arg.size() > 2 && arg.ends_with("-*")) {
     auto ms = ParseStreamId(arg.substr(0, arg.size() - 2));
     if (!ms || arg.find('-') != arg.size() - 2) {
       return Fail(ErrorCode::kBadRequest, "Invalid stream ID specified as stream command argument");
     }
-    auto id = after_last(ms->ms);
+    auto id = after_last(ms->ms, false);
     if (id && *id == StreamId{}) return StreamId{0, 1};
     return id;
   }
@@ -172,6 +187,9 @@ base::Result<MapResult> Add(XStream& s, const MapRequest& rq) {
   if (!s.exists() && BoolArg(rq, "nomkstream")) return out;
   const std::int64_t max_events = IntArg(rq, "max_events", 1'000'000);
   const std::int64_t max_bytes = IntArg(rq, "max_bytes", 256 << 20);
+  if (max_events < 1 || max_bytes < 1) {
+    return Fail(ErrorCode::kBadRequest, "a stream needs max_events and max_bytes of at least 1");
+  }
   auto id = NextId(s, StringArg(rq, "id"), s.ctx.wall_ms);
   if (!id) return std::unexpected(id.error());
   const std::string bytes = EncodeStoredEvent(StoredEvent{"", id->Text(), s.ctx.wall_ms, rq.value});
@@ -185,13 +203,17 @@ base::Result<MapResult> Add(XStream& s, const MapRequest& rq) {
   auto full = [&] { return s.length() + 1 > max_events || m.bytes + size > max_bytes; };
   while (full() && s.HeadRemovable()) s.Drop();  // room from what every group acknowledged
   if (full()) {
+    s.Save();  // what was removed to make room stays removed: the meta record must say so
     const auto* slowest = m.Slowest();
     return Fail(ErrorCode::kOverloaded,
                 "stream '" + s.name + "' is full (" + std::to_string(s.length()) + " entries, " +
-                    std::to_string(m.bytes) + " bytes) and group '" + slowest->first + "' has " +
-                    std::to_string(m.tail - slowest->second) +
-                    " entries not yet read or acknowledged; let its consumers catch up "
-                    "(XREADGROUP, XACK), destroy the group, or raise the stream limits");
+                    std::to_string(m.bytes) + " bytes)" +
+                    (slowest == nullptr ? std::string()
+                                        : " and group '" + slowest->first + "' has " +
+                                              std::to_string(m.tail - slowest->second) +
+                                              " entries not yet read or acknowledged") +
+                    "; let its consumers catch up (XREADGROUP, XACK), destroy the group, or "
+                    "raise the stream limits");
   }
   const std::int64_t offset = ++m.tail;
   if (m.head > offset) m.head = offset;
@@ -217,17 +239,13 @@ base::Result<MapResult> Range(XStream& s, const MapRequest& rq) {
   auto room = [&] { return count <= 0 || static_cast<std::int64_t>(out.entries.size()) < count; };
   if (!BoolArg(rq, "rev")) {
     for (std::int64_t off = s.FirstAbove(*start, true); off <= s.m().tail && room(); ++off) {
-      auto e = s.EntryAt(off);
-      if (!e) continue;
       if (s.IdAt(off) > *end) break;
-      AddEntry(out, *e);
+      s.AddEntry(out, off);
     }
   } else {
     for (std::int64_t off = s.FirstAbove(*end) - 1; off >= s.m().head && room(); --off) {
-      auto e = s.EntryAt(off);
-      if (!e) continue;
       if (s.IdAt(off) < *start) break;
-      AddEntry(out, *e);
+      s.AddEntry(out, off);
     }
   }
   return out;
@@ -245,7 +263,7 @@ base::Result<MapResult> Read(XStream& s, const MapRequest& rq) {
   for (std::int64_t off = s.FirstAbove(*id);
        off <= s.m().tail && (count <= 0 || static_cast<std::int64_t>(out.entries.size()) < count);
        ++off) {
-    if (auto e = s.EntryAt(off)) AddEntry(out, *e);
+    s.AddEntry(out, off);
   }
   return out;
 }
@@ -392,15 +410,14 @@ base::Result<MapResult> ReadGroup(XStream& s, const MapRequest& rq) {
     const bool noack = BoolArg(rq, "noack");
     for (std::int64_t off = std::max(st.last_offset + 1, s.m().head); off <= s.m().tail && room();
          ++off) {
-      auto e = s.EntryAt(off);
       st.last_offset = off;
       g->changed = true;
       const StreamId id = s.IdAt(off);
-      if (!e || id <= st.last_id) continue;  // below an ID the group was created at
+      if (id <= st.last_id) continue;  // below an ID the group was created at
+      if (!s.AddEntry(out, off)) continue;
       st.last_id = id;
       st.entries_read_known = true;
-      if (!noack) st.pending.push_back({off, id, now, 1, consumer});
-      AddEntry(out, *e);
+      if (!noack) st.Deliver(off, id, now, consumer);
     }
   } else {
     auto from = ParseStreamId(after);
@@ -408,12 +425,13 @@ base::Result<MapResult> ReadGroup(XStream& s, const MapRequest& rq) {
     for (auto& p : st.pending) {
       if (!room()) break;
       if (p.consumer != consumer || p.id <= *from) continue;
-      if (auto e = s.EntryAt(p.offset)) {
-        AddEntry(out, *e);
-        p.delivery_ms = now;
-        ++p.deliveries;
-        g->changed = true;
+      if (!s.AddEntry(out, p.offset)) {
+        out.entries.emplace_back(p.id.Text(), "");  // no longer stored: [ID, nil], as Redis
+        continue;
       }
+      p.delivery_ms = now;
+      ++p.deliveries;
+      g->changed = true;
     }
   }
   // Seen times are kept to the second unless something else changed: an idle consumer
@@ -481,8 +499,9 @@ base::Result<MapResult> Pending(XStream& s, const MapRequest& rq) {
 // no longer stored (it leaves the pending list then).
 bool ClaimOne(XStream& s, PendingEntry& p, const std::string& consumer, std::int64_t delivery_ms,
               std::int64_t retrycount, bool justid, MapResult& out) {
-  auto e = s.EntryAt(p.offset);
-  if (!e) return false;
+  const std::size_t before = out.entries.size();
+  if (!s.AddEntry(out, p.offset)) return false;
+  if (justid) out.entries[before].second.clear();
   p.consumer = consumer;
   p.delivery_ms = delivery_ms;
   if (retrycount >= 0) {
@@ -490,7 +509,6 @@ bool ClaimOne(XStream& s, PendingEntry& p, const std::string& consumer, std::int
   } else if (!justid) {
     ++p.deliveries;
   }
-  out.entries.emplace_back(e->key, justid ? std::string() : e->payload);
   return true;
 }
 
@@ -504,7 +522,7 @@ base::Result<MapResult> Claim(XStream& s, const MapRequest& rq) {
   const std::int64_t retrycount = IntArg(rq, "retrycount", -1);
   const bool justid = BoolArg(rq, "justid");
   std::int64_t delivery_ms = now;
-  if (auto t = rq.argument.GetInt64("time")) delivery_ms = *t;
+  if (auto t = rq.argument.GetInt64("time")) delivery_ms = std::min(*t, now);
   if (auto idle = rq.argument.GetInt64("idle")) delivery_ms = now - *idle;
   MapResult out;
   for (const auto& text : rq.keys) {
@@ -515,10 +533,14 @@ base::Result<MapResult> Claim(XStream& s, const MapRequest& rq) {
       if (!BoolArg(rq, "force")) continue;
       const std::int64_t off = s.FirstAbove(*id, true);
       if (off > s.m().tail || s.IdAt(off) != *id) continue;
-      auto at =
-          std::lower_bound(st.pending.begin(), st.pending.end(), off,
-                           [](const PendingEntry& e, std::int64_t o) { return e.offset < o; });
-      p = &*st.pending.insert(at, PendingEntry{off, *id, now, 1, consumer});
+      st.Deliver(off, *id, now, consumer);
+      p = st.FindPending(*id);
+      // An entry the group had acknowledged is owed again: the cursor moves back before it
+      // (it is still stored, so retention keeps it from now on).
+      if (std::int64_t* cursor = s.m().CursorOf(g->name); cursor != nullptr && *cursor >= off) {
+        *cursor = off - 1;
+        s.meta_changed = true;
+      }
     } else if (min_idle > 0 && now - p->delivery_ms < min_idle) {
       continue;
     }
@@ -550,6 +572,7 @@ base::Result<MapResult> AutoClaim(XStream& s, const MapRequest& rq) {
   const StreamId start = ParseStreamId(StringArg(rq, "start")).value_or(StreamId{});
   std::int64_t attempts = count * 10;  // as Redis: at most COUNT * 10 pending entries looked at
   MapResult out;
+  std::string deleted;
   auto it = std::lower_bound(st.pending.begin(), st.pending.end(), start,
                              [](const PendingEntry& p, const StreamId& id) { return p.id < id; });
   while (it != st.pending.end() && attempts-- > 0 &&
@@ -559,10 +582,11 @@ base::Result<MapResult> AutoClaim(XStream& s, const MapRequest& rq) {
     } else if (ClaimOne(s, *it, consumer, now, -1, justid, out)) {
       ++it;
     } else {
+      deleted += " " + it->id.Text();  // no longer stored: leaves the pending list
       it = st.pending.erase(it);
     }
   }
-  out.value = it == st.pending.end() ? "0-0" : it->id.Text();
+  out.value = (it == st.pending.end() ? "0-0" : it->id.Text()) + deleted;
   StreamConsumer& c = st.Consumer(consumer, now);
   c.seen_ms = now;
   if (!out.entries.empty()) c.active_ms = now;

@@ -147,6 +147,17 @@ PendingEntry* RedisStreamGroup::FindPending(const StreamId& id) {
   return it != pending.end() && it->id == id ? &*it : nullptr;
 }
 
+void RedisStreamGroup::Deliver(std::int64_t offset, const StreamId& id, std::int64_t now_ms,
+                               const std::string& consumer) {
+  auto it = std::lower_bound(pending.begin(), pending.end(), offset,
+                             [](const PendingEntry& p, std::int64_t o) { return p.offset < o; });
+  if (it != pending.end() && it->offset == offset) {
+    *it = PendingEntry{offset, id, now_ms, 1, consumer};
+  } else {
+    pending.insert(it, PendingEntry{offset, id, now_ms, 1, consumer});
+  }
+}
+
 std::string EncodeRedisStreamGroup(const RedisStreamGroup& g) {
   std::string out;
   Put(out, g.last_id.Text());

@@ -4,6 +4,7 @@
 // tokens; a record that does not parse reads as empty (a damaged record never crashes a
 // member).
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,10 +52,15 @@ struct RedisStreamGroup {
   std::int64_t PendingOf(std::string_view consumer) const;
   // The pending entry with `id`, or nullptr.
   PendingEntry* FindPending(const StreamId& id);
-  // Every entry up to this offset was acknowledged or never owed (the Tessera cursor).
+  // Every entry up to this offset was acknowledged or never owed (the Tessera cursor). An
+  // entry XCLAIM FORCE made pending may lie above last_offset: the floor stays below both.
   std::int64_t AckFloor() const {
-    return pending.empty() ? last_offset : pending.front().offset - 1;
+    return pending.empty() ? last_offset : std::min(last_offset, pending.front().offset - 1);
   }
+  // Makes the entry at `offset` pending for `consumer` (a new delivery: deliveries 1), keeping
+  // the list in offset order; an entry already pending (XCLAIM FORCE) moves to `consumer`.
+  void Deliver(std::int64_t offset, const StreamId& id, std::int64_t now_ms,
+               const std::string& consumer);
 };
 std::string EncodeRedisStreamGroup(const RedisStreamGroup& group);
 RedisStreamGroup DecodeRedisStreamGroup(std::string_view bytes);

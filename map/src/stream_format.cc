@@ -60,6 +60,11 @@ std::optional<StoredEvent> DecodeStoredEvent(std::string_view in) {
 
 std::int64_t StoredEventTime(std::string_view bytes) { return TakeNumber(bytes, ';').value_or(0); }
 
+std::optional<std::string_view> StoredEventKey(std::string_view in) {
+  if (!TakeNumber(in, ';') || !TakeSized(in)) return std::nullopt;
+  return TakeSized(in);
+}
+
 std::int64_t* StreamMeta::CursorOf(std::string_view group) {
   for (auto& [name, cursor] : groups) {
     if (name == group) return &cursor;

@@ -14,6 +14,7 @@
 
 #include "command_table.h"
 #include "forwarder.h"
+#include "stream_waiters.h"
 #include "tessera/base/clock.h"
 #include "tessera/map/map_service.h"
 #include "tessera/resp/resp_server.h"
@@ -61,6 +62,7 @@ struct ServerState {
   std::atomic<std::uint16_t> bound_port{0};  // the listening port once started
   std::vector<ShardCounter> commands;        // per shard
   std::shared_ptr<Forwarder> forwarder;      // keyed commands to other shards
+  StreamWaiters stream_waiters;              // blocked XREAD / XREADGROUP by key
   std::vector<std::unordered_map<std::uint64_t, std::weak_ptr<Connection>>> connections;
   const base::Millis start_wall_ms;
 

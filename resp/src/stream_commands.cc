@@ -145,6 +145,7 @@ bool ParseTrim(Connection& conn, Args args, std::size_t& i, StreamRequest& rq) {
     rq.args.Int64("limit", limit);
     i += 2;
   }
+  rq.args.Bool("approximate", approximate);
   return true;
 }
 
@@ -190,13 +191,16 @@ void XAdd(Connection& conn, Args args) {
       .Int64("max_events", options.stream_max_entries)
       .Int64("max_bytes", options.stream_max_bytes);
   rq.request.value = map::EncodeStreamFields({args.begin() + i + 1, args.end()});
-  CallStream(
-      conn, std::move(rq).Finish(),
-      [key = std::string(args[1]), maps = &conn.maps(), max_entries = options.stream_max_entries,
-       max_bytes = options.stream_max_bytes](RespWriter& writer, const map::MapResult& result) {
-        if (result.flag) StoreStreamConfig(*maps, key, max_entries, max_bytes);
-        WriteOptionalBulk(writer, result.value);
-      });
+  CallStream(conn, std::move(rq).Finish(),
+             [key = std::string(args[1]), server = &conn.server()](RespWriter& writer,
+                                                                   const map::MapResult& result) {
+               if (result.flag) {
+                 StoreStreamConfig(server->maps, key, server->options.stream_max_entries,
+                                   server->options.stream_max_bytes);
+               }
+               if (result.value) server->stream_waiters.Wake(key);
+               WriteOptionalBulk(writer, result.value);
+             });
 }
 
 void XTrim(Connection& conn, Args args) {
@@ -474,10 +478,19 @@ void XAutoClaim(Connection& conn, Args args) {
   }
   CallStream(conn, std::move(rq).Finish(),
              [justid](RespWriter& writer, const map::MapResult& result) {
+               // "<next start> [<ID no longer stored> ...]"
+               std::vector<std::string_view> words;
+               std::string_view rest = result.value ? std::string_view(*result.value) : "0-0";
+               while (!rest.empty()) {
+                 const auto space = rest.find(' ');
+                 words.push_back(rest.substr(0, space));
+                 rest = space == std::string_view::npos ? "" : rest.substr(space + 1);
+               }
                writer.ArrayHeader(3);
-               writer.Bulk(result.value.value_or("0-0"));
+               writer.Bulk(words.empty() ? "0-0" : words.front());
                WriteClaimed(writer, result, justid);
-               writer.ArrayHeader(0);  // retention keeps every pending entry: none deleted
+               writer.ArrayHeader(words.empty() ? 0 : words.size() - 1);
+               for (std::size_t i = 1; i < words.size(); ++i) writer.Bulk(words[i]);
              });
 }
 

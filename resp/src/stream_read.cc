@@ -1,9 +1,11 @@
 // XREAD and XREADGROUP, with BLOCK. One kRedisStream request per stream key ("read" or
 // "readgroup", map/redis_stream.h), sent together; the reply lists the streams that returned
 // entries. A blocked read asks again on a timer of the connection's shard (1 ms, doubling up
-// to kMaxPollDelay) until entries come, the BLOCK time passes or the connection closes: no
-// thread waits, and it works the same when the stream lives on another member. A blocked
-// command holds its connection's later replies back, as in Redis.
+// to kMaxPollDelay) until entries come, the BLOCK time passes or the connection closes, and an
+// XADD through this server wakes it at once (StreamWaiters): no thread waits, and it works the
+// same when the stream lives on another member. A blocked command holds its connection's later
+// replies back, as in Redis.
+#include <algorithm>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 
@@ -11,16 +13,9 @@
 #include "stream_util.h"
 
 namespace tessera::resp {
-namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string Uppercase(std::string_view text) {
-  std::string upper(text);
-  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  return upper;
-}
-constexpr auto kMaxPollDelay = std::chrono::milliseconds(8);
+constexpr auto kMaxPollDelay = std::chrono::milliseconds(20);
 
 struct StreamPoll : std::enable_shared_from_this<StreamPoll> {
   std::shared_ptr<Connection> conn;
@@ -28,14 +23,18 @@ struct StreamPoll : std::enable_shared_from_this<StreamPoll> {
   std::vector<std::string> keys;
   std::vector<map::MapRequest> requests;  // one per key
   std::vector<std::string> after;         // XREAD: the ID each key reads after ("$" at first)
+  std::vector<bool> history;  // XREADGROUP with an ID for this key: listed even when empty
   bool group = false;
-  bool history = false;  // XREADGROUP with an ID: every key is listed, even without entries
   bool block = false;
   Clock::time_point deadline = Clock::time_point::max();
   std::chrono::microseconds delay{1000};
   std::unique_ptr<boost::asio::steady_timer> timer;
+  bool waiting = false;     // the timer is armed (on the connection's shard)
+  bool registered = false;  // in StreamWaiters
 
   StreamPoll(std::shared_ptr<Connection> c, ReplySlot s) : conn(std::move(c)), slot(std::move(s)) {}
+
+  ServerState& server() { return conn->server(); }
 
   void Run() {
     struct Round {
@@ -54,41 +53,70 @@ struct StreamPoll : std::enable_shared_from_this<StreamPoll> {
                                                 i](base::Result<map::MapResult> result) {
         round->results[i] = std::move(result);
         if (round->left.fetch_sub(1) != 1) return;
-        self->conn->server().shards.DispatchOn(self->conn->shard(),
-                                               [self, round] { self->Finish(round->results); });
+        self->server().shards.DispatchOn(self->conn->shard(),
+                                         [self, round] { self->Finish(round->results); });
       });
     }
   }
 
+  bool Listed(std::size_t i, const map::MapResult& r) const {
+    return !r.entries.empty() || (group && history[i]);
+  }
+
   void Finish(std::vector<base::Result<map::MapResult>>& results) {
-    std::size_t with_entries = 0;
+    bool any = false;
     for (std::size_t i = 0; i < results.size(); ++i) {
       if (!results[i]) return Reply(results);
-      if (!results[i]->entries.empty()) ++with_entries;
+      any = any || Listed(i, *results[i]);
       if (!group && after[i] == "$") after[i] = results[i]->value.value_or("0-0");
     }
-    if (with_entries > 0 || history || !block || conn->closed() || Clock::now() >= deadline) {
-      return Reply(results);
+    if (any || !block || conn->closed() || Clock::now() >= deadline) return Reply(results);
+    if (!registered) {
+      registered = true;
+      for (const auto& key : keys) server().stream_waiters.Add(key, shared_from_this());
     }
-    if (!timer)
-      timer =
-          std::make_unique<boost::asio::steady_timer>(conn->server().shards.Context(conn->shard()));
+    if (!timer) {
+      timer = std::make_unique<boost::asio::steady_timer>(server().shards.Context(conn->shard()));
+    }
     const auto wait = std::min<Clock::duration>(delay, deadline - Clock::now());
     delay = std::min<std::chrono::microseconds>(delay * 2, kMaxPollDelay);
+    waiting = true;
     timer->expires_after(wait);
     timer->async_wait([self = shared_from_this()](const boost::system::error_code& error) {
-      if (error) return;
-      self->Run();
+      if (error || !self->waiting) return;  // cancelled: Wake ran it
+      self->waiting = false;
+      self->RunUnlessClosed();
     });
   }
 
+  // An XADD to one of the keys: ask again now (on the connection's shard).
+  void Wake() {
+    if (!waiting) return;
+    waiting = false;
+    timer->cancel();
+    delay = std::chrono::microseconds(1000);
+    RunUnlessClosed();
+  }
+
+  // A client that went away while blocked is given nothing more (a read for a group would
+  // make entries pending for a consumer nobody serves).
+  void RunUnlessClosed() {
+    if (!conn->closed()) return Run();
+    std::vector<base::Result<map::MapResult>> none;
+    Reply(none);
+  }
+
   void Reply(std::vector<base::Result<map::MapResult>>& results) {
+    if (registered) {
+      for (const auto& key : keys) server().stream_waiters.Remove(key, this);
+      registered = false;
+    }
     slot.Fill([&](RespWriter& writer) {
       for (auto& r : results) {
         if (!r) return WriteStreamError(writer, r.error());
       }
       std::size_t listed = 0;
-      for (auto& r : results) listed += history || !r->entries.empty() ? 1 : 0;
+      for (std::size_t i = 0; i < results.size(); ++i) listed += Listed(i, *results[i]) ? 1 : 0;
       if (listed == 0) return writer.NullArray();
       if (writer.protocol() >= 3) {
         writer.MapHeader(listed);
@@ -96,15 +124,65 @@ struct StreamPoll : std::enable_shared_from_this<StreamPoll> {
         writer.ArrayHeader(listed);
       }
       for (std::size_t i = 0; i < results.size(); ++i) {
-        if (!history && results[i]->entries.empty()) continue;
+        if (!Listed(i, *results[i])) continue;
         if (writer.protocol() < 3) writer.ArrayHeader(2);
         writer.Bulk(keys[i]);
         writer.ArrayHeader(results[i]->entries.size());
-        for (const auto& [id, fields] : results[i]->entries) WriteStreamEntry(writer, id, fields);
+        for (const auto& [id, fields] : results[i]->entries) {
+          if (fields.empty()) {  // a pending entry no longer stored
+            writer.ArrayHeader(2);
+            writer.Bulk(id);
+            writer.NullArray();
+          } else {
+            WriteStreamEntry(writer, id, fields);
+          }
+        }
       }
     });
   }
 };
+
+void StreamWaiters::Add(std::string_view key, const std::shared_ptr<StreamPoll>& poll) {
+  std::lock_guard lock(mu_);
+  by_key_[std::string(key)].push_back(poll);
+}
+
+void StreamWaiters::Remove(std::string_view key, const StreamPoll* poll) {
+  std::lock_guard lock(mu_);
+  auto it = by_key_.find(std::string(key));
+  if (it == by_key_.end()) return;
+  std::erase_if(it->second, [&](const std::weak_ptr<StreamPoll>& w) {
+    auto p = w.lock();
+    return p == nullptr || p.get() == poll;
+  });
+  if (it->second.empty()) by_key_.erase(it);
+}
+
+void StreamWaiters::Wake(std::string_view key) {
+  std::vector<std::shared_ptr<StreamPoll>> woken;
+  {
+    std::lock_guard lock(mu_);
+    auto it = by_key_.find(std::string(key));
+    if (it == by_key_.end()) return;
+    for (const auto& w : it->second) {
+      if (auto p = w.lock()) woken.push_back(std::move(p));
+    }
+  }
+  for (auto& p : woken) {
+    p->server().shards.InvokeOn(p->conn->shard(), [p] { p->Wake(); });
+  }
+}
+
+namespace {
+
+// About 292 years: beyond it a deadline in steady_clock's nanoseconds overflows.
+constexpr std::int64_t kMaxBlockMs = 9'000'000'000'000;
+
+std::string Uppercase(std::string_view text) {
+  std::string upper(text);
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return upper;
+}
 
 // XREAD [COUNT n] [BLOCK ms] STREAMS key... id...; XREADGROUP GROUP g c [COUNT n] [BLOCK ms]
 // [NOACK] STREAMS key... id...
@@ -125,6 +203,7 @@ void ReadGeneric(Connection& conn, Args args, bool group) {
         return conn.Reply().Error("ERR timeout is not an integer or out of range");
       }
       if (block_ms < 0) return conn.Reply().Error("ERR timeout is negative");
+      if (block_ms > kMaxBlockMs) return conn.Reply().Error("ERR timeout is out of range");
     } else if (group && i + 2 < args.size() && EqualsIgnoreCase(args[i], "group")) {
       group_name = args[i + 1];
       consumer = args[i + 2];
@@ -164,8 +243,8 @@ void ReadGeneric(Connection& conn, Args args, bool group) {
       if (id != ">") {
         auto parsed = map::ParseStreamId(id);
         if (!parsed) return conn.Reply().Error(kInvalidStreamId);
-        poll->history = true;
       }
+      poll->history.push_back(id != ">");
       rq.args.String("group", group_name)
           .String("consumer", consumer)
           .String("after", id == ">" ? ">" : map::ParseStreamId(id)->Text())
@@ -182,7 +261,9 @@ void ReadGeneric(Connection& conn, Args args, bool group) {
     poll->keys.emplace_back(key);
     poll->requests.push_back(std::move(rq).Finish());
   }
-  poll->block = block_ms >= 0 && !poll->history;
+  // As Redis: a read of pending entries (an ID for XREADGROUP) never blocks.
+  poll->block = block_ms >= 0 &&
+                std::find(poll->history.begin(), poll->history.end(), true) == poll->history.end();
   if (block_ms > 0) poll->deadline = Clock::now() + std::chrono::milliseconds(block_ms);
   poll->slot = conn.Defer();
   poll->Run();

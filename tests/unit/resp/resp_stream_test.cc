@@ -229,3 +229,77 @@ TEST_CASE("XREAD and XREADGROUP with BLOCK wait for the next entry", "[resp][str
   CHECK(reader.Call({"XREAD", "BLOCK", "x", "STREAMS", "s", "$"}) ==
         Err("ERR timeout is not an integer or out of range"));
 }
+
+TEST_CASE("XCLAIM FORCE of an entry not delivered keeps the group's cursor below it",
+          "[resp][stream]") {
+  TestServer server;
+  RespClient c(server.port());
+  c.Call({"XGROUP", "CREATE", "s", "g", "0", "MKSTREAM"});
+  for (int i = 1; i <= 3; ++i) c.Call({"XADD", "s", std::to_string(i) + "-0", "n", "x"});
+  c.Call({"XREADGROUP", "GROUP", "g", "a", "COUNT", "1", "STREAMS", "s", ">"});
+  CHECK(c.Call({"XCLAIM", "s", "g", "b", "0", "3-0", "FORCE", "JUSTID"}) == "*1\r\n" + Bulk("3-0"));
+  CHECK(c.Call({"XACK", "s", "g", "1-0"}) == Int(1));
+  // 2-0 was never delivered: the cursor stays below it and trimming keeps it.
+  CHECK(MetaOf(server, "s").groups == std::vector<std::pair<std::string, std::int64_t>>{{"g", 1}});
+  CHECK(c.Call({"XTRIM", "s", "MAXLEN", "0"}) == Int(1));
+  // Reading on delivers 2-0, then 3-0 once (it stays one pending entry, now a's).
+  CHECK(c.Call({"XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"}) ==
+        "*1\r\n*2\r\n" + Bulk("s") + "*2\r\n" + Entry("2-0", {"n", "x"}) +
+            Entry("3-0", {"n", "x"}));
+  CHECK(c.Call({"XPENDING", "s", "g"}) ==
+        "*4\r\n:2\r\n" + Bulk("2-0") + Bulk("3-0") + "*1\r\n*2\r\n" + Bulk("a") + Bulk("2"));
+  CHECK(c.Call({"XACK", "s", "g", "2-0", "3-0"}) == Int(2));
+  CHECK(MetaOf(server, "s").groups == std::vector<std::pair<std::string, std::int64_t>>{{"g", 3}});
+  // FORCE of an entry the group acknowledged makes it owed again: the cursor moves back.
+  CHECK(c.Call({"XCLAIM", "s", "g", "b", "0", "3-0", "FORCE", "JUSTID"}) == "*1\r\n" + Bulk("3-0"));
+  CHECK(MetaOf(server, "s").groups == std::vector<std::pair<std::string, std::int64_t>>{{"g", 2}});
+}
+
+TEST_CASE("NOACK delivers without a pending entry and a full XADD leaves the count right",
+          "[resp][stream]") {
+  resp::RespServerOptions options;
+  options.stream_max_entries = 3;
+  TestServer server(options);
+  RespClient c(server.port());
+  c.Call({"XGROUP", "CREATE", "s", "g", "0", "MKSTREAM"});
+  for (int i = 1; i <= 3; ++i) c.Call({"XADD", "s", std::to_string(i) + "-0", "n", "x"});
+  CHECK(c.Call({"XREADGROUP", "GROUP", "g", "a", "COUNT", "1", "NOACK", "STREAMS", "s", ">"}) ==
+        "*1\r\n*2\r\n" + Bulk("s") + "*1\r\n" + Entry("1-0", {"n", "x"}));
+  CHECK(c.Call({"XPENDING", "s", "g"}) == "*4\r\n:0\r\n$-1\r\n$-1\r\n*-1\r\n");
+  // Full: 1-0 (read without ack) makes room, then 2-0 and 3-0 are owed and XADD fails.
+  CHECK(c.Call({"XADD", "s", "4-0", "n", "x"}) == Bulk("4-0"));
+  CHECK(c.Call({"XADD", "s", "5-0", "n", "x"}).rfind("-ERR stream 's' is full (3 entries", 0) == 0);
+  CHECK(c.Call({"XLEN", "s"}) == Int(3));
+  CHECK(c.Call({"XRANGE", "s", "-", "+", "COUNT", "1"}) == "*1\r\n" + Entry("2-0", {"n", "x"}));
+}
+
+TEST_CASE(
+    "XREADGROUP lists a key read by ID even when empty and a key read by > only with "
+    "entries",
+    "[resp][stream]") {
+  TestServer server;
+  RespClient c(server.port());
+  c.Call({"XGROUP", "CREATE", "a", "g", "$", "MKSTREAM"});
+  c.Call({"XGROUP", "CREATE", "b", "g", "$", "MKSTREAM"});
+  CHECK(c.Call({"XREADGROUP", "GROUP", "g", "c", "STREAMS", "a", "b", ">", "0"}) ==
+        "*1\r\n*2\r\n" + Bulk("b") + "*0\r\n");
+}
+
+TEST_CASE("A blocked read whose client disconnects takes nothing from the group",
+          "[resp][stream]") {
+  TestServer server;
+  RespClient writer(server.port());
+  writer.Call({"XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"});
+  {
+    RespClient gone(server.port());
+    gone.Send({"XREADGROUP", "GROUP", "g", "gone", "BLOCK", "0", "STREAMS", "s", ">"});
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }  // disconnects while blocked
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  writer.Call({"XADD", "s", "1-0", "k", "v"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(writer.Call({"XREADGROUP", "GROUP", "g", "live", "STREAMS", "s", ">"}) ==
+        "*1\r\n*2\r\n" + Bulk("s") + "*1\r\n" + Entry("1-0", {"k", "v"}));
+  CHECK(writer.Call({"XREAD", "BLOCK", "99999999999999999", "STREAMS", "s", "$"}) ==
+        Err("ERR timeout is out of range"));
+}

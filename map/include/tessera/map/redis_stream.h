@@ -18,22 +18,24 @@
 //
 // Request (MapRequest): map "__streams", key "meta@P", argument {cmd, ...}; per cmd:
 //   "add"      {id: "*" | "<ms>-*" | "<ms>-<seq>", nomkstream, trim: "" | "maxlen" | "minid",
-//              maxlen, minid, limit, max_events, max_bytes}, value = EncodeStreamFields;
+//              maxlen, minid, approximate, limit (approximate: default 10,000), max_events,
+//              max_bytes}, value = EncodeStreamFields;
 //              value out = the new ID (nullopt: nomkstream and no stream), flag = created
-//   "trim"     {trim, maxlen, minid, limit}; count = entries removed
+//   "trim"     {trim, maxlen, minid, approximate, limit}; count = entries removed
 //   "len"      count = entries; flag = the stream exists
 //   "range"    {start, end (IDs, inclusive), count (0: all), rev}; entries = [(ID, fields)]
 //   "read"     {after: ID | "$", count}; entries after `after`; value = the last ID
 //   "create_group" {group, id: ID | "$", mkstream}; flag = stream created
 //   "destroy_group", "create_consumer", "del_consumer" {group, consumer}: count = the reply
-//   "readgroup" {group, consumer, after: ">" | ID, count, noack}; entries = [(ID, fields)]
+//   "readgroup" {group, consumer, after: ">" | ID, count, noack}; entries = [(ID, fields)]; with
+//              an ID, a pending entry no longer stored comes as (ID, "")
 //   "ack"      {group}, keys = IDs; count = acknowledged
 //   "pending"  {group}; summary: count, value = "<min> <max>", entries = [(consumer, n)];
 //              with {start, end, count, consumer, idle}: entries = [(ID, "<idle> <n> <consumer>")]
 //   "claim"    {group, consumer, min_idle, idle, time, retrycount, force, justid, lastid},
 //              keys = IDs; entries = [(ID, fields)] claimed
 //   "autoclaim" {group, consumer, min_idle, start, count, justid}; entries claimed, value =
-//              the next start ID
+//              the next start ID, then (space-separated) pending IDs no longer stored
 //   "info_stream", "info_groups", "info_consumers" {group}: entries = [(field, value)] as the
 //              RESP front-end prints them
 // Errors keep Redis's texts (without "ERR "); a missing group starts with "NOGROUP ", an

@@ -37,6 +37,8 @@ std::string EncodeStoredEvent(const StoredEvent& event);
 std::optional<StoredEvent> DecodeStoredEvent(std::string_view bytes);
 // Only the time of an encoded event (0 if damaged), without copying the payload.
 std::int64_t StoredEventTime(std::string_view bytes);
+// Only the key of an encoded event (nullopt if damaged), a view into `bytes`.
+std::optional<std::string_view> StoredEventKey(std::string_view bytes);
 
 // A sub-stream's bookkeeping. Offsets [head, tail] may be stored (head = tail + 1: empty).
 // A group's cursor is the last offset it committed (head - 1 when it committed nothing that
