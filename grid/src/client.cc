@@ -219,6 +219,12 @@ std::string Client::connected_address() const {
   return impl_->connection ? impl_->connection->address() : "";
 }
 
+std::uint32_t Client::protocol_version() const {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->connection) return 0;
+  return impl_->connection->lean() ? wire::kLeanProtocolVersion : wire::kProtocolVersion;
+}
+
 std::vector<std::string> Client::member_addresses() const {
   std::lock_guard lock(impl_->mu);
   return impl_->view_members;

@@ -181,7 +181,8 @@ struct Client::Impl : public Invoker,
   // Fills owner_connections from owner_of and peers. REQUIRES: mu held.
   void RebuildOwnerConnections();
 
-  static wire::Message Encode(const map::MapRequest& request, std::int32_t partition);
+  // A lean frame when `lean` (the connection negotiated it) and the request fits one.
+  static wire::Message Encode(const map::MapRequest& request, std::int32_t partition, bool lean);
 
   static Result<map::MapResult> Decode(Result<wire::Message> response);
 

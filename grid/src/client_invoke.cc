@@ -75,7 +75,15 @@ void Client::Impl::RebuildOwnerConnections() {
   owner_connections_version = routing_version;
 }
 
-wire::Message Client::Impl::Encode(const map::MapRequest& request, std::int32_t partition) {
+wire::Message Client::Impl::Encode(const map::MapRequest& request, std::int32_t partition,
+                                   bool lean) {
+  if (lean && map::LeanEncodable(request)) {
+    auto message = wire::Message::MakeRequest(0, partition, wire::Service::kMap,
+                                              static_cast<std::uint16_t>(request.op),
+                                              map::EncodeLeanRequest(request));
+    message.lean = true;
+    return message;
+  }
   return wire::Message::MakeRequest(0, partition, wire::Service::kMap,
                                     static_cast<std::uint16_t>(request.op),
                                     map::EncodeRequest(request));
@@ -83,7 +91,8 @@ wire::Message Client::Impl::Encode(const map::MapRequest& request, std::int32_t 
 
 Result<map::MapResult> Client::Impl::Decode(Result<wire::Message> response) {
   if (!response) return std::unexpected(response.error());
-  return map::DecodeResult(response->payload);
+  return response->lean ? map::DecodeLeanResult(response->payload)
+                        : map::DecodeResult(response->payload);
 }
 
 bool Client::Impl::Retryable(const base::Error& error, const map::MapRequest& request) {
@@ -129,7 +138,7 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
     return;
   }
   target->conn->Call(
-      Encode(*request, target->partition), Remaining(deadline),
+      Encode(*request, target->partition, target->conn->lean()), Remaining(deadline),
       [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
         auto result = Decode(std::move(r));
         auto self = weak.lock();
@@ -167,8 +176,8 @@ Result<map::MapResult> Client::Impl::InvokeSync(map::MapRequest request) {
   for (;;) {
     auto target = Target(request, deadline);
     if (!target) return std::unexpected(target.error());
-    auto result =
-        Decode(target->conn->CallSync(Encode(request, target->partition), Remaining(deadline)));
+    auto result = Decode(target->conn->CallSync(
+        Encode(request, target->partition, target->conn->lean()), Remaining(deadline)));
     if (result || Clock::now() >= deadline || !Retryable(result.error(), request)) {
       return result;
     }

@@ -27,6 +27,7 @@ Message Header(const Message& request) {
   header.partition_id = request.partition_id;
   header.service = request.service;
   header.op = request.op;
+  header.lean = request.lean;
   return header;
 }
 
@@ -65,7 +66,8 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
   if (request.op == native::kMapAddListener) return AddListener(connection, request);
   if (request.op == native::kMapRemoveListener) return RemoveListener(connection, request);
   if (request.op == native::kMapReplica) return ApplyReplica(connection, request);
-  auto decoded = map::DecodeRequest(request.payload);
+  auto decoded =
+      request.lean ? map::DecodeLeanRequest(request.payload) : map::DecodeRequest(request.payload);
   if (!decoded)
     return ReplyError(connection, request, decoded.error().code(), decoded.error().message());
   if (static_cast<std::uint16_t>(decoded->op) != request.op) {
@@ -76,14 +78,24 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
   // A member forwards only to the owner it knows; we run it here or say we are not the owner.
   const wire::Hello* hello = connection->peer_hello();
   decoded->local_only = hello != nullptr && hello->role == wire::Role::kMember;
+  auto reply = [connection](const Message& header, const base::Result<map::MapResult>& result) {
+    if (!result) {
+      connection->Send(Message::MakeErrorResponse(header, result.error()));
+      return;
+    }
+    std::optional<std::string> lean;
+    if (header.lean) lean = map::EncodeLeanResult(*result);  // a lean answer when it fits one
+    Message response =
+        Message::MakeResponse(header, lean ? std::move(*lean) : map::EncodeResult(*result));
+    response.lean = lean.has_value();
+    connection->Send(response);
+  };
+  // Requests are read on a shard thread: a key this shard owns runs now, without a callback.
+  if (auto local = maps_.ExecuteIfLocal(*decoded)) return reply(request, *local);
   Message header = Header(request);
   maps_.Execute(std::move(*decoded),
-                [connection, header = std::move(header)](base::Result<map::MapResult> result) {
-                  if (!result) {
-                    connection->Send(Message::MakeErrorResponse(header, result.error()));
-                  } else {
-                    connection->Send(Message::MakeResponse(header, map::EncodeResult(*result)));
-                  }
+                [reply, header = std::move(header)](base::Result<map::MapResult> result) {
+                  reply(header, result);
                 });
 }
 

@@ -187,6 +187,11 @@ void ClientConnection::OnHelloReply(wire::Message message) {
     return;
   }
   hello_reply_ = *message.hello_reply;
+  if (hello_reply_.protocol_version >= wire::kLeanProtocolVersion &&
+      options_.hello.max_protocol_version >= wire::kLeanProtocolVersion) {
+    connection_->set_accept_lean(true);
+    lean_.store(true);
+  }
   open_.store(true);
   FinishConnect(shared_from_this());
 }

@@ -79,6 +79,12 @@ struct Hello {
   clientName @4 :Text;
   # A free-form name for logs and stats (e.g. "grid-cli" or the member's address).
 
+  maxProtocolVersion @5 :UInt32;
+  # The highest protocol version the sender can speak (0: only protocolVersion). A member that
+  # speaks 2 as well answers protocolVersion 2 in its HelloReply, and from then on both sides
+  # may send lean frames (frame_codec.h) on the connection. protocolVersion stays 1, so
+  # members of the release before accept the hello and answer 1.
+
   enum Role {
     unknown @0;  # never sent; rejected
     member @1;   # another member of the cluster (join, heartbeat, backup, migration)

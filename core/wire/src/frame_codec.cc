@@ -42,6 +42,7 @@ void EncodeHello(const Hello& hello, schema::Hello::Builder out) {
   out.setRole(static_cast<schema::Hello::Role>(hello.role));
   out.setSecret(TextOf(hello.secret));
   out.setClientName(TextOf(hello.client_name));
+  out.setMaxProtocolVersion(hello.max_protocol_version);
 }
 
 void EncodeHelloReply(const HelloReply& reply, schema::HelloReply::Builder out) {
@@ -81,6 +82,7 @@ base::Result<Hello> DecodeHello(schema::Hello::Reader in) {
   hello.role = static_cast<Role>(role);
   hello.secret = ToString(in.getSecret());
   hello.client_name = ToString(in.getClientName());
+  hello.max_protocol_version = in.getMaxProtocolVersion();
   return hello;
 }
 
@@ -146,9 +148,45 @@ void AppendLength(std::string& out, std::uint32_t length) {
   for (int shift = 0; shift < 32; shift += 8) out.push_back(static_cast<char>(length >> shift));
 }
 
+template <typename T>
+void AppendLittle(std::string& out, T value) {
+  const auto bits = static_cast<std::make_unsigned_t<T>>(value);
+  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>(bits >> (8 * i)));
+}
+
+template <typename T>
+T ReadLittle(const char* in) {
+  std::make_unsigned_t<T> bits = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) {
+    bits |= static_cast<std::make_unsigned_t<T>>(static_cast<unsigned char>(in[i])) << (8 * i);
+  }
+  return static_cast<T>(bits);
+}
+
+constexpr std::uint32_t kLeanBit = 0x80000000U;
+constexpr std::size_t kLeanHeaderBytes = 1 + 8 + 4 + 2 + 2;
+
+bool CanBeLean(const Message& m) {
+  return m.lean && !m.error && !m.hello && !m.hello_reply &&
+         (m.kind == MessageKind::kRequest || m.kind == MessageKind::kResponse);
+}
+
 }  // namespace
 
 std::string EncodeFrame(const Message& message) {
+  if (CanBeLean(message)) {
+    std::string out;
+    out.reserve(kFrameHeaderBytes + kLeanHeaderBytes + message.payload.size());
+    AppendLength(out,
+                 kLeanBit | static_cast<std::uint32_t>(kLeanHeaderBytes + message.payload.size()));
+    out.push_back(static_cast<char>(message.kind));
+    AppendLittle(out, message.call_id);
+    AppendLittle(out, message.partition_id);
+    AppendLittle(out, static_cast<std::uint16_t>(message.service));
+    AppendLittle(out, message.op);
+    out += message.payload;
+    return out;
+  }
   // The first segment is sized so that the whole message fits it (one segment, one copy out).
   ScratchBuilder builder(message.payload.size() +
                          (message.error ? message.error->message().size() : 0) + 768);
@@ -186,6 +224,29 @@ base::Result<Message> DecodeFrameBody(std::string_view body) {
   }
 }
 
+base::Result<Message> DecodeLeanFrameBody(std::string_view body) {
+  if (body.size() < kLeanHeaderBytes) {
+    return base::Fail(ErrorCode::kProtocol, "lean frame of " + std::to_string(body.size()) +
+                                                " bytes is shorter than its " +
+                                                std::to_string(kLeanHeaderBytes) + "-byte header");
+  }
+  const auto kind = static_cast<MessageKind>(static_cast<unsigned char>(body[0]));
+  if (kind != MessageKind::kRequest && kind != MessageKind::kResponse) {
+    return base::Fail(ErrorCode::kProtocol, "lean frame of kind " +
+                                                std::to_string(static_cast<int>(kind)) +
+                                                "; only requests and responses travel lean");
+  }
+  Message message;
+  message.kind = kind;
+  message.call_id = ReadLittle<std::uint64_t>(body.data() + 1);
+  message.partition_id = ReadLittle<std::int32_t>(body.data() + 9);
+  message.service = static_cast<Service>(ReadLittle<std::uint16_t>(body.data() + 13));
+  message.op = ReadLittle<std::uint16_t>(body.data() + 15);
+  message.payload.assign(body.substr(kLeanHeaderBytes));
+  message.lean = true;
+  return message;
+}
+
 FrameDecoder::FrameDecoder(std::size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
 
 void FrameDecoder::Feed(std::string_view bytes) {
@@ -203,8 +264,27 @@ void FrameDecoder::Feed(std::string_view bytes) {
 
 void FrameDecoder::CheckHeader() {
   if (error_ || buffered_bytes() < kFrameHeaderBytes) return;
-  const std::size_t length = ReadLength(buffer_.data() + read_offset_);
-  if (length > max_frame_bytes_) {
+  const std::uint32_t header = ReadLength(buffer_.data() + read_offset_);
+  if ((header & kLeanBit) != 0 && accept_lean_) {
+    const std::size_t length = header & ~kLeanBit;
+    if (length > max_frame_bytes_) {
+      error_.emplace(ErrorCode::kProtocol,
+                     "lean frame of " + std::to_string(length) +
+                         " bytes exceeds the maximum frame size of " +
+                         std::to_string(max_frame_bytes_) +
+                         " bytes; send smaller values or raise the maximum frame size");
+    } else if (length < kLeanHeaderBytes) {
+      error_.emplace(ErrorCode::kProtocol, "lean frame length " + std::to_string(length) +
+                                               " is shorter than the lean header");
+    }
+    return;
+  }
+  const std::size_t length = header;
+  if ((header & kLeanBit) != 0 && length <= (max_frame_bytes_ | kLeanBit)) {
+    error_.emplace(ErrorCode::kProtocol,
+                   "a lean frame (protocol version 2) arrived on a connection that did not "
+                   "negotiate it in its hello; the peer must send protocol version 1 frames");
+  } else if (length > max_frame_bytes_) {
     error_.emplace(ErrorCode::kProtocol,
                    "frame of " + std::to_string(length) +
                        " bytes exceeds the maximum frame size of " +
@@ -221,10 +301,12 @@ base::Result<std::optional<Message>> FrameDecoder::Next() {
   CheckHeader();
   if (error_) return std::unexpected(*error_);
   if (buffered_bytes() < kFrameHeaderBytes) return std::nullopt;
-  const std::size_t length = ReadLength(buffer_.data() + read_offset_);
+  const std::uint32_t header = ReadLength(buffer_.data() + read_offset_);
+  const bool lean = (header & kLeanBit) != 0;  // accepted: CheckHeader passed
+  const std::size_t length = header & ~kLeanBit;
   if (buffered_bytes() < kFrameHeaderBytes + length) return std::nullopt;
-  auto message =
-      DecodeFrameBody(std::string_view(buffer_.data() + read_offset_ + kFrameHeaderBytes, length));
+  const std::string_view body(buffer_.data() + read_offset_ + kFrameHeaderBytes, length);
+  auto message = lean ? DecodeLeanFrameBody(body) : DecodeFrameBody(body);
   if (!message) {
     error_ = message.error();
     return std::unexpected(*error_);

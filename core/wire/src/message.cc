@@ -39,12 +39,14 @@ Message Message::MakeResponse(const Message& request, std::string payload) {
   message.service = request.service;
   message.op = request.op;
   message.payload = std::move(payload);
+  message.lean = request.lean;
   return message;
 }
 
 Message Message::MakeErrorResponse(const Message& request, base::Error error) {
   Message message = MakeResponse(request, {});
   message.error = std::move(error);
+  message.lean = false;  // errors always travel as Cap'n Proto frames
   return message;
 }
 

@@ -189,3 +189,59 @@ TEST_CASE("A client reconnects when the member restarts and keeps its listeners"
   }
   CHECK(events.load() > 0);
 }
+
+TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "[grid][client]") {
+  Member member(Served());
+  REQUIRE(member.Start());
+  struct Seen {
+    std::optional<std::string> put1, put2, pia, get, removed, replaced, absent;
+    bool contains = false, deleted = false, deleted_again = true;
+    std::optional<base::Millis> ttl;
+    base::ErrorCode error{};
+  };
+  auto run = [&](bool lean, const std::string& name) {
+    auto options = To(member);
+    options.lean_protocol = lean;
+    auto client = Client::Connect(options);
+    REQUIRE(client);
+    CHECK((*client)->protocol_version() == (lean ? 2U : 1U));
+    auto m = (*client)->GetMap(name);
+    Seen s;
+    s.put1 = m->Put("a", "1").value();
+    s.put2 = m->Put("a", std::string("2\0two", 5)).value();
+    s.pia = m->PutIfAbsent("a", "3").value();
+    REQUIRE(m->PutIfAbsent("t", "x", grid::WithTtl(60000)).value() == std::nullopt);
+    s.ttl = m->GetEntryView("t").value()->second.ttl_ms;
+    s.get = m->Get("a").value();
+    s.contains = m->ContainsKey("a").value();
+    s.replaced = m->Replace("a", "4").value();
+    s.removed = m->Remove("a").value();
+    s.absent = m->Get("a").value();
+    REQUIRE(m->Set("d", "v"));
+    s.deleted = m->Delete("d").value();
+    s.deleted_again = m->Delete("d").value();
+    s.error = m->Put("", "v").error().code();
+    return s;
+  };
+  const Seen plain = run(false, "plain");
+  const Seen lean = run(true, "lean");
+  CHECK(lean.put1 == plain.put1);
+  CHECK(lean.put2 == plain.put2);
+  CHECK(plain.put2 == std::optional<std::string>("1"));
+  CHECK(lean.pia == std::optional<std::string>(std::string("2\0two", 5)));
+  CHECK(lean.pia == plain.pia);
+  CHECK(lean.ttl == plain.ttl);
+  CHECK(lean.ttl == std::optional<base::Millis>(60000));
+  CHECK(lean.get == plain.get);
+  CHECK(lean.contains == plain.contains);
+  CHECK(lean.replaced == plain.replaced);
+  CHECK(lean.removed == plain.removed);
+  CHECK(lean.absent == plain.absent);
+  CHECK_FALSE(lean.absent.has_value());
+  CHECK(lean.deleted == plain.deleted);
+  CHECK(lean.deleted);
+  CHECK(lean.deleted_again == plain.deleted_again);
+  CHECK_FALSE(lean.deleted_again);
+  CHECK(lean.error == plain.error);
+  CHECK(lean.error == base::ErrorCode::kBadRequest);
+}

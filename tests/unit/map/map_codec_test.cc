@@ -251,3 +251,85 @@ TEST_CASE("A transaction and its result survive a round trip, bad ones are rejec
   nested.transaction[1].request = rq;
   CHECK_FALSE(DecodeRequest(EncodeRequest(nested)));
 }
+
+TEST_CASE("Lean map requests and results round-trip the hot keyed operations",
+          "[map][codec][lean]") {
+  using tessera::map::MapOp;
+  for (MapOp op : {MapOp::kGet, MapOp::kSet, MapOp::kPut, MapOp::kPutIfAbsent, MapOp::kRemove,
+                   MapOp::kDelete, MapOp::kContainsKey, MapOp::kReplace}) {
+    MapRequest rq;
+    rq.op = op;
+    rq.map_name = "orders";
+    rq.key = std::string("k\0ey", 4);
+    rq.value = std::string(300, 'v');
+    if (op == MapOp::kPutIfAbsent) rq.options.ttl_ms = 30'000;
+    if (op == MapOp::kSet) rq.options.max_idle_ms = 0;
+    if (op == MapOp::kPut) rq.options.keep_ttl = true;
+    REQUIRE(tessera::map::LeanEncodable(rq));
+    auto back = tessera::map::DecodeLeanRequest(tessera::map::EncodeLeanRequest(rq));
+    REQUIRE(back);
+    CHECK(back->op == rq.op);
+    CHECK(back->map_name == rq.map_name);
+    CHECK(back->key == rq.key);
+    CHECK(back->value == rq.value);
+    CHECK(back->options == rq.options);
+  }
+  MapResult result;
+  result.value = std::string("old\0value", 9);
+  result.flag = true;
+  result.count = -3;
+  auto lean = tessera::map::EncodeLeanResult(result);
+  REQUIRE(lean);
+  auto back = tessera::map::DecodeLeanResult(*lean);
+  REQUIRE(back);
+  CHECK(back->value == result.value);
+  CHECK(back->flag);
+  CHECK(back->count == -3);
+  auto absent = tessera::map::DecodeLeanResult(*tessera::map::EncodeLeanResult(MapResult{}));
+  REQUIRE(absent);
+  CHECK_FALSE(absent->value.has_value());
+}
+
+TEST_CASE("What the lean encoding cannot carry stays with Cap'n Proto", "[map][codec][lean]") {
+  MapRequest query;
+  query.op = tessera::map::MapOp::kQuery;
+  query.map_name = "m";
+  CHECK_FALSE(tessera::map::LeanEncodable(query));
+  MapRequest processor;
+  processor.op = tessera::map::MapOp::kGet;
+  processor.map_name = "m";
+  processor.processor = "x";
+  CHECK_FALSE(tessera::map::LeanEncodable(processor));
+  MapResult with_view;
+  with_view.view = tessera::map::EntryView{};
+  CHECK_FALSE(tessera::map::EncodeLeanResult(with_view).has_value());
+  MapResult with_entries;
+  with_entries.entries.emplace_back("k", "v");
+  CHECK_FALSE(tessera::map::EncodeLeanResult(with_entries).has_value());
+}
+
+TEST_CASE("Damaged lean payloads are refused without crashing", "[map][codec][lean]") {
+  MapRequest rq;
+  rq.op = tessera::map::MapOp::kSet;
+  rq.map_name = "m";
+  rq.key = "k";
+  rq.value = "v";
+  const std::string good = tessera::map::EncodeLeanRequest(rq);
+  for (std::size_t cut = 0; cut < good.size(); ++cut) {
+    CHECK_FALSE(tessera::map::DecodeLeanRequest(good.substr(0, cut)));
+  }
+  CHECK_FALSE(tessera::map::DecodeLeanRequest(good + "x"));
+  std::string bad_op = good;
+  bad_op[0] = static_cast<char>(tessera::map::MapOp::kQuery);
+  auto refused = tessera::map::DecodeLeanRequest(bad_op);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message().find("cannot carry") != std::string::npos);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::string noise(rng() % 40, '\0');
+    for (auto& c : noise) c = static_cast<char>(rng());
+    (void)tessera::map::DecodeLeanRequest(noise);
+    (void)tessera::map::DecodeLeanResult(noise);
+  }
+  CHECK_FALSE(tessera::map::DecodeLeanResult(std::string("\x04", 1) + std::string(8, '\0')));
+}

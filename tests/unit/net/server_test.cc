@@ -385,3 +385,66 @@ TEST_CASE("Calls pending when the client drops its connection object still get a
     CHECK_THAT(value.error().message(), Catch::Contains("before the reply to map.op99"));
   }
 }
+
+TEST_CASE("A client offering protocol version 2 gets it and its lean frames are answered lean",
+          "[net][lean]") {
+  Fixture f;
+  auto options = TestClientOptions(f.server->port());
+  options.hello.max_protocol_version = tessera::wire::kLeanProtocolVersion;
+  auto client = f.Connect(options);
+  REQUIRE(client.has_value());
+  CHECK((*client)->hello_reply().protocol_version == tessera::wire::kLeanProtocolVersion);
+  CHECK((*client)->lean());
+  Message request = Echo("lean hello");
+  request.lean = true;
+  auto answer = (*client)->CallSync(request, std::chrono::seconds(5));
+  REQUIRE(answer.has_value());
+  CHECK(answer->lean);
+  CHECK(answer->payload == "lean hello");
+  // Cap'n Proto frames still work on the same connection.
+  auto plain = (*client)->CallSync(Echo("plain"), std::chrono::seconds(5));
+  REQUIRE(plain.has_value());
+  CHECK_FALSE(plain->lean);
+  CHECK(plain->payload == "plain");
+}
+
+TEST_CASE("Version 1 peers keep version 1: an old client, and a member serving version 1 only",
+          "[net][lean]") {
+  {
+    Fixture f;  // a client of the release before: no max_protocol_version in its hello
+    auto client = f.Connect();
+    REQUIRE(client.has_value());
+    CHECK((*client)->hello_reply().protocol_version == 1);
+    CHECK_FALSE((*client)->lean());
+  }
+  auto server_options = TestServerOptions();
+  server_options.handshake.max_protocol_version = 1;
+  Fixture f(server_options);
+  auto options = TestClientOptions(f.server->port());
+  options.hello.max_protocol_version = tessera::wire::kLeanProtocolVersion;
+  auto client = f.Connect(options);
+  REQUIRE(client.has_value());
+  CHECK((*client)->hello_reply().protocol_version == 1);
+  CHECK_FALSE((*client)->lean());
+  Message request = Echo("falls back");
+  request.lean = (*client)->lean();
+  auto answer = (*client)->CallSync(request, std::chrono::seconds(5));
+  REQUIRE(answer.has_value());
+  CHECK(answer->payload == "falls back");
+}
+
+TEST_CASE(
+    "A lean frame from a peer that did not negotiate it closes its connection with a "
+    "clear error",
+    "[net][lean]") {
+  Fixture f;
+  Message request = Echo("sneaky");
+  request.lean = true;
+  auto exchange =
+      SendRaw(f.server->port(), HelloFrame("dev", "s3cret") + tessera::wire::EncodeFrame(request));
+  CHECK(exchange.closed_by_server);
+  REQUIRE(exchange.frames.size() == 2);  // the hello reply, then the error
+  REQUIRE(exchange.frames[1].error.has_value());
+  CHECK(exchange.frames[1].error->code() == ErrorCode::kProtocol);
+  CHECK(exchange.frames[1].error->message().find("did not negotiate") != std::string::npos);
+}

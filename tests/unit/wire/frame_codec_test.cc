@@ -226,3 +226,83 @@ TEST_CASE("Random bytes never crash the decoder", "[wire]") {
   }
   CHECK(errors > 0);
 }
+
+TEST_CASE("Lean frames round-trip requests and responses once accepted", "[wire][lean]") {
+  Message request =
+      Message::MakeRequest(1ULL << 40, 17, Service::kMap, 3, std::string("\0lean\xff payload", 14));
+  request.lean = true;
+  Message response = Message::MakeResponse(request, "result");
+  REQUIRE(response.lean);
+  Message empty = Message::MakeRequest(9, -1, Service::kMap, 2, "");
+  empty.lean = true;
+  for (const Message& m : {request, response, empty}) {
+    const std::string frame = EncodeFrame(m);
+    CHECK((static_cast<unsigned char>(frame[3]) & 0x80) != 0);  // the lean bit of the length
+    CHECK(frame.size() == 4 + 17 + m.payload.size());
+    FrameDecoder decoder;
+    decoder.set_accept_lean(true);
+    for (char c : frame) decoder.Feed(&c, 1);  // byte at a time
+    auto next = decoder.Next();
+    REQUIRE(next);
+    REQUIRE(next->has_value());
+    CHECK(**next == m);
+    CHECK(decoder.buffered_bytes() == 0);
+  }
+}
+
+TEST_CASE("Errors, hellos and events never travel lean", "[wire][lean]") {
+  Message request = Message::MakeRequest(5, 1, Service::kMap, 3, "x");
+  request.lean = true;
+  Message error = Message::MakeErrorResponse(request, Error(ErrorCode::kNotOwner, "moved"));
+  CHECK_FALSE(error.lean);
+  Message event = Message::MakeEvent(Service::kTopic, 9, -1, "m");
+  event.lean = true;
+  for (const Message& m : {error, event}) {
+    const std::string frame = EncodeFrame(m);
+    CHECK((static_cast<unsigned char>(frame[3]) & 0x80) == 0);
+    FrameDecoder decoder;
+    decoder.set_accept_lean(true);
+    decoder.Feed(frame);
+    auto next = decoder.Next();
+    REQUIRE(next);
+    REQUIRE(next->has_value());
+    CHECK_FALSE((*next)->lean);
+    CHECK((*next)->kind == m.kind);
+  }
+}
+
+TEST_CASE("A lean frame on a connection that did not negotiate it is a clear protocol error",
+          "[wire][lean]") {
+  Message request = Message::MakeRequest(5, 1, Service::kMap, 3, "payload");
+  request.lean = true;
+  FrameDecoder decoder;
+  decoder.Feed(EncodeFrame(request));
+  auto next = decoder.Next();
+  REQUIRE_FALSE(next);
+  CHECK(next.error().code() == ErrorCode::kProtocol);
+  CHECK(next.error().message().find("did not negotiate") != std::string::npos);
+  // Malformed lean frames once accepted: too short, or of a kind that is never lean.
+  FrameDecoder short_frame;
+  short_frame.set_accept_lean(true);
+  short_frame.Feed(Header(0x80000000U | 5) + "12345");
+  CHECK_FALSE(short_frame.Next());
+  FrameDecoder hello_kind;
+  hello_kind.set_accept_lean(true);
+  hello_kind.Feed(Header(0x80000000U | 17) + std::string(1, '\x01') + std::string(16, '\0'));
+  auto bad = hello_kind.Next();
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message().find("only requests and responses") != std::string::npos);
+}
+
+TEST_CASE("Hello carries the highest version its sender speaks", "[wire][lean]") {
+  Hello hello;
+  hello.cluster_name = "dev";
+  hello.max_protocol_version = 2;
+  FrameDecoder decoder;
+  decoder.Feed(EncodeFrame(Message::MakeHello(hello)));
+  auto next = decoder.Next();
+  REQUIRE(next);
+  REQUIRE(next->has_value());
+  CHECK((*next)->hello->max_protocol_version == 2);
+  CHECK((*next)->hello->protocol_version == 1);
+}

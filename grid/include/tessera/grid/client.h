@@ -69,6 +69,10 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds call_timeout{5000};  // every blocking call fails after this
   std::uint32_t max_frame_bytes = 16 * 1024 * 1024;
+  // Offer protocol version 2 in the hello: with a member that speaks it too, get, set, put,
+  // putIfAbsent, remove, delete, containsKey and replace travel as lean frames (no Cap'n
+  // Proto; wire/frame_codec.h, map/map_codec.h). False: version 1 frames only.
+  bool lean_protocol = true;
 };
 
 class Client final : public Instance {
@@ -108,6 +112,9 @@ class Client final : public Instance {
 
   // The address of the member currently connected to ("" when disconnected).
   std::string connected_address() const;
+  // The native protocol version spoken with that member: 2 when both offered lean frames
+  // (ClientOptions::lean_protocol), else 1 (0 when disconnected).
+  std::uint32_t protocol_version() const;
   // The members of the last cluster view received, oldest first (empty before one), and of
   // those the ones this client has an open connection to.
   std::vector<std::string> member_addresses() const;

@@ -9,6 +9,7 @@
 //
 // Thread-safety: stateless free functions, safe from any thread.
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,22 @@ base::Result<MapResult> DecodeResult(std::string_view bytes);
 
 std::string EncodeEvent(const EntryEvent& event);
 base::Result<EntryEvent> DecodeEvent(std::string_view bytes);
+
+// Lean encoding (protocol version 2, lean frames; wire/frame_codec.h) of the hot keyed
+// operations: get, set, put, putIfAbsent, remove, delete, containsKey, replace, with the map
+// name, key, value and write options only. Little-endian, no Cap'n Proto:
+//   request: op (1 byte), flags (1: bit 0 ttl, bit 1 max-idle, bit 2 keep_ttl), then a
+//            u32 length + bytes each for map name, key and value, then ttl_ms and
+//            max_idle_ms as i64 when their bit is set;
+//   result:  flags (1: bit 0 value present, bit 1 flag), count (i64), then the value bytes.
+// LeanEncodable says whether a request fits (a request with anything else set does not);
+// EncodeLeanResult returns nullopt for a result with more than value, flag and count (send it
+// with EncodeResult then). Decoding fails with kBadRequest naming the problem.
+bool LeanEncodable(const MapRequest& request);
+std::string EncodeLeanRequest(const MapRequest& request);
+base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes);
+std::optional<std::string> EncodeLeanResult(const MapResult& result);
+base::Result<MapResult> DecodeLeanResult(std::string_view bytes);
 
 std::string EncodeListenerOptions(const ListenerOptions& options);
 base::Result<ListenerOptions> DecodeListenerOptions(std::string_view bytes);

@@ -80,6 +80,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The peer's accepted Hello (set by the server after the handshake), or null before.
   const wire::Hello* peer_hello() const { return peer_hello_ ? &*peer_hello_ : nullptr; }
   void set_peer_hello(wire::Hello hello) { peer_hello_ = std::move(hello); }
+  // The peer negotiated protocol version 2: its lean frames are read from now on (socket's
+  // thread: the server's hello handler, the client's hello reply handler).
+  void set_accept_lean(bool accept) { decoder_.set_accept_lean(accept); }
 
   class Passkey {
     friend class Connection;

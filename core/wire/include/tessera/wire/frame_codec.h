@@ -6,6 +6,12 @@
 // over packed because payloads are already compact service encodings and unpacked messages
 // are read in place without a decode pass.
 //
+// Lean frame (protocol version 2, only on a connection whose Hello / HelloReply agreed on it):
+// a request or a successful response as a fixed header and the payload, without Cap'n Proto:
+// length N | 0x80000000, then kind (1 byte), call id (8), partition id (4, signed), service
+// (2), op (2), all little-endian, then N - 17 payload bytes (the service's lean encoding,
+// e.g. map_codec.h's). A frame with an error, a hello or an event is never lean.
+//
 // Thread-safety: EncodeFrame is a pure function. A FrameDecoder is thread-compatible (one
 // connection's reader owns it).
 
@@ -25,7 +31,9 @@ namespace tessera::wire {
 inline constexpr std::size_t kFrameHeaderBytes = 4;
 
 // Encodes `message` as one frame, length prefix included. Fields that do not belong to
-// message.kind are encoded as they are (decoders ignore them only where documented).
+// message.kind are encoded as they are (decoders ignore them only where documented). A
+// message with `lean` set is a lean frame when it can be one (a request, or a response
+// without an error), else a Cap'n Proto frame with `lean` dropped.
 std::string EncodeFrame(const Message& message);
 
 // Incremental decoder: Feed bytes as they arrive from a socket, then call Next() until it
@@ -37,7 +45,9 @@ std::string EncodeFrame(const Message& message);
 //     Feed drops body bytes of such a frame, so a peer cannot make us allocate them),
 //   - a length that is 0 or not a multiple of 8 (not a Cap'n Proto message),
 //   - a body that is not a valid message, has trailing bytes, exceeds the reader's traversal
-//     or nesting limits, or has an unknown kind / role.
+//     or nesting limits, or has an unknown kind / role,
+//   - a lean frame before set_accept_lean(true), or one shorter than its header or of
+//     another kind than request / response.
 class FrameDecoder {
  public:
   explicit FrameDecoder(std::size_t max_frame_bytes = kDefaultMaxFrameBytes);
@@ -48,6 +58,9 @@ class FrameDecoder {
 
   // The next complete message, nullopt when more bytes are needed, or a kProtocol error.
   base::Result<std::optional<Message>> Next();
+
+  // Lean frames are accepted from now on (the connection negotiated protocol version 2).
+  void set_accept_lean(bool accept) { accept_lean_ = accept; }
 
   // Bytes fed but not yet consumed by Next().
   std::size_t buffered_bytes() const { return buffer_.size() - read_offset_; }
@@ -62,10 +75,13 @@ class FrameDecoder {
   std::vector<char> buffer_;
   std::size_t read_offset_ = 0;
   std::optional<base::Error> error_;
+  bool accept_lean_ = false;
 };
 
 // Decodes one frame body (the N bytes after the length prefix). Errors: kProtocol.
 // Exposed for tests and tools; connections use FrameDecoder.
 base::Result<Message> DecodeFrameBody(std::string_view body);
+// The same for a lean frame's body (lean set in the result). Errors: kProtocol.
+base::Result<Message> DecodeLeanFrameBody(std::string_view body);
 
 }  // namespace tessera::wire

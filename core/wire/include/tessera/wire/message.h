@@ -14,6 +14,9 @@ namespace tessera::wire {
 
 // The protocol version this build speaks (Hello.protocol_version).
 inline constexpr std::uint32_t kProtocolVersion = 1;
+// The version that adds lean frames (frame_codec.h), negotiated per connection through
+// Hello.max_protocol_version and HelloReply.protocol_version.
+inline constexpr std::uint32_t kLeanProtocolVersion = 2;
 
 // Default maximum frame size (body bytes, without the 4-byte length prefix).
 inline constexpr std::size_t kDefaultMaxFrameBytes = 16 * 1024 * 1024;
@@ -48,6 +51,8 @@ struct Hello {
   Role role = Role::kClient;
   std::string secret;       // empty when the cluster has none
   std::string client_name;  // for logs and stats
+  // The highest version the sender speaks (0: protocol_version only); see frame.capnp.
+  std::uint32_t max_protocol_version = 0;
 
   friend bool operator==(const Hello&, const Hello&) = default;
 };
@@ -77,6 +82,9 @@ struct Message {
   std::optional<base::Error> error;
   std::optional<Hello> hello;             // set iff kind == kHello
   std::optional<HelloReply> hello_reply;  // set iff kind == kHelloReply
+  // Sent (or received) as a lean frame, and so with the service's lean payload encoding;
+  // only on connections that negotiated kLeanProtocolVersion (frame_codec.h).
+  bool lean = false;
 
   friend bool operator==(const Message&, const Message&) = default;
 
