@@ -448,6 +448,8 @@ void MapService::Execute(MapRequest request, Callback done) {
 
 std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapRequest& request) {
   if (!MapOpIsKeyed(request.op)) return std::nullopt;
+  // A member's request before the first partition table: Execute answers kNotOwner.
+  if (request.local_only && !impl_->CurrentRouting()) return std::nullopt;
   const std::uint32_t partition_id = impl_->partitioner.PartitionOf(request.key);
   const std::size_t shard = shards_.ShardOfPartition(partition_id);
   if (!shards_.OnShard(shard) || !impl_->IsLocal(partition_id) || impl_->HasBackups(partition_id)) {

@@ -187,7 +187,7 @@ void ClientConnection::OnHelloReply(wire::Message message) {
     return;
   }
   hello_reply_ = *message.hello_reply;
-  if (hello_reply_.protocol_version >= wire::kLeanProtocolVersion &&
+  if (hello_reply_.protocol_version == wire::kLeanProtocolVersion &&
       options_.hello.max_protocol_version >= wire::kLeanProtocolVersion) {
     connection_->set_accept_lean(true);
     lean_.store(true);
@@ -262,6 +262,17 @@ void ClientConnection::Call(wire::Message request, std::chrono::milliseconds tim
                             CallCallback callback) {
   request.kind = wire::MessageKind::kRequest;
   request.call_id = next_call_id_.fetch_add(1);
+  if (request.lean && !lean()) {  // its payload is in a lean encoding the peer may not read
+    auto failure = base::Fail(
+        ErrorCode::kBadRequest,
+        OperationName(request.service, request.op) +
+            " request encoded for lean frames on a "
+            "connection to " +
+            address_ +
+            " that negotiated protocol version 1; encode it for version 1 (check lean())");
+    asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
+    return;
+  }
   std::string frame = wire::EncodeFrame(request);
   if (frame.size() - wire::kFrameHeaderBytes > options_.max_frame_bytes) {
     auto failure =

@@ -10,6 +10,8 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "frame.capnp.h"
@@ -168,13 +170,17 @@ constexpr std::size_t kLeanHeaderBytes = 1 + 8 + 4 + 2 + 2;
 
 bool CanBeLean(const Message& m) {
   return m.lean && !m.error && !m.hello && !m.hello_reply &&
-         (m.kind == MessageKind::kRequest || m.kind == MessageKind::kResponse);
+         (m.kind == MessageKind::kRequest || m.kind == MessageKind::kResponse) &&
+         m.payload.size() <= ~kLeanBit - kLeanHeaderBytes;  // the length keeps its lean bit
 }
+
+std::atomic<std::uint64_t> lean_frames_encoded{0};
 
 }  // namespace
 
 std::string EncodeFrame(const Message& message) {
   if (CanBeLean(message)) {
+    lean_frames_encoded.fetch_add(1, std::memory_order_relaxed);
     std::string out;
     out.reserve(kFrameHeaderBytes + kLeanHeaderBytes + message.payload.size());
     AppendLength(out,
@@ -247,7 +253,11 @@ base::Result<Message> DecodeLeanFrameBody(std::string_view body) {
   return message;
 }
 
-FrameDecoder::FrameDecoder(std::size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
+std::uint64_t LeanFramesEncoded() { return lean_frames_encoded.load(std::memory_order_relaxed); }
+
+// Below 2^31: the length's high bit marks lean frames.
+FrameDecoder::FrameDecoder(std::size_t max_frame_bytes)
+    : max_frame_bytes_(std::min<std::size_t>(max_frame_bytes, ~kLeanBit)) {}
 
 void FrameDecoder::Feed(std::string_view bytes) {
   if (error_) return;  // the connection is being closed; do not buffer anything more

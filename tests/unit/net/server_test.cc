@@ -426,9 +426,14 @@ TEST_CASE("Version 1 peers keep version 1: an old client, and a member serving v
   REQUIRE(client.has_value());
   CHECK((*client)->hello_reply().protocol_version == 1);
   CHECK_FALSE((*client)->lean());
-  Message request = Echo("falls back");
-  request.lean = (*client)->lean();
-  auto answer = (*client)->CallSync(request, std::chrono::seconds(5));
+  // A request encoded for lean frames is refused before it is sent; version 1 frames work.
+  Message request = Echo("lean payload");
+  request.lean = true;
+  auto refused = (*client)->CallSync(request, std::chrono::seconds(5));
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code() == ErrorCode::kBadRequest);
+  CHECK(refused.error().message().find("negotiated protocol version 1") != std::string::npos);
+  auto answer = (*client)->CallSync(Echo("falls back"), std::chrono::seconds(5));
   REQUIRE(answer.has_value());
   CHECK(answer->payload == "falls back");
 }

@@ -306,3 +306,35 @@ TEST_CASE("Hello carries the highest version its sender speaks", "[wire][lean]")
   CHECK((*next)->hello->max_protocol_version == 2);
   CHECK((*next)->hello->protocol_version == 1);
 }
+
+TEST_CASE("Lean frame lengths are checked against the maximum, before and after negotiation",
+          "[wire][lean]") {
+  FrameDecoder accepted(1000);
+  accepted.set_accept_lean(true);
+  accepted.Feed(Header(0x80000000U | 1001));
+  auto big = accepted.Next();
+  REQUIRE_FALSE(big);
+  CHECK(big.error().message().find("exceeds the maximum") != std::string::npos);
+  FrameDecoder not_yet(1000);
+  not_yet.Feed(Header(0x80000000U | 1001));
+  auto refused = not_yet.Next();
+  REQUIRE_FALSE(refused);
+  not_yet.set_accept_lean(true);  // an error stays: the connection is being closed
+  auto still = not_yet.Next();
+  REQUIRE_FALSE(still);
+  CHECK(still.error() == refused.error());
+  // A decoder's maximum stays below 2^31, so a Cap'n Proto length never looks lean.
+  FrameDecoder huge(std::size_t{1} << 40);
+  CHECK(huge.max_frame_bytes() < (std::size_t{1} << 31));
+  CHECK_FALSE(DecodeLeanFrameBody("short"));
+}
+
+TEST_CASE("EncodeFrame counts the lean frames it writes", "[wire][lean]") {
+  const auto before = LeanFramesEncoded();
+  Message request = Message::MakeRequest(1, 2, Service::kMap, 3, "p");
+  (void)EncodeFrame(request);
+  CHECK(LeanFramesEncoded() == before);
+  request.lean = true;
+  (void)EncodeFrame(request);
+  CHECK(LeanFramesEncoded() == before + 1);
+}

@@ -50,6 +50,9 @@ struct MemberOptions {
   std::uint32_t idle_poll_us = 50;
   std::uint32_t partition_count = 271;
   std::uint32_t max_frame_bytes = 16 * 1024 * 1024;
+  // Answer clients that offer protocol version 2 with it (lean frames; docs/architecture.md,
+  // "Wire protocol"). False: every connection stays on version 1 (a rollout, or a codec bug).
+  bool lean_protocol = true;
   map::MapServiceOptions map_options;
   std::map<std::string, map::MapConfig> maps;        // per-map configuration
   std::map<std::string, topic::TopicConfig> topics;  // per-topic configuration

@@ -50,6 +50,7 @@ std::string EncodeFrame(const Message& message);
 //     another kind than request / response.
 class FrameDecoder {
  public:
+  // max_frame_bytes is capped below 2^31 (the length's high bit marks lean frames).
   explicit FrameDecoder(std::size_t max_frame_bytes = kDefaultMaxFrameBytes);
 
   // Appends bytes received from the peer.
@@ -83,5 +84,8 @@ class FrameDecoder {
 base::Result<Message> DecodeFrameBody(std::string_view body);
 // The same for a lean frame's body (lean set in the result). Errors: kProtocol.
 base::Result<Message> DecodeLeanFrameBody(std::string_view body);
+// Lean frames EncodeFrame produced in this process so far (a statistic; tests use it to see
+// that a connection really went lean).
+std::uint64_t LeanFramesEncoded();
 
 }  // namespace tessera::wire
