@@ -192,3 +192,24 @@ TEST_CASE(
 }
 
 }  // namespace tessera::integration
+
+namespace tessera::integration {
+
+TEST_CASE("grid-node answers lean frames by default and keeps version 1 with --max-protocol 1",
+          "[tools][client][lean]") {
+  for (const std::string version : {"2", "1"}) {
+    auto node =
+        NodeProcess::StartOrFail(version == "1" ? std::vector<std::string>{"--max-protocol", "1"}
+                                                : std::vector<std::string>{});
+    auto client = ConnectOrFail(*node);
+    CHECK(client->protocol_version() == std::stoul(version));
+    auto m = client->GetMap("orders");
+    CHECK(m->Put("k", "v1").value() == std::nullopt);
+    CHECK(m->PutIfAbsent("k", "v2").value() == Optional("v1"));
+    CHECK(m->Remove("k").value() == Optional("v1"));
+    client->Shutdown();
+    CHECK(node->Stop() == 0);
+  }
+}
+
+}  // namespace tessera::integration

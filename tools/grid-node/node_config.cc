@@ -207,6 +207,16 @@ std::vector<Setting> Settings() {
          c.member.fault_injection = text == "true";
          return {};
        }},
+      {"max-protocol",
+       "highest native protocol version to answer clients with: 2 lets them send lean frames, "
+       "1 keeps every connection on version 1 (default 2)",
+       [](NodeConfig& c, const std::string& text) -> Result<void> {
+         if (text != "1" && text != "2") {
+           return Fail(ErrorCode::kBadRequest, "'max-protocol' is '" + text + "'; use 1 or 2");
+         }
+         c.member.lean_protocol = text == "2";
+         return {};
+       }},
       {"max-transaction-ops", "most operations in one partition transaction (default 1000)",
        [](NodeConfig& c, const std::string& text) -> Result<void> {
          auto v = ParseUnsigned("max-transaction-ops", text, 1'000'000);
