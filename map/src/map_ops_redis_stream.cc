@@ -512,6 +512,17 @@ bool ClaimOne(XStream& s, PendingEntry& p, const std::string& consumer, std::int
   return true;
 }
 
+// The claiming consumer was seen now (and active, if it got entries); saves the group.
+MapResult FinishClaim(XStream& s, XGroup& g, const std::string& consumer, std::int64_t now,
+                      MapResult out) {
+  StreamConsumer& c = g.state.Consumer(consumer, now);
+  c.seen_ms = now;
+  if (!out.entries.empty()) c.active_ms = now;
+  g.changed = true;
+  SaveGroup(s, g);
+  return out;
+}
+
 base::Result<MapResult> Claim(XStream& s, const MapRequest& rq) {
   auto g = NeedGroup(s, rq, "");
   if (!g) return std::unexpected(g.error());
@@ -552,12 +563,7 @@ base::Result<MapResult> Claim(XStream& s, const MapRequest& rq) {
     st.last_id = *last;
     st.last_offset = std::max(st.last_offset, s.FirstAbove(*last) - 1);
   }
-  StreamConsumer& c = st.Consumer(consumer, now);
-  c.seen_ms = now;
-  if (!out.entries.empty()) c.active_ms = now;
-  g->changed = true;
-  SaveGroup(s, *g);
-  return out;
+  return FinishClaim(s, *g, consumer, now, std::move(out));
 }
 
 base::Result<MapResult> AutoClaim(XStream& s, const MapRequest& rq) {
@@ -587,12 +593,7 @@ base::Result<MapResult> AutoClaim(XStream& s, const MapRequest& rq) {
     }
   }
   out.value = (it == st.pending.end() ? "0-0" : it->id.Text()) + deleted;
-  StreamConsumer& c = st.Consumer(consumer, now);
-  c.seen_ms = now;
-  if (!out.entries.empty()) c.active_ms = now;
-  g->changed = true;
-  SaveGroup(s, *g);
-  return out;
+  return FinishClaim(s, *g, consumer, now, std::move(out));
 }
 
 base::Result<MapResult> Info(XStream& s, const MapRequest& rq, const std::string& what) {
