@@ -7,7 +7,8 @@
 //   "<offset>@P"     the entry: a StoredEvent whose key is its Redis ID ("<ms>-<seq>") and whose
 //                    payload is its fields and values (EncodeStreamFields)
 //   "xmeta@P"        the last ID given out, the number of entries ever added, and the greatest
-//                    ID trimming removed (RedisStreamMeta)
+//                    deleted ID (0-0: as in Redis, trimming does not set it, and there is no
+//                    XDEL yet) (RedisStreamMeta)
 //   "xgroup:<g>@P"   group g: its last delivered ID and offset, its consumers (name, last seen,
 //                    last active) and its pending entries list (offset, ID, last delivery,
 //                    deliveries, consumer)
