@@ -664,6 +664,26 @@ base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& rq, 
     s.Save();
     return out;
   }
+  if (cmd == "delete") {  // DEL: every record of the stream in this partition; count = existed
+    MapResult out;
+    if (!s.exists()) return out;
+    for (std::int64_t off = s.m().head; off <= s.m().tail; ++off) {
+      if (Record* r = FindLive(store, StreamEventKey(s.sub, off), ctx)) {
+        RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
+      }
+    }
+    std::vector<std::string> keys = {StreamMetaKey(s.sub), RedisStreamMetaKey(s.sub)};
+    for (const auto& [group, cursor] : s.m().groups) {
+      keys.push_back(RedisStreamGroupKey(s.sub, group));
+      keys.push_back(StreamLeaseKey(s.sub, group));
+    }
+    for (const auto& key : keys) {
+      if (Record* r = FindLive(store, key, ctx))
+        RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
+    }
+    out.count = 1;
+    return out;
+  }
   if (cmd == "len") {
     MapResult out;
     out.flag = s.exists();

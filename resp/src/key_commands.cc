@@ -1,5 +1,7 @@
 // Key family: generic commands over the string keyspace (the default map). DEL, UNLINK, EXISTS
-// and TYPE also see hashes: a hash is the map named by its key, so DEL clears that map.
+// and TYPE also see hashes (a hash is the map named by its key, so DEL clears that map) and
+// streams (DEL removes every record of the stream, map/redis_stream.h); inside MULTI they see
+// string keys only (a block stays in one partition).
 // SCAN uses a stateless cursor: keys are ordered by a 63-bit hash of the key, and the cursor
 // is the hash position to resume from; see docs/resp.md for the guarantees.
 #include <algorithm>
@@ -7,6 +9,8 @@
 #include <limits>
 
 #include "command_util.h"
+#include "stream_util.h"
+#include "tessera/map/stream_format.h"
 #include "tessera/topic/glob.h"
 
 namespace tessera::resp {
@@ -23,21 +27,49 @@ std::int64_t FoundScore(const map::MapResult& result) {
   return (result.flag || result.count > 0) ? 1 : 0;
 }
 
-// DEL/UNLINK (clear=true) and EXISTS (clear=false) over string keys and hashes.
+// A stream the key names, if it can name one (outside MULTI).
+bool MayBeStream(Connection& conn, std::string_view key) {
+  return conn.capture() == nullptr && StreamKeyProblem(key).empty();
+}
+
+// DEL/UNLINK (clear=true) and EXISTS (clear=false) over string keys, hashes and streams: each
+// key counts once, whichever of them it was found as.
 void CountKeys(Connection& conn, Args args, bool clear) {
   const auto maps = conn.maps().MapNames();
   std::vector<map::MapRequest> requests;
+  std::vector<std::size_t> key_of;  // the argument each request is about
+  std::vector<bool> counts;         // false: a cleanup whose result says nothing of existence
+  auto add = [&](map::MapRequest request, std::size_t i, bool count) {
+    requests.push_back(std::move(request));
+    key_of.push_back(i);
+    counts.push_back(count);
+  };
   for (std::size_t i = 1; i < args.size(); ++i) {
-    requests.push_back(
-        KeyRequest(clear ? MapOp::kDelete : MapOp::kContainsKey, conn.default_map(), args[i]));
+    add(KeyRequest(clear ? MapOp::kDelete : MapOp::kContainsKey, conn.default_map(), args[i]), i,
+        true);
     if (IsHashMap(conn, args[i], maps)) {
       map::MapRequest whole;
       whole.op = clear ? MapOp::kClear : MapOp::kSize;
       whole.map_name.assign(args[i]);
-      requests.push_back(std::move(whole));
+      add(std::move(whole), i, true);
+    }
+    if (MayBeStream(conn, args[i])) {
+      add(StreamRequest(args[i], clear ? "delete" : "len").Finish(), i, true);
+      if (clear) {  // the stream's configuration, in the partition of its name
+        add(KeyRequest(MapOp::kDelete, map::kStreamMap, map::StreamConfigKey(args[i])), i, false);
+      }
     }
   }
-  CallMapSum(conn, std::move(requests), FoundScore);
+  CallMapGather(conn, std::move(requests),
+                [key_of = std::move(key_of), counts = std::move(counts), keys = args.size()](
+                    RespWriter& writer, Results& results) {
+                  std::vector<bool> found(keys, false);
+                  for (std::size_t j = 0; j < results.size(); ++j) {
+                    if (!results[j]) return WriteServiceError(writer, results[j].error());
+                    if (counts[j] && FoundScore(*results[j]) > 0) found[key_of[j]] = true;
+                  }
+                  writer.Integer(std::count(found.begin(), found.end(), true));
+                });
 }
 
 void Del(Connection& conn, Args args) { CountKeys(conn, args, true); }
@@ -46,18 +78,23 @@ void Exists(Connection& conn, Args args) { CountKeys(conn, args, false); }
 void Type(Connection& conn, Args args) {
   std::vector<map::MapRequest> requests;
   requests.push_back(KeyRequest(MapOp::kContainsKey, conn.default_map(), args[1]));
-  if (IsHashMap(conn, args[1], conn.maps().MapNames())) {
+  const bool hash = IsHashMap(conn, args[1], conn.maps().MapNames());
+  if (hash) {
     map::MapRequest size;
     size.op = MapOp::kSize;
     size.map_name.assign(args[1]);
     requests.push_back(std::move(size));
   }
-  CallMapGather(conn, std::move(requests), [](RespWriter& writer, Results& results) {
+  if (MayBeStream(conn, args[1])) requests.push_back(StreamRequest(args[1], "len").Finish());
+  CallMapGather(conn, std::move(requests), [hash](RespWriter& writer, Results& results) {
     for (auto& r : results) {
       if (!r) return WriteServiceError(writer, r.error());
     }
     if (results[0]->flag) return writer.SimpleString("string");
-    writer.SimpleString(results.size() > 1 && results[1]->count > 0 ? "hash" : "none");
+    if (hash && results[1]->count > 0) return writer.SimpleString("hash");
+    const std::size_t stream = hash ? 2 : 1;
+    if (results.size() > stream && results[stream]->flag) return writer.SimpleString("stream");
+    writer.SimpleString("none");
   });
 }
 

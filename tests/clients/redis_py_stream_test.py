@@ -95,6 +95,12 @@ def sequence(port):
     step("XPENDING after DELCONSUMER", lambda: r.xpending(t, "workers"))
     step("XGROUP DESTROY", lambda: r.xgroup_destroy(t, "audit"))
     step("XGROUP DESTROY again", lambda: r.xgroup_destroy(t, "audit"))
+    step("TYPE of a stream", lambda: r.type(t))
+    step("EXISTS of a stream and a missing key", lambda: r.exists(t, "none"))
+    step("DEL of a stream", lambda: r.delete(t))
+    step("after DEL: EXISTS, XLEN, XINFO GROUPS",
+         lambda: (r.exists(t), r.xlen(t), outcome(lambda: r.xinfo_groups(t))))
+    step("XADD 1-0 on the deleted key starts afresh", lambda: r.xadd(t, {"a": "1"}, id="1-0"))
     step("XTRIM MAXLEN = 2 without groups",
          lambda: (r.xtrim(s, maxlen=2, approximate=False), r.xlen(s), r.xrange(s, count=1)))
     step("XTRIM MINID", lambda: (r.xtrim(s, minid="9999999999999", approximate=False),

@@ -303,3 +303,29 @@ TEST_CASE("A blocked read whose client disconnects takes nothing from the group"
   CHECK(writer.Call({"XREAD", "BLOCK", "99999999999999999", "STREAMS", "s", "$"}) ==
         Err("ERR timeout is out of range"));
 }
+
+TEST_CASE("TYPE EXISTS and DEL see streams and a deleted stream starts afresh", "[resp][stream]") {
+  TestServer server;
+  RespClient c(server.port());
+  c.Call({"XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"});
+  for (int i = 1; i <= 3; ++i) c.Call({"XADD", "s", std::to_string(i) + "-0", "n", "x"});
+  c.Call({"SET", "k", "v"});
+  CHECK(c.Call({"TYPE", "s"}) == "+stream\r\n");
+  CHECK(c.Call({"TYPE", "k"}) == "+string\r\n");
+  CHECK(c.Call({"TYPE", "nothing"}) == "+none\r\n");
+  CHECK(c.Call({"EXISTS", "s", "k", "nothing", "s"}) == Int(3));
+  CHECK(c.Call({"DEL", "s", "nothing", "k"}) == Int(2));
+  CHECK(c.Call({"EXISTS", "s", "k"}) == Int(0));
+  CHECK(c.Call({"XLEN", "s"}) == Int(0));
+  CHECK(c.Call({"XINFO", "STREAM", "s"}) == Err("ERR no such key"));
+  CHECK(c.Call({"XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"}).rfind("-NOGROUP", 0) == 0);
+  // Nothing of the old stream is left: IDs start again, and no group holds entries back.
+  CHECK(c.Call({"XADD", "s", "1-0", "n", "again"}) == Bulk("1-0"));
+  CHECK(c.Call({"XRANGE", "s", "-", "+"}) == "*1\r\n" + Entry("1-0", {"n", "again"}));
+  CHECK(c.Call({"XINFO", "GROUPS", "s"}) == "*0\r\n");
+  // Inside MULTI, DEL sees string keys only (the block stays in one partition).
+  c.Call({"SET", "{t}a", "1"});
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"DEL", "{t}a"}) == "+QUEUED\r\n");
+  CHECK(c.Call({"EXEC"}) == "*1\r\n" + Int(1));
+}

@@ -24,6 +24,8 @@
 //              value out = the new ID (nullopt: nomkstream and no stream), flag = created
 //   "trim"     {trim, maxlen, minid, approximate, limit}; count = entries removed
 //   "len"      count = entries; flag = the stream exists
+//   "delete"   removes every record of the stream's sub-stream (entries, meta, groups,
+//              leases); count = 1 if it existed (its configuration "stream@S" lives elsewhere)
 //   "range"    {start, end (IDs, inclusive), count (0: all), rev}; entries = [(ID, fields)]
 //   "read"     {after: ID | "$", count}; entries after `after`; value = the last ID
 //   "create_group" {group, id: ID | "$", mkstream}; flag = stream created
