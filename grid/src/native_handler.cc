@@ -48,6 +48,15 @@ NativeHandler::NativeHandler(map::MapService& maps, topic::TopicService& topics,
       log_(std::move(log)) {}
 
 void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection, Message request) {
+  if (request.lean &&
+      (request.service != wire::Service::kMap || request.op == native::kMapAddListener ||
+       request.op == native::kMapRemoveListener || request.op == native::kMapReplica)) {
+    return ReplyError(connection, request, ErrorCode::kBadRequest,
+                      "a lean frame carries map get, set, put, putIfAbsent, remove, delete, "
+                      "containsKey and replace only; send " +
+                          wire::ServiceName(request.service) + " op " + std::to_string(request.op) +
+                          " as a version 1 frame");
+  }
   switch (request.service) {
     case wire::Service::kMap:
       return HandleMap(connection, std::move(request));

@@ -18,6 +18,10 @@ namespace {
 using base::ErrorCode;
 using base::Fail;
 
+// The most entries one command removes (trim, DEL): a command's removals reach each backup as
+// one message, which must stay well under the 16 MiB frame limit (~100 bytes per removal).
+constexpr std::int64_t kMaxRemovals = 50'000;
+
 constexpr const char* kNeedsKey =
     "The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use "
     "the MKSTREAM option to create an empty stream automatically.";
@@ -128,9 +132,10 @@ std::int64_t ApplyTrim(XStream& s, const MapRequest& rq) {
   const std::int64_t maxlen = IntArg(rq, "maxlen", 0);
   const auto minid = ParseStreamId(StringArg(rq, "minid"));
   // As Redis: `~` removes at most LIMIT entries per call (default 100 x its node size, 10,000);
-  // `=` removes all it may.
-  const std::int64_t limit =
+  // `=` removes all it may, up to kMaxRemovals per call.
+  const std::int64_t asked =
       IntArg(rq, "limit", rq.argument.GetBool("approximate").value_or(false) ? 10'000 : 0);
+  const std::int64_t limit = asked > 0 ? std::min(asked, kMaxRemovals) : kMaxRemovals;
   std::int64_t removed = 0;
   while (s.HeadRemovable() && (limit <= 0 || removed < limit)) {
     if (trim == "maxlen" ? s.length() <= maxlen : (!minid || s.IdAt(s.m().head) >= *minid)) break;
@@ -666,7 +671,15 @@ base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& rq, 
   }
   if (cmd == "delete") {  // DEL: every record of the stream in this partition; count = existed
     MapResult out;
-    if (!s.exists()) return out;
+    if (!s.exists() || !s.x_existed) return out;  // a stream of the Tessera API is not a key
+    if (s.length() > kMaxRemovals) {
+      return Fail(ErrorCode::kBadRequest,
+                  "stream '" + s.name + "' holds " + std::to_string(s.length()) +
+                      " entries; one command removes at most " + std::to_string(kMaxRemovals) +
+                      " (each removal goes to the backups in one message): trim it first, e.g. "
+                      "XTRIM " +
+                      s.name + " MAXLEN = 0 until it is empty, then DEL it");
+    }
     for (std::int64_t off = s.m().head; off <= s.m().tail; ++off) {
       if (Record* r = FindLive(store, StreamEventKey(s.sub, off), ctx)) {
         RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
@@ -686,8 +699,9 @@ base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& rq, 
   }
   if (cmd == "len") {
     MapResult out;
-    out.flag = s.exists();
-    out.count = s.exists() ? std::max<std::int64_t>(0, s.length()) : 0;
+    // keyspace: as DEL sees it, a stream XADD or XGROUP CREATE made (not the Tessera API's).
+    out.flag = s.exists() && (s.x_existed || !BoolArg(rq, "keyspace"));
+    out.count = out.flag ? std::max<std::int64_t>(0, s.length()) : 0;
     return out;
   }
   if (cmd == "range") return Range(s, rq);

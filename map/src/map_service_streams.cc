@@ -28,6 +28,12 @@ void MapService::Impl::TrackStream(MapTable& table, std::uint32_t partition_id,
   const std::string_view sub = std::string_view(request.key).substr(at + 1);
   RecordStore& store = StoreOf(table, partition_id);
   const std::string group = request.argument.GetString("group").value_or("");
+  if (request.op == MapOp::kRedisStream && store.Find(StreamMetaKey(sub)) == nullptr) {
+    // No such stream (an EXISTS or TYPE of any key asks), or one just deleted: no state.
+    std::lock_guard lock(stream_mu);
+    stream_state.erase(std::string(sub));
+    return;
+  }
 
   std::lock_guard lock(stream_mu);
   auto& s = stream_state[std::string(sub)];
@@ -46,6 +52,10 @@ void MapService::Impl::TrackStream(MapTable& table, std::uint32_t partition_id,
     return;
   }
   if (request.op == MapOp::kStreamMerge) s.appended += result.count;
+  if (request.op == MapOp::kRedisStream && result.value &&
+      request.argument.GetString("cmd").value_or("") == "add") {
+    ++s.appended;  // an XADD
+  }
   if (request.op == MapOp::kStreamAppend) {
     for (const auto& [offset, dup] : result.entries) (dup.empty() ? s.appended : s.duplicates)++;
   }

@@ -54,10 +54,9 @@ void CountKeys(Connection& conn, Args args, bool clear) {
       add(std::move(whole), i, true);
     }
     if (MayBeStream(conn, args[i])) {
-      add(StreamRequest(args[i], clear ? "delete" : "len").Finish(), i, true);
-      if (clear) {  // the stream's configuration, in the partition of its name
-        add(KeyRequest(MapOp::kDelete, map::kStreamMap, map::StreamConfigKey(args[i])), i, false);
-      }
+      StreamRequest probe(args[i], clear ? "delete" : "len");
+      probe.args.Bool("keyspace", true);
+      add(std::move(probe).Finish(), i, true);
     }
   }
   CallMapGather(conn, std::move(requests),
@@ -85,7 +84,11 @@ void Type(Connection& conn, Args args) {
     size.map_name.assign(args[1]);
     requests.push_back(std::move(size));
   }
-  if (MayBeStream(conn, args[1])) requests.push_back(StreamRequest(args[1], "len").Finish());
+  if (MayBeStream(conn, args[1])) {
+    StreamRequest probe(args[1], "len");
+    probe.args.Bool("keyspace", true);
+    requests.push_back(std::move(probe).Finish());
+  }
   CallMapGather(conn, std::move(requests), [hash](RespWriter& writer, Results& results) {
     for (auto& r : results) {
       if (!r) return WriteServiceError(writer, r.error());

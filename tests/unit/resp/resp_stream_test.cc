@@ -329,3 +329,22 @@ TEST_CASE("TYPE EXISTS and DEL see streams and a deleted stream starts afresh", 
   CHECK(c.Call({"DEL", "{t}a"}) == "+QUEUED\r\n");
   CHECK(c.Call({"EXEC"}) == "*1\r\n" + Int(1));
 }
+
+TEST_CASE("A stream of the Tessera API is not a key to DEL", "[resp][stream]") {
+  TestServer server;
+  RespClient c(server.port());
+  map::MapRequest append;
+  append.op = map::MapOp::kStreamAppend;
+  append.map_name = map::kStreamMap;
+  append.key = map::StreamMetaKey(map::SubStreamName("api", 0));
+  append.entries.emplace_back("order-1", "created");
+  std::promise<base::Result<map::MapResult>> done;
+  server.maps().Execute(std::move(append),
+                        [&](base::Result<map::MapResult> r) { done.set_value(std::move(r)); });
+  REQUIRE(done.get_future().get());
+  CHECK(c.Call({"XLEN", "api"}) == Int(1));  // the stream commands read it
+  CHECK(c.Call({"EXISTS", "api"}) == Int(0));
+  CHECK(c.Call({"TYPE", "api"}) == "+none\r\n");
+  CHECK(c.Call({"DEL", "api"}) == Int(0));
+  CHECK(c.Call({"XLEN", "api"}) == Int(1));  // left alone
+}

@@ -23,9 +23,13 @@
 //              max_bytes}, value = EncodeStreamFields;
 //              value out = the new ID (nullopt: nomkstream and no stream), flag = created
 //   "trim"     {trim, maxlen, minid, approximate, limit}; count = entries removed
-//   "len"      count = entries; flag = the stream exists
-//   "delete"   removes every record of the stream's sub-stream (entries, meta, groups,
-//              leases); count = 1 if it existed (its configuration "stream@S" lives elsewhere)
+//   "len"      {keyspace}; count = entries; flag = the stream exists (keyspace: and XADD or
+//              XGROUP CREATE made it, so DEL may delete it)
+//   "delete"   removes every record of a stream XADD or XGROUP CREATE made (entries, meta,
+//              groups, leases; not the Tessera API's dedup markers, consumer records or its
+//              configuration "stream@S"); count = 1 if it existed. At most kMaxRemovals
+//              (50,000) entries: a longer stream is refused (trim it first); trims remove at
+//              most that many per command too
 //   "range"    {start, end (IDs, inclusive), count (0: all), rev}; entries = [(ID, fields)]
 //   "read"     {after: ID | "$", count}; entries after `after`; value = the last ID
 //   "create_group" {group, id: ID | "$", mkstream}; flag = stream created
