@@ -2,6 +2,7 @@
 #include <charconv>
 
 #include "redis_stream_state.h"
+#include "sized_text.h"
 
 namespace tessera::map {
 namespace {
@@ -12,33 +13,24 @@ bool ParseU64(std::string_view text, std::uint64_t& out) {
   return ec == std::errc() && p == text.data() + text.size();
 }
 
-void Put(std::string& out, std::string_view s) {
-  out += std::to_string(s.size());
-  out += ':';
-  out += s;
-}
+void Put(std::string& out, std::string_view s) { detail::PutSized(out, s); }
 
 void PutInt(std::string& out, std::int64_t v) { Put(out, std::to_string(v)); }
 
-// Reads "<n>:<bytes>" tokens from the front of a record.
+// Reads "<n>:<bytes>" tokens from the front of a record; any malformed one makes ok() false.
 class Tokens {
  public:
   explicit Tokens(std::string_view in) : in_(in) {}
   bool ok() const { return ok_; }
   bool empty() const { return in_.empty(); }
   std::string_view Next() {
-    std::size_t n = 0;
-    auto [p, ec] = std::from_chars(in_.data(), in_.data() + in_.size(), n);
-    if (ec != std::errc() || p == in_.data() + in_.size() || *p != ':' ||
-        n > in_.size() - static_cast<std::size_t>(p + 1 - in_.data())) {
+    auto token = detail::TakeSized(in_);
+    if (!token) {
       ok_ = false;
       in_ = {};
       return {};
     }
-    const std::size_t start = static_cast<std::size_t>(p + 1 - in_.data());
-    std::string_view out = in_.substr(start, n);
-    in_.remove_prefix(start + n);
-    return out;
+    return *token;
   }
   std::int64_t Int() {
     std::string_view t = Next();

@@ -3,33 +3,13 @@
 #include <algorithm>
 #include <charconv>
 
+#include "sized_text.h"
+
 namespace tessera::map {
-namespace {
 
-// Reads "<decimal>:" from the front of `in`; nullopt if it is not there.
-std::optional<std::int64_t> TakeNumber(std::string_view& in, char end) {
-  std::int64_t n = 0;
-  auto [p, ec] = std::from_chars(in.data(), in.data() + in.size(), n);
-  if (ec != std::errc() || p == in.data() + in.size() || *p != end) return std::nullopt;
-  in.remove_prefix(static_cast<std::size_t>(p - in.data()) + 1);
-  return n;
-}
-
-std::optional<std::string_view> TakeSized(std::string_view& in) {
-  auto n = TakeNumber(in, ':');
-  if (!n || *n < 0 || static_cast<std::size_t>(*n) > in.size()) return std::nullopt;
-  auto out = in.substr(0, static_cast<std::size_t>(*n));
-  in.remove_prefix(static_cast<std::size_t>(*n));
-  return out;
-}
-
-void PutSized(std::string& out, std::string_view s) {
-  out += std::to_string(s.size());
-  out += ':';
-  out += s;
-}
-
-}  // namespace
+using detail::PutSized;
+using detail::TakeNumber;
+using detail::TakeSized;
 
 // "<time>;<n>:<id><n>:<key><payload>": the time first so StoredEventTime reads only that.
 std::string EncodeStoredEvent(const StoredEvent& e) {

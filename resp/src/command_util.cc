@@ -29,6 +29,13 @@ std::string Lowercase(std::string_view text) {
   return lower;
 }
 
+std::string Uppercase(std::string_view text) {
+  std::string upper(text);
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return upper;
+}
+
 map::MapRequest KeyRequest(map::MapOp op, std::string_view map_name, std::string_view key) {
   map::MapRequest request;
   request.op = op;

@@ -20,6 +20,7 @@ namespace tessera::resp {
 bool ParseInt64(std::string_view text, std::int64_t& out);
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 std::string Lowercase(std::string_view text);
+std::string Uppercase(std::string_view text);
 
 // A keyed request on `map_name`.
 map::MapRequest KeyRequest(map::MapOp op, std::string_view map_name, std::string_view key);

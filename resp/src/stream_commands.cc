@@ -397,16 +397,26 @@ void WriteClaimed(RespWriter& writer, const map::MapResult& result, bool justid)
   }
 }
 
-void XClaim(Connection& conn, Args args) {
-  if (!StreamKeyOk(conn, args[1])) return;
-  StreamRequest rq(args[1], "claim");
+// XCLAIM / XAUTOCLAIM key group consumer min-idle-time ...: the request with those four, or
+// nullopt after replying with the error.
+std::optional<StreamRequest> ClaimRequest(Connection& conn, Args args, std::string_view cmd) {
+  if (!StreamKeyOk(conn, args[1])) return std::nullopt;
   std::int64_t min_idle = 0;
   if (!ParseInt64(args[4], min_idle)) {
-    return conn.Reply().Error("ERR Invalid min-idle-time argument for XCLAIM");
+    conn.Reply().Error("ERR Invalid min-idle-time argument for " + Uppercase(args[0]));
+    return std::nullopt;
   }
+  StreamRequest rq(args[1], cmd);
   rq.args.String("group", std::string(args[2]))
       .String("consumer", std::string(args[3]))
       .Int64("min_idle", std::max<std::int64_t>(0, min_idle));
+  return rq;
+}
+
+void XClaim(Connection& conn, Args args) {
+  auto claim = ClaimRequest(conn, args, "claim");
+  if (!claim) return;
+  StreamRequest& rq = *claim;
   std::size_t i = 5;
   for (; i < args.size(); ++i) {
     auto id = map::ParseStreamId(args[i]);
@@ -447,19 +457,13 @@ void XClaim(Connection& conn, Args args) {
 }
 
 void XAutoClaim(Connection& conn, Args args) {
-  if (!StreamKeyOk(conn, args[1])) return;
-  StreamRequest rq(args[1], "autoclaim");
-  std::int64_t min_idle = 0;
-  if (!ParseInt64(args[4], min_idle)) {
-    return conn.Reply().Error("ERR Invalid min-idle-time argument for XAUTOCLAIM");
-  }
+  auto claim = ClaimRequest(conn, args, "autoclaim");
+  if (!claim) return;
+  StreamRequest& rq = *claim;
   std::string error;
   auto start = ParseRangeBound(args[5], true, error);
   if (!start) return conn.Reply().Error(error);
-  rq.args.String("group", std::string(args[2]))
-      .String("consumer", std::string(args[3]))
-      .Int64("min_idle", std::max<std::int64_t>(0, min_idle))
-      .String("start", start->Text());
+  rq.args.String("start", start->Text());
   bool justid = false;
   for (std::size_t i = 6; i < args.size(); ++i) {
     std::int64_t count = 0;

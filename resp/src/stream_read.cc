@@ -178,12 +178,6 @@ namespace {
 // About 292 years: beyond it a deadline in steady_clock's nanoseconds overflows.
 constexpr std::int64_t kMaxBlockMs = 9'000'000'000'000;
 
-std::string Uppercase(std::string_view text) {
-  std::string upper(text);
-  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  return upper;
-}
-
 // XREAD [COUNT n] [BLOCK ms] STREAMS key... id...; XREADGROUP GROUP g c [COUNT n] [BLOCK ms]
 // [NOACK] STREAMS key... id...
 void ReadGeneric(Connection& conn, Args args, bool group) {
