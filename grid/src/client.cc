@@ -222,7 +222,7 @@ std::string Client::connected_address() const {
 std::uint32_t Client::protocol_version() const {
   std::lock_guard lock(impl_->mu);
   if (!impl_->connection) return 0;
-  return impl_->connection->lean() ? wire::kLeanProtocolVersion : wire::kProtocolVersion;
+  return impl_->connection->protocol_version();
 }
 
 std::vector<std::string> Client::member_addresses() const {

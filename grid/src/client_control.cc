@@ -28,7 +28,7 @@ net::ClientOptions Client::Impl::ConnectionOptions(const Address& address, const
   o.hello.secret = options.secret;
   o.hello.client_name = options.client_name;
   o.hello.role = wire::Role::kClient;
-  if (options.lean_protocol) o.hello.max_protocol_version = wire::kLeanProtocolVersion;
+  o.hello.max_protocol_version = options.max_protocol_version;
   o.max_frame_bytes = options.max_frame_bytes;
   o.operation_name = [](wire::Service service, std::uint16_t op) {
     if (service == wire::Service::kMap && op < 100) {

@@ -181,8 +181,9 @@ struct Client::Impl : public Invoker,
   // Fills owner_connections from owner_of and peers. REQUIRES: mu held.
   void RebuildOwnerConnections();
 
-  // A lean frame when `lean` (the connection negotiated it) and the request fits one.
-  static wire::Message Encode(const map::MapRequest& request, std::int32_t partition, bool lean);
+  // A lean frame when the request fits one of the connection's negotiated protocol version.
+  static wire::Message Encode(const map::MapRequest& request, std::int32_t partition,
+                              std::uint32_t protocol_version);
 
   static Result<map::MapResult> Decode(Result<wire::Message> response);
 

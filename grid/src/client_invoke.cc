@@ -76,8 +76,8 @@ void Client::Impl::RebuildOwnerConnections() {
 }
 
 wire::Message Client::Impl::Encode(const map::MapRequest& request, std::int32_t partition,
-                                   bool lean) {
-  if (lean && map::LeanEncodable(request)) {
+                                   std::uint32_t protocol_version) {
+  if (map::LeanEncodable(request, protocol_version)) {
     auto message = wire::Message::MakeRequest(0, partition, wire::Service::kMap,
                                               static_cast<std::uint16_t>(request.op),
                                               map::EncodeLeanRequest(request));
@@ -138,7 +138,7 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
     return;
   }
   target->conn->Call(
-      Encode(*request, target->partition, target->conn->lean()), Remaining(deadline),
+      Encode(*request, target->partition, target->conn->protocol_version()), Remaining(deadline),
       [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
         auto result = Decode(std::move(r));
         auto self = weak.lock();
@@ -177,7 +177,7 @@ Result<map::MapResult> Client::Impl::InvokeSync(map::MapRequest request) {
     auto target = Target(request, deadline);
     if (!target) return std::unexpected(target.error());
     auto result = Decode(target->conn->CallSync(
-        Encode(request, target->partition, target->conn->lean()), Remaining(deadline)));
+        Encode(request, target->partition, target->conn->protocol_version()), Remaining(deadline)));
     if (result || Clock::now() >= deadline || !Retryable(result.error(), request)) {
       return result;
     }

@@ -116,7 +116,7 @@ base::Result<void> Member::StartNative() {
   server.port = options_.port;
   server.handshake.cluster_name = options_.cluster_name;
   server.handshake.secret = options_.secret;
-  if (!options_.lean_protocol) server.handshake.max_protocol_version = wire::kProtocolVersion;
+  server.handshake.max_protocol_version = options_.max_protocol_version;
   server.max_frame_bytes = options_.max_frame_bytes;
   server.member_uuid = uuid_;
   server.partition_count = static_cast<std::int32_t>(options_.partition_count);

@@ -170,6 +170,16 @@ Result<void> Stream::EnsureCreated(bool create) {
     if (auto ok = Validate(name_, stored); !ok) return ok;
     config_ = stored;
   }
+  meta_keys_.clear();
+  for (std::uint32_t i = 0; i < config_.sub_streams; ++i) {
+    meta_keys_.push_back(map::StreamMetaKey(map::SubStreamName(name_, i)));
+  }
+  append_limits_ = record::GenericRecord::Build()
+                       .Int64("max_events", config_.max_events)
+                       .Int64("max_bytes", config_.max_bytes)
+                       .Int64("max_age_ms", config_.max_age_ms)
+                       .Int64("dedup_ms", config_.dedup_window_ms)
+                       .Done();
   loaded_.store(true);     // config_ is the stored one from now on: never written again
   if (!create) return {};  // creating (the groups of config_) comes with the first write
   for (const auto& group : config_.groups) {
@@ -197,20 +207,23 @@ Result<AppendResult> Stream::Append(std::string key, std::string payload, std::s
 
 map::MapRequest Stream::AppendRequest(std::uint32_t sub, const std::vector<StreamAppend>& events,
                                       const std::vector<std::size_t>& index) const {
-  auto rq =
-      StreamRequest(map::MapOp::kStreamAppend, map::StreamMetaKey(map::SubStreamName(name_, sub)));
+  auto rq = StreamRequest(map::MapOp::kStreamAppend, meta_keys_[sub]);
   bool ids = false;
   for (auto i : index) ids = ids || !events[i].id.empty();
+  rq.entries.reserve(index.size());
   for (auto i : index) {
     rq.entries.emplace_back(events[i].key, events[i].payload);
     if (ids) rq.keys.push_back(events[i].id);
   }
-  rq.argument = record::GenericRecord::Build()
-                    .Int64("max_events", config_.max_events)
-                    .Int64("max_bytes", config_.max_bytes)
-                    .Int64("max_age_ms", config_.max_age_ms)
-                    .Int64("dedup_ms", config_.dedup_window_ms)
-                    .Done();
+  rq.argument = append_limits_;
+  return rq;
+}
+
+map::MapRequest Stream::AppendRequest(std::uint32_t sub, StreamAppend event) const {
+  auto rq = StreamRequest(map::MapOp::kStreamAppend, meta_keys_[sub]);
+  rq.entries.emplace_back(std::move(event.key), std::move(event.payload));
+  if (!event.id.empty()) rq.keys.push_back(std::move(event.id));
+  rq.argument = append_limits_;
   return rq;
 }
 
@@ -221,9 +234,7 @@ void Stream::AppendAsync(StreamAppend event, std::function<void(base::Result<App
                      "stream '" + name_ + "': an event needs a key (it picks the sub-stream)"));
   }
   const std::uint32_t sub = partition::Partitioner(config_.sub_streams).PartitionOf(event.key);
-  std::vector<StreamAppend> one;
-  one.push_back(std::move(event));
-  invoker_->Invoke(AppendRequest(sub, one, {0}),
+  invoker_->Invoke(AppendRequest(sub, std::move(event)),
                    [sub, done = std::move(done)](Result<map::MapResult> r) {
                      if (!r) return done(std::unexpected(r.error()));
                      AppendResult out{sub, 0, false};

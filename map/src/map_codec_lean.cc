@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "tessera/map/map_codec.h"
+#include "tessera/wire/message.h"
 
 namespace tessera::map {
 namespace {
@@ -9,8 +10,9 @@ namespace {
 using base::ErrorCode;
 using base::Fail;
 
-constexpr std::uint8_t kTtl = 1, kMaxIdle = 2, kKeepTtl = 4;
-constexpr std::uint8_t kHasValue = 1, kFlag = 2;
+constexpr std::uint8_t kTtl = 1, kMaxIdle = 2, kKeepTtl = 4, kEntries = 8, kKeys = 16,
+                       kIntArgs = 32;
+constexpr std::uint8_t kHasValue = 1, kFlag = 2, kResultEntries = 4;
 
 template <typename T>
 void Put(std::string& out, T value) {
@@ -23,6 +25,20 @@ void PutString(std::string& out, std::string_view s) {
   out += s;
 }
 
+void PutEntries(std::string& out, const std::vector<std::pair<std::string, std::string>>& in) {
+  Put(out, static_cast<std::uint32_t>(in.size()));
+  for (const auto& [k, v] : in) {
+    PutString(out, k);
+    PutString(out, v);
+  }
+}
+
+std::size_t EntriesSize(const std::vector<std::pair<std::string, std::string>>& in) {
+  std::size_t n = 4;
+  for (const auto& [k, v] : in) n += 8 + k.size() + v.size();
+  return n;
+}
+
 // Reads fields from the front of a lean payload; any shortfall makes ok() false.
 class Reader {
  public:
@@ -32,8 +48,7 @@ class Reader {
   template <typename T>
   T Get() {
     if (in_.size() < sizeof(T)) {
-      ok_ = false;
-      in_ = {};
+      Bad();
       return T{};
     }
     std::make_unsigned_t<T> bits = 0;
@@ -45,13 +60,33 @@ class Reader {
   }
   void GetString(std::string& out) {
     const auto size = Get<std::uint32_t>();
-    if (!ok_ || size > in_.size()) {
-      ok_ = false;
-      in_ = {};
-      return;
-    }
+    if (!ok_ || size > in_.size()) return Bad();
     out.assign(in_.substr(0, size));
     in_.remove_prefix(size);
+  }
+  // A count of items each at least `min_bytes` long; 0 (and not ok) when the rest cannot
+  // hold them, so a forged count never reserves memory. Zero is refused too: an empty list
+  // is sent without its flag.
+  template <typename T>
+  std::size_t GetCount(std::size_t min_bytes) {
+    const std::size_t n = Get<T>();
+    if (!ok_ || n == 0 || n > in_.size() / min_bytes) {
+      Bad();
+      return 0;
+    }
+    return n;
+  }
+  void GetEntries(std::vector<std::pair<std::string, std::string>>& out) {
+    const std::size_t n = GetCount<std::uint32_t>(8);
+    out.resize(n);
+    for (auto& [k, v] : out) {
+      GetString(k);
+      GetString(v);
+    }
+  }
+  void Bad() {
+    ok_ = false;
+    in_ = {};
   }
 
  private:
@@ -59,7 +94,7 @@ class Reader {
   bool ok_ = true;
 };
 
-bool LeanOp(MapOp op) {
+bool KeyedOp(MapOp op) {
   switch (op) {
     case MapOp::kGet:
     case MapOp::kSet:
@@ -75,28 +110,60 @@ bool LeanOp(MapOp op) {
   }
 }
 
+bool IntArguments(const record::GenericRecord& argument) {
+  if (!argument.type_name().empty() || argument.fields().size() > 255) return false;
+  for (const auto& field : argument.fields()) {
+    if (field.value.type() != record::FieldType::kInt64) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-bool LeanEncodable(const MapRequest& r) {
-  return LeanOp(r.op) && r.expected.empty() && r.entries.empty() && r.keys.empty() &&
-         r.processor.empty() && r.argument.fields().empty() && r.argument.type_name().empty() &&
-         r.predicate.kind() == Predicate::Kind::kTrue && r.projection == Projection::kEntries &&
-         r.transaction.empty() && r.transaction_id.empty();
+bool LeanEncodable(const MapRequest& r, std::uint32_t protocol_version) {
+  if (protocol_version < wire::kLeanProtocolVersion || !r.expected.empty() ||
+      !r.processor.empty() || r.predicate.kind() != Predicate::Kind::kTrue ||
+      r.projection != Projection::kEntries || !r.transaction.empty() || !r.transaction_id.empty()) {
+    return false;
+  }
+  if (KeyedOp(r.op)) {
+    return r.entries.empty() && r.keys.empty() && r.argument.fields().empty() &&
+           r.argument.type_name().empty();
+  }
+  return r.op == MapOp::kStreamAppend && protocol_version >= wire::kLeanEntriesProtocolVersion &&
+         IntArguments(r.argument);
 }
 
 std::string EncodeLeanRequest(const MapRequest& r) {
   std::string out;
-  out.reserve(2 + 12 + r.map_name.size() + r.key.size() + r.value.size() + 16);
+  std::size_t size = 2 + 12 + r.map_name.size() + r.key.size() + r.value.size() + 16;
+  if (!r.entries.empty()) size += EntriesSize(r.entries);
+  for (const auto& k : r.keys) size += 4 + k.size();
+  for (const auto& f : r.argument.fields()) size += 12 + f.name.size();
+  out.reserve(size + 5);
   Put(out, static_cast<std::uint8_t>(r.op));
-  const std::uint8_t flags = (r.options.ttl_ms ? kTtl : 0) |
-                             (r.options.max_idle_ms ? kMaxIdle : 0) |
-                             (r.options.keep_ttl ? kKeepTtl : 0);
+  const std::uint8_t flags =
+      (r.options.ttl_ms ? kTtl : 0) | (r.options.max_idle_ms ? kMaxIdle : 0) |
+      (r.options.keep_ttl ? kKeepTtl : 0) | (r.entries.empty() ? 0 : kEntries) |
+      (r.keys.empty() ? 0 : kKeys) | (r.argument.fields().empty() ? 0 : kIntArgs);
   Put(out, flags);
   PutString(out, r.map_name);
   PutString(out, r.key);
   PutString(out, r.value);
   if (r.options.ttl_ms) Put(out, static_cast<std::int64_t>(*r.options.ttl_ms));
   if (r.options.max_idle_ms) Put(out, static_cast<std::int64_t>(*r.options.max_idle_ms));
+  if (flags & kEntries) PutEntries(out, r.entries);
+  if (flags & kKeys) {
+    Put(out, static_cast<std::uint32_t>(r.keys.size()));
+    for (const auto& k : r.keys) PutString(out, k);
+  }
+  if (flags & kIntArgs) {
+    Put(out, static_cast<std::uint8_t>(r.argument.fields().size()));
+    for (const auto& f : r.argument.fields()) {
+      PutString(out, f.name);
+      Put(out, f.value.AsInt64());
+    }
+  }
   return out;
 }
 
@@ -111,12 +178,31 @@ base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
   if (flags & kTtl) r.options.ttl_ms = in.Get<std::int64_t>();
   if (flags & kMaxIdle) r.options.max_idle_ms = in.Get<std::int64_t>();
   r.options.keep_ttl = (flags & kKeepTtl) != 0;
+  if (flags & kEntries) in.GetEntries(r.entries);
+  if (flags & kKeys) {
+    r.keys.resize(in.GetCount<std::uint32_t>(4));
+    for (auto& k : r.keys) in.GetString(k);
+  }
+  if (flags & kIntArgs) {
+    const std::size_t n = in.GetCount<std::uint8_t>(12);
+    for (std::size_t i = 0; i < n && in.ok(); ++i) {
+      std::string name;
+      in.GetString(name);
+      const auto value = in.Get<std::int64_t>();
+      for (const auto& f : r.argument.fields()) {
+        if (f.name == name) in.Bad();  // twice the same name: not ours
+      }
+      if (in.ok()) r.argument.Set(std::move(name), value);
+    }
+  }
   if (!in.ok() || !in.rest().empty()) {
     return Fail(ErrorCode::kBadRequest, "malformed lean map request (" +
                                             std::to_string(bytes.size()) +
                                             " bytes): its fields do not add up to its length");
   }
-  if (!LeanOp(r.op) || (flags & ~(kTtl | kMaxIdle | kKeepTtl)) != 0) {
+  constexpr std::uint8_t kKeyedFlags = kTtl | kMaxIdle | kKeepTtl;
+  const bool fits = KeyedOp(r.op) ? (flags & ~kKeyedFlags) == 0 : r.op == MapOp::kStreamAppend;
+  if (!fits) {
     return Fail(ErrorCode::kBadRequest, "lean map request with operation " +
                                             std::to_string(static_cast<int>(r.op)) + " or flags " +
                                             std::to_string(flags) +
@@ -126,14 +212,17 @@ base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
 }
 
 std::optional<std::string> EncodeLeanResult(const MapResult& r) {
-  if (!r.entries.empty() || r.processor_result || !r.processor_results.empty() || r.view ||
-      !(r.stats == MapStats{}) || !r.results.empty() || r.conflict) {
+  if (r.processor_result || !r.processor_results.empty() || r.view || !(r.stats == MapStats{}) ||
+      !r.results.empty() || r.conflict) {
     return std::nullopt;
   }
   std::string out;
-  out.reserve(9 + (r.value ? r.value->size() : 0));
-  Put(out, static_cast<std::uint8_t>((r.value ? kHasValue : 0) | (r.flag ? kFlag : 0)));
+  out.reserve(9 + (r.value ? r.value->size() : 0) +
+              (r.entries.empty() ? 0 : EntriesSize(r.entries)));
+  Put(out, static_cast<std::uint8_t>((r.value ? kHasValue : 0) | (r.flag ? kFlag : 0) |
+                                     (r.entries.empty() ? 0 : kResultEntries)));
   Put(out, r.count);
+  if (!r.entries.empty()) PutEntries(out, r.entries);
   if (r.value) out += *r.value;
   return out;
 }
@@ -143,7 +232,8 @@ base::Result<MapResult> DecodeLeanResult(std::string_view bytes) {
   MapResult r;
   const auto flags = in.Get<std::uint8_t>();
   r.count = in.Get<std::int64_t>();
-  if (!in.ok() || (flags & ~(kHasValue | kFlag)) != 0 ||
+  if (flags & kResultEntries) in.GetEntries(r.entries);
+  if (!in.ok() || (flags & ~(kHasValue | kFlag | kResultEntries)) != 0 ||
       (!(flags & kHasValue) && !in.rest().empty())) {
     return Fail(ErrorCode::kBadRequest,
                 "malformed lean map result (" + std::to_string(bytes.size()) + " bytes)");

@@ -126,10 +126,15 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
   // answers with the offset it got then.
   MapResult out;
   out.entries.resize(rq.entries.size());
-  std::vector<StoredEvent> fresh;
-  std::vector<std::size_t> fresh_index;
+  struct Fresh {
+    std::string_view id;
+    std::string bytes;  // the encoded event
+    std::size_t index;  // in rq.entries
+  };
+  std::vector<Fresh> fresh;
+  fresh.reserve(rq.entries.size());
   std::int64_t fresh_bytes = 0;
-  std::unordered_set<std::string_view> batch_ids;
+  std::unordered_set<std::string_view> batch_ids;  // only for batches with ids
   for (std::size_t i = 0; i < rq.entries.size(); ++i) {
     const std::string_view id = rq.keys.empty() ? std::string_view() : rq.keys[i];
     if (!id.empty()) {
@@ -137,17 +142,15 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
         out.entries[i] = {std::string(seen->value()), "dup"};
         continue;
       }
-      if (!batch_ids.insert(id).second) {
+      if (rq.keys.size() > 1 && !batch_ids.insert(id).second) {
         out.entries[i].second = "dup";  // offset filled below from its first occurrence
         continue;
       }
     }
-    StoredEvent e{std::string(id), rq.entries[i].first, ctx.wall_ms, rq.entries[i].second};
-    std::string bytes = EncodeStoredEvent(e);
+    std::string bytes =
+        EncodeStoredEvent(id, rq.entries[i].first, ctx.wall_ms, rq.entries[i].second);
     fresh_bytes += static_cast<std::int64_t>(bytes.size());
-    e.payload = std::move(bytes);  // from here on: the encoded event
-    fresh.push_back(std::move(e));
-    fresh_index.push_back(i);
+    fresh.push_back({id, std::move(bytes), i});
   }
   const auto count = static_cast<std::int64_t>(fresh.size());
   if (count > max_events || fresh_bytes > max_bytes) {
@@ -186,20 +189,21 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
   for (std::size_t j = 0; j < fresh.size(); ++j) {
     const std::int64_t offset = ++m.tail;
     if (m.head > offset) m.head = offset;
-    const StoredEvent& e = fresh[j];
-    WriteLive(store, StreamEventKey(sub, offset), e.payload, Forever(), ctx, false, std::nullopt);
+    const Fresh& e = fresh[j];
+    std::string offset_text = std::to_string(offset);
+    WriteLive(store, StreamEventKey(sub, offset), e.bytes, Forever(), ctx, false, std::nullopt);
     if (!e.id.empty() && dedup_ms > 0) {
-      WriteLive(store, StreamIdKey(sub, e.id), std::to_string(offset), Lasting(dedup_ms), ctx,
-                false, std::nullopt);
+      WriteLive(store, StreamIdKey(sub, e.id), offset_text, Lasting(dedup_ms), ctx, false,
+                std::nullopt);
     }
-    out.entries[fresh_index[j]].first = std::to_string(offset);
+    out.entries[e.index].first = std::move(offset_text);
   }
   m.bytes += fresh_bytes;
   // In-batch duplicates take the offset of their first occurrence.
   for (std::size_t i = 0; i < out.entries.size(); ++i) {
     if (!out.entries[i].first.empty()) continue;
-    for (std::size_t j = 0; j < fresh.size(); ++j) {
-      if (fresh[j].id == rq.keys[i]) out.entries[i].first = out.entries[fresh_index[j]].first;
+    for (const Fresh& e : fresh) {
+      if (e.id == rq.keys[i]) out.entries[i].first = out.entries[e.index].first;
     }
   }
   if (count > 0 || changed || !loaded.existed) SaveMeta(store, sub, loaded, ctx);

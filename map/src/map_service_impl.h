@@ -275,7 +275,8 @@ struct MapService::Impl {
     std::map<std::string, StreamGroupState> groups;
   };
   mutable std::mutex stream_mu;
-  std::map<std::string, SubStreamState> stream_state;  // by sub-stream; guarded by stream_mu
+  // By sub-stream; guarded by stream_mu.
+  std::map<std::string, SubStreamState, std::less<>> stream_state;
   bool IsLocal(std::uint32_t partition) const {
     return flags[partition].local.load(std::memory_order_relaxed);
   }

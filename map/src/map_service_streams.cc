@@ -27,16 +27,21 @@ void MapService::Impl::TrackStream(MapTable& table, std::uint32_t partition_id,
   if (at == std::string::npos) return;
   const std::string_view sub = std::string_view(request.key).substr(at + 1);
   RecordStore& store = StoreOf(table, partition_id);
-  const std::string group = request.argument.GetString("group").value_or("");
+  // Only reads and leases name a group (a missing field costs an error message to look up).
+  const bool grouped = request.op == MapOp::kStreamRead || request.op == MapOp::kStreamLease;
+  const std::string group =
+      grouped ? request.argument.GetString("group").value_or("") : std::string();
   if (request.op == MapOp::kRedisStream && store.Find(StreamMetaKey(sub)) == nullptr) {
     // No such stream (an EXISTS or TYPE of any key asks), or one just deleted: no state.
     std::lock_guard lock(stream_mu);
-    stream_state.erase(std::string(sub));
+    if (auto it = stream_state.find(sub); it != stream_state.end()) stream_state.erase(it);
     return;
   }
 
   std::lock_guard lock(stream_mu);
-  auto& s = stream_state[std::string(sub)];
+  auto it = stream_state.find(sub);
+  if (it == stream_state.end()) it = stream_state.emplace(std::string(sub), SubStreamState{}).first;
+  auto& s = it->second;
   if (s.stream.empty()) s.stream = std::string(sub.substr(0, sub.rfind('#')));
   s.partition = partition_id;
   if (request.op == MapOp::kStreamRead) {  // reads change nothing stored: count deliveries

@@ -31,7 +31,8 @@ inline std::optional<std::string_view> TakeSized(std::string_view& in) {
 }
 
 inline void PutSized(std::string& out, std::string_view s) {
-  out += std::to_string(s.size());
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, s.size()).ptr);
   out += ':';
   out += s;
 }

@@ -12,15 +12,21 @@ using detail::TakeNumber;
 using detail::TakeSized;
 
 // "<time>;<n>:<id><n>:<key><payload>": the time first so StoredEventTime reads only that.
-std::string EncodeStoredEvent(const StoredEvent& e) {
+std::string EncodeStoredEvent(std::string_view id, std::string_view key, std::int64_t time_ms,
+                              std::string_view payload) {
   std::string out;
-  out.reserve(e.id.size() + e.key.size() + e.payload.size() + 32);
-  out += std::to_string(e.time_ms);
+  out.reserve(id.size() + key.size() + payload.size() + 48);
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, time_ms).ptr);
   out += ';';
-  PutSized(out, e.id);
-  PutSized(out, e.key);
-  out += e.payload;
+  PutSized(out, id);
+  PutSized(out, key);
+  out += payload;
   return out;
+}
+
+std::string EncodeStoredEvent(const StoredEvent& e) {
+  return EncodeStoredEvent(e.id, e.key, e.time_ms, e.payload);
 }
 
 std::optional<StoredEvent> DecodeStoredEvent(std::string_view in) {
@@ -62,11 +68,20 @@ const std::pair<std::string, std::int64_t>* StreamMeta::Slowest() const {
 
 // "<head> <tail> <bytes>\n" then "<cursor> <group>\n" per group.
 std::string StreamMetaText(const StreamMeta& m) {
-  std::string out =
-      std::to_string(m.head) + " " + std::to_string(m.tail) + " " + std::to_string(m.bytes) + "\n";
+  std::string out;
+  std::size_t size = 3 * 21;
+  for (const auto& g : m.groups) size += 22 + g.first.size();
+  out.reserve(size);
+  char buf[24];
+  auto number = [&](std::int64_t n, char after) {
+    out.append(buf, std::to_chars(buf, buf + sizeof buf, n).ptr);
+    out += after;
+  };
+  number(m.head, ' ');
+  number(m.tail, ' ');
+  number(m.bytes, '\n');
   for (const auto& [group, cursor] : m.groups) {
-    out += std::to_string(cursor);
-    out += ' ';
+    number(cursor, ' ');
     out += group;
     out += '\n';
   }
@@ -92,28 +107,48 @@ StreamMeta ParseStreamMeta(std::string_view in) {
   return m;
 }
 
-std::string SubStreamName(std::string_view stream, std::uint32_t index) {
-  return std::string(stream) + "#" + std::to_string(index);
+namespace {
+
+// a + b + c in one allocation (keys are built on every stream operation).
+std::string Concat(std::string_view a, std::string_view b, std::string_view c = {},
+                   std::string_view d = {}) {
+  std::string out;
+  out.reserve(a.size() + b.size() + c.size() + d.size());
+  out.append(a).append(b).append(c).append(d);
+  return out;
 }
 
-std::string StreamMetaKey(std::string_view sub) { return "meta@" + std::string(sub); }
+std::string_view Digits(std::int64_t n, char (&buf)[24]) {
+  auto end = std::to_chars(buf, buf + sizeof buf, n).ptr;
+  return {buf, static_cast<std::size_t>(end - buf)};
+}
+
+}  // namespace
+
+std::string SubStreamName(std::string_view stream, std::uint32_t index) {
+  char buf[24];
+  return Concat(stream, "#", Digits(index, buf));
+}
+
+std::string StreamMetaKey(std::string_view sub) { return Concat("meta@", sub); }
 
 std::string StreamEventKey(std::string_view sub, std::int64_t offset) {
-  return std::to_string(offset) + "@" + std::string(sub);
+  char buf[24];
+  return Concat(Digits(offset, buf), "@", sub);
 }
 
 std::string StreamIdKey(std::string_view sub, std::string_view event_id) {
-  return "id:" + std::string(event_id) + "@" + std::string(sub);
+  return Concat("id:", event_id, "@", sub);
 }
 
 std::string StreamLeaseKey(std::string_view sub, std::string_view group) {
-  return "lease:" + std::string(group) + "@" + std::string(sub);
+  return Concat("lease:", group, "@", sub);
 }
 
-std::string StreamConfigKey(std::string_view stream) { return "stream@" + std::string(stream); }
+std::string StreamConfigKey(std::string_view stream) { return Concat("stream@", stream); }
 
 std::string StreamConsumersKey(std::string_view stream, std::string_view group) {
-  return "consumers:" + std::string(group) + "@" + std::string(stream);
+  return Concat("consumers:", group, "@", stream);
 }
 
 std::string StreamNameProblem(std::string_view what, std::string_view name) {

@@ -195,18 +195,25 @@ TEST_CASE(
 
 namespace tessera::integration {
 
-TEST_CASE("grid-node answers lean frames by default and keeps version 1 with --max-protocol 1",
+TEST_CASE("grid-node answers lean frames by default and keeps to --max-protocol",
           "[tools][client][lean]") {
-  for (const std::string version : {"2", "1"}) {
-    auto node =
-        NodeProcess::StartOrFail(version == "1" ? std::vector<std::string>{"--max-protocol", "1"}
-                                                : std::vector<std::string>{});
+  for (const std::string version : {"3", "2", "1"}) {
+    auto node = NodeProcess::StartOrFail(version == "3"
+                                             ? std::vector<std::string>{}
+                                             : std::vector<std::string>{"--max-protocol", version});
     auto client = ConnectOrFail(*node);
     CHECK(client->protocol_version() == std::stoul(version));
     auto m = client->GetMap("orders");
     CHECK(m->Put("k", "v1").value() == std::nullopt);
     CHECK(m->PutIfAbsent("k", "v2").value() == Optional("v1"));
     CHECK(m->Remove("k").value() == Optional("v1"));
+    // Stream appends travel lean from version 3: the same offsets and duplicates either way.
+    grid::StreamConfig one_sub;
+    one_sub.sub_streams = 1;
+    auto s = client->GetStream("events", one_sub);
+    CHECK(s->Append("k", "p1", "e1").value() == grid::AppendResult{0, 1, false});
+    CHECK(s->Append("k", "p2", "e2").value() == grid::AppendResult{0, 2, false});
+    CHECK(s->Append("k", "again", "e1").value() == grid::AppendResult{0, 1, true});
     client->Shutdown();
     CHECK(node->Stop() == 0);
   }

@@ -38,7 +38,7 @@ struct BenchOptions {
   // Client threads: the connections share this many grid::ClientLoops (round robin), as
   // redis-benchmark runs all its connections on one thread; 0 = a loop per client.
   int io_threads = 1;
-  int protocol = 2;  // highest native protocol version offered (client.lean_protocol)
+  int protocol = 3;  // highest native protocol version offered (client.max_protocol_version)
   double duration_s = 10;
   double warmup_s = 1;
   bool preload = false;

@@ -208,13 +208,14 @@ std::vector<Setting> Settings() {
          return {};
        }},
       {"max-protocol",
-       "highest native protocol version to answer clients with: 2 lets them send lean frames, "
-       "1 keeps every connection on version 1 (default 2)",
+       "highest native protocol version to answer clients with: 2 lets them send map "
+       "operations as lean frames, 3 stream appends too, 1 keeps every connection on version 1 "
+       "(default 3)",
        [](NodeConfig& c, const std::string& text) -> Result<void> {
-         if (text != "1" && text != "2") {
-           return Fail(ErrorCode::kBadRequest, "'max-protocol' is '" + text + "'; use 1 or 2");
+         if (text != "1" && text != "2" && text != "3") {
+           return Fail(ErrorCode::kBadRequest, "'max-protocol' is '" + text + "'; use 1, 2 or 3");
          }
-         c.member.lean_protocol = text == "2";
+         c.member.max_protocol_version = static_cast<std::uint32_t>(text[0] - '0');
          return {};
        }},
       {"max-transaction-ops", "most operations in one partition transaction (default 1000)",

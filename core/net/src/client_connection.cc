@@ -187,10 +187,11 @@ void ClientConnection::OnHelloReply(wire::Message message) {
     return;
   }
   hello_reply_ = *message.hello_reply;
-  if (hello_reply_.protocol_version == wire::kLeanProtocolVersion &&
-      options_.hello.max_protocol_version >= wire::kLeanProtocolVersion) {
+  // A member may answer with no more than we offered; anything else keeps version 1.
+  if (const auto v = hello_reply_.protocol_version;
+      v >= wire::kLeanProtocolVersion && v <= options_.hello.max_protocol_version) {
     connection_->set_accept_lean(true);
-    lean_.store(true);
+    version_.store(v, std::memory_order_release);
   }
   open_.store(true);
   FinishConnect(shared_from_this());

@@ -199,12 +199,14 @@ void Server::State::OnHello(const std::shared_ptr<Connection>& connection, wire:
     return;
   }
   CancelHandshakeTimer(connection->id());
-  const bool lean = hello.max_protocol_version >= wire::kLeanProtocolVersion &&
-                    options.handshake.max_protocol_version >= wire::kLeanProtocolVersion;
+  const std::uint32_t version =
+      std::min({hello.max_protocol_version, options.handshake.max_protocol_version,
+                wire::kMaxProtocolVersion});
+  const bool lean = version >= wire::kLeanProtocolVersion;
   connection->set_peer_hello(hello);
   connection->set_accept_lean(lean);
   wire::HelloReply reply = MakeHelloReply(true);
-  if (lean) reply.protocol_version = wire::kLeanProtocolVersion;
+  if (lean) reply.protocol_version = version;
   connection->Send(wire::Message::MakeHelloReply(std::move(reply)));
   log->info("accepted {} '{}' from {} (connection {})", wire::RoleName(hello.role),
             hello.client_name, connection->remote_address(), connection->id());

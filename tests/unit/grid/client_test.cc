@@ -198,13 +198,15 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
     bool contains = false, deleted = false, deleted_again = true;
     std::optional<base::Millis> ttl;
     base::ErrorCode error{};
+    std::vector<grid::AppendResult> appends;  // stream appends (lean from version 3)
+    base::ErrorCode too_big{};
   };
-  auto run = [&](bool lean, const std::string& name) {
+  auto run = [&](std::uint32_t version, const std::string& name) {
     auto options = To(member);
-    options.lean_protocol = lean;
+    options.max_protocol_version = version;
     auto client = Client::Connect(options);
     REQUIRE(client);
-    CHECK((*client)->protocol_version() == (lean ? 2U : 1U));
+    CHECK((*client)->protocol_version() == version);
     auto m = (*client)->GetMap(name);
     Seen s;
     s.put1 = m->Put("a", "1").value();
@@ -221,10 +223,19 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
     s.deleted = m->Delete("d").value();
     s.deleted_again = m->Delete("d").value();
     s.error = m->Put("", "v").error().code();
+    grid::StreamConfig config;
+    config.sub_streams = 2;
+    config.max_events = 3;
+    auto stream = (*client)->GetStream(name + "-events", config);
+    for (const char* id : {"e1", "e2", "", "e1"})
+      s.appends.push_back(stream->Append("k", "p", id).value());
+    auto batch =
+        stream->AppendAll({{"k", "1", ""}, {"k", "2", ""}, {"k", "3", ""}, {"k", "4", ""}});
+    s.too_big = batch ? base::ErrorCode{} : batch.error().code();
     return s;
   };
-  const Seen plain = run(false, "plain");
-  const Seen lean = run(true, "lean");
+  const Seen plain = run(1, "plain");
+  const Seen lean = run(wire::kMaxProtocolVersion, "lean");
   CHECK(lean.put1 == plain.put1);
   CHECK(lean.put2 == plain.put2);
   CHECK(plain.put2 == std::optional<std::string>("1"));
@@ -244,4 +255,11 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
   CHECK_FALSE(lean.deleted_again);
   CHECK(lean.error == plain.error);
   CHECK(lean.error == base::ErrorCode::kBadRequest);
+  CHECK(lean.appends == plain.appends);
+  REQUIRE(lean.appends.size() == 4);
+  CHECK(lean.appends[1].offset == 2);
+  CHECK(lean.appends[3].duplicate);
+  CHECK(lean.appends[3].offset == 1);
+  CHECK(lean.too_big == plain.too_big);
+  CHECK(lean.too_big == base::ErrorCode::kBadRequest);
 }

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -151,7 +152,7 @@ TEST_CASE(
   Member a(ClusterMember());
   REQUIRE(a.Start());
   auto old_options = ClusterMember({AddressOf(a)});
-  old_options.lean_protocol = false;  // as a member of the release before answers
+  old_options.max_protocol_version = 1;  // as a member of the release before answers
   Member b(old_options);
   REQUIRE(b.Start());
   REQUIRE(WaitUntil([&] { return Settled({&a, &b}, 2); }));
@@ -161,7 +162,8 @@ TEST_CASE(
     options.addresses = {AddressOf(*first)};
     auto client = Client::Connect(options);
     REQUIRE(client);
-    CHECK((*client)->protocol_version() == (first == &a ? 2U : 1U));  // its control connection
+    // Its control connection's version.
+    CHECK((*client)->protocol_version() == (first == &a ? wire::kMaxProtocolVersion : 1U));
     REQUIRE(WaitUntil([&] { return (*client)->connected_members().size() == 2; }));
     auto m = (*client)->GetMap(first == &a ? "lean" : "mixed");
     const auto lean_before = wire::LeanFramesEncoded();
@@ -186,5 +188,26 @@ TEST_CASE(
     // is asked through an embedded proxy of each.
     CHECK(a.GetMap(first == &a ? "lean" : "mixed")->Get("k7").value() == "v7");
     CHECK(b.GetMap(first == &a ? "lean" : "mixed")->Get("k7").value() == "v7");
+    // Stream appends: lean to a's sub-streams, Cap'n Proto to b's; offsets count up per
+    // sub-stream and an id appended again answers its first offset either way.
+    auto s = (*client)->GetStream(first == &a ? "lean-events" : "mixed-events");
+    std::map<std::uint32_t, std::int64_t> last;
+    std::vector<grid::AppendResult> firsts;
+    for (int i = 0; i < 100; ++i) {
+      auto r = s->Append("key" + std::to_string(i), "p", "id" + std::to_string(i));
+      REQUIRE(r);
+      CHECK_FALSE(r->duplicate);
+      CHECK(r->offset == last[r->sub_stream] + 1);
+      last[r->sub_stream] = r->offset;
+      firsts.push_back(*r);
+    }
+    CHECK(last.size() > 8);  // both members' sub-streams
+    for (int i = 0; i < 100; ++i) {
+      auto again = s->Append("key" + std::to_string(i), "q", "id" + std::to_string(i));
+      REQUIRE(again);
+      CHECK(again->duplicate);
+      CHECK(again->offset == firsts[i].offset);
+      CHECK(again->sub_stream == firsts[i].sub_stream);
+    }
   }
 }

@@ -174,6 +174,24 @@ TEST_CASE(
   auto via_client = (*client)->GetStream("orders");
   REQUIRE(via_client->Subscribe("billing", billing.Handler("c"), Fast("c")));
   REQUIRE(on_a->Subscribe("shipping", shipping.Handler("s"), Fast("s")));
+  // The first consumer takes all 16 sub-streams and gives up its surplus as the others join
+  // (at its next rebalance): wait until the three split them, or a fast producer's events may
+  // all be handled before the split.
+  REQUIRE(WaitUntil([&] {
+    auto info = producer->Info();
+    if (!info) return false;
+    std::set<std::string> holders;
+    int held = 0;
+    for (const auto& sub : info->sub_streams) {
+      for (const auto& g : sub.groups) {
+        if (g.group == "billing" && !g.holder.empty()) {
+          holders.insert(g.holder);
+          ++held;
+        }
+      }
+    }
+    return held == 16 && holders.size() == 3;
+  }));
 
   constexpr int kEvents = 3'000, kKeys = 60;
   for (int from = 0; from < kEvents; from += 500)

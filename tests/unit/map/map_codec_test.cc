@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <random>
 
+#include "tessera/wire/message.h"
+
 using namespace tessera::map;  // NOLINT
 using tessera::base::ErrorCode;
 using tessera::record::GenericRecord;
@@ -265,7 +267,8 @@ TEST_CASE("Lean map requests and results round-trip the hot keyed operations",
     if (op == MapOp::kPutIfAbsent) rq.options.ttl_ms = 30'000;
     if (op == MapOp::kSet) rq.options.max_idle_ms = 0;
     if (op == MapOp::kPut) rq.options.keep_ttl = true;
-    REQUIRE(tessera::map::LeanEncodable(rq));
+    REQUIRE(tessera::map::LeanEncodable(rq, 2));
+    CHECK_FALSE(tessera::map::LeanEncodable(rq, 1));
     auto back = tessera::map::DecodeLeanRequest(tessera::map::EncodeLeanRequest(rq));
     REQUIRE(back);
     CHECK(back->op == rq.op);
@@ -294,19 +297,19 @@ TEST_CASE("What the lean encoding cannot carry stays with Cap'n Proto", "[map][c
   MapRequest query;
   query.op = tessera::map::MapOp::kQuery;
   query.map_name = "m";
-  CHECK_FALSE(tessera::map::LeanEncodable(query));
+  CHECK_FALSE(tessera::map::LeanEncodable(query, tessera::wire::kMaxProtocolVersion));
   MapRequest processor;
   processor.op = tessera::map::MapOp::kGet;
   processor.map_name = "m";
   processor.processor = "x";
-  CHECK_FALSE(tessera::map::LeanEncodable(processor));
+  CHECK_FALSE(tessera::map::LeanEncodable(processor, tessera::wire::kMaxProtocolVersion));
   auto refused = [](auto change) {
     MapRequest r;
     r.op = tessera::map::MapOp::kSet;
     r.map_name = "m";
     r.key = "k";
     change(r);
-    return !tessera::map::LeanEncodable(r);
+    return !tessera::map::LeanEncodable(r, tessera::wire::kMaxProtocolVersion);
   };
   CHECK(refused([](MapRequest& r) { r.expected = "e"; }));
   CHECK(refused([](MapRequest& r) { r.transaction_id = "t"; }));
@@ -320,9 +323,105 @@ TEST_CASE("What the lean encoding cannot carry stays with Cap'n Proto", "[map][c
   MapResult with_view;
   with_view.view = tessera::map::EntryView{};
   CHECK_FALSE(tessera::map::EncodeLeanResult(with_view).has_value());
-  MapResult with_entries;
-  with_entries.entries.emplace_back("k", "v");
-  CHECK_FALSE(tessera::map::EncodeLeanResult(with_entries).has_value());
+  MapResult with_stats;
+  with_stats.stats.entries = 1;
+  CHECK_FALSE(tessera::map::EncodeLeanResult(with_stats).has_value());
+  // A stream append fits from version 3 on, with integer arguments only.
+  MapRequest append;
+  append.op = tessera::map::MapOp::kStreamAppend;
+  append.map_name = "__streams";
+  append.entries.emplace_back("k", "v");
+  CHECK_FALSE(tessera::map::LeanEncodable(append, 2));
+  CHECK(tessera::map::LeanEncodable(append, 3));
+  append.argument = GenericRecord::Build().Int64("max_events", 1).String("x", "y").Done();
+  CHECK_FALSE(tessera::map::LeanEncodable(append, 3));
+  append.argument = GenericRecord::Build("Limits").Int64("max_events", 1).Done();
+  CHECK_FALSE(tessera::map::LeanEncodable(append, 3));
+}
+
+TEST_CASE("Lean stream appends and results with entries round-trip (protocol version 3)",
+          "[map][codec][lean]") {
+  MapRequest rq;
+  rq.op = tessera::map::MapOp::kStreamAppend;
+  rq.map_name = "__streams";
+  rq.key = "meta@orders#3";
+  rq.entries = {{"order-1", std::string("pay\0load", 8)}, {"order-2", ""}};
+  rq.keys = {"evt-1", ""};
+  rq.argument = GenericRecord::Build()
+                    .Int64("max_events", 100'000)
+                    .Int64("max_bytes", 1LL << 40)
+                    .Int64("max_age_ms", -1)
+                    .Done();
+  REQUIRE(tessera::map::LeanEncodable(rq, 3));
+  const std::string bytes = tessera::map::EncodeLeanRequest(rq);
+  auto back = tessera::map::DecodeLeanRequest(bytes);
+  REQUIRE(back);
+  CHECK(back->op == rq.op);
+  CHECK(back->map_name == rq.map_name);
+  CHECK(back->key == rq.key);
+  CHECK(back->entries == rq.entries);
+  CHECK(back->keys == rq.keys);
+  CHECK(back->argument == rq.argument);
+  CHECK(back->argument.GetInt64("max_bytes").value() == (1LL << 40));
+  // Without ids and arguments: only the entries travel.
+  MapRequest bare = rq;
+  bare.keys.clear();
+  bare.argument = GenericRecord();
+  auto bare_back = tessera::map::DecodeLeanRequest(tessera::map::EncodeLeanRequest(bare));
+  REQUIRE(bare_back);
+  CHECK(bare_back->entries == rq.entries);
+  CHECK(bare_back->keys.empty());
+  CHECK(bare_back->argument.fields().empty());
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut) {
+    CHECK_FALSE(tessera::map::DecodeLeanRequest(bytes.substr(0, cut)));
+  }
+  // A keyed operation with entries is not something an encoder produces.
+  std::string keyed = bytes;
+  keyed[0] = static_cast<char>(tessera::map::MapOp::kSet);
+  auto refused = tessera::map::DecodeLeanRequest(keyed);
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message(), Catch::Contains("cannot carry"));
+
+  MapResult result;
+  result.entries = {{"17", ""}, {"9", "dup"}};
+  result.count = 2;
+  result.value = "v";
+  auto lean = tessera::map::EncodeLeanResult(result);
+  REQUIRE(lean);
+  auto result_back = tessera::map::DecodeLeanResult(*lean);
+  REQUIRE(result_back);
+  CHECK(result_back->entries == result.entries);
+  CHECK(result_back->count == 2);
+  CHECK(result_back->value == result.value);
+  // The value is the rest of the payload (the frame's length bounds it): every cut before it
+  // is refused.
+  for (std::size_t cut = 0; cut < lean->size() - result.value->size(); ++cut) {
+    CHECK_FALSE(tessera::map::DecodeLeanResult(lean->substr(0, cut)));
+  }
+}
+
+TEST_CASE("Forged lean counts are refused before anything is reserved", "[map][codec][lean]") {
+  MapRequest rq;
+  rq.op = tessera::map::MapOp::kStreamAppend;
+  rq.map_name = "s";
+  rq.entries = {{"k", "v"}};
+  const std::string good = tessera::map::EncodeLeanRequest(rq);
+  // The entry count follows op, flags and three empty-or-short strings.
+  const std::size_t at = 2 + (4 + 1) + 4 + 4;
+  REQUIRE(good.size() == at + 4 + (4 + 1) + (4 + 1));
+  std::string huge = good;
+  huge[at + 3] = '\x7f';  // ~2 billion entries in 10 bytes
+  CHECK_FALSE(tessera::map::DecodeLeanRequest(huge));
+  std::string zero = good.substr(0, at) + std::string(4, '\0');
+  CHECK_FALSE(tessera::map::DecodeLeanRequest(zero));  // an empty list is sent without its flag
+  // The same argument name twice is refused.
+  MapRequest twice = rq;
+  twice.argument = GenericRecord::Build().Int64("a", 1).Int64("b", 2).Done();
+  std::string bytes = tessera::map::EncodeLeanRequest(twice);
+  const auto b = bytes.rfind('b');
+  bytes[b] = 'a';
+  auto refused = tessera::map::DecodeLeanRequest(bytes);
+  CHECK_FALSE(refused);
 }
 
 TEST_CASE("Damaged lean payloads are refused without crashing", "[map][codec][lean]") {
@@ -356,5 +455,5 @@ TEST_CASE("Damaged lean payloads are refused without crashing", "[map][codec][le
     }
   }
   CHECK(decoded < 50);
-  CHECK_FALSE(tessera::map::DecodeLeanResult(std::string("\x04", 1) + std::string(8, '\0')));
+  CHECK_FALSE(tessera::map::DecodeLeanResult(std::string("\x08", 1) + std::string(8, '\0')));
 }

@@ -408,6 +408,28 @@ TEST_CASE("A client offering protocol version 2 gets it and its lean frames are 
   CHECK(plain->payload == "plain");
 }
 
+TEST_CASE("The version agreed on is the lower of the two sides' highest", "[net][lean]") {
+  using tessera::wire::kMaxProtocolVersion;
+  struct Case {
+    std::uint32_t offered, served, agreed;
+  };
+  for (const Case c : {Case{kMaxProtocolVersion, kMaxProtocolVersion, kMaxProtocolVersion},
+                       Case{2, kMaxProtocolVersion, 2}, Case{kMaxProtocolVersion, 2, 2},
+                       Case{kMaxProtocolVersion + 5, kMaxProtocolVersion, kMaxProtocolVersion},
+                       Case{kMaxProtocolVersion, 1, 1}, Case{1, kMaxProtocolVersion, 1}}) {
+    auto server_options = TestServerOptions();
+    server_options.handshake.max_protocol_version = c.served;
+    Fixture f(server_options);
+    auto options = TestClientOptions(f.server->port());
+    options.hello.max_protocol_version = c.offered;
+    auto client = f.Connect(options);
+    REQUIRE(client.has_value());
+    CHECK((*client)->hello_reply().protocol_version == c.agreed);
+    CHECK((*client)->protocol_version() == c.agreed);
+    CHECK((*client)->lean() == (c.agreed >= 2));
+  }
+}
+
 TEST_CASE("Version 1 peers keep version 1: an old client, and a member serving version 1 only",
           "[net][lean]") {
   {

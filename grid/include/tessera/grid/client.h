@@ -27,6 +27,7 @@
 #include "tessera/base/error.h"
 #include "tessera/grid/instance.h"
 #include "tessera/membership/cluster_view.h"
+#include "tessera/wire/message.h"
 
 namespace spdlog {
 class logger;
@@ -69,10 +70,11 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds call_timeout{5000};  // every blocking call fails after this
   std::uint32_t max_frame_bytes = 16 * 1024 * 1024;
-  // Offer protocol version 2 in the hello: with a member that speaks it too, get, set, put,
-  // putIfAbsent, remove, delete, containsKey and replace travel as lean frames (no Cap'n
-  // Proto; wire/frame_codec.h, map/map_codec.h). False: version 1 frames only.
-  bool lean_protocol = true;
+  // The highest native protocol version offered in the hello; the member answers with the
+  // lower of this and its own. From 2, get, set, put, putIfAbsent, remove, delete,
+  // containsKey and replace travel as lean frames (no Cap'n Proto; wire/frame_codec.h,
+  // map/map_codec.h); from 3, stream appends too. 1: version 1 frames only.
+  std::uint32_t max_protocol_version = wire::kMaxProtocolVersion;
 };
 
 class Client final : public Instance {
@@ -112,8 +114,8 @@ class Client final : public Instance {
 
   // The address of the member currently connected to ("" when disconnected).
   std::string connected_address() const;
-  // The native protocol version spoken with that member: 2 when both offered lean frames
-  // (ClientOptions::lean_protocol), else 1 (0 when disconnected).
+  // The native protocol version spoken with that member: the lower of the two sides' highest
+  // (ClientOptions::max_protocol_version), 1 below 2 (0 when disconnected).
   std::uint32_t protocol_version() const;
   // The members of the last cluster view received, oldest first (empty before one), and of
   // those the ones this client has an open connection to.

@@ -23,6 +23,7 @@
 #include "tessera/map/map_service.h"
 #include "tessera/membership/cluster_view.h"
 #include "tessera/topic/topic_service.h"
+#include "tessera/wire/message.h"
 
 namespace spdlog {
 class logger;
@@ -50,9 +51,10 @@ struct MemberOptions {
   std::uint32_t idle_poll_us = 50;
   std::uint32_t partition_count = 271;
   std::uint32_t max_frame_bytes = 16 * 1024 * 1024;
-  // Answer clients that offer protocol version 2 with it (lean frames; docs/architecture.md,
-  // "Wire protocol"). False: every connection stays on version 1 (a rollout, or a codec bug).
-  bool lean_protocol = true;
+  // The highest native protocol version answered to clients (lean frames from 2, stream
+  // appends as lean frames from 3; docs/architecture.md, "Wire protocol"). 1: every
+  // connection stays on version 1 (a rollout, or a codec bug).
+  std::uint32_t max_protocol_version = wire::kMaxProtocolVersion;
   map::MapServiceOptions map_options;
   std::map<std::string, map::MapConfig> maps;        // per-map configuration
   std::map<std::string, topic::TopicConfig> topics;  // per-topic configuration

@@ -52,6 +52,7 @@
 #include "tessera/base/clock.h"
 #include "tessera/base/error.h"
 #include "tessera/grid/invoker.h"
+#include "tessera/record/generic_record.h"
 
 namespace spdlog {
 class logger;
@@ -203,8 +204,10 @@ class Stream {
   // Stores the configuration in the grid (create) or reads the stored one (kNotFound if none).
   base::Result<void> EnsureCreated(bool create = true);
   base::Result<map::MapResult> Call(map::MapRequest request);
+  // REQUIRES: loaded_ (EnsureCreated succeeded).
   map::MapRequest AppendRequest(std::uint32_t sub, const std::vector<StreamAppend>& events,
                                 const std::vector<std::size_t>& index) const;
+  map::MapRequest AppendRequest(std::uint32_t sub, StreamAppend event) const;
   base::Result<void> CreateGroupOnAll(const std::string& group, SubscribeOptions::Start start);
   // Sends the requests at once; waits for every answer, for `abandon` to turn true, or for
   // `limit` (missing answers are kTimeout errors).
@@ -226,6 +229,10 @@ class Stream {
   std::mutex create_mu_;
   std::atomic<bool> created_{false};
   std::atomic<bool> loaded_{false};  // config_ holds the stored configuration (set once)
+  // From config_, set with it before loaded_: every sub-stream's meta key (where its appends
+  // go) and the limits each append carries.
+  std::vector<std::string> meta_keys_;
+  record::GenericRecord append_limits_;
   mutable std::mutex mu_;
   std::vector<std::pair<SubscriptionId, std::shared_ptr<Subscription>>> subscriptions_;  // mu_
   SubscriptionId next_id_ = 1;                                                           // mu_

@@ -29,17 +29,23 @@ base::Result<MapResult> DecodeResult(std::string_view bytes);
 std::string EncodeEvent(const EntryEvent& event);
 base::Result<EntryEvent> DecodeEvent(std::string_view bytes);
 
-// Lean encoding (protocol version 2, lean frames; wire/frame_codec.h) of the hot keyed
-// operations: get, set, put, putIfAbsent, remove, delete, containsKey, replace, with the map
-// name, key, value and write options only. Little-endian, no Cap'n Proto:
-//   request: op (1 byte), flags (1: bit 0 ttl, bit 1 max-idle, bit 2 keep_ttl), then a
-//            u32 length + bytes each for map name, key and value, then ttl_ms and
-//            max_idle_ms as i64 when their bit is set;
-//   result:  flags (1: bit 0 value present, bit 1 flag), count (i64), then the value bytes.
-// LeanEncodable says whether a request fits (a request with anything else set does not);
-// EncodeLeanResult returns nullopt for a result with more than value, flag and count (send it
-// with EncodeResult then). Decoding fails with kBadRequest naming the problem.
-bool LeanEncodable(const MapRequest& request);
+// Lean encoding (lean frames; wire/frame_codec.h) of the hot operations. Protocol version 2:
+// get, set, put, putIfAbsent, remove, delete, containsKey, replace, with the map name, key,
+// value and write options only. Version 3 adds the stream append (kStreamAppend) with its
+// entries (events), keys (event ids) and integer arguments (the stream's limits), and results
+// with entries (offsets). Little-endian, no Cap'n Proto; a string is a u32 length + bytes:
+//   request: op (1 byte), flags (1: bit 0 ttl, bit 1 max-idle, bit 2 keep_ttl, bit 3
+//            entries, bit 4 keys, bit 5 integer arguments), then map name, key and value,
+//            then ttl_ms and max_idle_ms as i64 when their bit is set, then, when set and
+//            never empty: entries (u32 count, then key and value each), keys (u32 count,
+//            then each), arguments (u8 count, then name and i64 value each);
+//   result:  flags (1: bit 0 value present, bit 1 flag, bit 2 entries), count (i64), then
+//            the entries when set (u32 count, then both strings each), then the value bytes.
+// LeanEncodable says whether a request fits the given negotiated version (a request with
+// anything else set does not); EncodeLeanResult returns nullopt for a result with more than
+// value, flag, count and entries (send it with EncodeResult then; a version-2 request never
+// has a result with entries). Decoding fails with kBadRequest naming the problem.
+bool LeanEncodable(const MapRequest& request, std::uint32_t protocol_version);
 std::string EncodeLeanRequest(const MapRequest& request);
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes);
 std::optional<std::string> EncodeLeanResult(const MapResult& result);

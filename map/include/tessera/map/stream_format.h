@@ -33,6 +33,8 @@ struct StoredEvent {
   std::string payload;
 };
 std::string EncodeStoredEvent(const StoredEvent& event);
+std::string EncodeStoredEvent(std::string_view id, std::string_view key, std::int64_t time_ms,
+                              std::string_view payload);
 // nullopt for bytes EncodeStoredEvent did not produce.
 std::optional<StoredEvent> DecodeStoredEvent(std::string_view bytes);
 // Only the time of an encoded event (0 if damaged), without copying the payload.

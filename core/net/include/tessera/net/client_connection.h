@@ -85,8 +85,11 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   void Close();
 
   bool is_open() const { return open_.load(); }
-  // Both sides agreed on protocol version 2: requests may go as lean frames (frame_codec.h).
-  bool lean() const { return lean_.load(std::memory_order_acquire); }
+  // Both sides agreed on protocol version 2 or later: requests may go as lean frames
+  // (frame_codec.h).
+  bool lean() const { return protocol_version() >= wire::kLeanProtocolVersion; }
+  // The version agreed on in the handshake (1 until it is done).
+  std::uint32_t protocol_version() const { return version_.load(std::memory_order_acquire); }
   // The member's HelloReply (accepted).
   const wire::HelloReply& hello_reply() const { return hello_reply_; }
   // "host:port" as given in the options.
@@ -131,7 +134,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   const std::shared_ptr<spdlog::logger> log_;
   const std::string address_;
   std::atomic<bool> open_{false};
-  std::atomic<bool> lean_{false};
+  std::atomic<std::uint32_t> version_{wire::kProtocolVersion};
   std::atomic<bool> closed_by_us_{false};
   std::atomic<std::uint64_t> next_call_id_{1};
   std::atomic<std::size_t> pending_count_{0};

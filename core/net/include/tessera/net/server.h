@@ -47,9 +47,10 @@ struct HandshakePolicy {
   std::string cluster_name = "dev";
   std::string secret;  // empty: no secret required (a client's secret must then be empty too)
   std::uint32_t protocol_version = wire::kProtocolVersion;
-  // The highest version served: a hello offering kLeanProtocolVersion (max_protocol_version)
-  // is answered with it and its connection may use lean frames. 1 turns lean frames off.
-  std::uint32_t max_protocol_version = wire::kLeanProtocolVersion;
+  // The highest version served: a hello offering kLeanProtocolVersion or later
+  // (max_protocol_version) is answered with the lower of its offer and this, and its
+  // connection may use lean frames. 1 turns lean frames off.
+  std::uint32_t max_protocol_version = wire::kMaxProtocolVersion;
   bool accept_members = true;
   bool accept_clients = true;
 };

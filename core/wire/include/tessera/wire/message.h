@@ -15,8 +15,14 @@ namespace tessera::wire {
 // The protocol version this build speaks (Hello.protocol_version).
 inline constexpr std::uint32_t kProtocolVersion = 1;
 // The version that adds lean frames (frame_codec.h), negotiated per connection through
-// Hello.max_protocol_version and HelloReply.protocol_version.
+// Hello.max_protocol_version and HelloReply.protocol_version: the lower of the two sides'
+// highest versions, or 1 when that is below 2.
 inline constexpr std::uint32_t kLeanProtocolVersion = 2;
+// The version whose lean frames also carry entries, keys and integer arguments, and results
+// with entries (stream appends; map/map_codec.h).
+inline constexpr std::uint32_t kLeanEntriesProtocolVersion = 3;
+// The highest version this build speaks.
+inline constexpr std::uint32_t kMaxProtocolVersion = 3;
 
 // Default maximum frame size (body bytes, without the 4-byte length prefix).
 inline constexpr std::size_t kDefaultMaxFrameBytes = 16 * 1024 * 1024;
@@ -83,7 +89,7 @@ struct Message {
   std::optional<Hello> hello;             // set iff kind == kHello
   std::optional<HelloReply> hello_reply;  // set iff kind == kHelloReply
   // Sent (or received) as a lean frame, and so with the service's lean payload encoding;
-  // only on connections that negotiated kLeanProtocolVersion (frame_codec.h).
+  // only on connections that negotiated kLeanProtocolVersion or later (frame_codec.h).
   bool lean = false;
 
   friend bool operator==(const Message&, const Message&) = default;
