@@ -165,17 +165,82 @@ std::optional<SubscriptionStats> Stream::Stats(SubscriptionId id) const {
 
 void Stream::Run(const std::shared_ptr<Subscription>& s) {
   auto pause = std::chrono::milliseconds(1);
+  bool poll = !s->options.wait_on_owner;
+  // After a wake, only the sub-streams whose waits answered are read (until they run dry):
+  // an event on another one answers its wait, parked again right after. Empty: all held.
+  std::vector<std::uint32_t> only;
   while (!s->stop.load()) {
-    if (Clock::now() >= s->next_rebalance) Rebalance(*s);
+    if (Clock::now() >= s->next_rebalance) {
+      Rebalance(*s);
+      only.clear();
+    }
     if (s->stop.load()) break;
-    if (Consume(*s)) {
+    if (Consume(*s, only)) {
       pause = std::chrono::milliseconds(1);
+      poll = !s->options.wait_on_owner;
       continue;
     }
-    s->Wait(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(s->options.max_idle_poll_ms));
+    only.clear();
+    if (poll) {
+      s->Wait(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(s->options.max_idle_poll_ms));
+    }
+    if (!s->options.wait_on_owner || s->stop.load()) continue;
+    // Woken with nothing to read after all (no leases, an older member that answers at once,
+    // errors): poll with back-off until a read finds events or a wait runs its course again.
+    const Waited waited = WaitForEvents(s, only);
+    poll = waited != Waited::kTimedOut;
+    if (!poll) pause = std::chrono::milliseconds(1);
+    if (poll) only.clear();  // an older member, errors or no leases: read them all
   }
   Leave(*s);
+}
+
+Stream::Waited Stream::WaitForEvents(const std::shared_ptr<Subscription>& s,
+                                     std::vector<std::uint32_t>& woken) {
+  constexpr auto kMaxWait = std::chrono::milliseconds(1000);
+  const auto now = Clock::now();
+  auto until = std::min(s->next_rebalance, now + kMaxWait);
+  for (const auto& [sub, h] : s->held) {
+    if (h.retry_at > now) until = std::min(until, h.retry_at);
+  }
+  const auto wait = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(until - now),
+                             std::chrono::milliseconds(1));
+  struct Round {
+    int answers = 0;                   // under the subscription's mu
+    std::vector<std::uint32_t> ready;  // answered other than "timeout"; under mu
+  };
+  auto round = std::make_shared<Round>();
+  std::weak_ptr<Subscription> weak = s;
+  int sent = 0;
+  for (const auto& [sub, h] : s->held) {
+    if (h.retry_at > now) continue;
+    auto rq = StreamRequest(map::MapOp::kStreamRead, meta_keys_[sub]);
+    rq.argument = record::GenericRecord::Build()
+                      .Int64("from", h.next)
+                      .String("group", s->group)
+                      .Int64("wait_ms", wait.count())
+                      .Done();
+    ++sent;
+    invoker_->Invoke(std::move(rq), [round, weak, sub](Result<map::MapResult> r) {
+      auto live = weak.lock();
+      if (!live) return;
+      {
+        std::lock_guard lock(live->mu);
+        ++round->answers;
+        if (!r || r->value != "timeout") round->ready.push_back(sub);
+      }
+      live->cv.notify_all();
+    });
+  }
+  if (sent == 0) return Waited::kNothingHeld;
+  std::unique_lock lock(s->mu);
+  // An answer comes by the end of the wait; a member that never answers (gone) is given a
+  // little longer before the next round.
+  s->cv.wait_for(lock, wait + std::chrono::milliseconds(200),
+                 [&] { return s->stop.load() || round->answers > 0; });
+  woken = round->ready;
+  return woken.empty() ? Waited::kTimedOut : Waited::kWoken;
 }
 
 map::MapRequest Stream::LeaseRequest(const Subscription& s, std::uint32_t sub, bool release) const {
@@ -277,14 +342,14 @@ void Stream::Rebalance(Subscription& s) {
   s.next_rebalance = Clock::now() + interval;
 }
 
-bool Stream::Consume(Subscription& s) {
+bool Stream::Consume(Subscription& s, const std::vector<std::uint32_t>& only) {
   const auto now = Clock::now();
   std::vector<map::MapRequest> requests;
   std::vector<std::uint32_t> subs;
   for (const auto& [sub, h] : s.held) {
     if (h.retry_at > now) continue;
-    auto rq =
-        StreamRequest(map::MapOp::kStreamRead, map::StreamMetaKey(map::SubStreamName(name_, sub)));
+    if (!only.empty() && std::find(only.begin(), only.end(), sub) == only.end()) continue;
+    auto rq = StreamRequest(map::MapOp::kStreamRead, meta_keys_[sub]);
     rq.argument = record::GenericRecord::Build()
                       .Int64("from", h.next)
                       .Int64("max", s.options.max_batch)

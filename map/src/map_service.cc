@@ -117,8 +117,12 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
   if (replica_out != nullptr) ctx.events = &events;  // backups need to know what changed
   auto result = ExecuteOnStore(StoreOf(table, partition_id), request, ctx);
   if (request.op == MapOp::kRingAppend && result) CountRingAppend(request, *result);
-  if (result && MapOpIsStream(request.op))
+  if (result && MapOpIsStream(request.op)) {
     TrackStream(table, partition_id, request, *result, ctx.wall_ms);
+    const bool stored = (request.op == MapOp::kStreamAppend || request.op == MapOp::kStreamMerge) &&
+                        result->count > 0;
+    if (stored && !states[shard]->waiters.empty()) WakeStreamReaders(shard, request.key);
+  }
   if (replica_out != nullptr) AppendUpdates(table, partition_id, ctx.now_ms, events, *replica_out);
   if (table.listeners) {
     for (const auto& event : events) ListenerRegistry::Deliver(table.listeners, event);
@@ -379,6 +383,7 @@ void MapService::Stop() {
   auto remaining = std::make_shared<std::atomic<std::size_t>>(shards_.size());
   shards_.InvokeOnAll([impl, cancelled, remaining](std::size_t shard) {
     impl->states[shard]->timer.reset();  // cancels the pending wait
+    impl->DropStreamReaders(shard);
     if (remaining->fetch_sub(1) == 1) cancelled->set_value();
   });
   if (cancelled->get_future().wait_for(kDrainTimeout) != std::future_status::ready && impl_->log) {
@@ -447,7 +452,7 @@ void MapService::Execute(MapRequest request, Callback done) {
 }
 
 std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapRequest& request) {
-  if (!MapOpIsKeyed(request.op)) return std::nullopt;
+  if (!MapOpIsKeyed(request.op) || StreamReadWaits(request)) return std::nullopt;
   // A member's request before the first partition table: Execute answers kNotOwner.
   if (request.local_only && !impl_->CurrentRouting()) return std::nullopt;
   const std::uint32_t partition_id = impl_->partitioner.PartitionOf(request.key);

@@ -258,6 +258,7 @@ void MapService::Impl::RunKeyedOnShard(std::size_t shard, std::uint32_t partitio
   if (!IsLocal(partition_id)) {  // the table moved while the request was on its way here
     return Route(std::move(request), std::move(done), 1);
   }
+  if (StreamReadWaits(request)) return WaitForStream(shard, partition_id, request, done);
   if (!HasBackups(partition_id)) return done(RunOnPartition(shard, partition_id, request));
   std::vector<ReplicaUpdate> updates;
   auto result = RunOnPartition(shard, partition_id, request, &updates);

@@ -87,6 +87,17 @@ struct MapTable {
   std::uint64_t listeners_version = 0;
 };
 
+// Whether `request` is a kStreamRead with wait_ms (a long poll; map_service_waits.cc).
+bool StreamReadWaits(const MapRequest& request);
+
+// A parked kStreamRead with wait_ms (map_request.h), answered once.
+struct StreamWaiter {
+  std::string group;
+  std::function<void(base::Result<MapResult>)> done;
+  std::optional<boost::asio::steady_timer> timer;
+  bool answered = false;
+};
+
 struct ShardState {
   std::unordered_map<std::string, std::unique_ptr<MapTable>> maps;
   std::vector<MapTable*> sweep_order;  // creation order; tables are never dropped
@@ -94,6 +105,9 @@ struct ShardState {
   std::size_t sweep_table = 0;
   std::size_t sweep_store = 0;
   std::optional<boost::asio::steady_timer> timer;
+  // kStreamReads with wait_ms parked here, by key (the sub-stream's meta key); the shard's own
+  // (map_service_waits.cc).
+  std::unordered_map<std::string, std::vector<std::shared_ptr<StreamWaiter>>> waiters;
 };
 
 // Counts requests in flight so Stop() can wait for them. Enter/Leave are one atomic each on
@@ -147,6 +161,8 @@ using internal::kDrainTimeout;
 using internal::MapTable;
 using internal::RequestToken;
 using internal::ShardState;
+using internal::StreamReadWaits;
+using internal::StreamWaiter;
 
 struct MapService::Impl {
   Impl(runtime::ShardSet& shards, partition::Partitioner partitioner, const base::Clock& clock,
@@ -291,6 +307,17 @@ struct MapService::Impl {
   void ForwardKeyed(std::uint32_t partition, MapRequest request, Callback done, int attempt);
   void RetryLater(MapRequest request, Callback done, int attempt);
   void ExecuteAcrossMembers(MapRequest request, Callback done, int attempt);
+  // A kStreamRead with wait_ms on its owner's shard (map_service_waits.cc): answers "ready"
+  // when an event at `from` is stored, else parks it until WakeStreamReaders, its wait_ms or
+  // Stop (DropStreamReaders). The wait is on this member: the partition moving away meanwhile
+  // ends it no sooner (the reader reads after the answer, from the new owner).
+  void WaitForStream(std::size_t shard, std::uint32_t partition_id, const MapRequest& request,
+                     Callback& done);
+  // Answers "ready" to every read parked on `key` (an append stored events there), after
+  // the running handler. On the shard.
+  void WakeStreamReaders(std::size_t shard, const std::string& key);
+  // Answers every parked read kShuttingDown. On the shard.
+  void DropStreamReaders(std::size_t shard);
   // Keyed request on its shard: runs it, replicates what it changed to the backups (waiting
   // for their acks), then calls done.
   void RunKeyedOnShard(std::size_t shard, std::uint32_t partition_id, MapRequest& request,

@@ -377,3 +377,62 @@ TEST_CASE("A consumer whose handler is slower than its lease keeps it and makes 
   }
   member.Shutdown();
 }
+
+TEST_CASE("An idle consumer waits on the owners and gets a new event at once, not at its next poll",
+          "[grid][stream][wait]") {
+  Member a(ClusterMember());
+  REQUIRE(a.Start());
+  Member b(ClusterMember({AddressOf(a)}));
+  REQUIRE(b.Start());
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b}, 2); }));
+  ClientOptions options;
+  options.addresses = {AddressOf(a)};
+  auto client = Client::Connect(options);
+  REQUIRE(client);
+  auto producer = a.GetStream("quiet");
+  // A poll would back off to a minute here: only the owners' answers can be this quick.
+  SubscribeOptions slow_poll;
+  slow_poll.max_idle_poll_ms = 60'000;
+  struct Seen {
+    std::mutex mu;
+    std::vector<std::pair<std::string, Clock::time_point>> events;
+  };
+  Seen via_client, via_member;
+  auto record = [](Seen& seen) {
+    return [&seen](const StreamEvent& e) -> base::Result<void> {
+      std::lock_guard lock(seen.mu);
+      seen.events.emplace_back(e.payload, Clock::now());
+      return {};
+    };
+  };
+  auto client_stream = (*client)->GetStream("quiet");
+  auto member_stream = b.GetStream("quiet");
+  auto c = client_stream->Subscribe("billing", record(via_client), slow_poll);
+  auto m = member_stream->Subscribe("audit", record(via_member), slow_poll);
+  REQUIRE(c);
+  REQUIRE(m);
+  REQUIRE(WaitUntil([&] {
+    return client_stream->Stats(*c)->leases_held == 16 &&
+           member_stream->Stats(*m)->leases_held == 16;
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // idle: polls would be ~2 s apart
+  for (int i = 0; i < 3; ++i) {
+    const auto appended = Clock::now();
+    REQUIRE(producer->Append("key-" + std::to_string(i), "e" + std::to_string(i)));
+    for (Seen* seen : {&via_client, &via_member}) {
+      REQUIRE(WaitUntil([&] {
+        std::lock_guard lock(seen->mu);
+        return seen->events.size() == static_cast<std::size_t>(i + 1);
+      }));
+      std::lock_guard lock(seen->mu);
+      CHECK(seen->events.back().first == "e" + std::to_string(i));
+      CHECK(seen->events.back().second - appended < std::chrono::milliseconds(1000));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // past one whole wait
+  }
+  client_stream->Unsubscribe(*c);
+  member_stream->Unsubscribe(*m);
+  (*client)->Shutdown();
+  b.Shutdown();
+  a.Shutdown();
+}

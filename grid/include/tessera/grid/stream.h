@@ -105,8 +105,13 @@ struct SubscribeOptions {
   int max_batch = 256;           // events read per sub-stream per round
   int commit_every = 0;          // commit after this many handled events (0: after each batch)
   base::Millis lease_ttl_ms = 10'000;
-  base::Millis retry_delay_ms = 100;   // after a handler error, before the event comes again
-  base::Millis max_idle_poll_ms = 20;  // an idle consumer polls at 1 ms, doubling up to this
+  base::Millis retry_delay_ms = 100;  // after a handler error, before the event comes again
+  // An idle consumer (nothing to read on the sub-streams it holds) parks a read on each of
+  // their owners, answered as soon as an event is appended there (a long poll, at most 1 s at
+  // a time and never past its next rebalance), and reads again then. False, or a member that
+  // does not offer it: it polls at 1 ms, doubling up to max_idle_poll_ms.
+  bool wait_on_owner = true;
+  base::Millis max_idle_poll_ms = 20;
   // Names the consumer in lease holders and the group's presence record ("" = this
   // instance's id); a per-subscription suffix is added, so ids never collide.
   std::string consumer_id;
@@ -217,7 +222,14 @@ class Stream {
   void Run(const std::shared_ptr<Subscription>& s);
   map::MapRequest LeaseRequest(const Subscription& s, std::uint32_t sub, bool release) const;
   void Rebalance(Subscription& s);
-  bool Consume(Subscription& s);
+  // Reads the held sub-streams in `only` (all when empty), hands their events to the handler
+  // and commits; whether any event was handled.
+  bool Consume(Subscription& s, const std::vector<std::uint32_t>& only = {});
+  // Parks a long poll on the owner of every sub-stream `s` holds (SubscribeOptions::
+  // wait_on_owner) and waits for the first answer, the end of the wait or stop; `woken` gets
+  // the sub-streams that answered other than "timeout" by then.
+  enum class Waited { kNothingHeld, kWoken, kTimedOut };
+  Waited WaitForEvents(const std::shared_ptr<Subscription>& s, std::vector<std::uint32_t>& woken);
   void CommitAll(Subscription& s);
   void Leave(Subscription& s);
 

@@ -62,7 +62,11 @@ enum class MapOp : std::uint8_t {
                        // it does not fit (naming the slowest group)
   kStreamRead = 18,    // argument {from, max, max_bytes}; entries = [(offset, stored event)]
                        // from max(from, head); count = head; flag = from < head (lost);
-                       // value = "HEAD TAIL"
+                       // value = "HEAD TAIL". With wait_ms > 0 (and group) it is a long poll
+                       // instead, answered without entries: value = "ready" once an event at
+                       // `from` or later is stored (at once if it is), "timeout" after
+                       // wait_ms (at most kMaxStreamWaitMs); a newer wait of the same group
+                       // on the sub-stream answers the older one "timeout"
   kStreamCommit = 19,  // argument {group, consumer, offset, max_age_ms, ttl_ms}: the group's
                        // cursor becomes max(cursor, offset) if `consumer` holds its lease
                        // (kConflict if not), and with ttl_ms the lease is renewed for that
@@ -124,6 +128,8 @@ bool MapOpIsKeyed(MapOp op);
 bool MapOpHasKeys(MapOp op);
 // True for the event stream operations (kStreamAppend .. kStreamMerge, kRedisStream).
 bool MapOpIsStream(MapOp op);
+// The longest a kStreamRead with wait_ms is parked on the owner.
+inline constexpr std::int64_t kMaxStreamWaitMs = 2'000;
 // "put", "putIfAbsent", ... for logs and errors.
 std::string_view MapOpName(MapOp op);
 

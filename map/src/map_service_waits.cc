@@ -1,0 +1,136 @@
+// Long polls of event stream consumers (kStreamRead with wait_ms; map_request.h): a consumer
+// with nothing to read parks one read per sub-stream it holds on the sub-stream's owner and
+// reads again when one answers "ready", instead of polling every few milliseconds. A parked
+// read lives on its partition's shard (ShardState::waiters, no locks); an append that stores
+// events wakes the reads parked on its sub-stream after the append's handler has run. The
+// answer carries no events, so an answer the consumer no longer waits for costs nothing: its
+// events are read (and counted as delivered) once, by the read that follows.
+#include <algorithm>
+
+#include "map_service_impl.h"
+#include "tessera/map/stream_format.h"
+
+namespace tessera::map {
+namespace {
+
+using base::ErrorCode;
+using base::Fail;
+
+MapResult WaitAnswer(const char* what) {
+  MapResult out;
+  out.value = what;
+  return out;
+}
+
+// The first field named `name` of type int64 (no error text built for an absent one).
+std::int64_t IntField(const record::GenericRecord& argument, std::string_view name,
+                      std::int64_t fallback) {
+  for (const auto& f : argument.fields()) {
+    if (f.name == name && f.value.type() == record::FieldType::kInt64) return f.value.AsInt64();
+  }
+  return fallback;
+}
+
+std::string StringField(const record::GenericRecord& argument, std::string_view name) {
+  for (const auto& f : argument.fields()) {
+    if (f.name == name && f.value.type() == record::FieldType::kString) return f.value.AsString();
+  }
+  return {};
+}
+
+void Answer(const std::shared_ptr<StreamWaiter>& w, base::Result<MapResult> result) {
+  if (w->answered) return;
+  w->answered = true;
+  if (w->timer) w->timer->cancel();
+  auto done = std::move(w->done);
+  done(std::move(result));
+}
+
+// Removes `w` from the waiters of `key` (it was answered).
+void Forget(ShardState& state, const std::string& key, const StreamWaiter* w) {
+  auto it = state.waiters.find(key);
+  if (it == state.waiters.end()) return;
+  auto& list = it->second;
+  list.erase(std::remove_if(list.begin(), list.end(), [w](const auto& p) { return p.get() == w; }),
+             list.end());
+  if (list.empty()) state.waiters.erase(it);
+}
+
+}  // namespace
+
+namespace internal {
+
+bool StreamReadWaits(const MapRequest& request) {
+  return request.op == MapOp::kStreamRead && IntField(request.argument, "wait_ms", 0) > 0;
+}
+
+}  // namespace internal
+
+void MapService::Impl::WaitForStream(std::size_t shard, std::uint32_t partition_id,
+                                     const MapRequest& request, Callback& done) {
+  const std::int64_t from = IntField(request.argument, "from", 1);
+  const std::int64_t wait_ms = std::min(IntField(request.argument, "wait_ms", 0), kMaxStreamWaitMs);
+  std::string group = StringField(request.argument, "group");
+  if (group.empty()) {
+    return done(Fail(ErrorCode::kBadRequest,
+                     "a stream read with wait_ms needs its group (a newer wait of the group "
+                     "replaces an older one)"));
+  }
+  if (stopped.load(std::memory_order_acquire)) {
+    return done(Fail(ErrorCode::kShuttingDown,
+                     "the map service is shutting down; retry on another member"));
+  }
+  MapTable& table = TableOn(shard, request.map_name);
+  const std::string_view sub = std::string_view(request.key).substr(request.key.find('@') + 1);
+  if (const Record* r = StoreOf(table, partition_id).Find(StreamMetaKey(sub))) {
+    const StreamMeta meta = ParseStreamMeta(r->value());
+    if (from <= meta.tail || from < meta.head) return done(WaitAnswer("ready"));
+  }
+  ShardState& state = *states[shard];
+  std::shared_ptr<StreamWaiter> older;  // of the same group: this one replaces it
+  auto& list = state.waiters[request.key];
+  for (auto it = list.begin(); it != list.end(); ++it) {
+    if ((*it)->group != group) continue;
+    older = std::move(*it);
+    list.erase(it);
+    break;
+  }
+  auto w = std::make_shared<StreamWaiter>();
+  w->group = std::move(group);
+  w->done = std::move(done);
+  w->timer.emplace(shards.Context(shard));
+  w->timer->expires_after(std::chrono::milliseconds(wait_ms));
+  // The timer's handler holds the waiter until it runs (at expiry, or cancelled on answer).
+  w->timer->async_wait([this, shard, key = request.key, w](const boost::system::error_code& ec) {
+    if (ec || w->answered) return;
+    Forget(*states[shard], key, w.get());
+    Answer(w, WaitAnswer("timeout"));
+  });
+  list.push_back(std::move(w));
+  if (older) Answer(older, WaitAnswer("timeout"));
+}
+
+void MapService::Impl::WakeStreamReaders(std::size_t shard, const std::string& key) {
+  if (states[shard]->waiters.find(key) == states[shard]->waiters.end()) return;
+  shards.InvokeOn(shard, [this, shard, key] {
+    auto& waiters = states[shard]->waiters;
+    auto it = waiters.find(key);
+    if (it == waiters.end()) return;
+    auto woken = std::move(it->second);
+    waiters.erase(it);
+    for (const auto& w : woken) Answer(w, WaitAnswer("ready"));
+  });
+}
+
+void MapService::Impl::DropStreamReaders(std::size_t shard) {
+  auto waiters = std::move(states[shard]->waiters);
+  states[shard]->waiters.clear();
+  for (auto& [key, list] : waiters) {
+    for (const auto& w : list) {
+      Answer(w, Fail(ErrorCode::kShuttingDown,
+                     "the map service is shutting down; retry on another member"));
+    }
+  }
+}
+
+}  // namespace tessera::map
