@@ -53,7 +53,7 @@ void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection
        request.op == native::kMapRemoveListener || request.op == native::kMapReplica)) {
     return ReplyError(connection, request, ErrorCode::kBadRequest,
                       "a lean frame carries map get, set, put, putIfAbsent, remove, delete, "
-                      "containsKey and replace only; send " +
+                      "containsKey, replace and stream appends only; send " +
                           wire::ServiceName(request.service) + " op " + std::to_string(request.op) +
                           " as a version 1 frame");
   }

@@ -3,7 +3,10 @@
 // group (kStreamJoin), works out its share (sub-stream i when i % consumers == its rank),
 // gives back leases outside its share and takes or renews the others (kStreamLease); then it
 // reads every held sub-stream at once (kStreamRead), hands the events to the handler in
-// offset order, and commits what was handled (kStreamCommit, fenced by the lease).
+// offset order, and commits what was handled (kStreamCommit, fenced by the lease). With
+// nothing to read it waits on the owners (WaitForEvents: a kStreamRead with wait_ms per held
+// sub-stream, answered "ready" by an append; docs/architecture.md, "Event streams") and then
+// reads only the sub-streams that answered.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -60,6 +63,10 @@ struct Stream::Subscription {
   std::map<std::uint32_t, Held> held;  // the thread's own
   Clock::time_point next_rebalance{};
   std::string last_error;  // logged once until it changes
+  // Long polls (WaitForEvents), under mu: the sub-streams with a wait parked on their owner
+  // (when it should have answered by), and the answers since (sub, other than "timeout").
+  std::map<std::uint32_t, Clock::time_point> parked;
+  std::vector<std::pair<std::uint32_t, bool>> answers;
   std::atomic<std::int64_t> delivered{0}, committed{0}, redelivered{0}, handler_errors{0},
       leases_lost{0}, leases_held{0};
 
@@ -166,8 +173,8 @@ std::optional<SubscriptionStats> Stream::Stats(SubscriptionId id) const {
 void Stream::Run(const std::shared_ptr<Subscription>& s) {
   auto pause = std::chrono::milliseconds(1);
   bool poll = !s->options.wait_on_owner;
-  // After a wake, only the sub-streams whose waits answered are read (until they run dry):
-  // an event on another one answers its wait, parked again right after. Empty: all held.
+  // After a wake only the sub-streams whose waits answered are read, joined by those whose
+  // waits answer meanwhile, until they run dry. Empty: every held sub-stream.
   std::vector<std::uint32_t> only;
   while (!s->stop.load()) {
     if (Clock::now() >= s->next_rebalance) {
@@ -175,6 +182,7 @@ void Stream::Run(const std::shared_ptr<Subscription>& s) {
       only.clear();
     }
     if (s->stop.load()) break;
+    if (!only.empty()) TakeWoken(*s, only);
     if (Consume(*s, only)) {
       pause = std::chrono::milliseconds(1);
       poll = !s->options.wait_on_owner;
@@ -186,61 +194,94 @@ void Stream::Run(const std::shared_ptr<Subscription>& s) {
       pause = std::min(pause * 2, std::chrono::milliseconds(s->options.max_idle_poll_ms));
     }
     if (!s->options.wait_on_owner || s->stop.load()) continue;
-    // Woken with nothing to read after all (no leases, an older member that answers at once,
-    // errors): poll with back-off until a read finds events or a wait runs its course again.
-    const Waited waited = WaitForEvents(s, only);
-    poll = waited != Waited::kTimedOut;
+    // Woken, then nothing to read after all (no leases, an older member that answers a wait
+    // at once, errors): poll with back-off until a read finds events or a wait runs its course.
+    poll = WaitForEvents(s, only) != Waited::kTimedOut;
     if (!poll) pause = std::chrono::milliseconds(1);
-    if (poll) only.clear();  // an older member, errors or no leases: read them all
   }
   Leave(*s);
+}
+
+void Stream::TakeWoken(Subscription& s, std::vector<std::uint32_t>& woken) {
+  std::lock_guard lock(s.mu);
+  for (const auto& [sub, ready] : s.answers) {
+    s.parked.erase(sub);
+    if (!ready || !s.held.contains(sub)) continue;
+    if (std::find(woken.begin(), woken.end(), sub) == woken.end()) woken.push_back(sub);
+  }
+  s.answers.clear();
 }
 
 Stream::Waited Stream::WaitForEvents(const std::shared_ptr<Subscription>& s,
                                      std::vector<std::uint32_t>& woken) {
   constexpr auto kMaxWait = std::chrono::milliseconds(1000);
-  const auto now = Clock::now();
-  auto until = std::min(s->next_rebalance, now + kMaxWait);
+  constexpr auto kLost = std::chrono::milliseconds(1000);  // an answer this late never comes
+  const auto start = Clock::now();
+  auto until = std::min(s->next_rebalance, start + kMaxWait);
+  bool any = false;  // a held sub-stream to wait on
   for (const auto& [sub, h] : s->held) {
-    if (h.retry_at > now) until = std::min(until, h.retry_at);
+    if (h.retry_at > start) {
+      until = std::min(until, h.retry_at);
+    } else {
+      any = true;
+    }
   }
-  const auto wait = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(until - now),
-                             std::chrono::milliseconds(1));
-  struct Round {
-    int answers = 0;                   // under the subscription's mu
-    std::vector<std::uint32_t> ready;  // answered other than "timeout"; under mu
-  };
-  auto round = std::make_shared<Round>();
+  if (!any) return Waited::kNothingHeld;
+  woken.clear();
+  TakeWoken(*s, woken);  // answers that came while the consumer was busy
+  if (!woken.empty()) return Waited::kWoken;
   std::weak_ptr<Subscription> weak = s;
-  int sent = 0;
-  for (const auto& [sub, h] : s->held) {
-    if (h.retry_at > now) continue;
-    auto rq = StreamRequest(map::MapOp::kStreamRead, meta_keys_[sub]);
-    rq.argument = record::GenericRecord::Build()
-                      .Int64("from", h.next)
-                      .String("group", s->group)
-                      .Int64("wait_ms", wait.count())
-                      .Done();
-    ++sent;
-    invoker_->Invoke(std::move(rq), [round, weak, sub](Result<map::MapResult> r) {
-      auto live = weak.lock();
-      if (!live) return;
-      {
-        std::lock_guard lock(live->mu);
-        ++round->answers;
-        if (!r || r->value != "timeout") round->ready.push_back(sub);
+  // Parks a wait on every held sub-stream without one, running until `until`.
+  auto park = [&](Clock::time_point now) {
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
+    if (wait < std::chrono::milliseconds(5)) return;
+    std::vector<std::pair<std::uint32_t, std::int64_t>> subs;  // (sub, from)
+    {
+      std::lock_guard lock(s->mu);
+      for (const auto& [sub, h] : s->held) {
+        auto it = s->parked.find(sub);
+        if (h.retry_at > now || (it != s->parked.end() && it->second + kLost > now)) continue;
+        s->parked[sub] = now + wait;
+        subs.emplace_back(sub, h.next);
       }
-      live->cv.notify_all();
-    });
-  }
-  if (sent == 0) return Waited::kNothingHeld;
+    }
+    for (const auto& [sub, from] : subs) {
+      auto rq = StreamRequest(map::MapOp::kStreamRead, meta_keys_[sub]);
+      // The group goes as wait_group, and at most one event of one byte: a member of the
+      // release before reads a wait as a plain read, and so counts nothing and sends little.
+      rq.argument = record::GenericRecord::Build()
+                        .Int64("from", from)
+                        .Int64("max", 1)
+                        .Int64("max_bytes", 1)
+                        .Int64("wait_ms", wait.count())
+                        .String("wait_group", s->group)
+                        .String("wait_consumer", s->consumer)
+                        .Done();
+      invoker_->Invoke(std::move(rq), [weak, sub](Result<map::MapResult> r) {
+        auto live = weak.lock();
+        if (!live) return;
+        {
+          std::lock_guard lock(live->mu);
+          live->answers.emplace_back(sub, !r || r->value != "timeout");
+        }
+        live->cv.notify_all();
+      });
+    }
+  };
+  park(start);
   std::unique_lock lock(s->mu);
-  // An answer comes by the end of the wait; a member that never answers (gone) is given a
-  // little longer before the next round.
-  s->cv.wait_for(lock, wait + std::chrono::milliseconds(200),
-                 [&] { return s->stop.load() || round->answers > 0; });
-  woken = round->ready;
-  return woken.empty() ? Waited::kTimedOut : Waited::kWoken;
+  while (!s->stop.load()) {
+    if (!s->cv.wait_until(lock, until, [&] { return s->stop.load() || !s->answers.empty(); })) {
+      break;  // the wait ran its course
+    }
+    if (s->stop.load()) break;
+    lock.unlock();
+    TakeWoken(*s, woken);
+    if (!woken.empty()) return Waited::kWoken;
+    park(Clock::now());  // waits that timed out early (parked by an earlier round)
+    lock.lock();
+  }
+  return Waited::kTimedOut;
 }
 
 map::MapRequest Stream::LeaseRequest(const Subscription& s, std::uint32_t sub, bool release) const {

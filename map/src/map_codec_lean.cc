@@ -201,7 +201,9 @@ base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
                                             " bytes): its fields do not add up to its length");
   }
   constexpr std::uint8_t kKeyedFlags = kTtl | kMaxIdle | kKeepTtl;
-  const bool fits = KeyedOp(r.op) ? (flags & ~kKeyedFlags) == 0 : r.op == MapOp::kStreamAppend;
+  const bool fits = KeyedOp(r.op) ? (flags & ~kKeyedFlags) == 0
+                                  : r.op == MapOp::kStreamAppend &&
+                                        (flags & ~(kKeyedFlags | kEntries | kKeys | kIntArgs)) == 0;
   if (!fits) {
     return Fail(ErrorCode::kBadRequest, "lean map request with operation " +
                                             std::to_string(static_cast<int>(r.op)) + " or flags " +

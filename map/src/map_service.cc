@@ -119,9 +119,9 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
   if (request.op == MapOp::kRingAppend && result) CountRingAppend(request, *result);
   if (result && MapOpIsStream(request.op)) {
     TrackStream(table, partition_id, request, *result, ctx.wall_ms);
-    const bool stored = (request.op == MapOp::kStreamAppend || request.op == MapOp::kStreamMerge) &&
-                        result->count > 0;
-    if (stored && !states[shard]->waiters.empty()) WakeStreamReaders(shard, request.key);
+    if (!states[shard]->waiters.empty() && StreamOpStored(request, *result)) {
+      WakeStreamReaders(shard, request.key);
+    }
   }
   if (replica_out != nullptr) AppendUpdates(table, partition_id, ctx.now_ms, events, *replica_out);
   if (table.listeners) {
@@ -374,16 +374,19 @@ void MapService::Start() {
 void MapService::Stop() {
   if (impl_->stopped.exchange(true)) return;
   TESSERA_CHECK(!shards_.CurrentShard().has_value(), "MapService::Stop called on a shard");
+  Impl* impl = impl_.get();
+  // Parked stream waits first: a wait this member forwarded is a request in flight until the
+  // other member answers it, which may be stopping too.
+  shards_.InvokeOnAll([impl](std::size_t shard) { impl->DropStreamReaders(shard); });
   if (!impl_->in_flight.WaitDrained(kDrainTimeout) && impl_->log) {
     impl_->log->warn("map service stopped with requests still in flight");
   }
   if (!impl_->started) return;
-  Impl* impl = impl_.get();
   auto cancelled = std::make_shared<std::promise<void>>();
   auto remaining = std::make_shared<std::atomic<std::size_t>>(shards_.size());
   shards_.InvokeOnAll([impl, cancelled, remaining](std::size_t shard) {
     impl->states[shard]->timer.reset();  // cancels the pending wait
-    impl->DropStreamReaders(shard);
+    impl->DropStreamReaders(shard);      // any parked after the first drop
     if (remaining->fetch_sub(1) == 1) cancelled->set_value();
   });
   if (cancelled->get_future().wait_for(kDrainTimeout) != std::future_status::ready && impl_->log) {

@@ -89,10 +89,12 @@ struct MapTable {
 
 // Whether `request` is a kStreamRead with wait_ms (a long poll; map_service_waits.cc).
 bool StreamReadWaits(const MapRequest& request);
+// Whether the stream operation `request` stored events (an append, a merge, an XADD).
+bool StreamOpStored(const MapRequest& request, const MapResult& result);
 
 // A parked kStreamRead with wait_ms (map_request.h), answered once.
 struct StreamWaiter {
-  std::string group;
+  std::string group, consumer;
   std::function<void(base::Result<MapResult>)> done;
   std::optional<boost::asio::steady_timer> timer;
   bool answered = false;
@@ -161,6 +163,7 @@ using internal::kDrainTimeout;
 using internal::MapTable;
 using internal::RequestToken;
 using internal::ShardState;
+using internal::StreamOpStored;
 using internal::StreamReadWaits;
 using internal::StreamWaiter;
 

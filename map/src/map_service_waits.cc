@@ -64,17 +64,32 @@ bool StreamReadWaits(const MapRequest& request) {
   return request.op == MapOp::kStreamRead && IntField(request.argument, "wait_ms", 0) > 0;
 }
 
+bool StreamOpStored(const MapRequest& request, const MapResult& result) {
+  switch (request.op) {
+    case MapOp::kStreamAppend:
+    case MapOp::kStreamMerge:
+      return result.count > 0;
+    case MapOp::kRedisStream:  // an XADD answers the new entry's ID
+      return result.value.has_value() && StringField(request.argument, "cmd") == "add";
+    default:
+      return false;
+  }
+}
+
 }  // namespace internal
 
 void MapService::Impl::WaitForStream(std::size_t shard, std::uint32_t partition_id,
                                      const MapRequest& request, Callback& done) {
   const std::int64_t from = IntField(request.argument, "from", 1);
   const std::int64_t wait_ms = std::min(IntField(request.argument, "wait_ms", 0), kMaxStreamWaitMs);
-  std::string group = StringField(request.argument, "group");
+  // Not "group": a member of the release before reads a wait as a plain read, and a plain
+  // read without a group counts no deliveries.
+  std::string group = StringField(request.argument, "wait_group");
+  std::string consumer = StringField(request.argument, "wait_consumer");
   if (group.empty()) {
     return done(Fail(ErrorCode::kBadRequest,
-                     "a stream read with wait_ms needs its group (a newer wait of the group "
-                     "replaces an older one)"));
+                     "a stream read with wait_ms needs wait_group (a newer wait of the same "
+                     "group and wait_consumer replaces an older one)"));
   }
   if (stopped.load(std::memory_order_acquire)) {
     return done(Fail(ErrorCode::kShuttingDown,
@@ -87,16 +102,17 @@ void MapService::Impl::WaitForStream(std::size_t shard, std::uint32_t partition_
     if (from <= meta.tail || from < meta.head) return done(WaitAnswer("ready"));
   }
   ShardState& state = *states[shard];
-  std::shared_ptr<StreamWaiter> older;  // of the same group: this one replaces it
+  std::shared_ptr<StreamWaiter> older;  // of the same consumer: this one replaces it
   auto& list = state.waiters[request.key];
   for (auto it = list.begin(); it != list.end(); ++it) {
-    if ((*it)->group != group) continue;
+    if ((*it)->group != group || (*it)->consumer != consumer) continue;
     older = std::move(*it);
     list.erase(it);
     break;
   }
   auto w = std::make_shared<StreamWaiter>();
   w->group = std::move(group);
+  w->consumer = std::move(consumer);
   w->done = std::move(done);
   w->timer.emplace(shards.Context(shard));
   w->timer->expires_after(std::chrono::milliseconds(wait_ms));

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "tessera/grid/member.h"
+#include "tessera/wire/frame_codec.h"
 
 using namespace tessera;
 using grid::Client;
@@ -200,6 +201,7 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
     base::ErrorCode error{};
     std::vector<grid::AppendResult> appends;  // stream appends (lean from version 3)
     base::ErrorCode too_big{};
+    std::uint64_t append_lean_frames = 0;  // lean frames while appending (requests + answers)
   };
   auto run = [&](std::uint32_t version, const std::string& name) {
     auto options = To(member);
@@ -227,15 +229,24 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
     config.sub_streams = 2;
     config.max_events = 3;
     auto stream = (*client)->GetStream(name + "-events", config);
-    for (const char* id : {"e1", "e2", "", "e1"})
+    s.appends.push_back(stream->Append("k", "p", "e1").value());  // creates the stream
+    const auto lean_before = wire::LeanFramesEncoded();
+    for (const char* id : {"e2", "", "e1"})
       s.appends.push_back(stream->Append("k", "p", id).value());
+    s.append_lean_frames = wire::LeanFramesEncoded() - lean_before;
     auto batch =
         stream->AppendAll({{"k", "1", ""}, {"k", "2", ""}, {"k", "3", ""}, {"k", "4", ""}});
     s.too_big = batch ? base::ErrorCode{} : batch.error().code();
     return s;
   };
   const Seen plain = run(1, "plain");
+  const Seen two = run(2, "two");
   const Seen lean = run(wire::kMaxProtocolVersion, "lean");
+  // Appends travel lean from version 3 only: a request and its answer each.
+  CHECK(plain.append_lean_frames == 0);
+  CHECK(two.append_lean_frames == 0);
+  CHECK(lean.append_lean_frames == 6);
+  CHECK(two.appends == plain.appends);
   CHECK(lean.put1 == plain.put1);
   CHECK(lean.put2 == plain.put2);
   CHECK(plain.put2 == std::optional<std::string>("1"));

@@ -375,6 +375,9 @@ TEST_CASE("Lean stream appends and results with entries round-trip (protocol ver
   for (std::size_t cut = 0; cut < bytes.size(); ++cut) {
     CHECK_FALSE(tessera::map::DecodeLeanRequest(bytes.substr(0, cut)));
   }
+  std::string unknown_flag = bytes;
+  unknown_flag[1] = static_cast<char>(unknown_flag[1] | 0x40);
+  CHECK_FALSE(tessera::map::DecodeLeanRequest(unknown_flag));
   // A keyed operation with entries is not something an encoder produces.
   std::string keyed = bytes;
   keyed[0] = static_cast<char>(tessera::map::MapOp::kSet);

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "service_fixture.h"
+#include "tessera/map/redis_stream.h"
 #include "tessera/map/stream_format.h"
 #include "tessera/record/generic_record.h"
 
@@ -28,11 +29,12 @@ MapRequest Append(const std::string& payload) {
   return rq;
 }
 
-MapRequest WaitRead(std::int64_t from, std::int64_t wait_ms, const std::string& group = "g") {
+MapRequest WaitRead(std::int64_t from, std::int64_t wait_ms, const std::string& group = "g",
+                    const std::string& consumer = "c1") {
   MapRequest rq = ServiceFixture::Rq(MapOp::kStreamRead, kStreamMap, kMeta);
   auto b = GenericRecord::Build();
-  b.Int64("from", from).Int64("wait_ms", wait_ms);
-  if (!group.empty()) b.String("group", group);
+  b.Int64("from", from).Int64("wait_ms", wait_ms).String("wait_consumer", consumer);
+  if (!group.empty()) b.String("wait_group", group);
   rq.argument = b.Done();
   return rq;
 }
@@ -92,19 +94,41 @@ TEST_CASE("A waiting stream read times out empty, within its wait or kMaxStreamW
   CHECK(waited < std::chrono::milliseconds(kMaxStreamWaitMs) + 3s);
 }
 
-TEST_CASE("A newer wait of the same group replaces the older one, other groups wait on",
-          "[map][stream][wait]") {
+TEST_CASE(
+    "A newer wait of the same consumer replaces the older one, other groups and consumers wait "
+    "on",
+    "[map][stream][wait]") {
   ServiceFixture f;
-  auto older = Send(f, WaitRead(1, 10'000, "billing"));
-  auto other = Send(f, WaitRead(1, 10'000, "shipping"));
+  auto older = Send(f, WaitRead(1, 10'000, "billing", "c1"));
+  auto other_group = Send(f, WaitRead(1, 10'000, "shipping", "c1"));
+  auto other_consumer = Send(f, WaitRead(1, 10'000, "billing", "c2"));
   CHECK(Pending(older));
-  auto newer = Send(f, WaitRead(1, 10'000, "billing"));
+  auto newer = Send(f, WaitRead(1, 10'000, "billing", "c1"));
   CHECK(ValueOf(older) == "timeout");
-  CHECK(Pending(other));
+  CHECK(Pending(other_group));
+  CHECK(Pending(other_consumer));
   CHECK(Pending(newer));
   f.Run(Append("e1"));
-  CHECK(ValueOf(other) == "ready");
+  CHECK(ValueOf(other_group) == "ready");
+  CHECK(ValueOf(other_consumer) == "ready");
   CHECK(ValueOf(newer) == "ready");
+}
+
+TEST_CASE("An XADD wakes the waits on its stream's sub-stream", "[map][stream][wait]") {
+  ServiceFixture f;
+  MapRequest wait = ServiceFixture::Rq(MapOp::kStreamRead, kStreamMap, "meta@events#0");
+  wait.argument = GenericRecord::Build()
+                      .Int64("from", 1)
+                      .Int64("wait_ms", 10'000)
+                      .String("wait_group", "g")
+                      .Done();
+  auto parked = Send(f, wait);
+  CHECK(Pending(parked));
+  MapRequest xadd = ServiceFixture::Rq(MapOp::kRedisStream, kStreamMap, "meta@events#0");
+  xadd.value = EncodeStreamFields({"field", "value"});
+  xadd.argument = GenericRecord::Build().String("cmd", "add").String("id", "*").Done();
+  f.Run(xadd);
+  CHECK(ValueOf(parked) == "ready");
 }
 
 TEST_CASE("A wait needs its group, and Stop answers the parked ones", "[map][stream][wait]") {
@@ -112,7 +136,7 @@ TEST_CASE("A wait needs its group, and Stop answers the parked ones", "[map][str
   auto no_group = f.service.ExecuteSync(WaitRead(1, 1'000, ""));
   REQUIRE_FALSE(no_group);
   CHECK(no_group.error().code() == ErrorCode::kBadRequest);
-  CHECK_THAT(no_group.error().message(), Catch::Contains("needs its group"));
+  CHECK_THAT(no_group.error().message(), Catch::Contains("needs wait_group"));
 
   auto parked = Send(f, WaitRead(1, 60'000));
   CHECK(Pending(parked));

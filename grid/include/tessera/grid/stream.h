@@ -106,10 +106,11 @@ struct SubscribeOptions {
   int commit_every = 0;          // commit after this many handled events (0: after each batch)
   base::Millis lease_ttl_ms = 10'000;
   base::Millis retry_delay_ms = 100;  // after a handler error, before the event comes again
-  // An idle consumer (nothing to read on the sub-streams it holds) parks a read on each of
+  // An idle consumer (nothing to read on the sub-streams it holds) parks a wait on each of
   // their owners, answered as soon as an event is appended there (a long poll, at most 1 s at
-  // a time and never past its next rebalance), and reads again then. False, or a member that
-  // does not offer it: it polls at 1 ms, doubling up to max_idle_poll_ms.
+  // a time and never past its next rebalance), and reads again then. A client's
+  // call_timeout must exceed 1 s (the default is 5 s). False, or a member that does not offer
+  // it: it polls at 1 ms, doubling up to max_idle_poll_ms.
   bool wait_on_owner = true;
   base::Millis max_idle_poll_ms = 20;
   // Names the consumer in lease holders and the group's presence record ("" = this
@@ -225,11 +226,15 @@ class Stream {
   // Reads the held sub-streams in `only` (all when empty), hands their events to the handler
   // and commits; whether any event was handled.
   bool Consume(Subscription& s, const std::vector<std::uint32_t>& only = {});
-  // Parks a long poll on the owner of every sub-stream `s` holds (SubscribeOptions::
-  // wait_on_owner) and waits for the first answer, the end of the wait or stop; `woken` gets
-  // the sub-streams that answered other than "timeout" by then.
+  // Parks a long poll on the owner of every sub-stream `s` holds that has none parked
+  // (SubscribeOptions::wait_on_owner) and waits until one answers other than "timeout"
+  // (`woken` gets those), until the wait ends (at most 1 s, never past the next rebalance or
+  // a retry) or stop. Waits outlive the call: their answers are kept for the next one.
   enum class Waited { kNothingHeld, kWoken, kTimedOut };
   Waited WaitForEvents(const std::shared_ptr<Subscription>& s, std::vector<std::uint32_t>& woken);
+  // Moves the answers of parked waits into `woken` (the held sub-streams that answered
+  // other than "timeout", once each).
+  void TakeWoken(Subscription& s, std::vector<std::uint32_t>& woken);
   void CommitAll(Subscription& s);
   void Leave(Subscription& s);
 

@@ -62,11 +62,12 @@ enum class MapOp : std::uint8_t {
                        // it does not fit (naming the slowest group)
   kStreamRead = 18,    // argument {from, max, max_bytes}; entries = [(offset, stored event)]
                        // from max(from, head); count = head; flag = from < head (lost);
-                       // value = "HEAD TAIL". With wait_ms > 0 (and group) it is a long poll
-                       // instead, answered without entries: value = "ready" once an event at
-                       // `from` or later is stored (at once if it is), "timeout" after
-                       // wait_ms (at most kMaxStreamWaitMs); a newer wait of the same group
-                       // on the sub-stream answers the older one "timeout"
+                       // value = "HEAD TAIL". With wait_ms > 0 (and wait_group, optional
+                       // wait_consumer) it is a long poll instead, answered without entries:
+                       // value = "ready" once an event at `from` or later is stored (at once
+                       // if it is), "timeout" after wait_ms (at most kMaxStreamWaitMs); a
+                       // newer wait of the same group and consumer on the sub-stream answers
+                       // the older one "timeout"
   kStreamCommit = 19,  // argument {group, consumer, offset, max_age_ms, ttl_ms}: the group's
                        // cursor becomes max(cursor, offset) if `consumer` holds its lease
                        // (kConflict if not), and with ttl_ms the lease is renewed for that
