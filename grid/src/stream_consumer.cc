@@ -65,8 +65,18 @@ struct Stream::Subscription {
   std::string last_error;  // logged once until it changes
   // Long polls (WaitForEvents), under mu: the sub-streams with a wait parked on their owner
   // (when it should have answered by), and the answers since (sub, other than "timeout").
-  std::map<std::uint32_t, Clock::time_point> parked;
-  std::vector<std::pair<std::uint32_t, bool>> answers;
+  struct Parked {
+    std::uint64_t generation = 0;  // which wait: only its own answer frees the sub-stream
+    Clock::time_point ends;        // when it should have answered by
+  };
+  struct WaitAnswer {
+    std::uint32_t sub = 0;
+    std::uint64_t generation = 0;
+    bool ready = false;  // answered other than "timeout"
+  };
+  std::map<std::uint32_t, Parked> parked;
+  std::vector<WaitAnswer> answers;
+  std::uint64_t wait_generation = 0;
   std::atomic<std::int64_t> delivered{0}, committed{0}, redelivered{0}, handler_errors{0},
       leases_lost{0}, leases_held{0};
 
@@ -75,9 +85,10 @@ struct Stream::Subscription {
     last_error = what;
     log.warn("stream '{}' group '{}' consumer '{}': {}", stream, group, consumer, what);
   }
+  // Sleeps `d`, or until stop or (with waits) a wait's answer.
   void Wait(std::chrono::milliseconds d) {
     std::unique_lock lock(mu);
-    cv.wait_for(lock, d, [&] { return stop.load(); });
+    cv.wait_for(lock, d, [&] { return stop.load() || !answers.empty(); });
   }
 };
 
@@ -104,11 +115,11 @@ Result<SubscriptionId> Stream::Subscribe(const std::string& group, StreamHandler
     return base::Fail(ErrorCode::kBadRequest, problem);
   }
   if (options.max_batch < 1 || options.commit_every < 0 || options.lease_ttl_ms < 30 ||
-      options.retry_delay_ms < 0 || options.max_idle_poll_ms < 1) {
+      options.retry_delay_ms < 0 || options.max_idle_poll_ms < 1 || options.max_wait_ms < 1) {
     return base::Fail(ErrorCode::kBadRequest,
                       "stream '" + name_ +
                           "': subscribe needs max_batch >= 1, commit_every >= 0, lease_ttl_ms "
-                          ">= 30, retry_delay_ms >= 0 and max_idle_poll_ms >= 1");
+                          ">= 30, retry_delay_ms >= 0, max_idle_poll_ms >= 1 and max_wait_ms >= 1");
   }
   if (!handler) return base::Fail(ErrorCode::kBadRequest, "subscribe needs a handler");
   auto s = std::make_shared<Subscription>();
@@ -174,7 +185,8 @@ void Stream::Run(const std::shared_ptr<Subscription>& s) {
   auto pause = std::chrono::milliseconds(1);
   bool poll = !s->options.wait_on_owner;
   // After a wake only the sub-streams whose waits answered are read, joined by those whose
-  // waits answer meanwhile, until they run dry. Empty: every held sub-stream.
+  // waits answer meanwhile (the others keep a wait parked), until they run dry. Empty: every
+  // held sub-stream.
   std::vector<std::uint32_t> only;
   while (!s->stop.load()) {
     if (Clock::now() >= s->next_rebalance) {
@@ -182,7 +194,10 @@ void Stream::Run(const std::shared_ptr<Subscription>& s) {
       only.clear();
     }
     if (s->stop.load()) break;
-    if (!only.empty()) TakeWoken(*s, only);
+    if (!only.empty()) {
+      TakeWoken(*s, only);
+      ParkWaits(s, WaitEnd(*s, Clock::now()));  // for those whose wait ended meanwhile
+    }
     if (Consume(*s, only)) {
       pause = std::chrono::milliseconds(1);
       poll = !s->options.wait_on_owner;
@@ -204,71 +219,87 @@ void Stream::Run(const std::shared_ptr<Subscription>& s) {
 
 void Stream::TakeWoken(Subscription& s, std::vector<std::uint32_t>& woken) {
   std::lock_guard lock(s.mu);
-  for (const auto& [sub, ready] : s.answers) {
-    s.parked.erase(sub);
-    if (!ready || !s.held.contains(sub)) continue;
-    if (std::find(woken.begin(), woken.end(), sub) == woken.end()) woken.push_back(sub);
+  for (const auto& a : s.answers) {
+    // Only the answer of the wait last parked frees its sub-stream for another; an older
+    // one's "ready" still counts.
+    if (auto it = s.parked.find(a.sub);
+        it != s.parked.end() && it->second.generation == a.generation) {
+      s.parked.erase(it);
+    }
+    if (!a.ready || !s.held.contains(a.sub)) continue;
+    if (std::find(woken.begin(), woken.end(), a.sub) == woken.end()) woken.push_back(a.sub);
   }
   s.answers.clear();
 }
 
-Stream::Waited Stream::WaitForEvents(const std::shared_ptr<Subscription>& s,
-                                     std::vector<std::uint32_t>& woken) {
-  constexpr auto kMaxWait = std::chrono::milliseconds(1000);
-  constexpr auto kLost = std::chrono::milliseconds(1000);  // an answer this late never comes
-  const auto start = Clock::now();
-  auto until = std::min(s->next_rebalance, start + kMaxWait);
-  bool any = false;  // a held sub-stream to wait on
-  for (const auto& [sub, h] : s->held) {
-    if (h.retry_at > start) {
-      until = std::min(until, h.retry_at);
-    } else {
-      any = true;
+Clock::time_point Stream::WaitEnd(const Subscription& s, Clock::time_point now) const {
+  auto until = std::min(s.next_rebalance, now + std::chrono::milliseconds(s.options.max_wait_ms));
+  for (const auto& [sub, h] : s.held) {
+    if (h.retry_at > now) until = std::min(until, h.retry_at);
+  }
+  return until;
+}
+
+void Stream::ParkWaits(const std::shared_ptr<Subscription>& s, Clock::time_point until) {
+  // A wait whose answer is this late past its end is lost (every call path answers or fails
+  // well before: this is a safety net).
+  constexpr auto kLost = std::chrono::seconds(10);
+  const auto now = Clock::now();
+  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
+  if (wait < std::chrono::milliseconds(5)) return;
+  struct Park {
+    std::uint32_t sub;
+    std::int64_t from;
+    std::uint64_t generation;
+  };
+  std::vector<Park> parks;
+  {
+    std::lock_guard lock(s->mu);
+    for (const auto& [sub, h] : s->held) {
+      auto it = s->parked.find(sub);
+      if (h.retry_at > now || (it != s->parked.end() && it->second.ends + kLost > now)) continue;
+      const std::uint64_t generation = ++s->wait_generation;
+      s->parked[sub] = {generation, now + wait};
+      parks.push_back({sub, h.next, generation});
     }
   }
-  if (!any) return Waited::kNothingHeld;
+  std::weak_ptr<Subscription> weak = s;
+  for (const auto& p : parks) {
+    auto rq = StreamRequest(map::MapOp::kStreamRead, meta_keys_[p.sub]);
+    // The group goes as wait_group, and at most one event of one byte: a member of the
+    // release before reads a wait as a plain read, and so counts nothing and sends little.
+    rq.argument = record::GenericRecord::Build()
+                      .Int64("from", p.from)
+                      .Int64("max", 1)
+                      .Int64("max_bytes", 1)
+                      .Int64("wait_ms", wait.count())
+                      .String("wait_group", s->group)
+                      .String("wait_consumer", s->consumer)
+                      .Done();
+    invoker_->Invoke(std::move(rq), [weak, p](Result<map::MapResult> r) {
+      auto live = weak.lock();
+      if (!live) return;
+      {
+        std::lock_guard lock(live->mu);
+        live->answers.push_back({p.sub, p.generation, !r || r->value != "timeout"});
+      }
+      live->cv.notify_all();
+    });
+  }
+}
+
+Stream::Waited Stream::WaitForEvents(const std::shared_ptr<Subscription>& s,
+                                     std::vector<std::uint32_t>& woken) {
+  const auto start = Clock::now();
+  const auto until = WaitEnd(*s, start);
+  if (std::none_of(s->held.begin(), s->held.end(),
+                   [&](const auto& held) { return held.second.retry_at <= start; })) {
+    return Waited::kNothingHeld;
+  }
   woken.clear();
   TakeWoken(*s, woken);  // answers that came while the consumer was busy
   if (!woken.empty()) return Waited::kWoken;
-  std::weak_ptr<Subscription> weak = s;
-  // Parks a wait on every held sub-stream without one, running until `until`.
-  auto park = [&](Clock::time_point now) {
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
-    if (wait < std::chrono::milliseconds(5)) return;
-    std::vector<std::pair<std::uint32_t, std::int64_t>> subs;  // (sub, from)
-    {
-      std::lock_guard lock(s->mu);
-      for (const auto& [sub, h] : s->held) {
-        auto it = s->parked.find(sub);
-        if (h.retry_at > now || (it != s->parked.end() && it->second + kLost > now)) continue;
-        s->parked[sub] = now + wait;
-        subs.emplace_back(sub, h.next);
-      }
-    }
-    for (const auto& [sub, from] : subs) {
-      auto rq = StreamRequest(map::MapOp::kStreamRead, meta_keys_[sub]);
-      // The group goes as wait_group, and at most one event of one byte: a member of the
-      // release before reads a wait as a plain read, and so counts nothing and sends little.
-      rq.argument = record::GenericRecord::Build()
-                        .Int64("from", from)
-                        .Int64("max", 1)
-                        .Int64("max_bytes", 1)
-                        .Int64("wait_ms", wait.count())
-                        .String("wait_group", s->group)
-                        .String("wait_consumer", s->consumer)
-                        .Done();
-      invoker_->Invoke(std::move(rq), [weak, sub](Result<map::MapResult> r) {
-        auto live = weak.lock();
-        if (!live) return;
-        {
-          std::lock_guard lock(live->mu);
-          live->answers.emplace_back(sub, !r || r->value != "timeout");
-        }
-        live->cv.notify_all();
-      });
-    }
-  };
-  park(start);
+  ParkWaits(s, until);
   std::unique_lock lock(s->mu);
   while (!s->stop.load()) {
     if (!s->cv.wait_until(lock, until, [&] { return s->stop.load() || !s->answers.empty(); })) {
@@ -278,7 +309,7 @@ Stream::Waited Stream::WaitForEvents(const std::shared_ptr<Subscription>& s,
     lock.unlock();
     TakeWoken(*s, woken);
     if (!woken.empty()) return Waited::kWoken;
-    park(Clock::now());  // waits that timed out early (parked by an earlier round)
+    ParkWaits(s, until);  // waits that timed out early (parked by an earlier round)
     lock.lock();
   }
   return Waited::kTimedOut;

@@ -375,9 +375,20 @@ void MapService::Stop() {
   if (impl_->stopped.exchange(true)) return;
   TESSERA_CHECK(!shards_.CurrentShard().has_value(), "MapService::Stop called on a shard");
   Impl* impl = impl_.get();
-  // Parked stream waits first: a wait this member forwarded is a request in flight until the
-  // other member answers it, which may be stopping too.
-  shards_.InvokeOnAll([impl](std::size_t shard) { impl->DropStreamReaders(shard); });
+  // Parked stream waits first (only a started service parks any): a wait this member
+  // forwarded is a request in flight until the other member answers it, which may be stopping
+  // too. Waited for, so no posted drop outlives the service.
+  if (impl_->started) {
+    auto dropped = std::make_shared<std::promise<void>>();
+    auto left = std::make_shared<std::atomic<std::size_t>>(shards_.size());
+    shards_.InvokeOnAll([impl, dropped, left](std::size_t shard) {
+      impl->DropStreamReaders(shard);
+      if (left->fetch_sub(1) == 1) dropped->set_value();
+    });
+    if (dropped->get_future().wait_for(kDrainTimeout) != std::future_status::ready && impl_->log) {
+      impl_->log->warn("map service could not answer parked stream waits (shards not running?)");
+    }
+  }
   if (!impl_->in_flight.WaitDrained(kDrainTimeout) && impl_->log) {
     impl_->log->warn("map service stopped with requests still in flight");
   }

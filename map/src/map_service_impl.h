@@ -370,7 +370,7 @@ struct MapService::Impl {
   mutable std::mutex names_mu;
   std::set<std::string> names;  // guarded by names_mu
   std::atomic<bool> stopped{false};
-  bool started = false;
+  std::atomic<bool> started{false};  // read on the shards (WaitForStream)
   InFlight in_flight;
   std::unique_ptr<PartitionFlags[]> flags;  // per partition
   mutable std::mutex ownership_mu;

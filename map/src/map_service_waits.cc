@@ -91,9 +91,10 @@ void MapService::Impl::WaitForStream(std::size_t shard, std::uint32_t partition_
                      "a stream read with wait_ms needs wait_group (a newer wait of the same "
                      "group and wait_consumer replaces an older one)"));
   }
-  if (stopped.load(std::memory_order_acquire)) {
+  if (stopped.load(std::memory_order_acquire) || !started.load(std::memory_order_acquire)) {
     return done(Fail(ErrorCode::kShuttingDown,
-                     "the map service is shutting down; retry on another member"));
+                     "the map service is not running (stopped or not started yet); retry on "
+                     "another member"));
   }
   MapTable& table = TableOn(shard, request.map_name);
   const std::string_view sub = std::string_view(request.key).substr(request.key.find('@') + 1);

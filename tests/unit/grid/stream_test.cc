@@ -1,10 +1,12 @@
 // Event streams through the Instance API on listening members and a client (real sockets):
 // offsets and idempotent appends, consumer groups sharing sub-streams, redelivery after a
 // handler error, a consumer taking over from one that stopped, backpressure, info, bad input.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -390,9 +392,11 @@ TEST_CASE("An idle consumer waits on the owners and gets a new event at once, no
   auto client = Client::Connect(options);
   REQUIRE(client);
   auto producer = a.GetStream("quiet");
-  // A poll would back off to a minute here: only the owners' answers can be this quick.
+  // A poll would back off to a minute here, and a round of waits lasts 10 s: only the owners'
+  // answers can be this quick.
   SubscribeOptions slow_poll;
   slow_poll.max_idle_poll_ms = 60'000;
+  slow_poll.max_wait_ms = 10'000;
   struct Seen {
     std::mutex mu;
     std::vector<std::pair<std::string, Clock::time_point>> events;
@@ -435,4 +439,67 @@ TEST_CASE("An idle consumer waits on the owners and gets a new event at once, no
   (*client)->Shutdown();
   b.Shutdown();
   a.Shutdown();
+}
+
+TEST_CASE("A quiet sub-stream's event is read at once while the consumer is busy with another",
+          "[grid][stream][wait]") {
+  Member member(ClusterMember());
+  REQUIRE(member.Start());
+  StreamConfig config;
+  config.sub_streams = 2;
+  auto stream = member.GetStream("busy", config);
+  std::string busy_key, quiet_key;
+  for (int i = 0; busy_key.empty() || quiet_key.empty(); ++i) {
+    const std::string key = "key-" + std::to_string(i);
+    (stream->SubStreamOf(key) == 0 ? busy_key : quiet_key) = key;
+  }
+  SubscribeOptions options;
+  options.max_idle_poll_ms = 60'000;
+  options.max_wait_ms = 10'000;
+  options.lease_ttl_ms = 60'000;  // no rebalance (every 20 s) during the test
+  std::mutex mu;
+  std::optional<Clock::time_point> quiet_seen;
+  int busy_seen = 0;
+  auto id = stream->Subscribe(
+      "g",
+      [&](const StreamEvent& e) -> base::Result<void> {
+        std::lock_guard lock(mu);
+        if (e.key == quiet_key) {
+          quiet_seen = Clock::now();
+        } else {
+          ++busy_seen;
+        }
+        return {};
+      },
+      options);
+  REQUIRE(id);
+  REQUIRE(WaitUntil([&] { return stream->Stats(*id)->leases_held == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // idle: waits parked on both
+  // The busy sub-stream gets events back to back for 5 s; past the owner's 2 s cap on the
+  // first waits, one event on the quiet one.
+  std::atomic<bool> append_failed{false};  // Catch2 asserts on the test's thread only
+  std::thread producer([&] {
+    const auto end = Clock::now() + std::chrono::seconds(5);
+    for (int i = 0; i < 100'000 && Clock::now() < end; ++i) {
+      if (!stream->Append(busy_key, "b" + std::to_string(i))) {
+        append_failed = true;
+        break;
+      }
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  const auto appended = Clock::now();
+  REQUIRE(stream->Append(quiet_key, "q"));
+  const bool seen = WaitUntil([&] {
+    std::lock_guard lock(mu);
+    return quiet_seen.has_value();
+  });
+  producer.join();
+  CHECK_FALSE(append_failed.load());
+  REQUIRE(seen);
+  std::lock_guard lock(mu);
+  CHECK(*quiet_seen - appended < std::chrono::milliseconds(1000));
+  CHECK(busy_seen > 0);
+  stream->Unsubscribe(*id);
+  member.Shutdown();
 }

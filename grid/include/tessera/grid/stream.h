@@ -107,11 +107,14 @@ struct SubscribeOptions {
   base::Millis lease_ttl_ms = 10'000;
   base::Millis retry_delay_ms = 100;  // after a handler error, before the event comes again
   // An idle consumer (nothing to read on the sub-streams it holds) parks a wait on each of
-  // their owners, answered as soon as an event is appended there (a long poll, at most 1 s at
-  // a time and never past its next rebalance), and reads again then. A client's
-  // call_timeout must exceed 1 s (the default is 5 s). False, or a member that does not offer
-  // it: it polls at 1 ms, doubling up to max_idle_poll_ms.
+  // their owners, answered as soon as an event is appended there (a long poll of up to
+  // max_wait_ms, never past its next rebalance; the owner answers after 2 s at the latest and
+  // the wait is parked again; all held sub-streams are read at its end), and reads again
+  // then. A client's call_timeout must exceed the shorter of max_wait_ms and 2 s (the default
+  // is 5 s). False, or a member that does not offer it: it polls at 1 ms, doubling up to
+  // max_idle_poll_ms.
   bool wait_on_owner = true;
+  base::Millis max_wait_ms = 1'000;
   base::Millis max_idle_poll_ms = 20;
   // Names the consumer in lease holders and the group's presence record ("" = this
   // instance's id); a per-subscription suffix is added, so ids never collide.
@@ -232,6 +235,13 @@ class Stream {
   // a retry) or stop. Waits outlive the call: their answers are kept for the next one.
   enum class Waited { kNothingHeld, kWoken, kTimedOut };
   Waited WaitForEvents(const std::shared_ptr<Subscription>& s, std::vector<std::uint32_t>& woken);
+  // Parks a wait running until `until` on every held sub-stream without one (not waiting
+  // for a handler retry).
+  void ParkWaits(const std::shared_ptr<Subscription>& s,
+                 std::chrono::steady_clock::time_point until);
+  // When waits parked now end: max_wait_ms on, never past the next rebalance or a retry.
+  std::chrono::steady_clock::time_point WaitEnd(const Subscription& s,
+                                                std::chrono::steady_clock::time_point now) const;
   // Moves the answers of parked waits into `woken` (the held sub-streams that answered
   // other than "timeout", once each).
   void TakeWoken(Subscription& s, std::vector<std::uint32_t>& woken);
