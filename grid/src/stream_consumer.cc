@@ -196,7 +196,8 @@ void Stream::Run(const std::shared_ptr<Subscription>& s) {
     if (s->stop.load()) break;
     if (!only.empty()) {
       TakeWoken(*s, only);
-      ParkWaits(s, WaitEnd(*s, Clock::now()));  // for those whose wait ended meanwhile
+      // A wait for each one not being read whose wait ended meanwhile.
+      ParkWaits(s, WaitEnd(*s, Clock::now()), only);
     }
     if (Consume(*s, only)) {
       pause = std::chrono::milliseconds(1);
@@ -240,7 +241,8 @@ Clock::time_point Stream::WaitEnd(const Subscription& s, Clock::time_point now) 
   return until;
 }
 
-void Stream::ParkWaits(const std::shared_ptr<Subscription>& s, Clock::time_point until) {
+void Stream::ParkWaits(const std::shared_ptr<Subscription>& s, Clock::time_point until,
+                       const std::vector<std::uint32_t>& except) {
   // A wait whose answer is this late past its end is lost (every call path answers or fails
   // well before: this is a safety net).
   constexpr auto kLost = std::chrono::seconds(10);
@@ -257,7 +259,10 @@ void Stream::ParkWaits(const std::shared_ptr<Subscription>& s, Clock::time_point
     std::lock_guard lock(s->mu);
     for (const auto& [sub, h] : s->held) {
       auto it = s->parked.find(sub);
-      if (h.retry_at > now || (it != s->parked.end() && it->second.ends + kLost > now)) continue;
+      if (h.retry_at > now || (it != s->parked.end() && it->second.ends + kLost > now) ||
+          std::find(except.begin(), except.end(), sub) != except.end()) {
+        continue;
+      }
       const std::uint64_t generation = ++s->wait_generation;
       s->parked[sub] = {generation, now + wait};
       parks.push_back({sub, h.next, generation});

@@ -235,10 +235,11 @@ class Stream {
   // a retry) or stop. Waits outlive the call: their answers are kept for the next one.
   enum class Waited { kNothingHeld, kWoken, kTimedOut };
   Waited WaitForEvents(const std::shared_ptr<Subscription>& s, std::vector<std::uint32_t>& woken);
-  // Parks a wait running until `until` on every held sub-stream without one (not waiting
-  // for a handler retry).
+  // Parks a wait running until `until` on every held sub-stream without one, except those in
+  // `except` (being read) and those waiting for a handler retry.
   void ParkWaits(const std::shared_ptr<Subscription>& s,
-                 std::chrono::steady_clock::time_point until);
+                 std::chrono::steady_clock::time_point until,
+                 const std::vector<std::uint32_t>& except = {});
   // When waits parked now end: max_wait_ms on, never past the next rebalance or a retry.
   std::chrono::steady_clock::time_point WaitEnd(const Subscription& s,
                                                 std::chrono::steady_clock::time_point now) const;
