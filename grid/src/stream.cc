@@ -170,16 +170,17 @@ Result<void> Stream::EnsureCreated(bool create) {
     if (auto ok = Validate(name_, stored); !ok) return ok;
     config_ = stored;
   }
-  meta_keys_.clear();
-  for (std::uint32_t i = 0; i < config_.sub_streams; ++i) {
-    meta_keys_.push_back(map::StreamMetaKey(map::SubStreamName(name_, i)));
+  if (!loaded_.load()) {  // built once, from the configuration in force from now on
+    for (std::uint32_t i = 0; i < config_.sub_streams; ++i) {
+      meta_keys_.push_back(map::StreamMetaKey(map::SubStreamName(name_, i)));
+    }
+    append_limits_ = record::GenericRecord::Build()
+                         .Int64("max_events", config_.max_events)
+                         .Int64("max_bytes", config_.max_bytes)
+                         .Int64("max_age_ms", config_.max_age_ms)
+                         .Int64("dedup_ms", config_.dedup_window_ms)
+                         .Done();
   }
-  append_limits_ = record::GenericRecord::Build()
-                       .Int64("max_events", config_.max_events)
-                       .Int64("max_bytes", config_.max_bytes)
-                       .Int64("max_age_ms", config_.max_age_ms)
-                       .Int64("dedup_ms", config_.dedup_window_ms)
-                       .Done();
   loaded_.store(true);     // config_ is the stored one from now on: never written again
   if (!create) return {};  // creating (the groups of config_) comes with the first write
   for (const auto& group : config_.groups) {

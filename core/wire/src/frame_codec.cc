@@ -291,9 +291,10 @@ void FrameDecoder::CheckHeader() {
   }
   const std::size_t length = header;
   if ((header & kLeanBit) != 0 && length <= (max_frame_bytes_ | kLeanBit)) {
-    error_.emplace(ErrorCode::kProtocol,
-                   "a lean frame (protocol version 2 or later) arrived on a connection that did not "
-                   "negotiate it in its hello; the peer must send protocol version 1 frames");
+    error_.emplace(
+        ErrorCode::kProtocol,
+        "a lean frame (protocol version 2 or later) arrived on a connection that did not "
+        "negotiate it in its hello; the peer must send protocol version 1 frames");
   } else if (length > max_frame_bytes_) {
     error_.emplace(ErrorCode::kProtocol,
                    "frame of " + std::to_string(length) +
