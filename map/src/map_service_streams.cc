@@ -27,10 +27,7 @@ void MapService::Impl::TrackStream(MapTable& table, std::uint32_t partition_id,
   if (at == std::string::npos) return;
   const std::string_view sub = std::string_view(request.key).substr(at + 1);
   RecordStore& store = StoreOf(table, partition_id);
-  // Only reads and leases name a group (a missing field costs an error message to look up).
-  const bool grouped = request.op == MapOp::kStreamRead || request.op == MapOp::kStreamLease;
-  const std::string group =
-      grouped ? request.argument.GetString("group").value_or("") : std::string();
+  const std::string group = detail::StringArg(request, "group");
   if (request.op == MapOp::kRedisStream && store.Find(StreamMetaKey(sub)) == nullptr) {
     // No such stream (an EXISTS or TYPE of any key asks), or one just deleted: no state.
     std::lock_guard lock(stream_mu);

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "map_service_impl.h"
+#include "op_support.h"
 #include "tessera/map/stream_format.h"
 
 namespace tessera::map {
@@ -20,22 +21,6 @@ MapResult WaitAnswer(const char* what) {
   MapResult out;
   out.value = what;
   return out;
-}
-
-// The first field named `name` of type int64 (no error text built for an absent one).
-std::int64_t IntField(const record::GenericRecord& argument, std::string_view name,
-                      std::int64_t fallback) {
-  for (const auto& f : argument.fields()) {
-    if (f.name == name && f.value.type() == record::FieldType::kInt64) return f.value.AsInt64();
-  }
-  return fallback;
-}
-
-std::string StringField(const record::GenericRecord& argument, std::string_view name) {
-  for (const auto& f : argument.fields()) {
-    if (f.name == name && f.value.type() == record::FieldType::kString) return f.value.AsString();
-  }
-  return {};
 }
 
 void Answer(const std::shared_ptr<StreamWaiter>& w, base::Result<MapResult> result) {
@@ -61,7 +46,7 @@ void Forget(ShardState& state, const std::string& key, const StreamWaiter* w) {
 namespace internal {
 
 bool StreamReadWaits(const MapRequest& request) {
-  return request.op == MapOp::kStreamRead && IntField(request.argument, "wait_ms", 0) > 0;
+  return request.op == MapOp::kStreamRead && detail::IntArg(request, "wait_ms", 0) > 0;
 }
 
 bool StreamOpStored(const MapRequest& request, const MapResult& result) {
@@ -70,7 +55,7 @@ bool StreamOpStored(const MapRequest& request, const MapResult& result) {
     case MapOp::kStreamMerge:
       return result.count > 0;
     case MapOp::kRedisStream:  // an XADD answers the new entry's ID
-      return result.value.has_value() && StringField(request.argument, "cmd") == "add";
+      return result.value.has_value() && detail::StringArg(request, "cmd") == "add";
     default:
       return false;
   }
@@ -80,12 +65,12 @@ bool StreamOpStored(const MapRequest& request, const MapResult& result) {
 
 void MapService::Impl::WaitForStream(std::size_t shard, std::uint32_t partition_id,
                                      const MapRequest& request, Callback& done) {
-  const std::int64_t from = IntField(request.argument, "from", 1);
-  const std::int64_t wait_ms = std::min(IntField(request.argument, "wait_ms", 0), kMaxStreamWaitMs);
+  const std::int64_t from = detail::IntArg(request, "from", 1);
+  const std::int64_t wait_ms = std::min(detail::IntArg(request, "wait_ms", 0), kMaxStreamWaitMs);
   // Not "group": a member of the release before reads a wait as a plain read, and a plain
   // read without a group counts no deliveries.
-  std::string group = StringField(request.argument, "wait_group");
-  std::string consumer = StringField(request.argument, "wait_consumer");
+  std::string group = detail::StringArg(request, "wait_group");
+  std::string consumer = detail::StringArg(request, "wait_consumer");
   if (group.empty()) {
     return done(Fail(ErrorCode::kBadRequest,
                      "a stream read with wait_ms needs wait_group (a newer wait of the same "

@@ -17,14 +17,14 @@ namespace tessera::map::detail {
 Record* FindLive(RecordStore& store, std::string_view key, OpContext& ctx);
 
 // Arguments of the ring and stream operations (MapRequest::argument), with a fallback when
-// absent or of another type.
+// absent or of another type (probed with Find: no error text for an absent one).
 inline std::int64_t IntArg(const MapRequest& rq, std::string_view name, std::int64_t fallback) {
-  auto v = rq.argument.GetInt64(name);
-  return v ? *v : fallback;
+  const record::Value* v = rq.argument.Find(name);
+  return v != nullptr && v->type() == record::FieldType::kInt64 ? v->AsInt64() : fallback;
 }
 inline std::string StringArg(const MapRequest& rq, std::string_view name) {
-  auto v = rq.argument.GetString(name);
-  return v ? std::string(*v) : std::string();
+  const record::Value* v = rq.argument.Find(name);
+  return v != nullptr && v->type() == record::FieldType::kString ? v->AsString() : std::string();
 }
 
 // "ring@R" -> R, "meta@S#3" -> S#3: the name after a bookkeeping key's first '@' (the name may

@@ -92,8 +92,16 @@ GenericRecordBuilder GenericRecord::Build(std::string type_name) {
 }
 
 const Value* GenericRecord::Find(std::string_view path) const {
-  auto value = Lookup(*this, path);
-  return value ? *value : nullptr;
+  // Lookup's walk without its error texts: operations probe optional fields on every call.
+  const GenericRecord* current = this;
+  while (true) {
+    const std::size_t dot = path.find('.');
+    const Value* value = FindTopLevel(current->fields(), path.substr(0, dot));
+    if (value == nullptr || dot == std::string_view::npos) return value;
+    if (value->type() != FieldType::kRecord) return nullptr;
+    current = &value->AsRecord();
+    path.remove_prefix(dot + 1);
+  }
 }
 
 base::Result<std::int32_t> GenericRecord::GetInt32(std::string_view path) const {

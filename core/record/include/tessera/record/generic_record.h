@@ -98,7 +98,8 @@ class GenericRecord {
   const std::vector<Field>& fields() const { return fields_; }
 
   // The field's value, or nullptr if there is no such field. `path` may be dotted
-  // ("customer.address.city") to reach into nested records.
+  // ("customer.address.city") to reach into nested records. Builds no error text: the cheap
+  // way to probe an optional field.
   const Value* Find(std::string_view path) const;
 
   // Typed getters. Errors: kNotFound if there is no such field (message names it);
