@@ -72,6 +72,7 @@ struct EntryView {
   maxIdleMs @5 :Int64;      # max-idle in force, 0 none
   hits @6 :Int64;           # reads since creation
   version @7 :Int64;        # writes since creation
+  kind @8 :UInt8;           # ValueKind: 0 plain, 1 hash, 2 spilled hash, 3 stream
 }
 
 # MapResult::stats (see MapStats).
@@ -136,6 +137,7 @@ struct ReplicaUpdate {
   version @7 :UInt64;      # replica version (see replica.h); 0 = unversioned
   updateAgeMs @8 :Int64;   # set/copy set: how long before sending the entry was last written
   hits @9 :Int64;          # set/copy set: its reads on the owner
+  valueKind @10 :UInt8;    # set/copy set: ValueKind of the entry (0 plain)
 }
 
 struct ReplicaUpdates {

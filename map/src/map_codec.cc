@@ -201,6 +201,7 @@ void ViewToWire(const EntryView& v, wire::EntryView::Builder out) {
   out.setMaxIdleMs(v.max_idle_ms);
   out.setHits(v.hits);
   out.setVersion(v.version);
+  out.setKind(static_cast<std::uint8_t>(v.kind));
 }
 
 EntryView ViewFromWire(wire::EntryView::Reader in) {
@@ -213,6 +214,7 @@ EntryView ViewFromWire(wire::EntryView::Reader in) {
   v.max_idle_ms = in.getMaxIdleMs();
   v.hits = in.getHits();
   v.version = in.getVersion();
+  v.kind = static_cast<ValueKind>(in.getKind() & 3);
   return v;
 }
 
@@ -429,6 +431,7 @@ std::string EncodeReplicaUpdates(const std::vector<ReplicaUpdate>& updates) {
     out.setVersion(u.version);
     out.setUpdateAgeMs(u.update_age_ms);
     out.setHits(u.hits);
+    out.setValueKind(static_cast<std::uint8_t>(u.value_kind));
   }
   return Finish(message);
 }
@@ -444,11 +447,16 @@ base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view b
             return Fail(ErrorCode::kBadRequest,
                         "unknown replica update kind " + std::to_string(u.getKind()));
           }
-          out.push_back({static_cast<ReplicaUpdate::Kind>(u.getKind()), FromText(u.getMapName()),
-                         u.getPartitionId(), FromData(u.getKey()), FromData(u.getValue()),
-                         u.getTtlLeftMs(), u.getMaxIdleMs(), u.getVersion(),
-                         std::max<std::int64_t>(0, u.getUpdateAgeMs()),
-                         std::max<std::int64_t>(0, u.getHits())});
+          if (u.getValueKind() > static_cast<std::uint8_t>(ValueKind::kStream)) {
+            return Fail(ErrorCode::kBadRequest,
+                        "unknown value kind " + std::to_string(u.getValueKind()) +
+                            " in a replica update; upgrade every member to the same release");
+          }
+          out.push_back(
+              {static_cast<ReplicaUpdate::Kind>(u.getKind()), FromText(u.getMapName()),
+               u.getPartitionId(), FromData(u.getKey()), FromData(u.getValue()), u.getTtlLeftMs(),
+               u.getMaxIdleMs(), u.getVersion(), std::max<std::int64_t>(0, u.getUpdateAgeMs()),
+               std::max<std::int64_t>(0, u.getHits()), static_cast<ValueKind>(u.getValueKind())});
         }
         return out;
       });

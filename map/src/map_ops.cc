@@ -6,6 +6,7 @@
 #include <string>
 
 #include "op_support.h"
+#include "tessera/map/redis_hash.h"
 
 namespace tessera::map {
 using detail::FindLive;
@@ -23,9 +24,18 @@ std::optional<std::string> OldValueIfNeeded(const Record* r, const OpContext& ct
   return std::string(r->value());
 }
 
+// The value an operation hands back as "what was there": another kind's encoding stays inside.
+std::string ValueOut(const Record& r) {
+  return r.kind() == ValueKind::kPlain ? std::string(r.value()) : std::string();
+}
+
 // put / set.
-MapResult OpPut(RecordStore& store, const MapRequest& rq, OpContext& ctx, bool return_old) {
+base::Result<MapResult> OpPut(RecordStore& store, const MapRequest& rq, OpContext& ctx,
+                              bool return_old) {
   const Record* r = FindLive(store, rq.key, ctx);
+  if (return_old) {
+    if (auto plain = detail::CheckPlain(r); !plain) return std::unexpected(plain.error());
+  }
   MapResult out;
   auto old = OldValueIfNeeded(r, ctx, return_old);
   WriteLive(store, rq.key, rq.value, rq.options, ctx, r != nullptr, old);
@@ -33,7 +43,7 @@ MapResult OpPut(RecordStore& store, const MapRequest& rq, OpContext& ctx, bool r
   return out;
 }
 
-MapResult OpGet(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+base::Result<MapResult> OpGet(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   Record* r = FindLive(store, rq.key, ctx);
   MapResult out;
   ++store.stats().gets;
@@ -41,6 +51,7 @@ MapResult OpGet(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
     ++store.stats().misses;
     return out;
   }
+  if (r->kind() != ValueKind::kPlain) return std::unexpected(WrongKindError());
   ++store.stats().hits;
   r->RecordRead(ctx.now_ms);
   out.value = std::string(r->value());
@@ -48,12 +59,15 @@ MapResult OpGet(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
 }
 
 // remove / delete.
-MapResult OpRemove(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+base::Result<MapResult> OpRemove(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   const Record* r = FindLive(store, rq.key, ctx);
   MapResult out;
   if (r == nullptr) return out;
+  if (rq.op == MapOp::kRemove) {
+    if (auto plain = detail::CheckPlain(r); !plain) return std::unexpected(plain.error());
+    out.value = std::string(r->value());
+  }
   out.flag = true;
-  if (rq.op == MapOp::kRemove) out.value = std::string(r->value());
   RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
   return out;
 }
@@ -71,7 +85,7 @@ MapResult OpPutIfAbsent(RecordStore& store, const MapRequest& rq, OpContext& ctx
   MapResult out;
   if (r != nullptr) {
     r->RecordRead(ctx.now_ms);
-    out.value = std::string(r->value());
+    out.value = ValueOut(*r);
     return out;
   }
   WriteLive(store, rq.key, rq.value, rq.options, ctx, false, std::nullopt);
@@ -80,20 +94,29 @@ MapResult OpPutIfAbsent(RecordStore& store, const MapRequest& rq, OpContext& ctx
 }
 
 // replace: value=old or nullopt; replaceIfSame: flag.
-MapResult OpReplace(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+base::Result<MapResult> OpReplace(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   const Record* r = FindLive(store, rq.key, ctx);
   MapResult out;
   if (r == nullptr) return out;
-  if (rq.op == MapOp::kReplaceIfSame && r->value() != rq.expected) return out;
-  auto old = OldValueIfNeeded(r, ctx, rq.op == MapOp::kReplace);
+  if (rq.op == MapOp::kReplaceIfSame) {
+    if (auto plain = detail::CheckPlain(r); !plain) return std::unexpected(plain.error());
+    if (r->value() != rq.expected) return out;
+  }
+  std::optional<std::string> old;
+  if (r->kind() != ValueKind::kPlain) {
+    if (rq.op == MapOp::kReplace) old = std::string();
+  } else {
+    old = OldValueIfNeeded(r, ctx, rq.op == MapOp::kReplace);
+  }
   WriteLive(store, rq.key, rq.value, rq.options, ctx, true, old);
   out.flag = true;
   if (rq.op == MapOp::kReplace) out.value = std::move(old);
   return out;
 }
 
-MapResult OpRemoveIfSame(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+base::Result<MapResult> OpRemoveIfSame(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   const Record* r = FindLive(store, rq.key, ctx);
+  if (auto plain = detail::CheckPlain(r); !plain) return std::unexpected(plain.error());
   MapResult out;
   if (r == nullptr || r->value() != rq.expected) return out;
   RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
@@ -116,7 +139,7 @@ MapResult OpGetEntryView(RecordStore& store, const MapRequest& rq, OpContext& ct
   const Record* r = FindLive(store, rq.key, ctx);
   MapResult out;
   if (r == nullptr) return out;
-  out.value = std::string(r->value());
+  out.value = ValueOut(*r);
   out.view = r->View();
   return out;
 }
@@ -181,6 +204,8 @@ base::Result<MapResult> Dispatch(RecordStore& store, const MapRequest& rq, OpCon
       return detail::OpRingMerge(store, rq, ctx);
     case MapOp::kRedisStream:
       return detail::OpRedisStream(store, rq, ctx);
+    case MapOp::kRedisKey:
+      return detail::OpRedisKey(store, rq, ctx);
     case MapOp::kTransact:  // spans maps: MapService runs it (map_service_tx.cc)
       return Fail(ErrorCode::kBadRequest,
                   "a transaction runs through MapService, not on one store");
@@ -269,7 +294,9 @@ base::Result<void> ValidateKeys(const MapRequest& rq) {
   return {};
 }
 
-bool AllowedInTransaction(MapOp op) { return MapOpIsKeyed(op) && op < MapOp::kRingAppend; }
+bool AllowedInTransaction(MapOp op) {
+  return (MapOpIsKeyed(op) && op < MapOp::kRingAppend) || op == MapOp::kRedisKey;
+}
 
 base::Result<void> ValidateTransaction(const MapRequest& rq,
                                        const EntryProcessorRegistry* processors) {
@@ -289,7 +316,7 @@ base::Result<void> ValidateTransaction(const MapRequest& rq,
                   where + " is " + std::string(MapOpName(op.op)) +
                       ", which a transaction cannot run; use put, set, get, remove, delete, "
                       "containsKey, putIfAbsent, replace, replaceIfSame, removeIfSame, setTtl, "
-                      "getEntryView or executeOnKey");
+                      "getEntryView, executeOnKey or redisKey");
     }
     if (auto ok = ValidateRequest(op, processors); !ok) {
       return Fail(ok.error().code(),

@@ -45,6 +45,7 @@ base::Result<MapResult> OpMergeEntries(RecordStore& store, const MapRequest& rq,
     if (Record* written = store.Find(key)) {  // it keeps its own history, not the merge's
       written->SetUpdateHistory(std::max<base::Millis>(0, ctx.wall_ms - merging->update_wall_ms),
                                 merging->hits, ctx.now_ms);
+      written->set_kind(merging->kind);
     }
     ++out.count;
   }
@@ -61,6 +62,7 @@ base::Result<MapResult> OpGetAll(RecordStore& store, const MapRequest& rq, OpCon
       ++store.stats().misses;
       continue;
     }
+    if (r->kind() != ValueKind::kPlain) continue;  // as Redis's MGET: nil for another kind
     ++store.stats().hits;
     r->RecordRead(ctx.now_ms);
     out.entries.emplace_back(key, std::string(r->value()));
@@ -90,12 +92,15 @@ base::Result<MapResult> OpSize(RecordStore& store, OpContext& ctx) {
 
 base::Result<MapResult> OpClear(RecordStore& store, OpContext& ctx) {
   MapResult out;
-  store.ForEach([&out, &ctx](const Record& r) {
+  std::vector<std::string> spilled;  // hashes whose field maps go with them
+  store.ForEach([&out, &ctx, &spilled](const Record& r) {
     if (!r.ExpiredAt(ctx.now_ms)) ++out.count;
+    if (r.kind() == ValueKind::kSpilledHash) spilled.emplace_back(r.key());
   });
   if (store.size() == 0) return out;
   store.stats().removes += out.count;
   store.Clear();
+  for (const auto& key : spilled) DropHashFields(ctx, key);
   if (out.count > 0) {
     const std::string count = std::to_string(out.count);
     // The count travels even without include_values: it is the event's payload.
@@ -111,7 +116,14 @@ base::Result<MapResult> OpQuery(RecordStore& store, const MapRequest& rq, OpCont
   MapResult out;
   const Projection projection = rq.projection;
   store.ForEach([&out, &ctx, &rq, projection](const Record& r) {
-    if (r.ExpiredAt(ctx.now_ms) || !rq.predicate.Matches(r.key(), r.value())) return;
+    if (r.ExpiredAt(ctx.now_ms)) return;
+    if (r.kind() != ValueKind::kPlain) {  // keys only, with their kind (no value predicates)
+      if (projection == Projection::kKeys && rq.predicate.Matches(r.key(), "")) {
+        out.entries.emplace_back(std::string(r.key()), std::string(ValueKindName(r.kind())));
+      }
+      return;
+    }
+    if (!rq.predicate.Matches(r.key(), r.value())) return;
     switch (projection) {
       case Projection::kKeys:
         out.entries.emplace_back(std::string(r.key()), std::string());
@@ -134,7 +146,8 @@ base::Result<MapResult> OpExecuteOnEntries(RecordStore& store, const MapRequest&
   // Collect first: processors may write or delete, which must not happen mid-iteration.
   std::vector<std::string> keys;
   store.ForEach([&keys, &ctx, &rq](const Record& r) {
-    if (!r.ExpiredAt(ctx.now_ms) && rq.predicate.Matches(r.key(), r.value())) {
+    if (!r.ExpiredAt(ctx.now_ms) && r.kind() == ValueKind::kPlain &&
+        rq.predicate.Matches(r.key(), r.value())) {
       keys.emplace_back(r.key());
     }
   });
@@ -190,6 +203,7 @@ RecordStore::SweepResult SweepStore(RecordStore& store, OpContext& ctx, std::siz
   return store.SweepExpired(ctx.now_ms, budget, [&store, &ctx](const Record& r) {
     ++store.stats().expirations;
     detail::Emit(ctx, EntryEventType::kExpired, r.key(), std::nullopt, r.value());
+    detail::EntryLeaving(ctx, r.key(), r.kind());
   });
 }
 

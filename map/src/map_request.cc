@@ -28,7 +28,7 @@ bool MapOpIsKeyed(MapOp op) {
   return (code >= static_cast<std::uint8_t>(MapOp::kPut) &&
           code <= static_cast<std::uint8_t>(MapOp::kStreamCommit)) ||
          (code >= static_cast<std::uint8_t>(MapOp::kStreamLease) &&
-          code <= static_cast<std::uint8_t>(MapOp::kRedisStream));
+          code <= static_cast<std::uint8_t>(MapOp::kRedisKey));
 }
 
 bool MapOpHasKeys(MapOp op) {
@@ -51,6 +51,19 @@ bool MapOpIsStream(MapOp op) {
     default:
       return false;
   }
+}
+
+std::string_view ValueKindName(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kPlain:
+      return "string";
+    case ValueKind::kHash:
+    case ValueKind::kSpilledHash:
+      return "hash";
+    case ValueKind::kStream:
+      return "stream";
+  }
+  return "none";
 }
 
 std::string_view MapOpName(MapOp op) {
@@ -101,6 +114,8 @@ std::string_view MapOpName(MapOp op) {
       return "ringMerge";
     case MapOp::kRedisStream:
       return "redisStream";
+    case MapOp::kRedisKey:
+      return "redisKey";
     case MapOp::kSetTtl:
       return "setTtl";
     case MapOp::kGetEntryView:

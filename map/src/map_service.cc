@@ -23,6 +23,7 @@
 // the in-flight ones, then cancels the timers on their shards.
 #include "tessera/map/map_service.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <future>
 
@@ -104,6 +105,44 @@ OpContext MapService::Impl::ContextFor(MapTable& table, std::uint32_t partition_
   return ctx;
 }
 
+RecordStore* MapService::Impl::ShardPartitionMaps::Find(const std::string& name, bool create) {
+  RecordStore* store = nullptr;
+  if (create) {
+    store = &impl_.StoreOf(impl_.TableOn(shard_, name), partition_id_);
+  } else {
+    auto& maps = impl_.states[shard_]->maps;
+    auto it = maps.find(name);
+    if (it == maps.end()) return nullptr;
+    store = it->second->stores.Find(partition_id_ / impl_.shards.size());
+  }
+  if (store != nullptr && undo_ != nullptr) store->AttachUndo(*undo_);
+  return store;
+}
+
+OpContext MapService::Impl::ShardPartitionMaps::ContextFor(const std::string& name) {
+  MapTable& table = impl_.TableOn(shard_, name);
+  auto side = std::find_if(sides_.begin(), sides_.end(),
+                           [&table](const Side& s) { return s.table == &table; });
+  if (side == sides_.end()) side = sides_.insert(sides_.end(), Side{&table, {}});
+  OpContext ctx = impl_.ContextFor(table, partition_id_, nullptr);
+  ctx.now_ms = now_ms_;
+  ctx.events = replicate_ ? &side->events : nullptr;
+  ctx.event_values = false;
+  ctx.maps = this;
+  return ctx;
+}
+
+bool MapService::Impl::ShardPartitionMaps::changed() const {
+  return std::any_of(sides_.begin(), sides_.end(), [](const Side& s) { return !s.events.empty(); });
+}
+
+void MapService::Impl::ShardPartitionMaps::AppendSideUpdates(std::vector<ReplicaUpdate>& out,
+                                                             std::uint64_t version) {
+  for (const Side& side : sides_) {
+    impl_.AppendUpdates(*side.table, partition_id_, now_ms_, side.events, out, version);
+  }
+}
+
 base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
                                                          std::uint32_t partition_id,
                                                          const MapRequest& request,
@@ -115,6 +154,8 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
   std::vector<EntryEvent> events;
   OpContext ctx = ContextFor(table, partition_id, &events);
   if (replica_out != nullptr) ctx.events = &events;  // backups need to know what changed
+  ShardPartitionMaps sides(*this, shard, partition_id, ctx.now_ms, replica_out != nullptr);
+  ctx.maps = &sides;
   auto result = ExecuteOnStore(StoreOf(table, partition_id), request, ctx);
   if (request.op == MapOp::kRingAppend && result) CountRingAppend(request, *result);
   if (result && MapOpIsStream(request.op)) {
@@ -123,7 +164,15 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
       WakeStreamReaders(shard, request.key);
     }
   }
-  if (replica_out != nullptr) AppendUpdates(table, partition_id, ctx.now_ms, events, *replica_out);
+  if (replica_out != nullptr) {
+    if (sides.changed()) {  // one write across maps: one replica version for all of it
+      const std::uint64_t version = flags[partition_id].version.fetch_add(1) + 1;
+      AppendUpdates(table, partition_id, ctx.now_ms, events, *replica_out, version);
+      sides.AppendSideUpdates(*replica_out, version);
+    } else {
+      AppendUpdates(table, partition_id, ctx.now_ms, events, *replica_out);
+    }
+  }
   if (table.listeners) {
     for (const auto& event : events) ListenerRegistry::Deliver(table.listeners, event);
   }
@@ -331,6 +380,8 @@ void MapService::Impl::SweepTick(std::size_t shard) {
       const auto p = static_cast<std::uint32_t>(
           table.stores.LocalAt(state.sweep_store) * shards.size() + shard);
       OpContext ctx = ContextFor(table, p, &events);
+      ShardPartitionMaps sides(*this, shard, p, ctx.now_ms, false);  // backups sweep their own
+      ctx.maps = &sides;
       const auto r = SweepStore(*store, ctx, budget - examined);
       examined += r.examined;
       expired += r.expired;

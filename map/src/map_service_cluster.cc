@@ -293,6 +293,7 @@ void MapService::Impl::AppendUpdates(MapTable& table, std::uint32_t partition_id
         u.max_idle_ms = r->max_idle_ms();
         u.update_age_ms = std::max<base::Millis>(0, now_ms - r->last_update_ms());
         u.hits = r->hits();
+        u.value_kind = r->kind();
         break;
       }
       case EntryEventType::kRemoved:
@@ -464,7 +465,7 @@ std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
                      std::string(r.value()),
                      r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now),
                      r.max_idle_ms(), 0, std::max<base::Millis>(0, now - r.last_update_ms()),
-                     r.hits()});
+                     r.hits(), r.kind()});
     });
   }
   auto current = CurrentRouting();
@@ -561,10 +562,11 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
       case ReplicaUpdate::Kind::kSet:
       case ReplicaUpdate::Kind::kCopySet: {
         RecordStore& store = StoreOf(TableOn(shard, u.map_name), u.partition_id);
-        auto [record, inserted] = store.Write(u.key, u.value, now);
+        Record* record = store.Write(u.key, u.value, now).record;
         record->SetTtl(u.ttl_left_ms, now);
         record->SetMaxIdle(u.max_idle_ms);
         record->SetUpdateHistory(u.update_age_ms, u.hits, now);
+        record->set_kind(u.value_kind);
         break;
       }
       case ReplicaUpdate::Kind::kDelete:

@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -389,6 +390,42 @@ struct MapService::Impl {
   // Runs the ownership hook for `partitions` (all on `shard`): inline when on that shard, else
   // posted there.
   void NotifyOwnership(std::size_t shard, std::vector<std::uint32_t> partitions);
+  class ShardPartitionMaps;
+};
+
+// OpContext::maps over one shard's tables (map_service.cc), for RunOnPartition, RunTransaction
+// and the sweeper. With `replicate`, what operations change through it is collected as events
+// for AppendSideUpdates; with `undo`, each store it hands out joins that transaction.
+class MapService::Impl::ShardPartitionMaps final : public PartitionMaps {
+ public:
+  ShardPartitionMaps(Impl& impl, std::size_t shard, std::uint32_t partition_id, base::Millis now_ms,
+                     bool replicate, UndoLog* undo = nullptr)
+      : impl_(impl),
+        shard_(shard),
+        partition_id_(partition_id),
+        now_ms_(now_ms),
+        replicate_(replicate),
+        undo_(undo) {}
+  RecordStore* Find(const std::string& name, bool create) override;
+  OpContext ContextFor(const std::string& name) override;
+  bool undoable() const override { return undo_ != nullptr; }
+  // Whether an operation changed anything through it (there are updates to send).
+  bool changed() const;
+  // The resulting state of what was changed through it, as replica version `version`.
+  void AppendSideUpdates(std::vector<ReplicaUpdate>& out, std::uint64_t version);
+
+ private:
+  struct Side {
+    MapTable* table;
+    std::vector<EntryEvent> events;
+  };
+  Impl& impl_;
+  std::size_t shard_;
+  std::uint32_t partition_id_;
+  base::Millis now_ms_;
+  bool replicate_;
+  UndoLog* undo_;
+  std::deque<Side> sides_;  // stable addresses: contexts point at their events
 };
 
 }  // namespace tessera::map

@@ -8,6 +8,7 @@
 
 #include "map_service_impl.h"
 #include "tessera/base/check.h"
+#include "tessera/map/redis_hash.h"
 #include "tessera/map/stream_format.h"
 
 namespace tessera::map {
@@ -55,6 +56,9 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
         for (auto& [name, table] : impl->states[shard]->maps) {
           const bool streams = name == kStreamMap;
           const bool rings = name == kRingMap;
+          // A spilled hash's fields: "merge" on the hash's key (its keyspace entry stays here).
+          const auto hash = ParseHashFieldMap(name);
+          MergeBatch* hash_batch = nullptr;
           // Streams and rings: per sub-stream (ring), its events (messages) by offset and its
           // groups (kStreamMerge, kRingMerge).
           std::map<std::string, std::map<std::int64_t, std::string>> events;
@@ -68,7 +72,21 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
                 static_cast<std::uint32_t>(table->stores.LocalAt(slot) * shard_count + shard);
             if ((*owned)[p]) {
               store->ForEach([&](const Record& r) {
-                if (r.ExpiredAt(now)) return;
+                if (r.ExpiredAt(now) || r.kind() == ValueKind::kSpilledHash) return;
+                if (hash) {
+                  if (hash_batch == nullptr || hash_batch->entries.size() >= kBatchEntries) {
+                    part.batches.push_back(
+                        {MapOp::kRedisKey,
+                         hash->first,
+                         hash->second,
+                         {},
+                         {},
+                         record::GenericRecord::Build().String("cmd", "merge").Done()});
+                    hash_batch = &part.batches.back();
+                  }
+                  hash_batch->entries.emplace_back(std::string(r.key()), std::string(r.value()));
+                  return;
+                }
                 if (streams || rings) {
                   const std::string_view key = r.key();
                   const auto at = key.find('@');
@@ -104,7 +122,7 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
                 }
                 if (batch == nullptr || batch->entries.size() >= kBatchEntries ||
                     bytes >= kBatchBytes) {
-                  part.batches.push_back({MapOp::kMergeEntries, name, {}, {}, {}});
+                  part.batches.push_back({MapOp::kMergeEntries, name, {}, {}, {}, {}});
                   batch = &part.batches.back();
                   bytes = 0;
                 }
@@ -112,6 +130,7 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
                 e.value = std::string(r.value());
                 e.update_wall_ms = wall - (now - r.last_update_ms());
                 e.hits = r.hits();
+                e.kind = r.kind();
                 e.ttl_left_ms =
                     r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now);
                 e.max_idle_ms = r.max_idle_ms();
@@ -126,9 +145,13 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
             for (auto& [offset, bytes] : by_offset) {
               if (stream_batch == nullptr || stream_batch->entries.size() >= kBatchEntries) {
                 part.batches.push_back(
-                    streams
-                        ? MergeBatch{MapOp::kStreamMerge, name, StreamMetaKey(sub), {}, groups[sub]}
-                        : MergeBatch{MapOp::kRingMerge, name, "ring@" + sub, {}, {}});
+                    streams ? MergeBatch{MapOp::kStreamMerge,
+                                         name,
+                                         StreamMetaKey(sub),
+                                         {},
+                                         groups[sub],
+                                         {}}
+                            : MergeBatch{MapOp::kRingMerge, name, "ring@" + sub, {}, {}, {}});
                 stream_batch = &part.batches.back();
               }
               stream_batch->entries.emplace_back(std::to_string(offset), std::move(bytes));

@@ -109,6 +109,9 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
   std::vector<Step> steps;
   steps.reserve(request.transaction.size() + 1);
   UndoLog undo;
+  // Other maps an operation keeps data in (a spilled hash's fields): they join the undo log
+  // and their changes are replicated with the batch's.
+  ShardPartitionMaps sides(*this, shard, partition_id, now, replica_out != nullptr, &undo);
   MapResult out;
   out.results.reserve(request.transaction.size());
   // Runs one operation with the batch's time, collecting its events; the store joins `undo`.
@@ -119,6 +122,7 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
     OpContext ctx = ContextFor(table, partition_id, &step.events);
     ctx.now_ms = now;
     if (replica_out != nullptr) ctx.events = &step.events;
+    ctx.maps = &sides;
     return ExecuteOnStore(store, op, ctx);
   };
   for (std::size_t i = 0; i < request.transaction.size(); ++i) {
@@ -165,12 +169,14 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
 
   if (replica_out != nullptr) {
     const bool changed =
+        sides.changed() ||
         std::any_of(steps.begin(), steps.end(), [](const Step& s) { return !s.events.empty(); });
     if (changed) {
       const std::uint64_t version = flags[partition_id].version.fetch_add(1) + 1;
       for (const Step& s : steps) {
         AppendUpdates(*s.table, partition_id, now, s.events, *replica_out, version);
       }
+      sides.AppendSideUpdates(*replica_out, version);
     }
   }
   for (const Step& s : steps) {

@@ -1,5 +1,7 @@
 // Merge entries travel as a fixed 40-byte header (five little-endian int64: version tag, update
-// time, hits, TTL left, max idle) followed by the value bytes.
+// time, hits, TTL left, max idle) followed by the value bytes. The value's kind rides in bits
+// 56-57 of the hits word (hits stay below 2^30), so an entry of a release without kinds reads as
+// plain.
 #include "tessera/map/merge.h"
 
 #include <cstring>
@@ -9,6 +11,8 @@ namespace {
 
 constexpr std::int64_t kTag = 0x314547'52454d;  // "MERGE1" in little-endian bytes
 constexpr std::size_t kHeader = 5 * sizeof(std::int64_t);
+constexpr int kKindShift = 56;
+constexpr std::int64_t kHitsBits = (std::int64_t{1} << kKindShift) - 1;
 
 void Put(std::string& out, std::int64_t v) {
   char bytes[8];
@@ -56,7 +60,7 @@ std::string EncodeMergeEntry(const MergeEntry& entry) {
   out.reserve(kHeader + entry.value.size());
   Put(out, kTag);
   Put(out, entry.update_wall_ms);
-  Put(out, entry.hits);
+  Put(out, (entry.hits & kHitsBits) | (static_cast<std::int64_t>(entry.kind) << kKindShift));
   Put(out, entry.ttl_left_ms);
   Put(out, entry.max_idle_ms);
   out += entry.value;
@@ -72,7 +76,9 @@ base::Result<MergeEntry> DecodeMergeEntry(std::string_view bytes) {
   }
   MergeEntry entry;
   entry.update_wall_ms = Get(bytes, 8);
-  entry.hits = Get(bytes, 16);
+  const std::int64_t hits = Get(bytes, 16);
+  entry.hits = hits & kHitsBits;
+  entry.kind = static_cast<ValueKind>((hits >> kKindShift) & 3);
   entry.ttl_left_ms = Get(bytes, 24);
   entry.max_idle_ms = Get(bytes, 32);
   if (entry.ttl_left_ms < 0 || entry.max_idle_ms < 0) {

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "tessera/map/redis_hash.h"
+
 namespace tessera::map::detail {
 namespace {
 constexpr int kEvictionSamples = 16;  // Redis uses 5-10; 16 is closer to true LRU
@@ -32,7 +34,10 @@ void EnforceCapacity(RecordStore& store, std::string_view kept_key, OpContext& c
       Emit(ctx, EntryEventType::kEvicted, victim->key(), std::nullopt, victim->value());
     }
     ++store.stats().evictions;
-    store.Erase(std::string(victim->key()));  // copy: the key lives in the erased block
+    const std::string key(victim->key());  // copy: the key lives in the erased block
+    const ValueKind kind = victim->kind();
+    store.Erase(key);
+    EntryLeaving(ctx, key, kind);
   }
 }
 }  // namespace
@@ -44,8 +49,15 @@ Record* FindLive(RecordStore& store, std::string_view key, OpContext& ctx) {
     Emit(ctx, EntryEventType::kExpired, key, std::nullopt, r->value());
   }
   ++store.stats().expirations;
+  const ValueKind kind = r->kind();
   store.Erase(key);
+  EntryLeaving(ctx, key, kind);
   return nullptr;
+}
+
+base::Result<void> CheckPlain(const Record* r) {
+  if (r == nullptr || r->kind() == ValueKind::kPlain) return {};
+  return std::unexpected(WrongKindError());
 }
 
 void Emit(OpContext& ctx, EntryEventType type, std::string_view key,
@@ -66,8 +78,16 @@ void Emit(OpContext& ctx, EntryEventType type, std::string_view key,
 void WriteLive(RecordStore& store, std::string_view key, std::string_view value,
                const WriteOptions& options, OpContext& ctx, bool existed,
                const std::optional<std::string>& old_value) {
-  const auto [record, inserted] = store.Write(key, value, ctx.now_ms);
+  WriteLiveKind(store, key, value, options, ctx, existed, old_value, ValueKind::kPlain);
+}
+
+void WriteLiveKind(RecordStore& store, std::string_view key, std::string_view value,
+                   const WriteOptions& options, OpContext& ctx, bool existed,
+                   const std::optional<std::string>& old_value, ValueKind kind) {
+  const auto [record, inserted, previous] = store.Write(key, value, ctx.now_ms);
+  record->set_kind(kind);
   ApplyExpiryRule(*record, options, ctx.config, ctx.now_ms, inserted || !existed);
+  if (!inserted && previous != kind) EntryLeaving(ctx, key, previous);
   ++store.stats().puts;
   if (ctx.events != nullptr) {
     if (existed) {
@@ -83,9 +103,11 @@ void WriteLive(RecordStore& store, std::string_view key, std::string_view value,
 
 void RemoveLive(RecordStore& store, const Record& record, OpContext& ctx, EntryEventType type) {
   const std::string key(record.key());
+  const ValueKind kind = record.kind();
   if (ctx.events != nullptr) Emit(ctx, type, key, std::nullopt, record.value());
   ++store.stats().removes;
   store.Erase(key);
+  EntryLeaving(ctx, key, kind);
 }
 
 base::Result<const EntryProcessor*> LookupProcessor(const EntryProcessorRegistry* registry,
@@ -120,6 +142,7 @@ base::Result<record::GenericRecord> RunProcessor(RecordStore& store, std::string
                                                  const record::GenericRecord& argument,
                                                  const WriteOptions& options, OpContext& ctx) {
   Record* r = FindLive(store, key, ctx);
+  if (auto plain = CheckPlain(r); !plain) return std::unexpected(plain.error());
   std::optional<std::string> current;
   if (r != nullptr) current = std::string(r->value());
   const bool existed = current.has_value();

@@ -46,8 +46,24 @@ void WriteLive(RecordStore& store, std::string_view key, std::string_view value,
                const WriteOptions& options, OpContext& ctx, bool existed,
                const std::optional<std::string>& old_value);
 
+// WriteLive for an entry of kind `kind` (map_request.h): writes, then sets the kind.
+void WriteLiveKind(RecordStore& store, std::string_view key, std::string_view value,
+                   const WriteOptions& options, OpContext& ctx, bool existed,
+                   const std::optional<std::string>& old_value, ValueKind kind);
+
 // Removes the live entry `record` of `key`, counts a remove and fires `type` with its value.
 void RemoveLive(RecordStore& store, const Record& record, OpContext& ctx, EntryEventType type);
+
+// An entry `key` of kind `kind` is leaving its store (removed, expired, evicted, replaced by
+// another kind): a spilled hash takes its field map with it (redis_hash.h). Cheap otherwise.
+inline void EntryLeaving(OpContext& ctx, std::string_view key, ValueKind kind);
+void DropHashFields(OpContext& ctx, std::string_view key);  // map_ops_redis_key.cc
+inline void EntryLeaving(OpContext& ctx, std::string_view key, ValueKind kind) {
+  if (kind == ValueKind::kSpilledHash) DropHashFields(ctx, key);
+}
+
+// kWrongType unless `r` (a live entry or nullptr) holds a plain value.
+base::Result<void> CheckPlain(const Record* r);
 
 // Runs the named processor on `key` atomically (see map_ops.h). REQUIRES: processor exists.
 base::Result<record::GenericRecord> RunProcessor(RecordStore& store, std::string_view key,
@@ -92,5 +108,7 @@ base::Result<MapResult> OpRingMerge(RecordStore& store, const MapRequest& reques
 // Redis stream commands (map_ops_redis_stream.cc).
 base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& request,
                                       OpContext& ctx);
+// Redis hash and key commands on the RESP keyspace (map_ops_redis_key.cc).
+base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& request, OpContext& ctx);
 
 }  // namespace tessera::map::detail

@@ -69,13 +69,13 @@ void Record::SetUpdateHistory(base::Millis update_age_ms, std::int64_t hits, bas
   const base::Millis update = now_ms - std::max<base::Millis>(0, update_age_ms);
   update_age_ = EncodeDuration(std::max<base::Millis>(0, last_access_ms_ - update));
   creation_age_ = EncodeDuration(creation < update ? update - creation : 0);
-  hits_ = static_cast<std::uint32_t>(
-      std::clamp<std::int64_t>(hits, 0, std::numeric_limits<std::uint32_t>::max()));
+  hits_ = (hits_ & ~kHitsMask) |
+          static_cast<std::uint32_t>(std::clamp<std::int64_t>(hits, 0, kMaxHits));
 }
 
 void Record::RecordRead(base::Millis now_ms) {
   RecordAccess(now_ms);
-  if (hits_ != std::numeric_limits<std::uint32_t>::max()) ++hits_;
+  if ((hits_ & kHitsMask) != kMaxHits) ++hits_;
 }
 
 EntryView Record::View() const {
@@ -86,7 +86,8 @@ EntryView Record::View() const {
   view.expire_at_ms = expire_at_ms_;
   view.ttl_ms = ttl_ms();
   view.max_idle_ms = max_idle_ms();
-  view.hits = hits_;
+  view.hits = hits();
+  view.kind = kind();
   view.version = version_;
   return view;
 }
@@ -214,7 +215,9 @@ RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_vi
   r->update_age_ = 0;
   r->creation_age_ = EncodeDuration(r->last_access_ms_ - creation);
   ++r->version_;
-  return {r, false};
+  const ValueKind previous = r->kind();
+  r->set_kind(ValueKind::kPlain);
+  return {r, false, previous};
 }
 
 void RecordStore::EraseAt(std::size_t index) {

@@ -1,7 +1,7 @@
-// Key family: generic commands over the string keyspace (the default map). DEL, UNLINK, EXISTS
-// and TYPE also see hashes (a hash is the map named by its key, so DEL clears that map) and
-// streams (DEL removes every record of the stream, map/redis_stream.h); inside MULTI they see
-// string keys only (a block stays in one partition).
+// Key family: generic commands over the keyspace (the default map), where strings and hashes
+// are entries of their own kinds (map/redis_hash.h); DEL, UNLINK, EXISTS and TYPE also see
+// streams (DEL removes every record of the stream, map/redis_stream.h), whose records live
+// elsewhere; inside MULTI they see the keyspace only (a block stays in one partition).
 // SCAN uses a stateless cursor: keys are ordered by a 63-bit hash of the key, and the cursor
 // is the hash position to resume from; see docs/resp.md for the guarantees.
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "command_util.h"
 #include "stream_util.h"
+#include "tessera/map/redis_hash.h"
 #include "tessera/map/stream_format.h"
 #include "tessera/topic/glob.h"
 
@@ -18,10 +19,6 @@ namespace tessera::resp {
 namespace {
 
 using map::MapOp;
-
-bool IsHashMap(Connection& conn, std::string_view key, const std::vector<std::string>& maps) {
-  return key != conn.default_map() && std::find(maps.begin(), maps.end(), key) != maps.end();
-}
 
 std::int64_t FoundScore(const map::MapResult& result) {
   return (result.flag || result.count > 0) ? 1 : 0;
@@ -32,43 +29,32 @@ bool MayBeStream(Connection& conn, std::string_view key) {
   return conn.capture() == nullptr && StreamKeyProblem(key).empty();
 }
 
-// DEL/UNLINK (clear=true) and EXISTS (clear=false) over string keys, hashes and streams: each
-// key counts once, whichever of them it was found as.
+// DEL/UNLINK (clear=true) and EXISTS (clear=false) over the keyspace and streams: each key
+// counts once, whichever of them it was found as.
 void CountKeys(Connection& conn, Args args, bool clear) {
-  const auto maps = conn.maps().MapNames();
   std::vector<map::MapRequest> requests;
   std::vector<std::size_t> key_of;  // the argument each request is about
-  std::vector<bool> counts;         // false: a cleanup whose result says nothing of existence
-  auto add = [&](map::MapRequest request, std::size_t i, bool count) {
-    requests.push_back(std::move(request));
-    key_of.push_back(i);
-    counts.push_back(count);
-  };
   for (std::size_t i = 1; i < args.size(); ++i) {
-    add(KeyRequest(clear ? MapOp::kDelete : MapOp::kContainsKey, conn.default_map(), args[i]), i,
-        true);
-    if (IsHashMap(conn, args[i], maps)) {
-      map::MapRequest whole;
-      whole.op = clear ? MapOp::kClear : MapOp::kSize;
-      whole.map_name.assign(args[i]);
-      add(std::move(whole), i, true);
-    }
+    requests.push_back(
+        KeyRequest(clear ? MapOp::kDelete : MapOp::kContainsKey, conn.default_map(), args[i]));
+    key_of.push_back(i);
     if (MayBeStream(conn, args[i])) {
       StreamRequest probe(args[i], clear ? "delete" : "len");
       probe.args.Bool("keyspace", true);
-      add(std::move(probe).Finish(), i, true);
+      requests.push_back(std::move(probe).Finish());
+      key_of.push_back(i);
     }
   }
-  CallMapGather(conn, std::move(requests),
-                [key_of = std::move(key_of), counts = std::move(counts), keys = args.size()](
-                    RespWriter& writer, Results& results) {
-                  std::vector<bool> found(keys, false);
-                  for (std::size_t j = 0; j < results.size(); ++j) {
-                    if (!results[j]) return WriteServiceError(writer, results[j].error());
-                    if (counts[j] && FoundScore(*results[j]) > 0) found[key_of[j]] = true;
-                  }
-                  writer.Integer(std::count(found.begin(), found.end(), true));
-                });
+  CallMapGather(
+      conn, std::move(requests),
+      [key_of = std::move(key_of), keys = args.size()](RespWriter& writer, Results& results) {
+        std::vector<bool> found(keys, false);
+        for (std::size_t j = 0; j < results.size(); ++j) {
+          if (!results[j]) return WriteServiceError(writer, results[j].error());
+          if (FoundScore(*results[j]) > 0) found[key_of[j]] = true;
+        }
+        writer.Integer(std::count(found.begin(), found.end(), true));
+      });
 }
 
 void Del(Connection& conn, Args args) { CountKeys(conn, args, true); }
@@ -76,30 +62,47 @@ void Exists(Connection& conn, Args args) { CountKeys(conn, args, false); }
 
 void Type(Connection& conn, Args args) {
   std::vector<map::MapRequest> requests;
-  requests.push_back(KeyRequest(MapOp::kContainsKey, conn.default_map(), args[1]));
-  const bool hash = IsHashMap(conn, args[1], conn.maps().MapNames());
-  if (hash) {
-    map::MapRequest size;
-    size.op = MapOp::kSize;
-    size.map_name.assign(args[1]);
-    requests.push_back(std::move(size));
-  }
+  requests.push_back(KeyRequest(MapOp::kGetEntryView, conn.default_map(), args[1]));
   if (MayBeStream(conn, args[1])) {
     StreamRequest probe(args[1], "len");
     probe.args.Bool("keyspace", true);
     requests.push_back(std::move(probe).Finish());
   }
-  CallMapGather(conn, std::move(requests), [hash](RespWriter& writer, Results& results) {
+  CallMapGather(conn, std::move(requests), [](RespWriter& writer, Results& results) {
     for (auto& r : results) {
       if (!r) return WriteServiceError(writer, r.error());
     }
-    if (results[0]->flag) return writer.SimpleString("string");
-    if (hash && results[1]->count > 0) return writer.SimpleString("hash");
-    const std::size_t stream = hash ? 2 : 1;
-    if (results.size() > stream && results[stream]->flag) return writer.SimpleString("stream");
+    if (results[0]->view) {
+      return writer.SimpleString(std::string(map::ValueKindName(results[0]->view->kind)));
+    }
+    if (results.size() > 1 && results[1]->flag) return writer.SimpleString("stream");
     writer.SimpleString("none");
   });
 }
+
+// RENAME (nx=false) / RENAMENX: one step on the keys' partition, whatever the key holds.
+void RenameGeneric(Connection& conn, Args args, bool nx) {
+  auto request = KeyRequest(MapOp::kRedisKey, conn.default_map(), args[1]);
+  request.argument = record::GenericRecord::Build()
+                         .String("cmd", "rename")
+                         .String("to", std::string(args[2]))
+                         .Bool("nx", nx)
+                         .Done();
+  CallMapRaw(conn, std::move(request),
+             [nx](RespWriter& writer, base::Result<map::MapResult>& result) {
+               if (!result) {
+                 if (result.error().message().starts_with("CROSSSLOT")) {
+                   return writer.Error(result.error().message());
+                 }
+                 return WriteServiceError(writer, result.error());
+               }
+               if (nx) return writer.Integer(result->flag ? 1 : 0);
+               writer.SimpleString("OK");
+             });
+}
+
+void Rename(Connection& conn, Args args) { RenameGeneric(conn, args, false); }
+void RenameNx(Connection& conn, Args args) { RenameGeneric(conn, args, true); }
 
 // EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT: `unit_ms` 1000 or 1; `absolute` for the *AT forms.
 void ExpireGeneric(Connection& conn, Args args, std::int64_t unit_ms, bool absolute) {
@@ -235,7 +238,7 @@ struct ScanOptions {
   std::uint64_t cursor = 0;
   std::string match;
   std::size_t count = 10;
-  bool strings = true;  // TYPE filter admits string keys
+  std::string type;  // TYPE filter ("" = every kind)
 };
 
 bool ParseScanOptions(Connection& conn, Args args, ScanOptions& options) {
@@ -263,7 +266,7 @@ bool ParseScanOptions(Connection& conn, Args args, ScanOptions& options) {
       }
       options.count = static_cast<std::size_t>(count);
     } else if (EqualsIgnoreCase(args[i], "type")) {
-      options.strings = EqualsIgnoreCase(args[i + 1], "string");
+      options.type = Lowercase(args[i + 1]);
     } else {
       conn.Reply().SyntaxError();
       return false;
@@ -279,21 +282,33 @@ void Scan(Connection& conn, Args args) {
   CallMap(
       conn, AllKeys(conn),
       [options = std::move(options)](RespWriter& writer, map::MapResult& result) {
-        std::vector<std::pair<std::uint64_t, std::string_view>> ordered;
-        for (const auto& entry : result.entries) {
-          const auto position = ScanPosition(entry.first);
-          if (position >= options.cursor) ordered.emplace_back(position, entry.first);
+        struct Scanned {
+          std::uint64_t position;
+          std::string_view key;
+          std::string_view type;  // as TYPE names it
+          bool operator<(const Scanned& other) const {
+            return position < other.position || (position == other.position && key < other.key);
+          }
+        };
+        std::vector<Scanned> ordered;
+        for (const auto& [key, kind] : result.entries) {  // kind: "" for a string (map_ops)
+          const auto position = ScanPosition(key);
+          if (position >= options.cursor) {
+            ordered.push_back({position, key, kind.empty() ? std::string_view("string") : kind});
+          }
         }
         std::sort(ordered.begin(), ordered.end());
         std::size_t end = std::min(options.count, ordered.size());
-        while (end > 0 && end < ordered.size() && ordered[end].first == ordered[end - 1].first) {
+        while (end > 0 && end < ordered.size() &&
+               ordered[end].position == ordered[end - 1].position) {
           ++end;  // never split keys that share a position
         }
-        const std::uint64_t next = end < ordered.size() ? ordered[end].first : 0;
+        const std::uint64_t next = end < ordered.size() ? ordered[end].position : 0;
         std::vector<std::string_view> page;
-        for (std::size_t i = 0; i < end && options.strings; ++i) {
-          if (options.match.empty() || topic::GlobMatch(options.match, ordered[i].second)) {
-            page.push_back(ordered[i].second);
+        for (std::size_t i = 0; i < end; ++i) {
+          if (!options.type.empty() && options.type != ordered[i].type) continue;
+          if (options.match.empty() || topic::GlobMatch(options.match, ordered[i].key)) {
+            page.push_back(ordered[i].key);
           }
         }
         writer.ArrayHeader(2);
@@ -310,6 +325,8 @@ void RegisterKeyCommands(CommandTable& table) {
   table.Add({"unlink", -2, kWrite | kFast | kMulti, 1, -1, 1, Del});
   table.Add({"exists", -2, kReadOnly | kFast | kMulti, 1, -1, 1, Exists});
   table.Add({"type", 2, kReadOnly | kFast | kMulti, 1, 1, 1, Type});
+  table.Add({"rename", 3, kWrite | kMulti, 1, 2, 1, Rename});
+  table.Add({"renamenx", 3, kWrite | kFast | kMulti, 1, 2, 1, RenameNx});
   table.Add({"expire", -3, kWrite | kFast | kMulti, 1, 1, 1, Expire});
   table.Add({"pexpire", -3, kWrite | kFast | kMulti, 1, 1, 1, PExpire});
   table.Add({"expireat", -3, kWrite | kFast | kMulti, 1, 1, 1, ExpireAt});

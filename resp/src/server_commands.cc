@@ -115,7 +115,11 @@ void Info(Connection& conn, Args args) {
   info.topics = server.topics.Stats();
   std::vector<std::string> names{conn.default_map()};
   for (auto& name : conn.maps().MapNames()) {
-    if (name != conn.default_map() && names.size() < kMaxMapsInInfo) names.push_back(name);
+    // A large hash's field map (map/redis_hash.h) is part of its key, not a map of its own.
+    if (name != conn.default_map() && !name.starts_with("__hash:") &&
+        names.size() < kMaxMapsInInfo) {
+      names.push_back(name);
+    }
   }
   std::vector<map::MapRequest> requests;
   for (const auto& name : names) {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "command_util.h"
+#include "tessera/map/redis_hash.h"
 #include "tessera/record/generic_record.h"
 
 namespace tessera::resp {
@@ -149,7 +150,8 @@ void IncrementBy(Connection& conn, std::string_view key, std::int64_t delta) {
   CallMapRaw(conn, std::move(request),
              [](RespWriter& writer, base::Result<map::MapResult>& result) {
                if (!result) {
-                 if (result.error().code() == base::ErrorCode::kWrongType) {
+                 if (result.error().code() == base::ErrorCode::kWrongType &&
+                     !map::IsWrongKindError(result.error())) {
                    writer.NotInteger();
                  } else {
                    WriteServiceError(writer, result.error());

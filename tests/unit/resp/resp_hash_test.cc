@@ -4,7 +4,7 @@
 
 using namespace tessera::resp::testing;
 
-TEST_CASE("Hash commands: each hash is a map", "[resp][hash]") {
+TEST_CASE("Hash commands on a hash that is one key of the keyspace", "[resp][hash]") {
   TestServer server;
   RespClient c(server.port());
   CHECK(c.Call({"HSET", "user:1", "name", "ada", "age", "36"}) == Int(2));
@@ -26,8 +26,10 @@ TEST_CASE("Hash commands: each hash is a map", "[resp][hash]") {
   CHECK(c.Call({"HMSET", "user:2", "a", "1"}) == kOk);
   CHECK(c.Call({"HSET", "user:1", "odd"}) ==
         "-ERR wrong number of arguments for 'hset' command\r\n");
-  // The string keyspace is separate from the hash maps.
-  CHECK(c.Call({"GET", "user:1"}) == kNil);
+  // One keyspace: a string command on a hash is refused, as by Redis, and the hash is intact.
+  CHECK(c.Call({"GET", "user:1"}) ==
+        "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+  CHECK(c.Call({"HLEN", "user:1"}) == Int(3));
 }
 
 TEST_CASE("HGETALL, HKEYS and HVALS return the whole hash", "[resp][hash]") {

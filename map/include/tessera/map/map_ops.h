@@ -22,6 +22,7 @@
 // Shard: every function here runs on the shard owning the store.
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -33,6 +34,8 @@
 #include "tessera/map/record_store.h"
 
 namespace tessera::map {
+
+class PartitionMaps;
 
 // Everything an operation needs besides the store and the request.
 struct OpContext {
@@ -49,6 +52,25 @@ struct OpContext {
   // operation returns, so a listener may safely issue map operations.
   std::vector<EntryEvent>* events = nullptr;
   bool event_values = true;  // fill EntryEvent::value/old_value
+  // The other maps of this partition, for operations that keep data in more than one map (a
+  // spilled hash's fields, redis_hash.h); nullptr when the caller offers none (such an
+  // operation then keeps everything in its own store).
+  PartitionMaps* maps = nullptr;
+};
+
+// The stores of the other maps of one partition on its shard. What an operation changes
+// through it is replicated with the operation's own changes (one replica version); those
+// maps' listeners are not told.
+class PartitionMaps {
+ public:
+  virtual ~PartitionMaps() = default;
+  // The store of map `name` in this partition; nullptr when it has none and !create.
+  virtual RecordStore* Find(const std::string& name, bool create) = 0;
+  // A context for changing that store: same time and partition; its events feed replication.
+  virtual OpContext ContextFor(const std::string& name) = 0;
+  // Whether changes are undone if the operation's transaction fails (a partition transaction):
+  // then a store must be changed entry by entry (RecordStore::Clear is not undoable).
+  virtual bool undoable() const = 0;
 };
 
 // Checks what can be checked without the data: map name, key presence, negative TTLs,

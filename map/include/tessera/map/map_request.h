@@ -110,6 +110,8 @@ enum class MapOp : std::uint8_t {
                       // entries = [("discarded", N)]
   kRedisStream = 36,  // a Redis stream command (XADD, XREADGROUP, ...) on the stream's one
                       // sub-stream: key = "meta@S#0", argument {cmd, ...}; see redis_stream.h
+  kRedisKey = 37,     // a Redis hash command (HSET, HGET, ...) or RENAME on the RESP keyspace
+                      // map: key = the Redis key, argument {cmd, ...}; see redis_hash.h
 };
 
 // The internal map reliable topics keep their rings in (grid::ReliableTopic).
@@ -207,6 +209,26 @@ struct TxConflict {
   friend bool operator==(const TxConflict&, const TxConflict&) = default;
 };
 
+// What an entry's value holds. The maps of the Java-style API hold plain values only; the
+// RESP front-end keeps every Redis key in one map (its keyspace, "default"), where a key may
+// hold a string (plain), a hash (its fields, redis_hash.h) or a stream (a marker: the stream's
+// records are in kStreamMap). The kind travels with the entry to backups, migration copies and
+// split-brain merges. Operations that read a value as bytes (get, put and remove, which
+// return the old value, replaceIfSame, removeIfSame, executeOn*) refuse an entry of another
+// kind with kWrongType (redis_hash.h, WrongKindError); getAll, queries with values and
+// executeOnEntries skip it; a keys-only query lists it with its ValueKindName as the value
+// (plain keys have ""). set, putAll, delete, containsKey, setTtl, replace and putIfAbsent act
+// on any kind (the last two answer "" for another kind's value), and getEntryView gives its
+// kind and "" as its value; so a set replaces a hash with a string, as Redis's SET does.
+enum class ValueKind : std::uint8_t {
+  kPlain = 0,
+  kHash = 1,         // fields inline in the value
+  kSpilledHash = 2,  // fields in the hash's own map of the same partition (redis_hash.h)
+  kStream = 3,
+};
+// "string", "hash", "hash", "stream": the name Redis's TYPE gives it.
+std::string_view ValueKindName(ValueKind kind);
+
 // Metadata of one entry.
 struct EntryView {
   base::Millis creation_ms = 0;     // monotonic time of first write
@@ -217,6 +239,7 @@ struct EntryView {
   base::Millis max_idle_ms = 0;     // the max-idle in force (0 = none)
   std::int64_t hits = 0;            // reads since creation
   std::int64_t version = 0;         // incremented on every write
+  ValueKind kind = ValueKind::kPlain;
   friend bool operator==(const EntryView&, const EntryView&) = default;
 };
 

@@ -40,10 +40,11 @@ base::Result<MergePolicy> ParseMergePolicy(std::string_view text);
 // One entry of the merging side.
 struct MergeEntry {
   std::string value;
-  base::Millis update_wall_ms = 0;  // wall-clock time of its last write (ms since 1970)
-  std::int64_t hits = 0;            // reads since its creation
-  base::Millis ttl_left_ms = 0;     // 0 = no TTL deadline
-  base::Millis max_idle_ms = 0;     // 0 = none
+  base::Millis update_wall_ms = 0;     // wall-clock time of its last write (ms since 1970)
+  std::int64_t hits = 0;               // reads since its creation
+  base::Millis ttl_left_ms = 0;        // 0 = no TTL deadline
+  base::Millis max_idle_ms = 0;        // 0 = none
+  ValueKind kind = ValueKind::kPlain;  // what the value holds (map_request.h)
   friend bool operator==(const MergeEntry&, const MergeEntry&) = default;
 };
 // The value of one (key, value) pair of kMergeEntries' entries.
@@ -61,12 +62,16 @@ bool MergeWins(MergePolicy policy, const MergeEntry& merging, bool existing,
 // (kStreamMerge on key "meta@P" of kStreamMap: entries = offset, stored event; keys = groups),
 // or a ring's messages (kRingMerge on key "ring@R" of kRingMap: entries = sequence,
 // EncodeMergeEntry of the message with its TTL left).
+// A spilled hash's fields (redis_hash.h) come back as kRedisKey "merge" on the hash's key
+// (argument {cmd: "merge"}), and its entry in the keyspace is not sent: the fields make the
+// hash again (without its TTL).
 struct MergeBatch {
   MapOp op = MapOp::kMergeEntries;
   std::string map_name;
   std::string key;
   std::vector<std::pair<std::string, std::string>> entries;
   std::vector<std::string> keys;
+  record::GenericRecord argument;
 };
 
 }  // namespace tessera::map

@@ -49,7 +49,13 @@ class Record {
   base::Millis creation_ms() const { return last_update_ms() - DecodeDuration(creation_age_); }
   base::Millis ttl_ms() const { return DecodeDuration(ttl_); }
   base::Millis max_idle_ms() const { return DecodeDuration(max_idle_); }
-  std::uint32_t hits() const { return hits_; }
+  std::uint32_t hits() const { return hits_ & kHitsMask; }
+  ValueKind kind() const { return static_cast<ValueKind>(hits_ >> kKindShift); }
+  void set_kind(ValueKind kind) {
+    hits_ = (hits_ & kHitsMask) | (static_cast<std::uint32_t>(kind) << kKindShift);
+  }
+  // Reads are counted up to here (the top 2 bits of the count hold the kind).
+  static constexpr std::uint32_t kMaxHits = (1u << 30) - 1;
   std::uint32_t version() const { return version_; }
 
   // True once the TTL deadline or the idle deadline has been reached (at `now` exactly an
@@ -85,7 +91,9 @@ class Record {
   std::uint32_t key_size_ = 0;
   std::uint32_t value_size_ = 0;
   std::uint32_t version_ = 0;  // writes since creation (starts at 1 after the first)
-  std::uint32_t hits_ = 0;     // reads since creation (saturating)
+  std::uint32_t hits_ = 0;     // kind (top 2 bits), reads since creation (saturating)
+  static constexpr int kKindShift = 30;
+  static constexpr std::uint32_t kHitsMask = kMaxHits;
 };
 static_assert(sizeof(Record) == 48, "Record header must stay 48 bytes");
 
@@ -145,10 +153,12 @@ class RecordStore {
   struct WriteResult {
     Record* record;
     bool inserted;
+    ValueKind previous = ValueKind::kPlain;  // the kind the entry held before (update)
   };
   // Sets the value of `key`, inserting a new entry if absent. On insert all times are
   // `now_ms`, version 1, no TTL/idle; on update the version is bumped and last update/access
-  // become `now_ms`; TTL fields are kept (callers apply the TTL rule afterwards).
+  // become `now_ms`; TTL fields are kept (callers apply the TTL rule afterwards). The entry's
+  // kind becomes kPlain (a caller writing another kind sets it afterwards).
   WriteResult Write(std::string_view key, std::string_view value, base::Millis now_ms);
 
   // Removes `key`; returns whether it existed.

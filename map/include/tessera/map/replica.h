@@ -22,6 +22,7 @@
 
 #include "tessera/base/clock.h"
 #include "tessera/base/error.h"
+#include "tessera/map/map_request.h"
 
 namespace tessera::map {
 
@@ -55,6 +56,8 @@ struct ReplicaUpdate {
   // last-update time and hits (merge policies latest_update and higher_hits judge by them).
   base::Millis update_age_ms = 0;
   std::int64_t hits = 0;
+  // kSet/kCopySet: what the value holds (map_request.h).
+  ValueKind value_kind = ValueKind::kPlain;
 
   friend bool operator==(const ReplicaUpdate&, const ReplicaUpdate&) = default;
 };

@@ -1,0 +1,67 @@
+#pragma once
+// Redis hashes and the key commands that span kinds, in the RESP keyspace (MapOp::kRedisKey,
+// map_ops_redis_key.cc; the RESP front-end's HSET, HGET, ..., RENAME in resp/src).
+//
+// The keyspace is one map (the RESP front-end's "default"): every Redis key is one entry of it,
+// whose ValueKind (map_request.h) says what it holds. A hash H is the entry H:
+//   - kHash while small, as Redis keeps a listpack: at most kHashMaxInlineFields fields, each
+//     field and value at most kHashMaxInlineBytes bytes. The value holds the fields and values
+//     in insertion order, each as a varint length and its bytes (EncodeHashFields). One
+//     one-field hash is one entry: about the size of a string key.
+//   - kSpilledHash beyond that (and it stays so, as in Redis): the entry's value is empty and
+//     the fields are the entries of map HashFieldMap(keyspace, H) in the same partition, so a
+//     write to a large hash changes (and replicates) one field, not the whole hash. The field
+//     map is changed only through the hash (OpContext::maps): the hash's removal, expiry,
+//     eviction, or replacement by a SET clears it; it keeps no TTL of its own.
+// The hash's TTL, version (WATCH) and hits are its entry's; an HSET or HDEL bumps the version.
+//
+// Request: map = the keyspace map, key = H, argument {cmd, ...}; per cmd:
+//   "hset"     entries = [(field, value)], {nx}: sets them (nx: only absent fields); count =
+//              fields added
+//   "hget"     keys = fields; entries = [(field, value)] of those present, in the keys' order
+//   "hdel"     keys = fields; count = removed; the hash goes when its last field does
+//   "hexists"  keys = [field]; flag
+//   "hlen"     count
+//   "hstrlen"  keys = [field]; count = the value's length (0: absent)
+//   "hgetall"  entries = every (field, value) (insertion order while inline)
+//   "hincrby"  keys = [field], {delta}; count = the new value. kBadRequest "hash value is not
+//              an integer" / "increment or decrement would overflow" (Redis's texts)
+//   "merge"    entries = [(field, value)] of a spilled hash a member leaving its cluster took out
+//              (merge.h): sets the fields the owner's hash lacks; a key of another kind there
+//              keeps it; count = applied, entries out = [("discarded", N)]
+//   "rename"   {to, nx}: moves the entry (any kind but a stream, with its TTL and a spilled
+//              hash's fields) to key `to` of the same partition, replacing what `to` held
+//              (nx: only if `to` is absent); flag = moved, kNotFound "no such key" when H is
+//              absent, kBadRequest when `to` is in another partition or H is a stream
+// A hash command on a key of another kind fails kWrongType (WrongKindError). With no
+// OpContext::maps (an operation run straight on a store), a hash never spills.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tessera/base/error.h"
+
+namespace tessera::map {
+
+inline constexpr std::size_t kHashMaxInlineFields = 128;  // Redis's hash-max-listpack-entries
+inline constexpr std::size_t kHashMaxInlineBytes = 64;    // Redis's hash-max-listpack-value
+
+// kWrongType with Redis's text ("Operation against a key holding the wrong kind of value").
+base::Error WrongKindError();
+// Whether `error` is WrongKindError (and not a processor's own kWrongType).
+bool IsWrongKindError(const base::Error& error);
+
+// The map that holds the fields of spilled hash `key` of keyspace map `keyspace`, and back:
+// (keyspace, key) of such a map's name, nullopt for any other name.
+std::string HashFieldMap(std::string_view keyspace, std::string_view key);
+std::optional<std::pair<std::string, std::string>> ParseHashFieldMap(std::string_view name);
+
+using HashFields = std::vector<std::pair<std::string_view, std::string_view>>;
+std::string EncodeHashFields(const HashFields& fields);
+// nullopt if `bytes` is not what EncodeHashFields produces. The views point into `bytes`.
+std::optional<HashFields> DecodeHashFields(std::string_view bytes);
+
+}  // namespace tessera::map

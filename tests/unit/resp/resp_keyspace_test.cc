@@ -1,0 +1,179 @@
+// One keyspace (issue 19 part 3): strings and hashes are entries of one map, each of its kind,
+// so the key commands see every kind and a command of the wrong kind answers WRONGTYPE.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+
+#include "tessera/map/redis_hash.h"
+#include "test_server.h"
+
+using namespace tessera;
+using namespace tessera::resp::testing;
+
+namespace {
+const std::string kWrongType =
+    "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+// Entries in the field map of spilled hash `key` (what a removed hash must not leave behind).
+std::int64_t FieldMapSize(TestServer& server, const std::string& key) {
+  map::MapRequest size;
+  size.op = map::MapOp::kSize;
+  size.map_name = map::HashFieldMap("default", key);
+  auto result = server.maps().ExecuteSync(size);
+  REQUIRE(result);
+  return result->count;
+}
+
+// HSET key f0 v f1 v ... with `fields` fields.
+std::vector<std::string> BigHset(const std::string& key, int fields) {
+  std::vector<std::string> args{"HSET", key};
+  for (int i = 0; i < fields; ++i) {
+    args.push_back("f" + std::to_string(i));
+    args.push_back("v" + std::to_string(i));
+  }
+  return args;
+}
+}  // namespace
+
+TEST_CASE("One keyspace: SCAN KEYS DBSIZE and TYPE see hashes and WRONGTYPE guards each kind",
+          "[resp][keyspace]") {
+  TestServer server;
+  RespClient c(server.port());
+  CHECK(c.Call({"SET", "s", "v"}) == kOk);
+  CHECK(c.Call({"HSET", "h", "f", "v"}) == Int(1));
+  CHECK(c.Call({"DBSIZE"}) == Int(2));
+  const std::string keys = c.Call({"KEYS", "*"});
+  CHECK(keys.rfind("*2\r\n", 0) == 0);
+  CHECK(keys.find(Bulk("h")) != std::string::npos);
+  const std::string scan = c.Call({"SCAN", "0", "COUNT", "100"});
+  CHECK(scan.find(Bulk("h")) != std::string::npos);
+  CHECK(scan.find(Bulk("s")) != std::string::npos);
+  CHECK(c.Call({"SCAN", "0", "COUNT", "100", "TYPE", "hash"}) ==
+        "*2\r\n" + Bulk("0") + "*1\r\n" + Bulk("h"));
+  CHECK(c.Call({"SCAN", "0", "COUNT", "100", "TYPE", "string"}) ==
+        "*2\r\n" + Bulk("0") + "*1\r\n" + Bulk("s"));
+  CHECK(c.Call({"TYPE", "s"}) == "+string\r\n");
+  CHECK(c.Call({"TYPE", "h"}) == "+hash\r\n");
+  CHECK(c.Call({"TYPE", "nope"}) == "+none\r\n");
+
+  // Wrong kind, both ways; nothing changes.
+  CHECK(c.Call({"GET", "h"}) == kWrongType);
+  CHECK(c.Call({"INCR", "h"}) == kWrongType);
+  CHECK(c.Call({"GETSET", "h", "x"}) == kWrongType);
+  CHECK(c.Call({"GETDEL", "h"}) == kWrongType);
+  CHECK(c.Call({"HSET", "s", "f", "v"}) == kWrongType);
+  CHECK(c.Call({"HGET", "s", "f"}) == kWrongType);
+  CHECK(c.Call({"HLEN", "s"}) == kWrongType);
+  CHECK(c.Call({"MGET", "s", "h"}) == "*2\r\n" + Bulk("v") + kNil);
+  CHECK(c.Call({"HGET", "h", "f"}) == Bulk("v"));
+  CHECK(c.Call({"GET", "s"}) == Bulk("v"));
+
+  // EXPIRE, TTL, PERSIST act on a hash as on a string.
+  CHECK(c.Call({"EXPIRE", "h", "100"}) == Int(1));
+  CHECK(c.Call({"TTL", "h"}) == Int(100));
+  CHECK(c.Call({"PERSIST", "h"}) == Int(1));
+  CHECK(c.Call({"TTL", "h"}) == Int(-1));
+
+  // SET replaces any kind, as Redis's SET does; DEL and EXISTS count a hash once.
+  CHECK(c.Call({"SET", "h", "now a string"}) == kOk);
+  CHECK(c.Call({"TYPE", "h"}) == "+string\r\n");
+  CHECK(c.Call({"HSET", "h2", "a", "1", "b", "2"}) == Int(2));
+  CHECK(c.Call({"EXISTS", "h2", "s", "nope"}) == Int(2));
+  CHECK(c.Call({"DEL", "h2", "nope"}) == Int(1));
+  CHECK(c.Call({"HLEN", "h2"}) == Int(0));
+  CHECK(c.Call({"DBSIZE"}) == Int(2));
+}
+
+TEST_CASE("A large hash keeps its fields in a map of its own and takes it when it goes",
+          "[resp][keyspace][hash]") {
+  TestServer server;
+  RespClient c(server.port());
+  // Past 128 fields: spilled.
+  CHECK(c.Call(BigHset("big", 200)) == Int(200));
+  CHECK(FieldMapSize(server, "big") == 200);
+  CHECK(c.Call({"HLEN", "big"}) == Int(200));
+  CHECK(c.Call({"HGET", "big", "f150"}) == Bulk("v150"));
+  CHECK(c.Call({"HSET", "big", "f1", "new", "f200", "v"}) == Int(1));
+  CHECK(c.Call({"HGET", "big", "f1"}) == Bulk("new"));
+  CHECK(c.Call({"HDEL", "big", "f1", "f2", "none"}) == Int(2));
+  CHECK(c.Call({"HLEN", "big"}) == Int(199));
+  CHECK(c.Call({"HGETALL", "big"}).rfind("*398\r\n", 0) == 0);
+  CHECK(c.Call({"HINCRBY", "big", "n", "5"}) == Int(5));
+  CHECK(c.Call({"TYPE", "big"}) == "+hash\r\n");
+  CHECK(c.Call({"DBSIZE"}) == Int(1));  // its fields are not keys
+  CHECK(c.Call({"KEYS", "*"}) == "*1\r\n" + Bulk("big"));
+
+  // A value over 64 bytes spills a one-field hash; DEL takes its fields.
+  CHECK(c.Call({"HSET", "wide", "f", std::string(100, 'x')}) == Int(1));
+  CHECK(FieldMapSize(server, "wide") == 1);
+  CHECK(c.Call({"HGET", "wide", "f"}) == Bulk(std::string(100, 'x')));
+  CHECK(c.Call({"DEL", "wide"}) == Int(1));
+  CHECK(FieldMapSize(server, "wide") == 0);
+
+  // SET over a large hash, and its expiry, clear the fields too.
+  CHECK(c.Call({"SET", "big", "s"}) == kOk);
+  CHECK(FieldMapSize(server, "big") == 0);
+  CHECK(c.Call({"HLEN", "big"}) == kWrongType);
+  CHECK(c.Call(BigHset("brief", 150)) == Int(150));
+  CHECK(c.Call({"PEXPIRE", "brief", "20"}) == Int(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  CHECK(c.Call({"HLEN", "brief"}) == Int(0));
+  CHECK(FieldMapSize(server, "brief") == 0);
+
+  // Emptied field by field, the hash goes.
+  CHECK(c.Call(BigHset("shrink", 130)) == Int(130));
+  std::vector<std::string> hdel{"HDEL", "shrink"};
+  for (int i = 0; i < 130; ++i) hdel.push_back("f" + std::to_string(i));
+  CHECK(c.Call(hdel) == Int(130));
+  CHECK(c.Call({"EXISTS", "shrink"}) == Int(0));
+}
+
+TEST_CASE("RENAME and RENAMENX move a key of any kind within its partition",
+          "[resp][keyspace][rename]") {
+  TestServer server;
+  RespClient c(server.port());
+  CHECK(c.Call({"SET", "{t}a", "1"}) == kOk);
+  CHECK(c.Call({"EXPIRE", "{t}a", "100"}) == Int(1));
+  CHECK(c.Call({"RENAME", "{t}a", "{t}b"}) == kOk);
+  CHECK(c.Call({"GET", "{t}b"}) == Bulk("1"));
+  CHECK(c.Call({"TTL", "{t}b"}) == Int(100));  // the TTL moves with it
+  CHECK(c.Call({"EXISTS", "{t}a"}) == Int(0));
+  CHECK(c.Call({"RENAME", "{t}missing", "{t}x"}) == "-ERR no such key\r\n");
+  CHECK(c.Call({"RENAME", "{t}a", "{u}b"}).rfind("-CROSSSLOT", 0) == 0);
+
+  // A small hash, and a large one with its fields; RENAMENX leaves an existing target alone.
+  CHECK(c.Call({"HSET", "{t}h", "f", "v"}) == Int(1));
+  CHECK(c.Call({"RENAMENX", "{t}h", "{t}b"}) == Int(0));
+  CHECK(c.Call({"RENAMENX", "{t}h", "{t}h2"}) == Int(1));
+  CHECK(c.Call({"HGET", "{t}h2", "f"}) == Bulk("v"));
+  CHECK(c.Call(BigHset("{t}big", 140)) == Int(140));
+  CHECK(c.Call({"RENAME", "{t}big", "{t}h2"}) == kOk);  // replaces the small hash
+  CHECK(c.Call({"HLEN", "{t}h2"}) == Int(140));
+  CHECK(c.Call({"HGET", "{t}h2", "f139"}) == Bulk("v139"));
+  CHECK(FieldMapSize(server, "{t}big") == 0);
+  CHECK(FieldMapSize(server, "{t}h2") == 140);
+  CHECK(c.Call({"TYPE", "{t}big"}) == "+none\r\n");
+}
+
+TEST_CASE("Hash commands join MULTI blocks and a failed block leaves no hash behind",
+          "[resp][keyspace][multi]") {
+  TestServer server;
+  RespClient c(server.port());
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"HSET", "{t}h", "f", "v"}) == "+QUEUED\r\n");
+  CHECK(c.Call({"HGET", "{t}h", "f"}) == "+QUEUED\r\n");
+  CHECK(c.Call({"HLEN", "{t}h"}) == "+QUEUED\r\n");
+  CHECK(c.Call({"SET", "{t}s", "1"}) == "+QUEUED\r\n");
+  CHECK(c.Call({"EXEC"}) == "*4\r\n" + Int(1) + Bulk("v") + Int(1) + kOk);
+
+  // A large hash written in a block whose later command fails: nothing of it stays, not even
+  // the fields its spill wrote into the field map.
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call(BigHset("{t}big", 150)) == "+QUEUED\r\n");
+  CHECK(c.Call({"INCR", "{t}h"}) == "+QUEUED\r\n");
+  const std::string failed = c.Call({"EXEC"});
+  CHECK(failed.rfind("-", 0) == 0);
+  CHECK(c.Call({"EXISTS", "{t}big"}) == Int(0));
+  CHECK(FieldMapSize(server, "{t}big") == 0);
+  CHECK(c.Call({"HLEN", "{t}h"}) == Int(1));
+}
