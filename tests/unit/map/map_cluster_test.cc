@@ -685,3 +685,88 @@ TEST_CASE(
   service.Stop();
   shards.Stop();
 }
+
+namespace {
+// A kRedisKey request (map/redis_hash.h) on the RESP keyspace map.
+MapRequest KeyspaceRq(const std::string& key, const std::string& cmd) {
+  MapRequest rq;
+  rq.op = MapOp::kRedisKey;
+  rq.map_name = "default";
+  rq.key = key;
+  rq.argument = tessera::record::GenericRecord::Build().String("cmd", cmd).Done();
+  return rq;
+}
+
+void HSetAcked(MapService& via, const std::string& key, int from, int to) {
+  auto rq = KeyspaceRq(key, "hset");
+  for (int i = from; i < to; ++i) rq.entries.emplace_back("f" + std::to_string(i), "v");
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    if (via.ExecuteSync(rq)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  FAIL("hset " << key << " never succeeded");
+}
+
+std::int64_t HLen(MapService& via, const std::string& key) {
+  auto r = via.ExecuteSync(KeyspaceRq(key, "hlen"));
+  REQUIRE(r);
+  return r->count;
+}
+}  // namespace
+
+TEST_CASE("Hashes keep their kind and a large hash its fields through migration and failover",
+          "[map][cluster][keyspace]") {
+  Network net;
+  net.Add("m1");
+  net.Add("m2");
+  net.Install({"m1"}, {"m1"});
+  MapService& m1 = net.node("m1").service;
+  HSetAcked(m1, "small", 0, 2);
+  HSetAcked(m1, "large", 0, 200);  // spilled: its fields in a map of their own
+  auto set = Rq(MapOp::kSet, "s", "v");
+  set.map_name = "default";
+  REQUIRE(m1.ExecuteSync(set));
+  // m2 joins: half the partitions migrate to it, the others get it as their backup.
+  net.Install({"m1", "m2"}, {"m1", "m2"});
+  for (int i = 0; i < 500 && (m1.AwaitingPartitionCount() > 0 ||
+                              net.node("m2").service.AwaitingPartitionCount() > 0);
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Writes after the join reach the backups as the state of each record they changed.
+  HSetAcked(net.node("m2").service, "large", 200, 210);
+  HSetAcked(net.node("m2").service, "small", 2, 3);
+  // The owner of the large hash dies: the other member serves all of it.
+  const std::string owner = net.ReplicasOf("large")[0];
+  const std::string survivor = owner == "m1" ? "m2" : "m1";
+  net.Kill(owner);
+  net.Install({survivor}, {survivor});
+  MapService& left = net.node(survivor).service;
+  CHECK(HLen(left, "large") == 210);
+  CHECK(HLen(left, "small") == 3);
+  auto view_rq = Rq(MapOp::kGetEntryView, "large");
+  view_rq.map_name = "default";
+  auto view = left.ExecuteSync(view_rq);
+  REQUIRE(view);
+  REQUIRE(view->view);
+  CHECK(view->view->kind == ValueKind::kSpilledHash);
+  view_rq.key = "small";
+  view = left.ExecuteSync(view_rq);
+  REQUIRE(view);
+  REQUIRE(view->view);
+  CHECK(view->view->kind == ValueKind::kHash);
+  auto get = Rq(MapOp::kGet, "large");
+  get.map_name = "default";
+  auto wrong = left.ExecuteSync(get);
+  REQUIRE(!wrong);
+  CHECK(wrong.error().code() == ErrorCode::kWrongType);
+  get.key = "s";
+  auto s = left.ExecuteSync(get);
+  REQUIRE(s);
+  CHECK(s->value == "v");
+  auto field = KeyspaceRq("large", "hget");
+  field.keys = {"f205", "f0"};
+  auto fields = left.ExecuteSync(field);
+  REQUIRE(fields);
+  CHECK(fields->entries.size() == 2);
+}
