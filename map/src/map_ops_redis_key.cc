@@ -8,6 +8,7 @@
 
 #include "op_support.h"
 #include "tessera/map/redis_hash.h"
+#include "tessera/map/stream_format.h"
 #include "tessera/partition/partitioner.h"
 
 namespace tessera::map {
@@ -58,6 +59,16 @@ std::string HashFieldMap(std::string_view keyspace, std::string_view key) {
   name.append(keyspace);
   name.append(key);
   return name;
+}
+
+MapRequest RedisStreamDeleteRequest(std::string_view key) {
+  MapRequest request;
+  request.op = MapOp::kRedisStream;
+  request.map_name = kStreamMap;
+  request.key = StreamMetaKey(std::string(key) + "#0");
+  request.argument =
+      record::GenericRecord::Build().String("cmd", "delete").Bool("all", true).Done();
+  return request;
 }
 
 std::optional<std::pair<std::string, std::string>> ParseHashFieldMap(std::string_view name) {
@@ -313,8 +324,11 @@ base::Result<Hash> Load(RecordStore& store, const MapRequest& rq, OpContext& ctx
   return h;
 }
 
+// As Redis's string2ll: no sign but '-', no leading zeros, no "-0".
 bool ParseStrictInt64(std::string_view text, std::int64_t& out) {
   if (text.empty() || text.front() == '+' || text.size() > 20) return false;
+  const std::string_view digits = text.front() == '-' ? text.substr(1) : text;
+  if (digits.empty() || (digits.front() == '0' && text.size() > 1)) return false;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
   return ec == std::errc() && end == text.data() + text.size();
 }
@@ -333,21 +347,30 @@ base::Result<MapResult> Rename(RecordStore& store, const MapRequest& rq, OpConte
   const Record* r = FindLive(store, rq.key, ctx);
   if (r == nullptr) return Fail(ErrorCode::kNotFound, "no such key");
   if (r->kind() == ValueKind::kStream) {
-    return Fail(ErrorCode::kBadRequest, "RENAME of a stream is not supported; copy it instead");
+    return Fail(ErrorCode::kBadRequest,
+                "RENAME of a stream is not supported (its entries live in another partition); "
+                "read it into a new stream instead");
   }
   if (to == rq.key) {
     out.flag = !nx;
     return out;
   }
-  const Record* dest = FindLive(store, to, ctx);
-  if (nx && dest != nullptr) return out;
+  // Copied before the next lookup, which may remove an expired target (a Record* lives until
+  // the store's next change).
   const std::string value(r->value());
   const ValueKind kind = r->kind();
   WriteOptions options;
   options.ttl_ms =
       r->expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r->expire_at_ms() - ctx.now_ms);
   options.max_idle_ms = r->max_idle_ms();
+  const Record* dest = FindLive(store, to, ctx);
+  if (nx && dest != nullptr) return out;
   const bool dest_existed = dest != nullptr;
+  if (dest_existed && dest->kind() == ValueKind::kStream) {
+    return Fail(ErrorCode::kBadRequest,
+                "RENAME onto a stream is not supported (its entries live in another partition); "
+                "DEL it first");
+  }
   if (dest_existed && dest->kind() == ValueKind::kSpilledHash) DropHashFields(ctx, to);
   if (kind == ValueKind::kSpilledHash && ctx.maps != nullptr) {  // the fields move too
     const std::string from_name = HashFieldMap(ctx.map_name, rq.key);
@@ -380,9 +403,25 @@ void DropHashFields(OpContext& ctx, std::string_view key) {
   ClearFields(*side, side_ctx);
 }
 
+void StreamKeyLeaving(OpContext& ctx, std::string_view key) {
+  if (ctx.follow_ups == nullptr) return;
+  ctx.follow_ups->push_back(RedisStreamDeleteRequest(key));
+}
+
 base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   const std::string cmd = StringArg(rq, "cmd");
   if (cmd == "rename") return Rename(store, rq, ctx);
+  if (cmd == "mark_stream") {  // the keyspace entry of a stream XADD or XGROUP CREATE made
+    MapResult out;
+    const Record* r = FindLive(store, rq.key, ctx);
+    if (r != nullptr) {
+      if (r->kind() != ValueKind::kStream) return std::unexpected(WrongKindError());
+      return out;
+    }
+    WriteLiveKind(store, rq.key, "", KeepTtl(), ctx, false, std::nullopt, ValueKind::kStream);
+    out.flag = true;
+    return out;
+  }
   auto loaded = Load(store, rq, ctx);
   if (cmd == "merge") {  // never fails on a key of another kind: the owner's key stays
     MapResult out;

@@ -672,6 +672,23 @@ base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& rq, 
   if (cmd == "delete") {  // DEL: every record of the stream in this partition; count = existed
     MapResult out;
     if (!s.exists() || !s.x_existed) return out;  // a stream of the Tessera API is not a key
+    if (s.length() > kMaxRemovals && BoolArg(rq, "all")) {
+      // In steps: the oldest kMaxRemovals entries now, flag = call again for the rest.
+      const std::int64_t last = s.m().head + kMaxRemovals - 1;
+      for (std::int64_t off = s.m().head; off <= last; ++off) {
+        if (Record* r = FindLive(store, StreamEventKey(s.sub, off), ctx)) {
+          s.m().bytes -= static_cast<std::int64_t>(r->value().size());
+          RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
+        }
+      }
+      s.m().head = last + 1;
+      for (auto& [group, cursor] : s.m().groups) cursor = std::max(cursor, last);
+      s.meta_changed = true;
+      s.Save();
+      out.count = 1;
+      out.flag = true;
+      return out;
+    }
     if (s.length() > kMaxRemovals) {
       return Fail(ErrorCode::kBadRequest,
                   "stream '" + s.name + "' holds " + std::to_string(s.length()) +

@@ -28,7 +28,9 @@
 #include <future>
 
 #include "map_service_impl.h"
+#include "op_support.h"
 #include "tessera/base/check.h"
+#include "tessera/map/redis_hash.h"
 
 namespace tessera::map {
 
@@ -107,13 +109,20 @@ OpContext MapService::Impl::ContextFor(MapTable& table, std::uint32_t partition_
 
 RecordStore* MapService::Impl::ShardPartitionMaps::Find(const std::string& name, bool create) {
   RecordStore* store = nullptr;
+  MapTable* table = nullptr;
   if (create) {
-    store = &impl_.StoreOf(impl_.TableOn(shard_, name), partition_id_);
+    table = &impl_.TableOn(shard_, name);
+    store = &impl_.StoreOf(*table, partition_id_);
   } else {
     auto& maps = impl_.states[shard_]->maps;
     auto it = maps.find(name);
     if (it == maps.end()) return nullptr;
-    store = it->second->stores.Find(partition_id_ / impl_.shards.size());
+    table = it->second.get();
+    store = table->stores.Find(partition_id_ / impl_.shards.size());
+  }
+  if (std::find_if(sides_.begin(), sides_.end(),
+                   [table](const Side& s) { return s.table == table; }) == sides_.end()) {
+    sides_.push_back(Side{table, {}});
   }
   if (store != nullptr && undo_ != nullptr) store->AttachUndo(*undo_);
   return store;
@@ -130,6 +139,59 @@ OpContext MapService::Impl::ShardPartitionMaps::ContextFor(const std::string& na
   ctx.event_values = false;
   ctx.maps = this;
   return ctx;
+}
+
+void MapService::Impl::ShardPartitionMaps::DropEmpty() {
+  for (const Side& side : sides_) impl_.DropFieldMapIfEmpty(shard_, side.table->name);
+  sides_.clear();
+}
+
+void MapService::Impl::ClearFieldMapHere(std::size_t shard, const std::string& keyspace,
+                                         std::uint32_t partition_id, std::string_view key) {
+  const std::string name = HashFieldMap(keyspace, key);
+  auto& maps = states[shard]->maps;
+  auto it = maps.find(name);
+  if (it == maps.end()) return;
+  if (RecordStore* store = it->second->stores.Find(partition_id / shards.size())) store->Clear();
+  DropFieldMapIfEmpty(shard, name);
+}
+
+bool MapService::Impl::IsLiveFieldMap(std::size_t shard, const std::string& name,
+                                      std::uint32_t partition_id, base::Millis now) const {
+  const auto hash = ParseHashFieldMap(name);
+  if (!hash) return false;
+  const auto& maps = states[shard]->maps;
+  auto it = maps.find(hash->first);
+  if (it == maps.end()) return false;
+  const RecordStore* store = it->second->stores.Find(partition_id / shards.size());
+  const Record* r = store == nullptr ? nullptr : store->Find(hash->second);
+  return r != nullptr && !r->ExpiredAt(now) && r->kind() == ValueKind::kSpilledHash;
+}
+
+void MapService::Impl::DropFieldMapIfEmpty(std::size_t shard, const std::string& name_in) {
+  if (!name_in.starts_with("__hash:")) return;
+  const std::string name = name_in;  // name_in may be the table's own name, which goes
+  ShardState& state = *states[shard];
+  auto it = state.maps.find(name);
+  if (it == state.maps.end()) return;
+  MapTable* table = it->second.get();
+  for (std::size_t slot = 0; slot < table->stores.slot_count(); ++slot) {
+    if (const RecordStore* store = table->stores.At(slot); store && store->size() > 0) return;
+  }
+  auto at = std::find(state.sweep_order.begin(), state.sweep_order.end(), table);
+  if (at != state.sweep_order.end()) {
+    const auto index = static_cast<std::size_t>(at - state.sweep_order.begin());
+    state.sweep_order.erase(at);
+    if (state.sweep_table > index) {
+      --state.sweep_table;
+    } else if (state.sweep_table == index) {
+      state.sweep_store = 0;  // the sweeper goes on with the next table
+    }
+  }
+  if (state.last == table) state.last = nullptr;
+  state.maps.erase(it);
+  std::lock_guard lock(names_mu);  // a hash's field map is in one partition: on one shard
+  names.erase(name);
 }
 
 bool MapService::Impl::ShardPartitionMaps::changed() const {
@@ -156,6 +218,8 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
   if (replica_out != nullptr) ctx.events = &events;  // backups need to know what changed
   ShardPartitionMaps sides(*this, shard, partition_id, ctx.now_ms, replica_out != nullptr);
   ctx.maps = &sides;
+  std::vector<MapRequest> follow_ups;
+  ctx.follow_ups = &follow_ups;
   auto result = ExecuteOnStore(StoreOf(table, partition_id), request, ctx);
   if (request.op == MapOp::kRingAppend && result) CountRingAppend(request, *result);
   if (result && MapOpIsStream(request.op)) {
@@ -176,7 +240,39 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
   if (table.listeners) {
     for (const auto& event : events) ListenerRegistry::Deliver(table.listeners, event);
   }
+  sides.DropEmpty();
+  if (!follow_ups.empty()) RunFollowUps(std::move(follow_ups));
   return result;
+}
+
+void MapService::Impl::RunFollowUps(std::vector<MapRequest> requests) {
+  for (auto& request : requests) RunFollowUp(std::move(request), 0);
+}
+
+void MapService::Impl::RunFollowUp(MapRequest request, int round) {
+  constexpr int kMaxRounds = 10'000;  // 500 M entries in steps of 50,000
+  if (auto ok = Admit(request); !ok) {
+    if (log)
+      log->warn("{} on '{}' not sent: {}", MapOpName(request.op), request.key,
+                ok.error().ToString());
+    return;
+  }
+  auto again = std::make_shared<MapRequest>(request);
+  Route(
+      std::move(request),
+      [this, again, round](base::Result<MapResult> result) {
+        if (!result) {
+          if (log) {
+            log->warn("removing the records behind keyspace entry '{}' failed: {}", again->key,
+                      result.error().ToString());
+          }
+          return;
+        }
+        if (result->flag && again->op == MapOp::kRedisStream && round < kMaxRounds) {
+          RunFollowUp(std::move(*again), round + 1);  // a long stream: the next step
+        }
+      },
+      0);
 }
 
 void MapService::Impl::CountRingAppend(const MapRequest& request, const MapResult& result) {
@@ -198,6 +294,14 @@ void MapService::Impl::CountRingAppend(const MapRequest& request, const MapResul
 }
 
 MapConfig MapService::Impl::ConfigOf(const std::string& name) const {
+  if (auto hash = ParseHashFieldMap(name)) {     // a large hash's fields: as its keyspace, but
+    MapConfig keyspace = ConfigOf(hash->first);  // no expiry or eviction of their own
+    MapConfig config;
+    config.async_backups = keyspace.async_backups;
+    config.merge_policy = keyspace.merge_policy;
+    config.min_cluster_size = keyspace.min_cluster_size;
+    return config;
+  }
   std::lock_guard lock(config_mu);
   auto it = configs.find(name);
   if (it != configs.end()) return it->second;
@@ -382,7 +486,11 @@ void MapService::Impl::SweepTick(std::size_t shard) {
       OpContext ctx = ContextFor(table, p, &events);
       ShardPartitionMaps sides(*this, shard, p, ctx.now_ms, false);  // backups sweep their own
       ctx.maps = &sides;
+      std::vector<MapRequest> follow_ups;  // the owner's, not a backup's: its owner sends them
+      if (IsLocal(p)) ctx.follow_ups = &follow_ups;
       const auto r = SweepStore(*store, ctx, budget - examined);
+      sides.DropEmpty();  // (never the table swept: field maps are swept only as stores)
+      if (!follow_ups.empty()) RunFollowUps(std::move(follow_ups));
       examined += r.examined;
       expired += r.expired;
       done_with_store = r.wrapped;
@@ -460,6 +568,14 @@ namespace {
 
 // Operations that change a map (a quorum is needed for them); merges are exempt (they are how
 // a split heals).
+// kRedisKey reads (HGET, HLEN, ...) and split-brain merges are served without a quorum, as get
+// and kMergeEntries are.
+bool RedisKeyWrites(const MapRequest& request) {
+  const std::string cmd = detail::StringArg(request, "cmd");
+  return cmd == "hset" || cmd == "hdel" || cmd == "hincrby" || cmd == "rename" ||
+         cmd == "mark_stream";
+}
+
 bool MapOpWrites(MapOp op) {
   switch (op) {
     case MapOp::kGet:
@@ -489,6 +605,7 @@ base::Result<void> MapService::Impl::CheckQuorum(const MapRequest& request) cons
     return {};
   }
   if (!MapOpWrites(request.op)) return {};
+  if (request.op == MapOp::kRedisKey && !RedisKeyWrites(request)) return {};
   const std::size_t need = ConfigOf(request.map_name).min_cluster_size;
   const std::size_t have = cluster_size.load(std::memory_order_relaxed);
   if (need <= 1 || have >= need) return {};

@@ -459,6 +459,7 @@ std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
   for (auto& [name, table] : states[shard]->maps) {
     RecordStore* slot = table->stores.Find(partition_id / shards.size());
     if (!slot) continue;
+    if (name.starts_with("__hash:") && !IsLiveFieldMap(shard, name, partition_id, now)) continue;
     slot->ForEach([&](const Record& r) {
       if (r.ExpiredAt(now)) return;
       out.push_back({ReplicaUpdate::Kind::kCopySet, name, partition_id, std::string(r.key()),
@@ -562,16 +563,28 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
       case ReplicaUpdate::Kind::kSet:
       case ReplicaUpdate::Kind::kCopySet: {
         RecordStore& store = StoreOf(TableOn(shard, u.map_name), u.partition_id);
-        Record* record = store.Write(u.key, u.value, now).record;
+        const auto written = store.Write(u.key, u.value, now);
+        Record* record = written.record;
+        // A large hash replaced here (this copy may not have expired it yet): its fields go.
+        if (written.previous == ValueKind::kSpilledHash &&
+            u.value_kind != ValueKind::kSpilledHash) {
+          ClearFieldMapHere(shard, u.map_name, u.partition_id, u.key);
+        }
         record->SetTtl(u.ttl_left_ms, now);
         record->SetMaxIdle(u.max_idle_ms);
         record->SetUpdateHistory(u.update_age_ms, u.hits, now);
         record->set_kind(u.value_kind);
         break;
       }
-      case ReplicaUpdate::Kind::kDelete:
-        StoreOf(TableOn(shard, u.map_name), u.partition_id).Erase(u.key);
+      case ReplicaUpdate::Kind::kDelete: {
+        RecordStore& store = StoreOf(TableOn(shard, u.map_name), u.partition_id);
+        const Record* r = store.Find(u.key);
+        const bool spilled = r != nullptr && r->kind() == ValueKind::kSpilledHash;
+        store.Erase(u.key);
+        if (spilled) ClearFieldMapHere(shard, u.map_name, u.partition_id, u.key);
+        DropFieldMapIfEmpty(shard, u.map_name);  // the last field of a large hash went
         break;
+      }
       case ReplicaUpdate::Kind::kClearPartition:
       case ReplicaUpdate::Kind::kResyncBegin:
         for (auto& [name, table] : states[shard]->maps) {
@@ -841,7 +854,7 @@ void MapService::ScanPartition(
   if (store == nullptr) return;
   const base::Millis now = impl_->clock.NowMs();
   store->ForEach([&](const Record& r) {
-    if (!r.ExpiredAt(now)) fn(r.key(), r.value());
+    if (!r.ExpiredAt(now) && r.kind() == ValueKind::kPlain) fn(r.key(), r.value());
   });
 }
 

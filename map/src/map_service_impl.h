@@ -390,6 +390,21 @@ struct MapService::Impl {
   // Runs the ownership hook for `partitions` (all on `shard`): inline when on that shard, else
   // posted there.
   void NotifyOwnership(std::size_t shard, std::vector<std::uint32_t> partitions);
+  // A large hash's field map (redis_hash.h) on this shard: cleared here without replication
+  // (a backup whose copy of the hash was replaced or removed), and dropped whole once empty
+  // (a table per hash that ever spilled would otherwise stay forever).
+  void ClearFieldMapHere(std::size_t shard, const std::string& keyspace, std::uint32_t partition_id,
+                         std::string_view key);
+  void DropFieldMapIfEmpty(std::size_t shard, const std::string& name);
+  // Sends OpContext::follow_ups on (each to its partition's owner; a stream deletion in steps
+  // until done), answering no one: failures are logged.
+  void RunFollowUps(std::vector<MapRequest> requests);
+  void RunFollowUp(MapRequest request, int round);
+  // Whether map `name` holds the fields of a hash whose entry is here, live and spilled; false
+  // for any other map too. Copies and merges send no other field map (one of a hash that
+  // expired or went may not be cleared yet).
+  bool IsLiveFieldMap(std::size_t shard, const std::string& name, std::uint32_t partition_id,
+                      base::Millis now) const;
   class ShardPartitionMaps;
 };
 
@@ -413,6 +428,8 @@ class MapService::Impl::ShardPartitionMaps final : public PartitionMaps {
   bool changed() const;
   // The resulting state of what was changed through it, as replica version `version`.
   void AppendSideUpdates(std::vector<ReplicaUpdate>& out, std::uint64_t version);
+  // Drops the field maps it touched that are empty now. Last: the tables may go.
+  void DropEmpty();
 
  private:
   struct Side {

@@ -5,6 +5,7 @@
 #include <future>
 #include <iterator>
 #include <map>
+#include <set>
 
 #include "map_service_impl.h"
 #include "tessera/base/check.h"
@@ -53,6 +54,16 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
         const base::Millis now = impl->clock.NowMs();
         const base::Millis wall = impl->clock.WallMs();
         const std::size_t shard_count = impl->shards.size();
+        // Large hashes' field maps worth sending back, judged before any store is cleared.
+        std::set<std::string> live_fields;
+        for (auto& [name, table] : impl->states[shard]->maps) {
+          if (!name.starts_with("__hash:")) continue;
+          for (std::size_t slot = 0; slot < table->stores.slot_count(); ++slot) {
+            const auto p =
+                static_cast<std::uint32_t>(table->stores.LocalAt(slot) * shard_count + shard);
+            if (impl->IsLiveFieldMap(shard, name, p, now)) live_fields.insert(name);
+          }
+        }
         for (auto& [name, table] : impl->states[shard]->maps) {
           const bool streams = name == kStreamMap;
           const bool rings = name == kRingMap;
@@ -70,11 +81,14 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
             if (store == nullptr) continue;
             const auto p =
                 static_cast<std::uint32_t>(table->stores.LocalAt(slot) * shard_count + shard);
-            if ((*owned)[p]) {
+            // A field map whose hash expired or went (not cleared yet) is not sent back.
+            if ((*owned)[p] && (!hash || live_fields.count(name) != 0)) {
               store->ForEach([&](const Record& r) {
                 if (r.ExpiredAt(now) || r.kind() == ValueKind::kSpilledHash) return;
                 if (hash) {
-                  if (hash_batch == nullptr || hash_batch->entries.size() >= kBatchEntries) {
+                  if (hash_batch == nullptr || hash_batch->entries.size() >= kBatchEntries ||
+                      bytes >= kBatchBytes) {
+                    bytes = 0;
                     part.batches.push_back(
                         {MapOp::kRedisKey,
                          hash->first,
@@ -85,6 +99,7 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
                     hash_batch = &part.batches.back();
                   }
                   hash_batch->entries.emplace_back(std::string(r.key()), std::string(r.value()));
+                  bytes += r.key().size() + r.value().size() + 16;
                   return;
                 }
                 if (streams || rings) {

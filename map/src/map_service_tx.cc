@@ -46,8 +46,8 @@ bool Holds(const TxOp& op, const Record* r) {
       return r == nullptr;
     case TxCondition::kPresent:
       return r != nullptr;
-    case TxCondition::kValueEquals:
-      return r != nullptr && r->value() == op.condition_value;
+    case TxCondition::kValueEquals:  // a hash's encoding is not a value to compare
+      return r != nullptr && r->kind() == ValueKind::kPlain && r->value() == op.condition_value;
     case TxCondition::kVersionEquals:
       return op.condition_version == 0
                  ? r == nullptr
@@ -112,6 +112,11 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
   // Other maps an operation keeps data in (a spilled hash's fields): they join the undo log
   // and their changes are replicated with the batch's.
   ShardPartitionMaps sides(*this, shard, partition_id, now, replica_out != nullptr, &undo);
+  struct DropAtEnd {  // every return has committed or rolled back `undo` first
+    ShardPartitionMaps& sides;
+    ~DropAtEnd() { sides.DropEmpty(); }
+  } drop_at_end{sides};
+  std::vector<MapRequest> follow_ups;  // sent only if the batch commits
   MapResult out;
   out.results.reserve(request.transaction.size());
   // Runs one operation with the batch's time, collecting its events; the store joins `undo`.
@@ -123,6 +128,7 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
     ctx.now_ms = now;
     if (replica_out != nullptr) ctx.events = &step.events;
     ctx.maps = &sides;
+    ctx.follow_ups = &follow_ups;
     return ExecuteOnStore(store, op, ctx);
   };
   for (std::size_t i = 0; i < request.transaction.size(); ++i) {
@@ -183,6 +189,7 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
     if (!s.table->listeners) continue;
     for (const auto& event : s.events) ListenerRegistry::Deliver(s.table->listeners, event);
   }
+  if (!follow_ups.empty()) RunFollowUps(std::move(follow_ups));
   return out;
 }
 

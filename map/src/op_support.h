@@ -57,9 +57,11 @@ void RemoveLive(RecordStore& store, const Record& record, OpContext& ctx, EntryE
 // An entry `key` of kind `kind` is leaving its store (removed, expired, evicted, replaced by
 // another kind): a spilled hash takes its field map with it (redis_hash.h). Cheap otherwise.
 inline void EntryLeaving(OpContext& ctx, std::string_view key, ValueKind kind);
-void DropHashFields(OpContext& ctx, std::string_view key);  // map_ops_redis_key.cc
+void DropHashFields(OpContext& ctx, std::string_view key);    // map_ops_redis_key.cc
+void StreamKeyLeaving(OpContext& ctx, std::string_view key);  // map_ops_redis_key.cc
 inline void EntryLeaving(OpContext& ctx, std::string_view key, ValueKind kind) {
   if (kind == ValueKind::kSpilledHash) DropHashFields(ctx, key);
+  if (kind == ValueKind::kStream) StreamKeyLeaving(ctx, key);
 }
 
 // kWrongType unless `r` (a live entry or nullptr) holds a plain value.

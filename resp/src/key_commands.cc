@@ -1,7 +1,7 @@
-// Key family: generic commands over the keyspace (the default map), where strings and hashes
-// are entries of their own kinds (map/redis_hash.h); DEL, UNLINK, EXISTS and TYPE also see
-// streams (DEL removes every record of the stream, map/redis_stream.h), whose records live
-// elsewhere; inside MULTI they see the keyspace only (a block stays in one partition).
+// Key family: generic commands over the keyspace (the default map), where every key is one
+// entry of its kind: a string, a hash (map/redis_hash.h) or a stream's marker (the stream's
+// records live in its own partition and go when the marker goes). Inside MULTI they see what
+// the block's partition holds.
 // SCAN uses a stateless cursor: keys are ordered by a 63-bit hash of the key, and the cursor
 // is the hash position to resume from; see docs/resp.md for the guarantees.
 #include <algorithm>
@@ -29,8 +29,9 @@ bool MayBeStream(Connection& conn, std::string_view key) {
   return conn.capture() == nullptr && StreamKeyProblem(key).empty();
 }
 
-// DEL/UNLINK (clear=true) and EXISTS (clear=false) over the keyspace and streams: each key
-// counts once, whichever of them it was found as.
+// DEL/UNLINK (clear=true) and EXISTS (clear=false) over the keyspace: each key counts once.
+// DEL also removes a stream's records itself (its owner would, after the keyspace entry went,
+// but the reply then waits for it): the first 50,000 entries, the rest right after.
 void CountKeys(Connection& conn, Args args, bool clear) {
   std::vector<map::MapRequest> requests;
   std::vector<std::size_t> key_of;  // the argument each request is about
@@ -38,10 +39,8 @@ void CountKeys(Connection& conn, Args args, bool clear) {
     requests.push_back(
         KeyRequest(clear ? MapOp::kDelete : MapOp::kContainsKey, conn.default_map(), args[i]));
     key_of.push_back(i);
-    if (MayBeStream(conn, args[i])) {
-      StreamRequest probe(args[i], clear ? "delete" : "len");
-      probe.args.Bool("keyspace", true);
-      requests.push_back(std::move(probe).Finish());
+    if (clear && MayBeStream(conn, args[i])) {
+      requests.push_back(map::RedisStreamDeleteRequest(args[i]));
       key_of.push_back(i);
     }
   }
@@ -61,23 +60,11 @@ void Del(Connection& conn, Args args) { CountKeys(conn, args, true); }
 void Exists(Connection& conn, Args args) { CountKeys(conn, args, false); }
 
 void Type(Connection& conn, Args args) {
-  std::vector<map::MapRequest> requests;
-  requests.push_back(KeyRequest(MapOp::kGetEntryView, conn.default_map(), args[1]));
-  if (MayBeStream(conn, args[1])) {
-    StreamRequest probe(args[1], "len");
-    probe.args.Bool("keyspace", true);
-    requests.push_back(std::move(probe).Finish());
-  }
-  CallMapGather(conn, std::move(requests), [](RespWriter& writer, Results& results) {
-    for (auto& r : results) {
-      if (!r) return WriteServiceError(writer, r.error());
-    }
-    if (results[0]->view) {
-      return writer.SimpleString(std::string(map::ValueKindName(results[0]->view->kind)));
-    }
-    if (results.size() > 1 && results[1]->flag) return writer.SimpleString("stream");
-    writer.SimpleString("none");
-  });
+  CallMap(conn, KeyRequest(MapOp::kGetEntryView, conn.default_map(), args[1]),
+          [](RespWriter& writer, map::MapResult& result) {
+            if (!result.view) return writer.SimpleString("none");
+            writer.SimpleString(std::string(map::ValueKindName(result.view->kind)));
+          });
 }
 
 // RENAME (nx=false) / RENAMENX: one step on the keys' partition, whatever the key holds.

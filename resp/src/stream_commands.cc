@@ -164,6 +164,19 @@ void StoreStreamConfig(map::MapService& maps, const std::string& key, std::int64
   maps.Execute(std::move(config), [](base::Result<map::MapResult>) {});
 }
 
+// A stream XADD or XGROUP CREATE MKSTREAM created: its keyspace entry (map/redis_hash.h), so
+// SCAN, DBSIZE, TYPE and EXPIRE see it. Sent before the reply, so a later command of the same
+// client finds it. A key that holds a string or hash keeps it (docs/resp.md: the stream is then
+// not a key).
+void MarkStreamKey(map::MapService& maps, const std::string& keyspace, const std::string& key) {
+  map::MapRequest mark;
+  mark.op = map::MapOp::kRedisKey;
+  mark.map_name = keyspace;
+  mark.key = key;
+  mark.argument = record::GenericRecord::Build().String("cmd", "mark_stream").Done();
+  maps.Execute(std::move(mark), [](base::Result<map::MapResult>) {});
+}
+
 void XAdd(Connection& conn, Args args) {
   if (!StreamKeyOk(conn, args[1])) return;
   StreamRequest rq(args[1], "add");
@@ -197,6 +210,7 @@ void XAdd(Connection& conn, Args args) {
                if (result.flag) {
                  StoreStreamConfig(server->maps, key, server->options.stream_max_entries,
                                    server->options.stream_max_bytes);
+                 MarkStreamKey(server->maps, server->options.default_map, key);
                }
                if (result.value) server->stream_waiters.Wake(key);
                WriteOptionalBulk(writer, result.value);
@@ -284,13 +298,16 @@ void XGroup(Connection& conn, Args args) {
       }
     }
     const auto& options = conn.server().options;
-    CallStream(
-        conn, std::move(rq).Finish(),
-        [key = std::string(args[2]), maps = &conn.maps(), max_entries = options.stream_max_entries,
-         max_bytes = options.stream_max_bytes](RespWriter& writer, const map::MapResult& result) {
-          if (result.flag) StoreStreamConfig(*maps, key, max_entries, max_bytes);
-          writer.SimpleString("OK");
-        });
+    CallStream(conn, std::move(rq).Finish(),
+               [key = std::string(args[2]), maps = &conn.maps(),
+                max_entries = options.stream_max_entries, max_bytes = options.stream_max_bytes,
+                keyspace = conn.default_map()](RespWriter& writer, const map::MapResult& result) {
+                 if (result.flag) {
+                   StoreStreamConfig(*maps, key, max_entries, max_bytes);
+                   MarkStreamKey(*maps, keyspace, key);
+                 }
+                 writer.SimpleString("OK");
+               });
     return;
   }
   if (sub == "destroy") {

@@ -70,9 +70,40 @@ bool ParseSetOptions(Connection& conn, Args args, SetOptions& options) {
   return true;
 }
 
+// SET ... NX|XX GET: the old value read and the conditional write in one partition
+// transaction, so a key of another kind answers WRONGTYPE and is left alone, as in Redis.
+void SetConditionalGet(Connection& conn, Args args, const SetOptions& options) {
+  map::MapRequest transaction;
+  transaction.op = MapOp::kTransact;
+  transaction.key.assign(args[1]);
+  transaction.transaction.emplace_back().request =
+      KeyRequest(MapOp::kGet, conn.default_map(), args[1]);
+  auto& write = transaction.transaction.emplace_back().request;
+  write =
+      KeyRequest(options.nx ? MapOp::kPutIfAbsent : MapOp::kReplace, conn.default_map(), args[1]);
+  write.value.assign(args[2]);
+  write.options.ttl_ms = options.ttl_ms;
+  write.options.keep_ttl = options.keep_ttl;
+  CallMapRaw(conn, std::move(transaction),
+             [](RespWriter& writer, base::Result<map::MapResult>& result) {
+               if (!result) {
+                 if (result.error().code() == base::ErrorCode::kWrongType) {
+                   return writer.Error("WRONGTYPE " + map::WrongKindError().message());
+                 }
+                 return WriteServiceError(writer, result.error());
+               }
+               if (result->results.empty()) return writer.Null();
+               WriteOptionalBulk(writer, result->results.front().value);
+             });
+}
+
 void Set(Connection& conn, Args args) {
   SetOptions options;
   if (!ParseSetOptions(conn, args, options)) return;
+  // Inside MULTI the block is already one transaction: the plain operation is queued instead.
+  if (options.get && (options.nx || options.xx) && conn.capture() == nullptr) {
+    return SetConditionalGet(conn, args, options);
+  }
   MapOp op = options.get ? MapOp::kPut : MapOp::kSet;
   if (options.nx) op = MapOp::kPutIfAbsent;
   if (options.xx) op = MapOp::kReplace;

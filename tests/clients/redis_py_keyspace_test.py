@@ -1,9 +1,8 @@
 #!/usr/bin/python3
 """One keyspace through a real Redis client (redis-py, Debian's python3-redis), against
 redis-server and grid-node's RESP port side by side (issue 19 part 3): SCAN, KEYS, DBSIZE,
-TYPE, EXISTS, DEL, EXPIRE/TTL/PERSIST, RENAME over strings and small and large hashes (and
-TYPE, EXISTS and DEL of a stream), and WRONGTYPE between strings and hashes, where Redis
-answers it; the replies compared. Then what only Tessera
+TYPE, EXISTS, DEL, EXPIRE/TTL/PERSIST, RENAME over strings, small and large hashes and
+streams, and WRONGTYPE where Redis answers it; the replies compared. Then what only Tessera
 has: a large hash's fields are not keys, and RENAME across partitions is CROSSSLOT.
 Exits 1 naming every difference.
 
@@ -26,13 +25,13 @@ def sequence(port):
     r.set("{k}s", "v")
     r.hset("{k}h", mapping={"f": "1", "g": "2"})
     r.hset("{k}big", mapping={f"f{i}": f"v{i}" for i in range(200)})
+    r.xadd("{k}x", {"a": "1"}, id="1-0")
     step("DBSIZE", r.dbsize)
     step("KEYS *", lambda: sorted(r.keys("*")))
-    step("SCAN over strings and hashes", lambda: sorted(r.scan_iter(count=3)))
+    step("SCAN over every kind", lambda: sorted(r.scan_iter(count=3)))
     step("SCAN TYPE hash", lambda: sorted(r.scan_iter(_type="hash")))
     step("SCAN TYPE string", lambda: sorted(r.scan_iter(_type="string")))
-    # Streams: TYPE, EXISTS and DEL see them; SCAN, KEYS and DBSIZE do not yet (docs/resp.md).
-    r.xadd("{k}x", {"a": "1"}, id="1-0")
+    step("SCAN TYPE stream", lambda: sorted(r.scan_iter(_type="stream")))
     for key in ("{k}s", "{k}h", "{k}big", "{k}x", "{k}none"):
         step(f"TYPE {key}", lambda key=key: r.type(key))
     step("EXISTS of every kind", lambda: r.exists("{k}s", "{k}h", "{k}big", "{k}x", "{k}none"))
@@ -41,6 +40,11 @@ def sequence(port):
     step("HSET of a string", lambda: r.hset("{k}s", "f", "v"))
     step("HGETALL of a string", lambda: r.hgetall("{k}s"))
     step("GET of a large hash", lambda: r.get("{k}big"))
+    step("GET of a stream", lambda: r.get("{k}x"))
+    step("HGET of a stream", lambda: r.hget("{k}x", "a"))
+    step("EXPIRE a stream", lambda: r.expire("{k}x", 50))
+    step("TTL of a stream", lambda: r.ttl("{k}x"))
+    step("PERSIST a stream", lambda: r.persist("{k}x"))
     step("MGET over kinds", lambda: r.mget("{k}s", "{k}h", "{k}none"))
     step("HLEN of a large hash", lambda: r.hlen("{k}big"))
     step("HGETALL of a large hash", lambda: r.hgetall("{k}big"))
@@ -61,6 +65,11 @@ def sequence(port):
     step("DBSIZE after DEL", r.dbsize)
     step("HSET on a deleted large hash starts afresh", lambda: r.hset("{k}big2", "a", "1"))
     step("HGETALL of it", lambda: r.hgetall("{k}big2"))
+    r.xadd("{k}y", {"a": "1"}, id="1-0")
+    step("SET over a stream", lambda: r.set("{k}y", "str"))
+    step("TYPE after SET over a stream", lambda: r.type("{k}y"))
+    step("XADD after it", lambda: r.xadd("{k}z", {"b": "2"}, id="5-0"))
+    step("DBSIZE at the end", r.dbsize)
     r.close()
     return steps
 
@@ -77,6 +86,11 @@ def tessera_only(port):
     except redis.ResponseError as e:
         check(str(e).startswith("CROSSSLOT"), f"RENAME across partitions is CROSSSLOT: {e}")
     check(r.get("{a}k") == "1", "and the key stays where it was")
+    r.xadd("st", {"a": "1"})
+    r.set("st", "v")
+    check(r.xlen("st") == 0 and r.type("st") == "string",
+          "SET over a stream removes its entries (XLEN of a key of another kind is 0 here, "
+          "WRONGTYPE in Redis: docs/resp.md)")
     r.close()
 
 

@@ -64,6 +64,15 @@ TEST_CASE("One keyspace: SCAN KEYS DBSIZE and TYPE see hashes and WRONGTYPE guar
   CHECK(c.Call({"HSET", "s", "f", "v"}) == kWrongType);
   CHECK(c.Call({"HGET", "s", "f"}) == kWrongType);
   CHECK(c.Call({"HLEN", "s"}) == kWrongType);
+  CHECK(c.Call({"SET", "h", "x", "XX", "GET"}) == kWrongType);  // and the hash stays
+  CHECK(c.Call({"SET", "h", "x", "NX", "GET"}) == kWrongType);
+  CHECK(c.Call({"SET", "s", "w", "XX", "GET"}) == Bulk("v"));
+  CHECK(c.Call({"SET", "s", "v", "XX", "GET"}) == Bulk("w"));
+  CHECK(c.Call({"SET", "nx", "1", "NX", "GET"}) == kNil);
+  CHECK(c.Call({"DEL", "nx"}) == Int(1));
+  CHECK(c.Call({"HSET", "h", "n", "007"}) == Int(1));
+  CHECK(c.Call({"HINCRBY", "h", "n", "1"}) == "-ERR hash value is not an integer\r\n");
+  CHECK(c.Call({"HDEL", "h", "n"}) == Int(1));
   CHECK(c.Call({"MGET", "s", "h"}) == "*2\r\n" + Bulk("v") + kNil);
   CHECK(c.Call({"HGET", "h", "f"}) == Bulk("v"));
   CHECK(c.Call({"GET", "s"}) == Bulk("v"));
@@ -176,4 +185,66 @@ TEST_CASE("Hash commands join MULTI blocks and a failed block leaves no hash beh
   CHECK(c.Call({"EXISTS", "{t}big"}) == Int(0));
   CHECK(FieldMapSize(server, "{t}big") == 0);
   CHECK(c.Call({"HLEN", "{t}h"}) == Int(1));
+}
+
+namespace {
+// XLEN of `key` once it is `want`, or what it was after 2 s (a stream's records go right after
+// its key; the owner sends that removal before it answers).
+std::string XLenSettles(RespClient& c, const std::string& key, std::int64_t want) {
+  std::string got;
+  for (int i = 0; i < 200; ++i) {
+    got = c.Call({"XLEN", key});
+    if (got == Int(want)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return got;
+}
+}  // namespace
+
+TEST_CASE(
+    "Streams are keys: SCAN DBSIZE TYPE EXPIRE and WRONGTYPE see them and their entries go "
+    "with their key",
+    "[resp][keyspace][stream]") {
+  TestServer server;
+  RespClient c(server.port());
+  CHECK(c.Call({"XADD", "s", "1-0", "a", "1"}) == Bulk("1-0"));
+  CHECK(c.Call({"SET", "str", "v"}) == kOk);
+  CHECK(c.Call({"DBSIZE"}) == Int(2));
+  CHECK(c.Call({"SCAN", "0", "COUNT", "100", "TYPE", "stream"}) ==
+        "*2\r\n" + Bulk("0") + "*1\r\n" + Bulk("s"));
+  CHECK(c.Call({"KEYS", "s"}) == "*1\r\n" + Bulk("s"));
+  CHECK(c.Call({"TYPE", "s"}) == "+stream\r\n");
+  CHECK(c.Call({"EXISTS", "s", "str"}) == Int(2));
+  CHECK(c.Call({"GET", "s"}) == kWrongType);
+  CHECK(c.Call({"HSET", "s", "f", "v"}) == kWrongType);
+  CHECK(c.Call({"XADD", "{r}st", "1-0", "a", "1"}) == Bulk("1-0"));
+  CHECK(
+      c.Call({"RENAME", "{r}st", "{r}st2"}).rfind("-ERR RENAME of a stream is not supported", 0) ==
+      0);
+  CHECK(c.Call({"SET", "{r}str", "v"}) == kOk);
+  CHECK(c.Call({"RENAME", "{r}str", "{r}st"}).rfind("-ERR RENAME onto a stream", 0) == 0);
+  CHECK(c.Call({"DEL", "{r}st", "{r}str"}) == Int(2));
+  CHECK(c.Call({"XLEN", "s"}) == Int(1));
+
+  // SET replaces the stream, as in Redis: its entries go.
+  CHECK(c.Call({"SET", "s", "now a string"}) == kOk);
+  CHECK(c.Call({"TYPE", "s"}) == "+string\r\n");
+  CHECK(XLenSettles(c, "s", 0) == Int(0));
+  CHECK(c.Call({"GET", "s"}) == Bulk("now a string"));
+
+  // A stream with a TTL goes, entries and all, when it expires.
+  CHECK(c.Call({"XADD", "brief", "*", "a", "1"}).rfind("$", 0) == 0);
+  CHECK(c.Call({"PEXPIRE", "brief", "30"}) == Int(1));
+  CHECK(c.Call({"PTTL", "brief"}).rfind(":", 0) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  CHECK(c.Call({"TYPE", "brief"}) == "+none\r\n");
+  CHECK(XLenSettles(c, "brief", 0) == Int(0));
+
+  // A group made with MKSTREAM makes the key too; DEL takes the stream and its groups.
+  CHECK(c.Call({"XGROUP", "CREATE", "g", "grp", "$", "MKSTREAM"}) == kOk);
+  CHECK(c.Call({"TYPE", "g"}) == "+stream\r\n");
+  CHECK(c.Call({"DEL", "g"}) == Int(1));
+  CHECK(c.Call({"TYPE", "g"}) == "+none\r\n");
+  CHECK(c.Call({"XINFO", "GROUPS", "g"}).rfind("-ERR no such key", 0) == 0);
+  CHECK(c.Call({"DBSIZE"}) == Int(2));  // s (a string now) and str
 }

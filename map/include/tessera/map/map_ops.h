@@ -56,6 +56,10 @@ struct OpContext {
   // spilled hash's fields, redis_hash.h); nullptr when the caller offers none (such an
   // operation then keeps everything in its own store).
   PartitionMaps* maps = nullptr;
+  // Requests for other partitions that the operation's changes call for, run by the caller
+  // after it (the entries of a stream whose keyspace marker went: redis_hash.h); nullptr when
+  // the caller runs none (a backup's copy: its owner does).
+  std::vector<MapRequest>* follow_ups = nullptr;
 };
 
 // The stores of the other maps of one partition on its shard. What an operation changes

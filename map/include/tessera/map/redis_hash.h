@@ -29,6 +29,10 @@
 //   "merge"    entries = [(field, value)] of a spilled hash a member leaving its cluster took out
 //              (merge.h): sets the fields the owner's hash lacks; a key of another kind there
 //              keeps it; count = applied, entries out = [("discarded", N)]
+//   "mark_stream" the keyspace entry of stream H (kind kStream, empty value), made by the RESP
+//              front-end when XADD or XGROUP CREATE MKSTREAM created the stream; flag = made;
+//              kWrongType when H holds a string or hash. When that entry goes (DEL, expiry,
+//              SET over it), the owner removes the stream's records too (OpContext::follow_ups)
 //   "rename"   {to, nx}: moves the entry (any kind but a stream, with its TTL and a spilled
 //              hash's fields) to key `to` of the same partition, replacing what `to` held
 //              (nx: only if `to` is absent); flag = moved, kNotFound "no such key" when H is
@@ -43,6 +47,7 @@
 #include <vector>
 
 #include "tessera/base/error.h"
+#include "tessera/map/map_request.h"
 
 namespace tessera::map {
 
@@ -58,6 +63,10 @@ bool IsWrongKindError(const base::Error& error);
 // (keyspace, key) of such a map's name, nullopt for any other name.
 std::string HashFieldMap(std::string_view keyspace, std::string_view key);
 std::optional<std::pair<std::string, std::string>> ParseHashFieldMap(std::string_view name);
+
+// The request that removes every record of Redis stream `key` (kRedisStream "delete" with
+// {all}: a long stream goes in steps of 50,000 entries, flag = send it again).
+MapRequest RedisStreamDeleteRequest(std::string_view key);
 
 using HashFields = std::vector<std::pair<std::string_view, std::string_view>>;
 std::string EncodeHashFields(const HashFields& fields);

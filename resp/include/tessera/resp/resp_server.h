@@ -1,8 +1,9 @@
 #pragma once
 // RespServer: the RESP (Redis protocol) front-end of a member, so redis-cli, redis-benchmark
-// and Redis client libraries can use the grid. It only parses, routes and replies: string
-// keys live in the map named by RespServerOptions::default_map, each hash is the map named by
-// its key, and pub/sub goes through the TopicService. See docs/resp.md for the command list.
+// and Redis client libraries can use the grid. It only parses, routes and replies: every key
+// (a string, a hash, a stream's marker) is an entry of its kind in the map named by
+// RespServerOptions::default_map (map/redis_hash.h), and pub/sub goes through the
+// TopicService. See docs/resp.md for the command list.
 //
 // Each accepted connection lives on one shard (round-robin). A read batch is parsed in place,
 // every complete command is executed (inline when the key's partition is on the
