@@ -92,15 +92,18 @@ base::Result<MapResult> OpSize(RecordStore& store, OpContext& ctx) {
 
 base::Result<MapResult> OpClear(RecordStore& store, OpContext& ctx) {
   MapResult out;
-  std::vector<std::string> spilled;  // hashes whose field maps go with them
-  store.ForEach([&out, &ctx, &spilled](const Record& r) {
+  // Keys whose data lives beside them: a large hash's fields, a stream's records.
+  std::vector<std::pair<std::string, ValueKind>> leaving;
+  store.ForEach([&out, &ctx, &leaving](const Record& r) {
     if (!r.ExpiredAt(ctx.now_ms)) ++out.count;
-    if (r.kind() == ValueKind::kSpilledHash) spilled.emplace_back(r.key());
+    if (r.kind() == ValueKind::kSpilledHash || r.kind() == ValueKind::kStream) {
+      leaving.emplace_back(r.key(), r.kind());
+    }
   });
   if (store.size() == 0) return out;
   store.stats().removes += out.count;
   store.Clear();
-  for (const auto& key : spilled) DropHashFields(ctx, key);
+  for (const auto& [key, kind] : leaving) EntryLeaving(ctx, key, kind);
   if (out.count > 0) {
     const std::string count = std::to_string(out.count);
     // The count travels even without include_values: it is the event's payload.

@@ -250,6 +250,17 @@ void MapService::Impl::RunFollowUps(std::vector<MapRequest> requests) {
 }
 
 void MapService::Impl::RunFollowUp(MapRequest request, int round) {
+  // Posted, never run inline: the operation that called for it is replicated first (its
+  // replica version comes before the follow-up's, when both are in one partition), and a long
+  // stream's steps take turns with other work on the shard.
+  const std::size_t here =
+      shards.CurrentShard().value_or(shards.ShardOfPartition(partitioner.PartitionOf(request.key)));
+  shards.InvokeOn(here, [this, token = EnterRequest(), request = std::move(request),
+                         round]() mutable { SendFollowUp(std::move(request), round); });
+}
+
+void MapService::Impl::SendFollowUp(MapRequest request, int round) {
+  if (stopped.load(std::memory_order_acquire)) return;
   constexpr int kMaxRounds = 10'000;  // 500 M entries in steps of 50,000
   if (auto ok = Admit(request); !ok) {
     if (log)

@@ -103,7 +103,8 @@ struct StreamWaiter {
 
 struct ShardState {
   std::unordered_map<std::string, std::unique_ptr<MapTable>> maps;
-  std::vector<MapTable*> sweep_order;  // creation order; tables are never dropped
+  std::vector<MapTable*> sweep_order;  // creation order; only large hashes' field maps are
+                                       // dropped (DropFieldMapIfEmpty)
   MapTable* last = nullptr;            // the table TableOn found last (most requests repeat it)
   std::size_t sweep_table = 0;
   std::size_t sweep_store = 0;
@@ -400,6 +401,7 @@ struct MapService::Impl {
   // until done), answering no one: failures are logged.
   void RunFollowUps(std::vector<MapRequest> requests);
   void RunFollowUp(MapRequest request, int round);
+  void SendFollowUp(MapRequest request, int round);
   // Whether map `name` holds the fields of a hash whose entry is here, live and spilled; false
   // for any other map too. Copies and merges send no other field map (one of a hash that
   // expired or went may not be cleared yet).

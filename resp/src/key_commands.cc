@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <mutex>
+#include <optional>
 
 #include "command_util.h"
 #include "stream_util.h"
@@ -56,7 +58,68 @@ void CountKeys(Connection& conn, Args args, bool clear) {
       });
 }
 
-void Del(Connection& conn, Args args) { CountKeys(conn, args, true); }
+// The records of stream `key`, step after step (50,000 entries each); then done(existed).
+void DeleteStreamRecords(map::MapService& maps, map::MapRequest request,
+                         std::function<void(base::Result<bool>)> done, bool existed = false) {
+  auto again = std::make_shared<map::MapRequest>(request);
+  maps.Execute(std::move(request), [&maps, again, done = std::move(done),
+                                    existed](base::Result<map::MapResult> result) mutable {
+    if (!result) return done(std::unexpected(result.error()));
+    existed = existed || result->count > 0;
+    if (result->flag) return DeleteStreamRecords(maps, std::move(*again), std::move(done), existed);
+    done(existed);
+  });
+}
+
+// DEL/UNLINK: each key's keyspace entry and, for a stream, all its records before the reply (a
+// later XADD of the same key starts a new stream). Inside MULTI: the entries only, the records
+// go after EXEC (their owner removes them).
+void Del(Connection& conn, Args args) {
+  if (conn.capture() != nullptr) return CountKeys(conn, args, true);
+  struct State {
+    State(ReplySlot s, std::size_t keys) : slot(std::move(s)), found(keys, 0) {}
+    ReplySlot slot;
+    std::vector<char> found;
+    std::atomic<std::size_t> remaining{0};
+    std::mutex mu;
+    std::optional<base::Error> error;
+    void Done(std::size_t i, base::Result<bool> result) {
+      {
+        std::lock_guard lock(mu);
+        if (!result) {
+          if (!error) error = result.error();
+        } else if (*result) {
+          found[i] = 1;
+        }
+      }
+      if (remaining.fetch_sub(1) != 1) return;
+      slot.Fill([this](RespWriter& writer) {
+        if (error) return WriteServiceError(writer, *error);
+        writer.Integer(std::count(found.begin(), found.end(), 1));
+      });
+    }
+  };
+  auto state = std::make_shared<State>(conn.Defer(), args.size());
+  map::MapService& maps = conn.maps();
+  std::vector<std::pair<std::size_t, bool>> work;  // (argument, is a stream request)
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    work.emplace_back(i, false);
+    if (MayBeStream(conn, args[i])) work.emplace_back(i, true);
+  }
+  state->remaining = work.size();
+  for (const auto& [i, stream] : work) {
+    auto done = [state, i = i](base::Result<bool> r) { state->Done(i, std::move(r)); };
+    if (stream) {
+      DeleteStreamRecords(maps, map::RedisStreamDeleteRequest(args[i]), std::move(done));
+      continue;
+    }
+    maps.Execute(KeyRequest(MapOp::kDelete, conn.default_map(), args[i]),
+                 [done = std::move(done)](base::Result<map::MapResult> r) mutable {
+                   if (!r) return done(std::unexpected(r.error()));
+                   done(r->flag);
+                 });
+  }
+}
 void Exists(Connection& conn, Args args) { CountKeys(conn, args, false); }
 
 void Type(Connection& conn, Args args) {

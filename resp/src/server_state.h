@@ -9,7 +9,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "command_table.h"
@@ -33,6 +36,24 @@ struct alignas(64) ShardCounter {
   }
 };
 
+// Stream keys whose keyspace entry this server wrote or found (XADD), per shard: an XADD of a
+// key not in it writes the entry first (WRONGTYPE for a string or hash; a pipelined EXPIRE or
+// DEL after it finds the key). Locked: XADD's replies may complete on other shards.
+struct StreamKeyCache {
+  static constexpr std::size_t kMax = 65'536;  // then it starts over
+  std::mutex mu;
+  std::unordered_set<std::string> keys;
+  bool Has(const std::string& key) {
+    std::lock_guard lock(mu);
+    return keys.count(key) != 0;
+  }
+  void Add(const std::string& key) {
+    std::lock_guard lock(mu);
+    if (keys.size() >= kMax) keys.clear();
+    keys.insert(key);
+  }
+};
+
 struct ServerState {
   ServerState(runtime::ShardSet& s, map::MapService& m, topic::TopicService& t,
               const base::Clock& c, RespServerOptions o, std::shared_ptr<spdlog::logger> l)
@@ -45,6 +66,7 @@ struct ServerState {
         commands(s.size()),
         forwarder(std::make_shared<Forwarder>(s, m)),
         connections(s.size()),
+        stream_keys(s.size()),
         start_wall_ms(c.WallMs()) {}
 
   runtime::ShardSet& shards;
@@ -64,6 +86,7 @@ struct ServerState {
   std::shared_ptr<Forwarder> forwarder;      // keyed commands to other shards
   StreamWaiters stream_waiters;              // blocked XREAD / XREADGROUP by key
   std::vector<std::unordered_map<std::uint64_t, std::weak_ptr<Connection>>> connections;
+  std::vector<StreamKeyCache> stream_keys;  // per shard
   const base::Millis start_wall_ms;
 
   std::int64_t TotalCommands() const {

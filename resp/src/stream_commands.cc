@@ -3,6 +3,7 @@
 // atomically on the owner and is backed up like any write. Arguments are checked here, with
 // Redis's error texts, before anything is sent.
 #include "command_util.h"
+#include "server_state.h"
 #include "stream_util.h"
 #include "tessera/map/stream_format.h"
 
@@ -168,22 +169,66 @@ void StoreStreamConfig(map::MapService& maps, const std::string& key, std::int64
 // SCAN, DBSIZE, TYPE and EXPIRE see it. Sent before the reply, so a later command of the same
 // client finds it. A key that holds a string or hash keeps it (docs/resp.md: the stream is then
 // not a key).
-void MarkStreamKey(map::MapService& maps, const std::string& keyspace, const std::string& key) {
+map::MapRequest MarkRequest(const std::string& keyspace, const std::string& key) {
   map::MapRequest mark;
   mark.op = map::MapOp::kRedisKey;
   mark.map_name = keyspace;
   mark.key = key;
   mark.argument = record::GenericRecord::Build().String("cmd", "mark_stream").Done();
-  maps.Execute(std::move(mark), [](base::Result<map::MapResult>) {});
+  return mark;
+}
+
+void MarkStreamKey(map::MapService& maps, const std::string& keyspace, const std::string& key) {
+  maps.Execute(MarkRequest(keyspace, key), [](base::Result<map::MapResult>) {});
+}
+
+// XADD of a key this shard has not seen as a stream: the keyspace entry first (in command
+// order, so WRONGTYPE leaves everything as it was and a pipelined EXPIRE finds the key), then
+// the append; an entry made for an append that failed is removed again.
+void XAddMarkingFirst(Connection& conn, std::string key, map::MapRequest add) {
+  ReplySlot slot = conn.Defer();
+  ServerState* server = &conn.server();
+  auto pending = std::make_shared<map::MapRequest>(std::move(add));
+  const std::size_t shard = conn.shard();
+  server->maps.Execute(
+      MarkRequest(server->options.default_map, key),
+      [slot, server, pending, key, shard](base::Result<map::MapResult> mark) {
+        if (!mark) {
+          return slot.Fill(
+              [&mark](RespWriter& writer) { WriteServiceError(writer, mark.error()); });
+        }
+        const bool made = mark->flag;
+        server->maps.Execute(std::move(*pending), [slot, server, key, shard,
+                                                   made](base::Result<map::MapResult> added) {
+          if (!added && made) {
+            server->maps.Execute(KeyRequest(map::MapOp::kDelete, server->options.default_map, key),
+                                 [](base::Result<map::MapResult>) {});
+          }
+          if (added) {
+            if (added->flag) {
+              StoreStreamConfig(server->maps, key, server->options.stream_max_entries,
+                                server->options.stream_max_bytes);
+            }
+            if (added->value) server->stream_waiters.Wake(key);
+            server->stream_keys[shard].Add(key);
+          }
+          slot.Fill([&added](RespWriter& writer) {
+            if (!added) return WriteStreamError(writer, added.error());
+            WriteOptionalBulk(writer, added->value);
+          });
+        });
+      });
 }
 
 void XAdd(Connection& conn, Args args) {
   if (!StreamKeyOk(conn, args[1])) return;
   StreamRequest rq(args[1], "add");
   std::size_t i = 2;
+  bool nomkstream = false;
   for (; i < args.size(); ++i) {
     if (EqualsIgnoreCase(args[i], "nomkstream")) {
       rq.args.Bool("nomkstream", true);
+      nomkstream = true;
     } else if (EqualsIgnoreCase(args[i], "maxlen") || EqualsIgnoreCase(args[i], "minid")) {
       if (!ParseTrim(conn, args, i, rq)) return;
       --i;
@@ -204,9 +249,16 @@ void XAdd(Connection& conn, Args args) {
       .Int64("max_events", options.stream_max_entries)
       .Int64("max_bytes", options.stream_max_bytes);
   rq.request.value = map::EncodeStreamFields({args.begin() + i + 1, args.end()});
+  std::string key(args[1]);
+  if (!nomkstream && conn.capture() == nullptr &&
+      !conn.server().stream_keys[conn.shard()].Has(key)) {
+    return XAddMarkingFirst(conn, std::move(key), std::move(rq).Finish());
+  }
+  // A known stream: one request. Should it have been removed meanwhile (another member's DEL),
+  // this append makes it again and its keyspace entry follows right after.
   CallStream(conn, std::move(rq).Finish(),
-             [key = std::string(args[1]), server = &conn.server()](RespWriter& writer,
-                                                                   const map::MapResult& result) {
+             [key = std::move(key), server = &conn.server()](RespWriter& writer,
+                                                             const map::MapResult& result) {
                if (result.flag) {
                  StoreStreamConfig(server->maps, key, server->options.stream_max_entries,
                                    server->options.stream_max_bytes);

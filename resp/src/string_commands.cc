@@ -73,6 +73,19 @@ bool ParseSetOptions(Connection& conn, Args args, SetOptions& options) {
 // SET ... NX|XX GET: the old value read and the conditional write in one partition
 // transaction, so a key of another kind answers WRONGTYPE and is left alone, as in Redis.
 void SetConditionalGet(Connection& conn, Args args, const SetOptions& options) {
+  if (conn.capture() != nullptr) {  // inside MULTI: the block is the transaction
+    std::vector<map::MapRequest> requests;
+    requests.push_back(KeyRequest(MapOp::kGet, conn.default_map(), args[1]));
+    auto& write = requests.emplace_back(KeyRequest(
+        options.nx ? MapOp::kPutIfAbsent : MapOp::kReplace, conn.default_map(), args[1]));
+    write.value.assign(args[2]);
+    write.options.ttl_ms = options.ttl_ms;
+    write.options.keep_ttl = options.keep_ttl;
+    return CallMapGather(conn, std::move(requests), [](RespWriter& writer, Results& results) {
+      if (!results[0]) return WriteServiceError(writer, results[0].error());
+      WriteOptionalBulk(writer, results[0]->value);
+    });
+  }
   map::MapRequest transaction;
   transaction.op = MapOp::kTransact;
   transaction.key.assign(args[1]);
@@ -100,8 +113,7 @@ void SetConditionalGet(Connection& conn, Args args, const SetOptions& options) {
 void Set(Connection& conn, Args args) {
   SetOptions options;
   if (!ParseSetOptions(conn, args, options)) return;
-  // Inside MULTI the block is already one transaction: the plain operation is queued instead.
-  if (options.get && (options.nx || options.xx) && conn.capture() == nullptr) {
+  if (options.get && (options.nx || options.xx)) {
     return SetConditionalGet(conn, args, options);
   }
   MapOp op = options.get ? MapOp::kPut : MapOp::kSet;

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <future>
@@ -14,6 +15,7 @@
 
 #include "tessera/map/entry_processor.h"
 #include "tessera/map/map_service.h"
+#include "tessera/map/redis_hash.h"
 #include "tessera/partition/partition_table.h"
 
 using namespace tessera::map;  // NOLINT
@@ -769,4 +771,58 @@ TEST_CASE("Hashes keep their kind and a large hash its fields through migration 
   auto fields = left.ExecuteSync(field);
   REQUIRE(fields);
   CHECK(fields->entries.size() == 2);
+}
+
+TEST_CASE("A backup whose large hash is replaced by a replica update drops the hash's fields",
+          "[map][cluster][keyspace]") {
+  Network net;
+  net.Add("m1");
+  net.Add("m2");
+  net.Install({"m1"}, {"m1"});
+  net.Install({"m1", "m2"}, {"m1", "m2"});
+  const std::string owner = net.ReplicasOf("big")[0];
+  const std::string backup = owner == "m1" ? "m2" : "m1";
+  MapService& b = net.node(backup).service;
+  const auto p = b.partitioner().PartitionOf("big");
+  const std::string fields = HashFieldMap("default", "big");
+  // What the backup holds of a large hash its owner has since expired (its owner's sweeper
+  // does not replicate expiry) ...
+  std::vector<ReplicaUpdate> spilled;
+  ReplicaUpdate header;
+  header.kind = ReplicaUpdate::Kind::kSet;
+  header.map_name = "default";
+  header.partition_id = p;
+  header.key = "big";
+  header.value_kind = ValueKind::kSpilledHash;
+  spilled.push_back(header);
+  for (int i = 0; i < 300; ++i) {
+    ReplicaUpdate field;
+    field.kind = ReplicaUpdate::Kind::kSet;
+    field.map_name = fields;
+    field.partition_id = p;
+    field.key = "f" + std::to_string(i);
+    field.value = "v";
+    spilled.push_back(field);
+  }
+  std::promise<tessera::base::Result<StalePartitions>> applied;
+  b.ApplyReplica(spilled, [&](tessera::base::Result<StalePartitions> r) { applied.set_value(r); });
+  REQUIRE(applied.get_future().get());
+  // ... then the owner's next write there: a small hash under the same key.
+  header.value_kind = ValueKind::kHash;
+  header.value = EncodeHashFields({{"a", "1"}});
+  std::promise<tessera::base::Result<StalePartitions>> replaced;
+  b.ApplyReplica({header},
+                 [&](tessera::base::Result<StalePartitions> r) { replaced.set_value(r); });
+  REQUIRE(replaced.get_future().get());
+  net.Kill(owner);
+  net.Install({backup}, {backup});
+  CHECK(HLen(b, "big") == 1);
+  MapRequest size;
+  size.op = MapOp::kSize;
+  size.map_name = fields;
+  auto left = b.ExecuteSync(size);
+  REQUIRE(left);
+  CHECK(left->count == 0);  // the 300 old fields went with the hash they belonged to
+  auto names = b.MapNames();
+  CHECK(std::find(names.begin(), names.end(), fields) == names.end());  // and their table
 }

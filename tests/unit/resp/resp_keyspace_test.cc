@@ -247,4 +247,35 @@ TEST_CASE(
   CHECK(c.Call({"TYPE", "g"}) == "+none\r\n");
   CHECK(c.Call({"XINFO", "GROUPS", "g"}).rfind("-ERR no such key", 0) == 0);
   CHECK(c.Call({"DBSIZE"}) == Int(2));  // s (a string now) and str
+
+  // XADD on a key of another kind is refused and changes nothing.
+  CHECK(c.Call({"XADD", "str", "*", "a", "1"}) == kWrongType);
+  CHECK(c.Call({"GET", "str"}) == Bulk("v"));
+  CHECK(c.Call({"XLEN", "str"}) == Int(0));
+
+  // Pipelined after the XADD that makes the stream, EXPIRE finds the key.
+  c.SendRaw(
+      "*5\r\n$4\r\nXADD\r\n$1\r\np\r\n$3\r\n1-0\r\n$1\r\na\r\n$1\r\n1\r\n"
+      "*3\r\n$6\r\nEXPIRE\r\n$1\r\np\r\n$3\r\n100\r\n");
+  CHECK(c.Read() == Bulk("1-0"));
+  CHECK(c.Read() == Int(1));
+  CHECK(c.Call({"TTL", "p"}) == Int(100));
+
+  // FLUSHDB takes streams with it.
+  CHECK(c.Call({"FLUSHDB"}) == kOk);
+  CHECK(XLenSettles(c, "p", 0) == Int(0));
+  CHECK(c.Call({"XADD", "p", "1-0", "a", "1"}) == Bulk("1-0"));  // a new stream, from 1-0
+}
+
+TEST_CASE("SET NX or XX with GET inside MULTI refuses a hash and applies nothing",
+          "[resp][keyspace][multi]") {
+  TestServer server;
+  RespClient c(server.port());
+  CHECK(c.Call({"HSET", "{t}h", "f", "v"}) == Int(1));
+  CHECK(c.Call({"MULTI"}) == kOk);
+  CHECK(c.Call({"SET", "{t}s", "1"}) == "+QUEUED\r\n");
+  CHECK(c.Call({"SET", "{t}h", "x", "XX", "GET"}) == "+QUEUED\r\n");
+  CHECK(c.Call({"EXEC"}).rfind("-WRONGTYPE", 0) == 0);
+  CHECK(c.Call({"TYPE", "{t}h"}) == "+hash\r\n");
+  CHECK(c.Call({"EXISTS", "{t}s"}) == Int(0));
 }
