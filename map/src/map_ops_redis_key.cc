@@ -61,13 +61,16 @@ std::string HashFieldMap(std::string_view keyspace, std::string_view key) {
   return name;
 }
 
-MapRequest RedisStreamDeleteRequest(std::string_view key) {
+MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry) {
   MapRequest request;
   request.op = MapOp::kRedisStream;
   request.map_name = kStreamMap;
   request.key = StreamMetaKey(std::string(key) + "#0");
-  request.argument =
-      record::GenericRecord::Build().String("cmd", "delete").Bool("all", true).Done();
+  request.argument = record::GenericRecord::Build()
+                         .String("cmd", "delete")
+                         .Bool("all", true)
+                         .Bool("keyspace_entry", keyspace_entry)
+                         .Done();
   return request;
 }
 
@@ -153,7 +156,11 @@ struct Hash {
   Owned fields;  // inline: the fields, in order
 
   bool spilled() const { return kind == ValueKind::kSpilledHash; }
-  std::string side_name() const { return HashFieldMap(ctx.map_name, key); }
+  const std::string& side_name() {
+    if (side_name_.empty()) side_name_ = HashFieldMap(ctx.map_name, key);
+    return side_name_;
+  }
+  std::string side_name_;
   // The field map of a spilled hash (nullptr: none yet and !create).
   RecordStore* Side(bool create) {
     return ctx.maps == nullptr ? nullptr : ctx.maps->Find(side_name(), create);
@@ -405,11 +412,11 @@ void DropHashFields(OpContext& ctx, std::string_view key) {
 
 void StreamKeyLeaving(OpContext& ctx, std::string_view key) {
   if (ctx.follow_ups == nullptr) return;
-  ctx.follow_ups->push_back(RedisStreamDeleteRequest(key));
+  ctx.follow_ups->push_back(RedisStreamDeleteRequest(key, /*keyspace_entry=*/true));
 }
 
 base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  const std::string cmd = StringArg(rq, "cmd");
+  const std::string cmd = rq.processor.empty() ? StringArg(rq, "cmd") : rq.processor;
   if (cmd == "rename") return Rename(store, rq, ctx);
   if (cmd == "mark_stream") {  // the keyspace entry of a stream XADD or XGROUP CREATE made
     MapResult out;

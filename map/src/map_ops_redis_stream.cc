@@ -671,7 +671,9 @@ base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& rq, 
   }
   if (cmd == "delete") {  // DEL: every record of the stream in this partition; count = existed
     MapResult out;
-    if (!s.exists() || !s.x_existed) return out;  // a stream of the Tessera API is not a key
+    // A stream of the Tessera API is not a key, unless its keyspace entry says it is one (one
+    // merged after a split brain no longer has the mark of XADD).
+    if (!s.exists() || (!s.x_existed && !BoolArg(rq, "keyspace_entry"))) return out;
     if (s.length() > kMaxRemovals && BoolArg(rq, "all")) {
       // In steps: the oldest kMaxRemovals entries now, flag = call again for the rest.
       const std::int64_t last = s.m().head + kMaxRemovals - 1;

@@ -582,7 +582,8 @@ namespace {
 // kRedisKey reads (HGET, HLEN, ...) and split-brain merges are served without a quorum, as get
 // and kMergeEntries are.
 bool RedisKeyWrites(const MapRequest& request) {
-  const std::string cmd = detail::StringArg(request, "cmd");
+  const std::string cmd =
+      request.processor.empty() ? detail::StringArg(request, "cmd") : request.processor;
   return cmd == "hset" || cmd == "hdel" || cmd == "hincrby" || cmd == "rename" ||
          cmd == "mark_stream";
 }

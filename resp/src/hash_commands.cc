@@ -12,9 +12,11 @@ namespace {
 
 using map::MapOp;
 
-map::MapRequest HashRequest(Connection& conn, std::string_view key, std::string_view cmd) {
-  auto request = KeyRequest(MapOp::kRedisKey, conn.default_map(), key);
-  request.argument = record::GenericRecord::Build().String("cmd", std::string(cmd)).Done();
+// The connection's reusable request (its buffers kept from command to command), the command in
+// `processor` (map/redis_hash.h).
+map::MapRequest& HashRequest(Connection& conn, std::string_view key, std::string_view cmd) {
+  auto& request = ReuseKeyRequest(conn, MapOp::kRedisKey, conn.default_map(), key);
+  request.processor.assign(cmd);
   return request;
 }
 
@@ -23,7 +25,7 @@ void WriteCount(RespWriter& writer, map::MapResult& result) { writer.Integer(res
 // HSET key field value [field value ...] -> number of new fields; HMSET -> OK.
 void HSetGeneric(Connection& conn, Args args, bool reply_ok) {
   if (args.size() % 2 != 0) return conn.Reply().WrongArity(Lowercase(args[0]));
-  auto request = HashRequest(conn, args[1], "hset");
+  auto& request = HashRequest(conn, args[1], "hset");
   request.entries.reserve(args.size() / 2 - 1);
   for (std::size_t i = 2; i + 1 < args.size(); i += 2) {
     request.entries.emplace_back(std::string(args[i]), std::string(args[i + 1]));
@@ -39,15 +41,15 @@ void HSet(Connection& conn, Args args) { HSetGeneric(conn, args, false); }
 void HMSet(Connection& conn, Args args) { HSetGeneric(conn, args, true); }
 
 void HSetNx(Connection& conn, Args args) {
-  auto request = HashRequest(conn, args[1], "hset");
-  request.argument = record::GenericRecord::Build().String("cmd", "hset").Bool("nx", true).Done();
+  auto& request = HashRequest(conn, args[1], "hset");
+  request.argument = record::GenericRecord::Build().Bool("nx", true).Done();
   request.entries.emplace_back(std::string(args[2]), std::string(args[3]));
   CallMap(conn, std::move(request), WriteCount);
 }
 
 // HGET / HMGET: the fields asked for, in their order.
 void HGetGeneric(Connection& conn, Args args, bool many) {
-  auto request = HashRequest(conn, args[1], "hget");
+  auto& request = HashRequest(conn, args[1], "hget");
   request.keys.assign(args.begin() + 2, args.end());
   if (!many) {
     return CallMap(conn, std::move(request), [](RespWriter& writer, map::MapResult& result) {
@@ -66,31 +68,31 @@ void HGet(Connection& conn, Args args) { HGetGeneric(conn, args, false); }
 void HMGet(Connection& conn, Args args) { HGetGeneric(conn, args, true); }
 
 void HStrLen(Connection& conn, Args args) {
-  auto request = HashRequest(conn, args[1], "hstrlen");
+  auto& request = HashRequest(conn, args[1], "hstrlen");
   request.keys.emplace_back(args[2]);
   CallMap(conn, std::move(request), WriteCount);
 }
 
 void HDel(Connection& conn, Args args) {
-  auto request = HashRequest(conn, args[1], "hdel");
+  auto& request = HashRequest(conn, args[1], "hdel");
   request.keys.assign(args.begin() + 2, args.end());
   CallMap(conn, std::move(request), WriteCount);
 }
 
 void HExists(Connection& conn, Args args) {
-  auto request = HashRequest(conn, args[1], "hexists");
+  auto& request = HashRequest(conn, args[1], "hexists");
   request.keys.emplace_back(args[2]);
   CallMap(conn, std::move(request),
           [](RespWriter& writer, map::MapResult& result) { writer.Integer(result.flag ? 1 : 0); });
 }
 
 void HLen(Connection& conn, Args args) {
-  CallMap(conn, HashRequest(conn, args[1], "hlen"), WriteCount);
+  CallMap(conn, std::move(HashRequest(conn, args[1], "hlen")), WriteCount);
 }
 
 // HGETALL / HKEYS / HVALS.
 void HQuery(Connection& conn, Args args, map::Projection projection) {
-  CallMap(conn, HashRequest(conn, args[1], "hgetall"),
+  CallMap(conn, std::move(HashRequest(conn, args[1], "hgetall")),
           [projection](RespWriter& writer, map::MapResult& result) {
             if (projection == map::Projection::kEntries) {
               writer.MapHeader(result.entries.size());
@@ -114,9 +116,8 @@ void HVals(Connection& conn, Args args) { HQuery(conn, args, map::Projection::kV
 void HIncrBy(Connection& conn, Args args) {
   std::int64_t delta = 0;
   if (!ParseInt64(args[3], delta)) return conn.Reply().NotInteger();
-  auto request = HashRequest(conn, args[1], "hincrby");
-  request.argument =
-      record::GenericRecord::Build().String("cmd", "hincrby").Int64("delta", delta).Done();
+  auto& request = HashRequest(conn, args[1], "hincrby");
+  request.argument = record::GenericRecord::Build().Int64("delta", delta).Done();
   request.keys.emplace_back(args[2]);
   CallMap(conn, std::move(request), WriteCount);
 }

@@ -15,7 +15,8 @@
 //     eviction, or replacement by a SET clears it; it keeps no TTL of its own.
 // The hash's TTL, version (WATCH) and hits are its entry's; an HSET or HDEL bumps the version.
 //
-// Request: map = the keyspace map, key = H, argument {cmd, ...}; per cmd:
+// Request: map = the keyspace map, key = H, the command in MapRequest::processor (or as
+// argument cmd), its options in the argument; per command:
 //   "hset"     entries = [(field, value)], {nx}: sets them (nx: only absent fields); count =
 //              fields added
 //   "hget"     keys = fields; entries = [(field, value)] of those present, in the keys' order
@@ -65,8 +66,9 @@ std::string HashFieldMap(std::string_view keyspace, std::string_view key);
 std::optional<std::pair<std::string, std::string>> ParseHashFieldMap(std::string_view name);
 
 // The request that removes every record of Redis stream `key` (kRedisStream "delete" with
-// {all}: a long stream goes in steps of 50,000 entries, flag = send it again).
-MapRequest RedisStreamDeleteRequest(std::string_view key);
+// {all}: a long stream goes in steps of 50,000 entries, flag = send it again). With
+// `keyspace_entry` (its keyspace entry went), also a stream XADD did not make (a merged one).
+MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry = false);
 
 using HashFields = std::vector<std::pair<std::string_view, std::string_view>>;
 std::string EncodeHashFields(const HashFields& fields);
