@@ -93,17 +93,22 @@ base::Result<MapResult> OpSize(RecordStore& store, OpContext& ctx) {
 base::Result<MapResult> OpClear(RecordStore& store, OpContext& ctx) {
   MapResult out;
   // Keys whose data lives beside them: a large hash's fields, a stream's records.
-  std::vector<std::pair<std::string, ValueKind>> leaving;
+  struct Leaving {
+    std::string key;
+    ValueKind kind;
+    std::string value;
+  };
+  std::vector<Leaving> leaving;
   store.ForEach([&out, &ctx, &leaving](const Record& r) {
     if (!r.ExpiredAt(ctx.now_ms)) ++out.count;
     if (r.kind() == ValueKind::kSpilledHash || r.kind() == ValueKind::kStream) {
-      leaving.emplace_back(r.key(), r.kind());
+      leaving.push_back({std::string(r.key()), r.kind(), std::string(r.value())});
     }
   });
   if (store.size() == 0) return out;
   store.stats().removes += out.count;
   store.Clear();
-  for (const auto& [key, kind] : leaving) EntryLeaving(ctx, key, kind);
+  for (const auto& l : leaving) EntryLeaving(ctx, l.key, l.kind, l.value);
   if (out.count > 0) {
     const std::string count = std::to_string(out.count);
     // The count travels even without include_values: it is the event's payload.
@@ -206,7 +211,7 @@ RecordStore::SweepResult SweepStore(RecordStore& store, OpContext& ctx, std::siz
   return store.SweepExpired(ctx.now_ms, budget, [&store, &ctx](const Record& r) {
     ++store.stats().expirations;
     detail::Emit(ctx, EntryEventType::kExpired, r.key(), std::nullopt, r.value());
-    detail::EntryLeaving(ctx, r.key(), r.kind());
+    detail::EntryLeaving(ctx, r.key(), r.kind(), r.value());
   });
 }
 

@@ -61,7 +61,7 @@ std::string HashFieldMap(std::string_view keyspace, std::string_view key) {
   return name;
 }
 
-MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry) {
+MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry, std::int64_t epoch) {
   MapRequest request;
   request.op = MapOp::kRedisStream;
   request.map_name = kStreamMap;
@@ -70,6 +70,7 @@ MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry) {
                          .String("cmd", "delete")
                          .Bool("all", true)
                          .Bool("keyspace_entry", keyspace_entry)
+                         .Int64("epoch", epoch)
                          .Done();
   return request;
 }
@@ -410,9 +411,11 @@ void DropHashFields(OpContext& ctx, std::string_view key) {
   ClearFields(*side, side_ctx);
 }
 
-void StreamKeyLeaving(OpContext& ctx, std::string_view key) {
+void StreamKeyLeaving(OpContext& ctx, std::string_view key, std::string_view value) {
   if (ctx.follow_ups == nullptr) return;
-  ctx.follow_ups->push_back(RedisStreamDeleteRequest(key, /*keyspace_entry=*/true));
+  std::int64_t epoch = 0;  // the incarnation the entry named ("": none)
+  std::from_chars(value.data(), value.data() + value.size(), epoch);
+  ctx.follow_ups->push_back(RedisStreamDeleteRequest(key, /*keyspace_entry=*/true, epoch));
 }
 
 base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
@@ -423,10 +426,24 @@ base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& rq, OpC
     const Record* r = FindLive(store, rq.key, ctx);
     if (r != nullptr) {
       if (r->kind() != ValueKind::kStream) return std::unexpected(WrongKindError());
+      out.value = std::string(r->value());
       return out;
     }
-    WriteLiveKind(store, rq.key, "", KeepTtl(), ctx, false, std::nullopt, ValueKind::kStream);
+    const std::int64_t epoch = IntArg(rq, "epoch", 0);
+    const std::string value = epoch == 0 ? std::string() : std::to_string(epoch);
+    WriteLiveKind(store, rq.key, value, KeepTtl(), ctx, false, std::nullopt, ValueKind::kStream);
     out.flag = true;
+    out.value = value;
+    return out;
+  }
+  if (cmd == "unmark_stream") {  // an XADD that made the entry failed: the entry goes again
+    MapResult out;
+    const Record* r = FindLive(store, rq.key, ctx);
+    const std::string epoch = std::to_string(IntArg(rq, "epoch", 0));
+    if (r != nullptr && r->kind() == ValueKind::kStream && r->value() == epoch) {
+      RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
+      out.flag = true;
+    }
     return out;
   }
   auto loaded = Load(store, rq, ctx);

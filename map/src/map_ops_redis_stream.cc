@@ -226,11 +226,16 @@ base::Result<MapResult> Add(XStream& s, const MapRequest& rq) {
   m.bytes += size;
   s.x.last_id = *id;
   ++s.x.entries_added;
+  // The incarnation its keyspace entry names (an append that sent one adopts an unknown one).
+  if (const std::int64_t epoch = IntArg(rq, "epoch", 0); epoch != 0 && s.x.epoch == 0) {
+    s.x.epoch = epoch;
+  }
   s.meta_changed = s.x_changed = true;
   out.flag = !s.exists();
   ApplyTrim(s, rq);
   s.Save();
   out.value = id->Text();
+  out.count = s.x.epoch;  // the incarnation appended to (the RESP front-end matches its entry)
   return out;
 }
 
@@ -662,6 +667,15 @@ base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& rq, 
   XStream s = Load(store, rq, ctx);
   const std::string cmd = StringArg(rq, "cmd");
   if (cmd == "add") return Add(s, rq);
+  if (cmd == "set_epoch") {  // the incarnation the keyspace entry names (see redis_hash.h)
+    MapResult out;
+    if (!s.exists()) return out;
+    s.x.epoch = IntArg(rq, "epoch", 0);
+    s.x_changed = true;
+    s.Save();
+    out.flag = true;
+    return out;
+  }
   if (cmd == "trim") {
     MapResult out;
     if (!s.exists()) return out;
@@ -674,6 +688,12 @@ base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& rq, 
     // A stream of the Tessera API is not a key, unless its keyspace entry says it is one (one
     // merged after a split brain no longer has the mark of XADD).
     if (!s.exists() || (!s.x_existed && !BoolArg(rq, "keyspace_entry"))) return out;
+    // Sent for an incarnation whose keyspace entry went: a newer stream under the same key
+    // (made since, with an epoch of its own) stays.
+    if (const std::int64_t epoch = IntArg(rq, "epoch", 0);
+        epoch != 0 && s.x.epoch != 0 && s.x.epoch != epoch) {
+      return out;
+    }
     if (s.length() > kMaxRemovals && BoolArg(rq, "all")) {
       // In steps: the oldest kMaxRemovals entries now, flag = call again for the rest.
       const std::int64_t last = s.m().head + kMaxRemovals - 1;

@@ -585,7 +585,7 @@ bool RedisKeyWrites(const MapRequest& request) {
   const std::string cmd =
       request.processor.empty() ? detail::StringArg(request, "cmd") : request.processor;
   return cmd == "hset" || cmd == "hdel" || cmd == "hincrby" || cmd == "rename" ||
-         cmd == "mark_stream";
+         cmd == "mark_stream" || cmd == "unmark_stream";
 }
 
 bool MapOpWrites(MapOp op) {

@@ -36,8 +36,9 @@ void EnforceCapacity(RecordStore& store, std::string_view kept_key, OpContext& c
     ++store.stats().evictions;
     const std::string key(victim->key());  // copy: the key lives in the erased block
     const ValueKind kind = victim->kind();
+    const std::string value(kind == ValueKind::kPlain ? std::string_view() : victim->value());
     store.Erase(key);
-    EntryLeaving(ctx, key, kind);
+    EntryLeaving(ctx, key, kind, value);
   }
 }
 }  // namespace
@@ -50,8 +51,9 @@ Record* FindLive(RecordStore& store, std::string_view key, OpContext& ctx) {
   }
   ++store.stats().expirations;
   const ValueKind kind = r->kind();
+  const std::string value(kind == ValueKind::kPlain ? std::string_view() : r->value());
   store.Erase(key);
-  EntryLeaving(ctx, key, kind);
+  EntryLeaving(ctx, key, kind, value);
   return nullptr;
 }
 
@@ -84,10 +86,14 @@ void WriteLive(RecordStore& store, std::string_view key, std::string_view value,
 void WriteLiveKind(RecordStore& store, std::string_view key, std::string_view value,
                    const WriteOptions& options, OpContext& ctx, bool existed,
                    const std::optional<std::string>& old_value, ValueKind kind) {
-  const auto [record, inserted, previous] = store.Write(key, value, ctx.now_ms);
+  auto written = store.Write(key, value, ctx.now_ms);
+  Record* record = written.record;
+  const bool inserted = written.inserted;
   record->set_kind(kind);
   ApplyExpiryRule(*record, options, ctx.config, ctx.now_ms, inserted || !existed);
-  if (!inserted && previous != kind) EntryLeaving(ctx, key, previous);
+  if (!inserted && written.previous != kind) {
+    EntryLeaving(ctx, key, written.previous, written.previous_value);
+  }
   ++store.stats().puts;
   if (ctx.events != nullptr) {
     if (existed) {
@@ -104,10 +110,11 @@ void WriteLiveKind(RecordStore& store, std::string_view key, std::string_view va
 void RemoveLive(RecordStore& store, const Record& record, OpContext& ctx, EntryEventType type) {
   const std::string key(record.key());
   const ValueKind kind = record.kind();
+  const std::string value(kind == ValueKind::kPlain ? std::string_view() : record.value());
   if (ctx.events != nullptr) Emit(ctx, type, key, std::nullopt, record.value());
   ++store.stats().removes;
   store.Erase(key);
-  EntryLeaving(ctx, key, kind);
+  EntryLeaving(ctx, key, kind, value);
 }
 
 base::Result<const EntryProcessor*> LookupProcessor(const EntryProcessorRegistry* registry,

@@ -54,14 +54,15 @@ void WriteLiveKind(RecordStore& store, std::string_view key, std::string_view va
 // Removes the live entry `record` of `key`, counts a remove and fires `type` with its value.
 void RemoveLive(RecordStore& store, const Record& record, OpContext& ctx, EntryEventType type);
 
-// An entry `key` of kind `kind` is leaving its store (removed, expired, evicted, replaced by
-// another kind): a spilled hash takes its field map with it (redis_hash.h). Cheap otherwise.
-inline void EntryLeaving(OpContext& ctx, std::string_view key, ValueKind kind);
-void DropHashFields(OpContext& ctx, std::string_view key);    // map_ops_redis_key.cc
-void StreamKeyLeaving(OpContext& ctx, std::string_view key);  // map_ops_redis_key.cc
-inline void EntryLeaving(OpContext& ctx, std::string_view key, ValueKind kind) {
+// An entry `key` of kind `kind` (holding `value`) is leaving its store (removed, expired,
+// evicted, replaced by another kind): a spilled hash takes its field map with it, a stream's
+// keyspace entry its stream (redis_hash.h). Cheap otherwise.
+void DropHashFields(OpContext& ctx, std::string_view key);  // map_ops_redis_key.cc
+void StreamKeyLeaving(OpContext& ctx, std::string_view key, std::string_view value);
+inline void EntryLeaving(OpContext& ctx, std::string_view key, ValueKind kind,
+                         std::string_view value) {
   if (kind == ValueKind::kSpilledHash) DropHashFields(ctx, key);
-  if (kind == ValueKind::kStream) StreamKeyLeaving(ctx, key);
+  if (kind == ValueKind::kStream) StreamKeyLeaving(ctx, key, value);
 }
 
 // kWrongType unless `r` (a live entry or nullptr) holds a plain value.

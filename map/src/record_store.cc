@@ -195,10 +195,12 @@ RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_vi
     Record* r = block.release();  // owned by the table from here on; freed by EraseAt/Clear
     InsertSlot(MakeSlot(r, hash));
     ++size_;
-    return {r, true};
+    return {r, true, ValueKind::kPlain, {}};
   }
   Record* r = SlotRecord(slots_[index]);
   const base::Millis creation = r->creation_ms();
+  std::string previous_value;  // only another kind's: a plain overwrite copies nothing
+  if (r->kind() != ValueKind::kPlain) previous_value.assign(r->value());
   if (r->value_size_ != value.size()) {
     auto block = Allocate(key, value);
     Record* fresh = block.get();
@@ -217,7 +219,7 @@ RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_vi
   ++r->version_;
   const ValueKind previous = r->kind();
   r->set_kind(ValueKind::kPlain);
-  return {r, false, previous};
+  return {r, false, previous, std::move(previous_value)};
 }
 
 void RecordStore::EraseAt(std::size_t index) {

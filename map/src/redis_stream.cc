@@ -98,6 +98,7 @@ std::string EncodeRedisStreamMeta(const RedisStreamMeta& m) {
   Put(out, m.last_id.Text());
   PutInt(out, m.entries_added);
   Put(out, m.max_deleted.Text());
+  if (m.epoch != 0) PutInt(out, m.epoch);
   return out;
 }
 
@@ -107,6 +108,7 @@ RedisStreamMeta DecodeRedisStreamMeta(std::string_view bytes) {
   m.last_id = in.Id();
   m.entries_added = in.Int();
   m.max_deleted = in.Id();
+  if (in.ok() && !in.empty()) m.epoch = in.Int();  // absent in a meta without an epoch
   return in.ok() ? m : RedisStreamMeta{};
 }
 

@@ -19,6 +19,10 @@ struct RedisStreamMeta {
   StreamId last_id;
   std::int64_t entries_added = 0;
   StreamId max_deleted;
+  // The incarnation of the stream, as its keyspace entry names it (redis_hash.h
+  // "mark_stream"); 0: not known (made by an XADD that sent none). A removal sent for another
+  // incarnation leaves this one alone.
+  std::int64_t epoch = 0;
 };
 std::string EncodeRedisStreamMeta(const RedisStreamMeta& meta);
 RedisStreamMeta DecodeRedisStreamMeta(std::string_view bytes);

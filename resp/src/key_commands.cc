@@ -58,16 +58,23 @@ void CountKeys(Connection& conn, Args args, bool clear) {
       });
 }
 
-// The records of stream `key`, step after step (50,000 entries each); then done(existed).
-void DeleteStreamRecords(map::MapService& maps, map::MapRequest request,
-                         std::function<void(base::Result<bool>)> done, bool existed = false) {
+// The records of stream `key`, step after step (50,000 entries each, each step posted: a long
+// stream takes turns with other work); then done(existed).
+void DeleteStreamRecords(ServerState* server, map::MapRequest request,
+                         std::function<void(base::Result<bool>)> done, bool existed = false,
+                         int round = 0) {
+  constexpr int kMaxRounds = 10'000;  // 500 M entries
   auto again = std::make_shared<map::MapRequest>(request);
-  maps.Execute(std::move(request), [&maps, again, done = std::move(done),
-                                    existed](base::Result<map::MapResult> result) mutable {
+  server->maps.Execute(std::move(request), [server, again, done = std::move(done), existed,
+                                            round](base::Result<map::MapResult> result) mutable {
     if (!result) return done(std::unexpected(result.error()));
     existed = existed || result->count > 0;
-    if (result->flag) return DeleteStreamRecords(maps, std::move(*again), std::move(done), existed);
-    done(existed);
+    if (!result->flag || round >= kMaxRounds) return done(existed);
+    const std::size_t shard = server->shards.CurrentShard().value_or(0);
+    server->shards.InvokeOn(
+        shard, [server, again, done = std::move(done), existed, round]() mutable {
+          DeleteStreamRecords(server, std::move(*again), std::move(done), existed, round + 1);
+        });
   });
 }
 
@@ -101,16 +108,21 @@ void Del(Connection& conn, Args args) {
   };
   auto state = std::make_shared<State>(conn.Defer(), args.size());
   map::MapService& maps = conn.maps();
+  ServerState* server = &conn.server();
   std::vector<std::pair<std::size_t, bool>> work;  // (argument, is a stream request)
   for (std::size_t i = 1; i < args.size(); ++i) {
     work.emplace_back(i, false);
-    if (MayBeStream(conn, args[i])) work.emplace_back(i, true);
+    if (MayBeStream(conn, args[i])) {
+      work.emplace_back(i, true);
+      const std::string key(args[i]);
+      for (auto& cache : server->stream_keys) cache.Remove(key);  // its next XADD marks again
+    }
   }
   state->remaining = work.size();
   for (const auto& [i, stream] : work) {
     auto done = [state, i = i](base::Result<bool> r) { state->Done(i, std::move(r)); };
     if (stream) {
-      DeleteStreamRecords(maps, map::RedisStreamDeleteRequest(args[i]), std::move(done));
+      DeleteStreamRecords(server, map::RedisStreamDeleteRequest(args[i]), std::move(done));
       continue;
     }
     maps.Execute(KeyRequest(MapOp::kDelete, conn.default_map(), args[i]),
@@ -233,6 +245,7 @@ void FlushDb(Connection& conn, Args args) {
                           !EqualsIgnoreCase(args[1], "sync"))) {
     return conn.Reply().SyntaxError();
   }
+  for (auto& cache : conn.server().stream_keys) cache.Clear();
   std::vector<std::string> names{conn.default_map()};
   if (EqualsIgnoreCase(args[0], "flushall")) {
     for (auto& name : conn.maps().MapNames()) {

@@ -37,8 +37,9 @@ struct alignas(64) ShardCounter {
 };
 
 // Stream keys whose keyspace entry this server wrote or found (XADD), per shard: an XADD of a
-// key not in it writes the entry first (WRONGTYPE for a string or hash; a pipelined EXPIRE or
-// DEL after it finds the key). Locked: XADD's replies may complete on other shards.
+// key not in it sends the entry with the append (WRONGTYPE for a string or hash; a pipelined
+// EXPIRE or DEL after it finds the key). DEL and FLUSHDB through this server take keys out.
+// Locked: XADD's replies may complete on other shards.
 struct StreamKeyCache {
   static constexpr std::size_t kMax = 65'536;  // then it starts over
   std::mutex mu;
@@ -51,6 +52,14 @@ struct StreamKeyCache {
     std::lock_guard lock(mu);
     if (keys.size() >= kMax) keys.clear();
     keys.insert(key);
+  }
+  void Remove(const std::string& key) {
+    std::lock_guard lock(mu);
+    keys.erase(key);
+  }
+  void Clear() {
+    std::lock_guard lock(mu);
+    keys.clear();
   }
 };
 

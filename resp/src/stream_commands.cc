@@ -2,9 +2,13 @@
 // MapOp::kRedisStream request on the stream's partition (map/redis_stream.h), so it runs
 // atomically on the owner and is backed up like any write. Arguments are checked here, with
 // Redis's error texts, before anything is sent.
+#include <charconv>
+#include <random>
+
 #include "command_util.h"
 #include "server_state.h"
 #include "stream_util.h"
+#include "tessera/map/redis_hash.h"
 #include "tessera/map/stream_format.h"
 
 namespace tessera::resp {
@@ -169,12 +173,14 @@ void StoreStreamConfig(map::MapService& maps, const std::string& key, std::int64
 // SCAN, DBSIZE, TYPE and EXPIRE see it. Sent before the reply, so a later command of the same
 // client finds it. A key that holds a string or hash keeps it (docs/resp.md: the stream is then
 // not a key).
-map::MapRequest MarkRequest(const std::string& keyspace, const std::string& key) {
+map::MapRequest MarkRequest(const std::string& keyspace, const std::string& key,
+                            std::int64_t epoch = 0) {
   map::MapRequest mark;
   mark.op = map::MapOp::kRedisKey;
   mark.map_name = keyspace;
   mark.key = key;
-  mark.argument = record::GenericRecord::Build().String("cmd", "mark_stream").Done();
+  mark.processor = "mark_stream";
+  mark.argument = record::GenericRecord::Build().Int64("epoch", epoch).Done();
   return mark;
 }
 
@@ -182,41 +188,66 @@ void MarkStreamKey(map::MapService& maps, const std::string& keyspace, const std
   maps.Execute(MarkRequest(keyspace, key), [](base::Result<map::MapResult>) {});
 }
 
-// XADD of a key this shard has not seen as a stream: the keyspace entry first (in command
-// order, so WRONGTYPE leaves everything as it was and a pipelined EXPIRE finds the key), then
-// the append; an entry made for an append that failed is removed again.
-void XAddMarkingFirst(Connection& conn, std::string key, map::MapRequest add) {
-  ReplySlot slot = conn.Defer();
+// A stream incarnation's epoch (redis_hash.h "mark_stream"): random, never 0.
+std::int64_t NewEpoch() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  std::int64_t epoch = 0;
+  while (epoch == 0) epoch = static_cast<std::int64_t>(random() >> 1);
+  return epoch;
+}
+
+// XADD of a key this shard has not seen as a stream: the keyspace entry and the append are sent
+// together (each to its partition, in command order, so a pipelined EXPIRE, DEL or XLEN finds
+// what they made), with one new epoch. Then: a key of another kind answers WRONGTYPE and a
+// stream the append made goes again; a failed append takes back the entry made for it; and the
+// stream's epoch is made the keyspace entry's when they differ (an entry or a stream that was
+// there already).
+void XAddWithKeyspaceEntry(Connection& conn, std::string key, StreamRequest rq) {
   ServerState* server = &conn.server();
-  auto pending = std::make_shared<map::MapRequest>(std::move(add));
-  const std::size_t shard = conn.shard();
-  server->maps.Execute(
-      MarkRequest(server->options.default_map, key),
-      [slot, server, pending, key, shard](base::Result<map::MapResult> mark) {
+  const std::int64_t epoch = NewEpoch();
+  rq.args.Int64("epoch", epoch);
+  std::vector<map::MapRequest> both;
+  both.push_back(MarkRequest(server->options.default_map, key, epoch));
+  both.push_back(std::move(rq).Finish());
+  StreamKeyCache& cache = server->stream_keys[conn.shard()];
+  cache.Add(key);  // later XADDs of the pipeline: one request, behind these
+  CallMapGather(
+      conn, std::move(both),
+      [server, &cache, key = std::move(key), epoch](RespWriter& writer, Results& results) {
+        auto& mark = results[0];
+        auto& added = results[1];
+        auto send = [server](map::MapRequest request) {
+          server->maps.Execute(std::move(request), [](base::Result<map::MapResult>) {});
+        };
         if (!mark) {
-          return slot.Fill(
-              [&mark](RespWriter& writer) { WriteServiceError(writer, mark.error()); });
+          cache.Remove(key);
+          if (added && added->flag) send(map::RedisStreamDeleteRequest(key, true, epoch));
+          return WriteServiceError(writer, mark.error());
         }
-        const bool made = mark->flag;
-        server->maps.Execute(std::move(*pending), [slot, server, key, shard,
-                                                   made](base::Result<map::MapResult> added) {
-          if (!added && made) {
-            server->maps.Execute(KeyRequest(map::MapOp::kDelete, server->options.default_map, key),
-                                 [](base::Result<map::MapResult>) {});
+        if (!added) {
+          cache.Remove(key);
+          if (mark->flag) {
+            map::MapRequest unmark = MarkRequest(server->options.default_map, key, epoch);
+            unmark.processor = "unmark_stream";
+            send(std::move(unmark));
           }
-          if (added) {
-            if (added->flag) {
-              StoreStreamConfig(server->maps, key, server->options.stream_max_entries,
-                                server->options.stream_max_bytes);
-            }
-            if (added->value) server->stream_waiters.Wake(key);
-            server->stream_keys[shard].Add(key);
-          }
-          slot.Fill([&added](RespWriter& writer) {
-            if (!added) return WriteStreamError(writer, added.error());
-            WriteOptionalBulk(writer, added->value);
-          });
-        });
+          return WriteStreamError(writer, added.error());
+        }
+        std::int64_t named = 0;  // the epoch the keyspace entry holds
+        if (mark->value) {
+          std::from_chars(mark->value->data(), mark->value->data() + mark->value->size(), named);
+        }
+        if (named != 0 && added->count != named) {
+          StreamRequest adopt(key, "set_epoch");
+          adopt.args.Int64("epoch", named);
+          send(std::move(adopt).Finish());
+        }
+        if (added->flag) {
+          StoreStreamConfig(server->maps, key, server->options.stream_max_entries,
+                            server->options.stream_max_bytes);
+        }
+        if (added->value) server->stream_waiters.Wake(key);
+        WriteOptionalBulk(writer, added->value);
       });
 }
 
@@ -252,7 +283,7 @@ void XAdd(Connection& conn, Args args) {
   std::string key(args[1]);
   if (!nomkstream && conn.capture() == nullptr &&
       !conn.server().stream_keys[conn.shard()].Has(key)) {
-    return XAddMarkingFirst(conn, std::move(key), std::move(rq).Finish());
+    return XAddWithKeyspaceEntry(conn, std::move(key), std::move(rq));
   }
   // A known stream: one request. Should it have been removed meanwhile (another member's DEL),
   // this append makes it again and its keyspace entry follows right after.

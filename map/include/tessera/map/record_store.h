@@ -154,6 +154,7 @@ class RecordStore {
     Record* record;
     bool inserted;
     ValueKind previous = ValueKind::kPlain;  // the kind the entry held before (update)
+    std::string previous_value;              // its value then, if that kind was not plain
   };
   // Sets the value of `key`, inserting a new entry if absent. On insert all times are
   // `now_ms`, version 1, no TTL/idle; on update the version is bumped and last update/access

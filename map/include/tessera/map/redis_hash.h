@@ -30,10 +30,14 @@
 //   "merge"    entries = [(field, value)] of a spilled hash a member leaving its cluster took out
 //              (merge.h): sets the fields the owner's hash lacks; a key of another kind there
 //              keeps it; count = applied, entries out = [("discarded", N)]
-//   "mark_stream" the keyspace entry of stream H (kind kStream, empty value), made by the RESP
-//              front-end when XADD or XGROUP CREATE MKSTREAM created the stream; flag = made;
-//              kWrongType when H holds a string or hash. When that entry goes (DEL, expiry,
-//              SET over it), the owner removes the stream's records too (OpContext::follow_ups)
+//   "mark_stream" {epoch}: the keyspace entry of stream H (kind kStream, value = the epoch, the
+//              stream's incarnation, which the stream's appends record too), sent by the RESP
+//              front-end with the XADD that may make the stream (and after XGROUP CREATE
+//              MKSTREAM); flag = made, value = the entry's epoch; kWrongType when H holds a
+//              string or hash. When that entry goes (DEL, expiry, SET over it), the owner
+//              removes that incarnation of the stream too (OpContext::follow_ups)
+//   "unmark_stream" {epoch}: removes the entry if it is still of kind stream with that epoch
+//              (the XADD sent with the mark failed); flag = removed
 //   "rename"   {to, nx}: moves the entry (any kind but a stream, with its TTL and a spilled
 //              hash's fields) to key `to` of the same partition, replacing what `to` held
 //              (nx: only if `to` is absent); flag = moved, kNotFound "no such key" when H is
@@ -68,7 +72,10 @@ std::optional<std::pair<std::string, std::string>> ParseHashFieldMap(std::string
 // The request that removes every record of Redis stream `key` (kRedisStream "delete" with
 // {all}: a long stream goes in steps of 50,000 entries, flag = send it again). With
 // `keyspace_entry` (its keyspace entry went), also a stream XADD did not make (a merged one).
-MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry = false);
+// With an `epoch` (the keyspace entry's), only that incarnation of the stream (or one whose
+// incarnation is not known): a stream made again since under the same key stays.
+MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry = false,
+                                    std::int64_t epoch = 0);
 
 using HashFields = std::vector<std::pair<std::string_view, std::string_view>>;
 std::string EncodeHashFields(const HashFields& fields);

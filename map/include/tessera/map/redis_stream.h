@@ -20,16 +20,22 @@
 // Request (MapRequest): map "__streams", key "meta@P", argument {cmd, ...}; per cmd:
 //   "add"      {id: "*" | "<ms>-*" | "<ms>-<seq>", nomkstream, trim: "" | "maxlen" | "minid",
 //              maxlen, minid, approximate, limit (approximate: default 10,000), max_events,
-//              max_bytes}, value = EncodeStreamFields;
-//              value out = the new ID (nullopt: nomkstream and no stream), flag = created
+//              max_bytes, epoch}, value = EncodeStreamFields;
+//              value out = the new ID (nullopt: nomkstream and no stream), flag = created,
+//              count = the stream's epoch (its incarnation, redis_hash.h "mark_stream"; a
+//              stream without one takes the request's)
+//   "set_epoch" {epoch}: the stream's incarnation becomes `epoch`; flag = the stream exists
 //   "trim"     {trim, maxlen, minid, approximate, limit}; count = entries removed
 //   "len"      {keyspace}; count = entries; flag = the stream exists (keyspace: and XADD or
 //              XGROUP CREATE made it, so DEL may delete it)
-//   "delete"   removes every record of a stream XADD or XGROUP CREATE made (entries, meta,
+//   "delete"   {all, keyspace_entry, epoch} (RedisStreamDeleteRequest, redis_hash.h):
+//              removes every record of a stream XADD or XGROUP CREATE made (entries, meta,
 //              groups, leases; not the Tessera API's dedup markers, consumer records or its
 //              configuration "stream@S"); count = 1 if it existed. At most kMaxRemovals
-//              (50,000) entries: a longer stream is refused (trim it first); trims remove at
-//              most that many per command too
+//              (50,000) entries per call: without `all` a longer stream is refused (trim it
+//              first), with `all` its oldest 50,000 go and flag = call again; trims remove at
+//              most that many per command too. With an epoch, a stream of another known epoch
+//              (made again since) is left alone
 //   "range"    {start, end (IDs, inclusive), count (0: all), rev}; entries = [(ID, fields)]
 //   "read"     {after: ID | "$", count}; entries after `after`; value = the last ID
 //   "create_group" {group, id: ID | "$", mkstream}; flag = stream created
