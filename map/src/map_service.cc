@@ -120,29 +120,33 @@ RecordStore* MapService::Impl::ShardPartitionMaps::Find(const std::string& name,
     table = it->second.get();
     store = table->stores.Find(partition_id_ / impl_.shards.size());
   }
-  if (std::find_if(sides_.begin(), sides_.end(),
-                   [table](const Side& s) { return s.table == table; }) == sides_.end()) {
-    sides_.push_back(Side{table, {}});
-  }
+  SideOf(*table);
   if (store != nullptr && undo_ != nullptr) store->AttachUndo(*undo_);
   return store;
 }
 
+MapService::Impl::ShardPartitionMaps::Side& MapService::Impl::ShardPartitionMaps::SideOf(
+    MapTable& table) {
+  for (auto& side : sides_) {
+    if (side->table == &table) return *side;
+  }
+  sides_.push_back(std::make_unique<Side>(Side{&table, {}}));
+  return *sides_.back();
+}
+
 OpContext MapService::Impl::ShardPartitionMaps::ContextFor(const std::string& name) {
   MapTable& table = impl_.TableOn(shard_, name);
-  auto side = std::find_if(sides_.begin(), sides_.end(),
-                           [&table](const Side& s) { return s.table == &table; });
-  if (side == sides_.end()) side = sides_.insert(sides_.end(), Side{&table, {}});
+  Side& side = SideOf(table);
   OpContext ctx = impl_.ContextFor(table, partition_id_, nullptr);
   ctx.now_ms = now_ms_;
-  ctx.events = replicate_ ? &side->events : nullptr;
+  ctx.events = replicate_ ? &side.events : nullptr;
   ctx.event_values = false;
   ctx.maps = this;
   return ctx;
 }
 
 void MapService::Impl::ShardPartitionMaps::DropEmpty() {
-  for (const Side& side : sides_) impl_.DropFieldMapIfEmpty(shard_, side.table->name);
+  for (const auto& side : sides_) impl_.DropFieldMapIfEmpty(shard_, side->table->name);
   sides_.clear();
 }
 
@@ -195,13 +199,14 @@ void MapService::Impl::DropFieldMapIfEmpty(std::size_t shard, const std::string&
 }
 
 bool MapService::Impl::ShardPartitionMaps::changed() const {
-  return std::any_of(sides_.begin(), sides_.end(), [](const Side& s) { return !s.events.empty(); });
+  return std::any_of(sides_.begin(), sides_.end(),
+                     [](const auto& s) { return !s->events.empty(); });
 }
 
 void MapService::Impl::ShardPartitionMaps::AppendSideUpdates(std::vector<ReplicaUpdate>& out,
                                                              std::uint64_t version) {
-  for (const Side& side : sides_) {
-    impl_.AppendUpdates(*side.table, partition_id_, now_ms_, side.events, out, version);
+  for (const auto& side : sides_) {
+    impl_.AppendUpdates(*side->table, partition_id_, now_ms_, side->events, out, version);
   }
 }
 
