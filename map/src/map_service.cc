@@ -251,8 +251,13 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
 }
 
 void MapService::Impl::RunFollowUps(std::vector<MapRequest> requests) {
-  for (auto& request : requests) RunFollowUp(std::move(request), 0);
+  for (auto& request : requests) {
+    if (request.op == MapOp::kRedisStream) stream_key_removals.fetch_add(1);
+    RunFollowUp(std::move(request), 0);
+  }
 }
+
+std::uint64_t MapService::StreamKeyRemovals() const { return impl_->stream_key_removals.load(); }
 
 void MapService::Impl::RunFollowUp(MapRequest request, int round) {
   // Posted, never run inline: the operation that called for it is replicated first (its

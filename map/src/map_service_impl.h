@@ -400,6 +400,7 @@ struct MapService::Impl {
   // Sends OpContext::follow_ups on (each to its partition's owner; a stream deletion in steps
   // until done), answering no one: failures are logged.
   void RunFollowUps(std::vector<MapRequest> requests);
+  std::atomic<std::uint64_t> stream_key_removals{0};  // follow-ups that remove a stream
   void RunFollowUp(MapRequest request, int round);
   void SendFollowUp(MapRequest request, int round);
   // Whether map `name` holds the fields of a hash whose entry is here, live and spilled; false

@@ -40,18 +40,28 @@ struct alignas(64) ShardCounter {
 // key not in it sends the entry with the append (WRONGTYPE for a string or hash; a pipelined
 // EXPIRE or DEL after it finds the key). DEL and FLUSHDB through this server take keys out.
 // Locked: XADD's replies may complete on other shards.
+// `removals` is MapService::StreamKeyRemovals(): when a stream's keyspace entry went on this
+// member since the set was last used (a SET over it, its expiry), the set starts over.
 struct StreamKeyCache {
   static constexpr std::size_t kMax = 65'536;  // then it starts over
   std::mutex mu;
   std::unordered_set<std::string> keys;
-  bool Has(const std::string& key) {
+  std::uint64_t removals = 0;
+  bool Has(const std::string& key, std::uint64_t removals_now) {
     std::lock_guard lock(mu);
+    Refresh(removals_now);
     return keys.count(key) != 0;
   }
-  void Add(const std::string& key) {
+  void Add(const std::string& key, std::uint64_t removals_now) {
     std::lock_guard lock(mu);
+    Refresh(removals_now);
     if (keys.size() >= kMax) keys.clear();
     keys.insert(key);
+  }
+  void Refresh(std::uint64_t removals_now) {  // REQUIRES: mu held
+    if (removals_now == removals) return;
+    keys.clear();
+    removals = removals_now;
   }
   void Remove(const std::string& key) {
     std::lock_guard lock(mu);

@@ -91,14 +91,43 @@ bool StreamKeyOk(Connection& conn, std::string_view key) {
   return false;
 }
 
-// Runs `request` and replies with write(writer, result) or the stream error.
+// Runs `request` and replies with write(writer, result) or the stream error. For a key this
+// shard has not seen as a stream, the key's keyspace entry is read alongside: a string or hash
+// answers WRONGTYPE, as in Redis (a stream the request made for it, XGROUP CREATE MKSTREAM,
+// goes again); a stream entry puts the key among the known ones.
 template <typename Write>
 void CallStream(Connection& conn, map::MapRequest&& request, Write write) {
-  CallMapRaw(conn, std::move(request),
-             [write](RespWriter& writer, base::Result<map::MapResult>& result) {
-               if (!result) return WriteStreamError(writer, result.error());
-               write(writer, *result);
-             });
+  // request.key is "meta@<key>#0" (StreamRequest).
+  std::string key = request.key.substr(5, request.key.size() - 7);
+  StreamKeyCache& known = conn.server().stream_keys[conn.shard()];
+  if (conn.capture() != nullptr || known.Has(key, conn.maps().StreamKeyRemovals())) {
+    return CallMapRaw(conn, std::move(request),
+                      [write](RespWriter& writer, base::Result<map::MapResult>& result) {
+                        if (!result) return WriteStreamError(writer, result.error());
+                        write(writer, *result);
+                      });
+  }
+  ServerState* server = &conn.server();
+  const bool mkstream = request.argument.Find("mkstream") != nullptr;  // XGROUP CREATE MKSTREAM
+  std::vector<map::MapRequest> both;
+  both.push_back(KeyRequest(map::MapOp::kGetEntryView, conn.default_map(), key));
+  both.push_back(std::move(request));
+  CallMapGather(conn, std::move(both),
+                [write, server, &known, mkstream, key = std::move(key)](RespWriter& writer,
+                                                                        Results& results) {
+                  const auto& entry = results[0];
+                  auto& result = results[1];
+                  if (entry && entry->view && entry->view->kind != map::ValueKind::kStream) {
+                    if (mkstream && result && result->flag) {  // it made a stream: not a key
+                      server->maps.Execute(map::RedisStreamDeleteRequest(key),
+                                           [](base::Result<map::MapResult>) {});
+                    }
+                    return WriteServiceError(writer, map::WrongKindError());
+                  }
+                  if (entry && entry->view) known.Add(key, server->maps.StreamKeyRemovals());
+                  if (!result) return WriteStreamError(writer, result.error());
+                  write(writer, *result);
+                });
 }
 
 void ReplyCount(RespWriter& writer, const map::MapResult& result) { writer.Integer(result.count); }
@@ -210,7 +239,7 @@ void XAddWithKeyspaceEntry(Connection& conn, std::string key, StreamRequest rq) 
   both.push_back(MarkRequest(server->options.default_map, key, epoch));
   both.push_back(std::move(rq).Finish());
   StreamKeyCache& cache = server->stream_keys[conn.shard()];
-  cache.Add(key);  // later XADDs of the pipeline: one request, behind these
+  cache.Add(key, server->maps.StreamKeyRemovals());  // the pipeline's next XADDs: one request
   CallMapGather(
       conn, std::move(both),
       [server, &cache, key = std::move(key), epoch](RespWriter& writer, Results& results) {
@@ -282,7 +311,7 @@ void XAdd(Connection& conn, Args args) {
   rq.request.value = map::EncodeStreamFields({args.begin() + i + 1, args.end()});
   std::string key(args[1]);
   if (!nomkstream && conn.capture() == nullptr &&
-      !conn.server().stream_keys[conn.shard()].Has(key)) {
+      !conn.server().stream_keys[conn.shard()].Has(key, conn.maps().StreamKeyRemovals())) {
     return XAddWithKeyspaceEntry(conn, std::move(key), std::move(rq));
   }
   // A known stream: one request. Should it have been removed meanwhile (another member's DEL),

@@ -199,6 +199,15 @@ std::string XLenSettles(RespClient& c, const std::string& key, std::int64_t want
   }
   return got;
 }
+
+// Whether `XREAD STREAMS key 0` finds nothing within 2 s (the stream's entries went).
+bool XReadGone(RespClient& c, const std::string& key) {
+  for (int i = 0; i < 200; ++i) {
+    if (c.Call({"XREAD", "COUNT", "1", "STREAMS", key, "0"}) == "*-1\r\n") return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
 }  // namespace
 
 TEST_CASE(
@@ -229,7 +238,8 @@ TEST_CASE(
   // SET replaces the stream, as in Redis: its entries go.
   CHECK(c.Call({"SET", "s", "now a string"}) == kOk);
   CHECK(c.Call({"TYPE", "s"}) == "+string\r\n");
-  CHECK(XLenSettles(c, "s", 0) == Int(0));
+  CHECK(c.Call({"XLEN", "s"}) == kWrongType);
+  CHECK(XReadGone(c, "s"));  // XREAD does not check the kind: it shows the entries went
   CHECK(c.Call({"GET", "s"}) == Bulk("now a string"));
 
   // A stream with a TTL goes, entries and all, when it expires.
@@ -248,10 +258,14 @@ TEST_CASE(
   CHECK(c.Call({"XINFO", "GROUPS", "g"}).rfind("-ERR no such key", 0) == 0);
   CHECK(c.Call({"DBSIZE"}) == Int(2));  // s (a string now) and str
 
-  // XADD on a key of another kind is refused and changes nothing.
+  // Stream commands on a key of another kind are refused and change nothing.
   CHECK(c.Call({"XADD", "str", "*", "a", "1"}) == kWrongType);
+  CHECK(c.Call({"XLEN", "str"}) == kWrongType);
+  CHECK(c.Call({"XRANGE", "str", "-", "+"}) == kWrongType);
+  CHECK(c.Call({"XGROUP", "CREATE", "str", "g", "$", "MKSTREAM"}) == kWrongType);
+  CHECK(c.Call({"XADD", "str", "NOMKSTREAM", "*", "a", "1"}) == kWrongType);
   CHECK(c.Call({"GET", "str"}) == Bulk("v"));
-  CHECK(c.Call({"XLEN", "str"}) == Int(0));
+  CHECK(c.Call({"TYPE", "str"}) == "+string\r\n");
 
   // Pipelined after the XADD that makes the stream, EXPIRE finds the key.
   c.SendRaw(
