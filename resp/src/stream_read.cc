@@ -11,6 +11,7 @@
 
 #include "command_util.h"
 #include "stream_util.h"
+#include "tessera/map/redis_hash.h"
 
 namespace tessera::resp {
 
@@ -56,6 +57,45 @@ struct StreamPoll : std::enable_shared_from_this<StreamPoll> {
         self->server().shards.DispatchOn(self->conn->shard(),
                                          [self, round] { self->Finish(round->results); });
       });
+    }
+  }
+
+  // Keys this shard does not know as streams: their keyspace entries first, so a string or
+  // hash answers WRONGTYPE, as in Redis; then the reads.
+  void CheckKindsThenRun() {
+    StreamKeyCache& known = server().stream_keys[conn->shard()];
+    const std::uint64_t removals = conn->maps().StreamKeyRemovals();
+    std::vector<std::string> unknown;
+    for (const auto& key : keys) {
+      if (!known.Has(key, removals)) unknown.push_back(key);
+    }
+    if (unknown.empty()) return Run();
+    struct Check {
+      std::vector<std::string> keys;
+      std::atomic<std::size_t> left{0};
+      std::atomic<bool> wrong{false};
+    };
+    auto check = std::make_shared<Check>();
+    check->keys = std::move(unknown);
+    check->left = check->keys.size();
+    for (const auto& key : check->keys) {
+      conn->maps().Execute(
+          KeyRequest(map::MapOp::kGetEntryView, conn->default_map(), key),
+          [self = shared_from_this(), check, &known, key](base::Result<map::MapResult> entry) {
+            if (entry && entry->view) {
+              if (entry->view->kind != map::ValueKind::kStream) {
+                check->wrong = true;
+              } else {
+                known.Add(key, self->conn->maps().StreamKeyRemovals());
+              }
+            }
+            if (check->left.fetch_sub(1) != 1) return;
+            self->server().shards.DispatchOn(self->conn->shard(), [self, check] {
+              if (!check->wrong) return self->Run();
+              self->slot.Fill(
+                  [](RespWriter& writer) { WriteServiceError(writer, map::WrongKindError()); });
+            });
+          });
     }
   }
 
@@ -260,7 +300,7 @@ void ReadGeneric(Connection& conn, Args args, bool group) {
                 std::find(poll->history.begin(), poll->history.end(), true) == poll->history.end();
   if (block_ms > 0) poll->deadline = Clock::now() + std::chrono::milliseconds(block_ms);
   poll->slot = conn.Defer();
-  poll->Run();
+  poll->CheckKindsThenRun();
 }
 
 void XRead(Connection& conn, Args args) { ReadGeneric(conn, args, false); }
