@@ -88,7 +88,7 @@ void ClusterMerger::Run() {
     request.key = batches_.front().key;
     request.entries = batches_.front().entries;
     request.keys = batches_.front().keys;
-    request.argument = batches_.front().argument;
+    request.processor = batches_.front().processor;
     lock.unlock();
     auto result = maps_.ExecuteSync(std::move(request));
     lock.lock();

@@ -419,7 +419,7 @@ void StreamKeyLeaving(OpContext& ctx, std::string_view key, std::string_view val
 }
 
 base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  const std::string cmd = rq.processor.empty() ? StringArg(rq, "cmd") : rq.processor;
+  const std::string& cmd = rq.processor;
   if (cmd == "rename") return Rename(store, rq, ctx);
   if (cmd == "mark_stream") {  // the keyspace entry of a stream XADD or XGROUP CREATE made
     MapResult out;
@@ -491,7 +491,8 @@ base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& rq, OpC
   } else {
     return Fail(ErrorCode::kBadRequest,
                 "unknown redisKey command '" + cmd +
-                    "'; use hset, hget, hdel, hexists, hlen, hstrlen, hgetall, hincrby or rename");
+                    "' (MapRequest::processor); use hset, hget, hdel, hexists, hlen, hstrlen, "
+                    "hgetall, hincrby, rename, mark_stream, unmark_stream or merge");
   }
   return out;
 }

@@ -738,8 +738,7 @@ base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& rq, 
   }
   if (cmd == "len") {
     MapResult out;
-    // keyspace: as DEL sees it, a stream XADD or XGROUP CREATE made (not the Tessera API's).
-    out.flag = s.exists() && (s.x_existed || !BoolArg(rq, "keyspace"));
+    out.flag = s.exists();
     out.count = out.flag ? std::max<std::int64_t>(0, s.length()) : 0;
     return out;
   }

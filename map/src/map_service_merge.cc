@@ -90,12 +90,7 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
                       bytes >= kBatchBytes) {
                     bytes = 0;
                     part.batches.push_back(
-                        {MapOp::kRedisKey,
-                         hash->first,
-                         hash->second,
-                         {},
-                         {},
-                         record::GenericRecord::Build().String("cmd", "merge").Done()});
+                        {MapOp::kRedisKey, hash->first, hash->second, {}, {}, "merge"});
                     hash_batch = &part.batches.back();
                   }
                   hash_batch->entries.emplace_back(std::string(r.key()), std::string(r.value()));

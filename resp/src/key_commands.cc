@@ -145,11 +145,9 @@ void Type(Connection& conn, Args args) {
 // RENAME (nx=false) / RENAMENX: one step on the keys' partition, whatever the key holds.
 void RenameGeneric(Connection& conn, Args args, bool nx) {
   auto request = KeyRequest(MapOp::kRedisKey, conn.default_map(), args[1]);
-  request.argument = record::GenericRecord::Build()
-                         .String("cmd", "rename")
-                         .String("to", std::string(args[2]))
-                         .Bool("nx", nx)
-                         .Done();
+  request.processor = "rename";
+  request.argument =
+      record::GenericRecord::Build().String("to", std::string(args[2])).Bool("nx", nx).Done();
   CallMapRaw(conn, std::move(request),
              [nx](RespWriter& writer, base::Result<map::MapResult>& result) {
                if (!result) {

@@ -695,7 +695,7 @@ MapRequest KeyspaceRq(const std::string& key, const std::string& cmd) {
   rq.op = MapOp::kRedisKey;
   rq.map_name = "default";
   rq.key = key;
-  rq.argument = tessera::record::GenericRecord::Build().String("cmd", cmd).Done();
+  rq.processor = cmd;
   return rq;
 }
 
@@ -825,4 +825,55 @@ TEST_CASE("A backup whose large hash is replaced by a replica update drops the h
   CHECK(left->count == 0);  // the 300 old fields went with the hash they belonged to
   auto names = b.MapNames();
   CHECK(std::find(names.begin(), names.end(), fields) == names.end());  // and their table
+}
+
+TEST_CASE("A member leaving its cluster takes hashes out with their kind and large ones by field",
+          "[map][cluster][merge][keyspace]") {
+  Network net;
+  net.Add("m1");
+  net.Add("m2");
+  net.Install({"m1"}, {"m1"});
+  MapService& m1 = net.node("m1").service;
+  HSetAcked(m1, "small", 0, 2);
+  HSetAcked(m1, "large", 0, 200);
+  auto batches = m1.LeaveCluster();
+  std::size_t large_fields = 0;
+  bool small_as_hash = false, large_header_sent = false;
+  for (const auto& b : batches) {
+    if (b.op == MapOp::kRedisKey) {
+      CHECK(b.processor == "merge");
+      CHECK(b.map_name == "default");
+      CHECK(b.key == "large");
+      large_fields += b.entries.size();
+    }
+    if (b.op != MapOp::kMergeEntries || b.map_name != "default") continue;
+    for (const auto& [key, bytes] : b.entries) {
+      if (key == "small") small_as_hash = DecodeMergeEntry(bytes)->kind == ValueKind::kHash;
+      if (key == "large") large_header_sent = true;
+    }
+  }
+  CHECK(large_fields == 200);
+  CHECK(small_as_hash);
+  CHECK(!large_header_sent);  // its fields make it again
+  // The other member takes them in as a merging cluster would.
+  MapService& m2 = net.node("m2").service;
+  net.Install({"m2"}, {"m2"});
+  for (auto& b : batches) {
+    MapRequest rq;
+    rq.op = b.op;
+    rq.map_name = b.map_name;
+    rq.key = b.key;
+    rq.entries = b.entries;
+    rq.keys = b.keys;
+    rq.processor = b.processor;
+    REQUIRE(m2.ExecuteSync(rq));
+  }
+  CHECK(HLen(m2, "large") == 200);
+  CHECK(HLen(m2, "small") == 2);
+  auto view = Rq(MapOp::kGetEntryView, "large");
+  view.map_name = "default";
+  auto got = m2.ExecuteSync(view);
+  REQUIRE(got);
+  REQUIRE(got->view);
+  CHECK(got->view->kind == ValueKind::kSpilledHash);
 }

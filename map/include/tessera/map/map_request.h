@@ -111,7 +111,7 @@ enum class MapOp : std::uint8_t {
   kRedisStream = 36,  // a Redis stream command (XADD, XREADGROUP, ...) on the stream's one
                       // sub-stream: key = "meta@S#0", argument {cmd, ...}; see redis_stream.h
   kRedisKey = 37,     // a Redis hash command (HSET, HGET, ...) or RENAME on the RESP keyspace
-                      // map: key = the Redis key, argument {cmd, ...}; see redis_hash.h
+                      // map: key = the Redis key, processor = the command; see redis_hash.h
 };
 
 // The internal map reliable topics keep their rings in (grid::ReliableTopic).

@@ -63,7 +63,7 @@ bool MergeWins(MergePolicy policy, const MergeEntry& merging, bool existing,
 // or a ring's messages (kRingMerge on key "ring@R" of kRingMap: entries = sequence,
 // EncodeMergeEntry of the message with its TTL left).
 // A spilled hash's fields (redis_hash.h) come back as kRedisKey "merge" on the hash's key
-// (argument {cmd: "merge"}), and its entry in the keyspace is not sent: the fields make the
+// (processor "merge"), and its entry in the keyspace is not sent: the fields make the
 // hash again (without its TTL).
 struct MergeBatch {
   MapOp op = MapOp::kMergeEntries;
@@ -71,7 +71,7 @@ struct MergeBatch {
   std::string key;
   std::vector<std::pair<std::string, std::string>> entries;
   std::vector<std::string> keys;
-  record::GenericRecord argument;
+  std::string processor;  // kRedisKey: the command
 };
 
 }  // namespace tessera::map

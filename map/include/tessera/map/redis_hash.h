@@ -15,8 +15,8 @@
 //     eviction, or replacement by a SET clears it; it keeps no TTL of its own.
 // The hash's TTL, version (WATCH) and hits are its entry's; an HSET or HDEL bumps the version.
 //
-// Request: map = the keyspace map, key = H, the command in MapRequest::processor (or as
-// argument cmd), its options in the argument; per command:
+// Request: map = the keyspace map, key = H, the command in MapRequest::processor, its options
+// in the argument; per command:
 //   "hset"     entries = [(field, value)], {nx}: sets them (nx: only absent fields); count =
 //              fields added
 //   "hget"     keys = fields; entries = [(field, value)] of those present, in the keys' order

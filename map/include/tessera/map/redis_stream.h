@@ -26,8 +26,7 @@
 //              stream without one takes the request's)
 //   "set_epoch" {epoch}: the stream's incarnation becomes `epoch`; flag = the stream exists
 //   "trim"     {trim, maxlen, minid, approximate, limit}; count = entries removed
-//   "len"      {keyspace}; count = entries; flag = the stream exists (keyspace: and XADD or
-//              XGROUP CREATE made it, so DEL may delete it)
+//   "len"      count = entries; flag = the stream exists
 //   "delete"   {all, keyspace_entry, epoch} (RedisStreamDeleteRequest, redis_hash.h):
 //              removes every record of a stream XADD or XGROUP CREATE made (entries, meta,
 //              groups, leases; not the Tessera API's dedup markers, consumer records or its
