@@ -57,7 +57,7 @@ double MeasureRecordStore(std::int64_t n, double* estimate) {
   map::RecordStore store;
   for (std::int64_t i = 0; i < n; ++i) {
     auto written = store.Write(Key(i), value, 1000 + i);
-    written.record->SetTtl(60'000, 1000 + i);
+    store.SetTtl(*written.record, 60'000, 1000 + i);
   }
   *estimate = static_cast<double>(store.memory_bytes()) / static_cast<double>(n);
   return static_cast<double>(RssBytes() - before) / static_cast<double>(n);

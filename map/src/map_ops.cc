@@ -128,8 +128,8 @@ MapResult OpSetTtl(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   Record* r = FindLive(store, rq.key, ctx);
   MapResult out;
   if (r == nullptr) return out;
-  r->SetTtl(*rq.options.ttl_ms, ctx.now_ms);
-  if (rq.options.max_idle_ms) r->SetMaxIdle(*rq.options.max_idle_ms);
+  store.SetTtl(*r, *rq.options.ttl_ms, ctx.now_ms);
+  if (rq.options.max_idle_ms) store.SetMaxIdle(*r, *rq.options.max_idle_ms);
   r->RecordAccess(ctx.now_ms);
   out.flag = true;
   return out;

@@ -14,7 +14,9 @@
 // shard thread, in order), so a listener may itself call the service.
 //
 // Sweeper: a steady_timer per shard examines up to sweep_budget_per_tick entries, in at most
-// that many stores, per tick, resuming at a (map, store, slot) cursor. When a tick used its whole
+// that many stores, per tick, resuming at a (map, store, slot) cursor. A store is read only
+// once one of its entries can have expired (RecordStore::SweepExpired keeps the earliest
+// deadline), so entries that live for days, or forever, cost the sweeper nothing. When a tick used its whole
 // budget and found mostly expired entries (a mass expiry), the next tick runs at once instead of
 // after sweep_interval_ms, so reclaiming is bounded by CPU, not by the tick period; each tick is
 // still one bounded handler, so requests interleave with it.
@@ -493,6 +495,7 @@ void MapService::Impl::SweepTick(std::size_t shard) {
   }
   const std::size_t start_table = state.sweep_table;
   const std::size_t start_store = state.sweep_store;
+  const base::Millis now_ms = clock.NowMs();
   for (std::size_t visits = 0; visits < budget && examined < budget; ++visits) {
     if (state.sweep_order.empty()) break;
     MapTable& table = *state.sweep_order[state.sweep_table];
@@ -500,7 +503,7 @@ void MapService::Impl::SweepTick(std::size_t shard) {
     RecordStore* store = state.sweep_store < table.stores.slot_count()
                              ? table.stores.At(state.sweep_store)
                              : nullptr;
-    if (store && store->size() > 0) {
+    if (store && store->SweepDue(now_ms)) {  // (a store with nothing due is not read)
       std::vector<EntryEvent> events;
       const auto p = static_cast<std::uint32_t>(
           table.stores.LocalAt(state.sweep_store) * shards.size() + shard);

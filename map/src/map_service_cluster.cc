@@ -570,8 +570,8 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
             u.value_kind != ValueKind::kSpilledHash) {
           ClearFieldMapHere(shard, u.map_name, u.partition_id, u.key);
         }
-        record->SetTtl(u.ttl_left_ms, now);
-        record->SetMaxIdle(u.max_idle_ms);
+        store.SetTtl(*record, u.ttl_left_ms, now);
+        store.SetMaxIdle(*record, u.max_idle_ms);
         record->SetUpdateHistory(u.update_age_ms, u.hits, now);
         record->set_kind(u.value_kind);
         break;

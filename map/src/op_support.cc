@@ -16,12 +16,12 @@ std::size_t PartitionLimit(const OpContext& ctx) {
   return static_cast<std::size_t>((ctx.config.max_entries + partitions - 1) / partitions);
 }
 
-void ApplyExpiryRule(Record& r, const WriteOptions& options, const MapConfig& config,
-                     base::Millis now_ms, bool inserted) {
+void ApplyExpiryRule(RecordStore& store, Record& r, const WriteOptions& options,
+                     const MapConfig& config, base::Millis now_ms, bool inserted) {
   if (options.keep_ttl && !inserted) return;  // keeps both TTL and max-idle
   const base::Millis ttl = options.ttl_ms.value_or(config.default_ttl_ms);
-  r.SetTtl(ttl, now_ms);
-  r.SetMaxIdle(options.max_idle_ms.value_or(config.default_max_idle_ms));
+  store.SetTtl(r, ttl, now_ms);
+  store.SetMaxIdle(r, options.max_idle_ms.value_or(config.default_max_idle_ms));
 }
 
 void EnforceCapacity(RecordStore& store, std::string_view kept_key, OpContext& ctx) {
@@ -90,7 +90,7 @@ void WriteLiveKind(RecordStore& store, std::string_view key, std::string_view va
   Record* record = written.record;
   const bool inserted = written.inserted;
   record->set_kind(kind);
-  ApplyExpiryRule(*record, options, ctx.config, ctx.now_ms, inserted || !existed);
+  ApplyExpiryRule(store, *record, options, ctx.config, ctx.now_ms, inserted || !existed);
   if (!inserted && written.previous != kind) {
     EntryLeaving(ctx, key, written.previous, written.previous_value);
   }
@@ -163,7 +163,7 @@ base::Result<record::GenericRecord> RunProcessor(RecordStore& store, std::string
     WriteLive(store, key, *entry.value(), ProcessorWriteOptions(entry, options), ctx, existed,
               current);
   } else if (entry.ttl_ms() && existed) {
-    r->SetTtl(*entry.ttl_ms(), ctx.now_ms);
+    store.SetTtl(*r, *entry.ttl_ms(), ctx.now_ms);
   }
   return result;
 }

@@ -51,6 +51,12 @@ bool Record::ExpiredAt(base::Millis now_ms) const {
   return max_idle_ != 0 && now_ms >= last_access_ms_ + DecodeDuration(max_idle_);
 }
 
+base::Millis Record::ExpiryDeadline() const {
+  base::Millis deadline = expire_at_ms_ != 0 ? expire_at_ms_ : kNoDeadline;
+  if (max_idle_ != 0) deadline = std::min(deadline, last_access_ms_ + DecodeDuration(max_idle_));
+  return deadline;
+}
+
 void Record::SetTtl(base::Millis ttl_ms, base::Millis now_ms) {
   ttl_ = EncodeDuration(ttl_ms);
   expire_at_ms_ = ttl_ms > 0 ? now_ms + ttl_ms : 0;
@@ -173,7 +179,8 @@ void RecordStore::Rehash(std::size_t new_capacity) {
   for (Slot s : old) {
     if (s != 0) InsertSlot(s);
   }
-  sweep_cursor_ = 0;
+  sweep_cursor_ = 0;  // a pass under way starts again: every entry is still ahead of it
+  pass_min_deadline_ = Record::kNoDeadline;
 }
 
 void RecordStore::GrowIfNeeded() {
@@ -222,6 +229,22 @@ RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_vi
   return {r, false, previous, std::move(previous_value)};
 }
 
+void RecordStore::SetTtl(Record& r, base::Millis ttl_ms, base::Millis now_ms) {
+  r.SetTtl(ttl_ms, now_ms);
+  NoteDeadline(r);
+}
+
+void RecordStore::SetMaxIdle(Record& r, base::Millis max_idle_ms) {
+  r.SetMaxIdle(max_idle_ms);
+  NoteDeadline(r);
+}
+
+void RecordStore::NoteDeadline(const Record& r) {
+  const base::Millis deadline = r.ExpiryDeadline();
+  next_sweep_ms_ = std::min(next_sweep_ms_, deadline);
+  noted_min_deadline_ = std::min(noted_min_deadline_, deadline);
+}
+
 void RecordStore::EraseAt(std::size_t index) {
   std::unique_ptr<Record, BlockFree> victim(SlotRecord(slots_[index]));
   block_bytes_ -= BlockCost(victim.get());
@@ -232,6 +255,11 @@ void RecordStore::EraseAt(std::size_t index) {
     // The entry at j may move into the hole unless its home lies cyclically in (hole, j].
     const bool home_after_hole = ((j - home) & mask) < ((j - hole) & mask);
     if (home_after_hole) continue;
+    // An entry the sweep under way has not reached moves behind its cursor: its deadline
+    // counts as seen.
+    if (sweep_running_ && hole < sweep_cursor_ && j >= sweep_cursor_) {
+      pass_min_deadline_ = std::min(pass_min_deadline_, SlotRecord(slots_[j])->ExpiryDeadline());
+    }
     slots_[hole] = slots_[j];
     hole = j;
   }
@@ -307,11 +335,23 @@ const Record* RecordStore::SampleOldest(int samples, std::string_view exclude) {
 RecordStore::SweepResult RecordStore::SweepExpired(
     base::Millis now_ms, std::size_t budget, const std::function<void(const Record&)>& on_expired) {
   SweepResult result;
-  if (sweep_cursor_ >= slots_.size()) sweep_cursor_ = 0;
+  if (!sweep_running_) {
+    if (!SweepDue(now_ms)) {
+      result.wrapped = true;
+      return result;
+    }
+    sweep_running_ = true;
+    sweep_cursor_ = 0;
+    pass_min_deadline_ = Record::kNoDeadline;
+    noted_min_deadline_ = Record::kNoDeadline;
+  }
   while (result.examined < budget) {
     if (sweep_cursor_ >= slots_.size()) {
       sweep_cursor_ = 0;
       result.wrapped = true;
+      sweep_running_ = false;
+      next_sweep_ms_ = std::min({pass_min_deadline_, noted_min_deadline_,
+                                 now_ms + kMaxSweepRestMs});
       ShrinkIfSparse();
       break;
     }
@@ -327,6 +367,7 @@ RecordStore::SweepResult RecordStore::SweepExpired(
       EraseAt(sweep_cursor_);  // a later entry may shift into this slot: look again
       ++result.expired;
     } else {
+      pass_min_deadline_ = std::min(pass_min_deadline_, r->ExpiryDeadline());
       ++sweep_cursor_;
     }
   }
@@ -414,6 +455,7 @@ void RecordStore::RestoreFromUndo(std::string_view key,
   Record* r = before.release();
   block_bytes_ += BlockCost(r);
   InsertSlot(MakeSlot(r, Hash(r->key())));
+  NoteDeadline(*r);  // an earlier deadline than the store's may come back
   ++size_;
 }
 

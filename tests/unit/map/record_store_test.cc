@@ -97,13 +97,13 @@ TEST_CASE("Durations are exact in milliseconds below 2^31 ms and whole seconds a
 TEST_CASE("A record expires exactly at its deadline", "[map][store]") {
   RecordStore store;
   Record* r = store.Write("k", "v", 1000).record;
-  r->SetTtl(500, 1000);
+  store.SetTtl(*r, 500, 1000);
   CHECK(r->expire_at_ms() == 1500);
   CHECK_FALSE(r->ExpiredAt(1499));
   CHECK(r->ExpiredAt(1500));
-  r->SetTtl(0, 1000);
+  store.SetTtl(*r, 0, 1000);
   CHECK_FALSE(r->ExpiredAt(1'000'000'000));
-  r->SetMaxIdle(100);
+  store.SetMaxIdle(*r, 100);
   r->RecordRead(1050);
   CHECK_FALSE(r->ExpiredAt(1149));
   CHECK(r->ExpiredAt(1150));
@@ -115,7 +115,7 @@ TEST_CASE("SweepExpired resumes where it stopped and removes only expired entrie
   RecordStore store;
   for (int i = 0; i < 1000; ++i) {
     Record* r = store.Write("key-" + std::to_string(i), "v", 0).record;
-    r->SetTtl(i % 2 == 0 ? 10 : 0, 0);
+    store.SetTtl(*r, i % 2 == 0 ? 10 : 0, 0);
   }
   std::size_t expired = 0, calls = 0, examined_total = 0;
   bool wrapped = false;
@@ -135,6 +135,71 @@ TEST_CASE("SweepExpired resumes where it stopped and removes only expired entrie
   CHECK(examined_total >= 1000);
   CHECK(calls >= 10);  // the budget was honoured
   store.ForEach([](const Record& r) { CHECK_FALSE(r.ExpiredAt(10)); });
+}
+
+namespace {
+// Sweeps `store` at `now` until its pass ends; returns the entries examined and removed.
+std::pair<std::size_t, std::size_t> FullSweep(RecordStore& store, std::int64_t now) {
+  std::size_t examined = 0, expired = 0;
+  for (int calls = 0; calls < 1000; ++calls) {
+    auto r = store.SweepExpired(now, 64, [](const Record&) {});
+    examined += r.examined;
+    expired += r.expired;
+    if (r.wrapped) break;
+  }
+  return {examined, expired};
+}
+}  // namespace
+
+TEST_CASE("The sweeper reads a store again only once one of its entries can have expired",
+          "[map][store]") {
+  RecordStore store;
+  for (int i = 0; i < 500; ++i) {
+    Record* r = store.Write("key-" + std::to_string(i), "v", 0).record;
+    store.SetTtl(*r, 7LL * 24 * 3'600'000, 0);  // a week, like the inbox's markers
+  }
+  for (int i = 0; i < 500; ++i) store.Write("plain-" + std::to_string(i), "v", 0);
+  // The first pass reads everything and learns that nothing expires before a week.
+  CHECK(FullSweep(store, 100) == std::pair<std::size_t, std::size_t>{1000, 0});
+  CHECK_FALSE(store.SweepDue(101));
+  CHECK(FullSweep(store, 200).first == 0);
+  // At the latest kMaxSweepRestMs after a pass, it reads the store again.
+  CHECK(store.SweepDue(100 + RecordStore::kMaxSweepRestMs));
+  CHECK(FullSweep(store, 100 + RecordStore::kMaxSweepRestMs).first == 1000);
+  const std::int64_t t = 100 + RecordStore::kMaxSweepRestMs;
+
+  SECTION("a shorter TTL set afterwards brings the next pass forward to its deadline") {
+    store.SetTtl(*store.Find("plain-7"), 50, t + 10);
+    CHECK_FALSE(store.SweepDue(t + 59));
+    CHECK(store.SweepDue(t + 60));
+    CHECK(FullSweep(store, t + 60) == std::pair<std::size_t, std::size_t>{1000, 1});
+    CHECK(store.Find("plain-7") == nullptr);
+  }
+  SECTION("so does a max-idle, and reads only delay it") {
+    store.SetMaxIdle(*store.Find("plain-8"), 30);  // last access 0: idle since long ago
+    CHECK(store.SweepDue(t + 1));
+    CHECK(FullSweep(store, t + 1).second == 1);
+  }
+  SECTION("entries given a TTL during a pass count wherever they land") {
+    for (const int late : {100, 700}) {  // 700: the table grows and the pass starts again
+      CAPTURE(late);
+      const std::int64_t now = t + late * 1000;
+      store.SetTtl(*store.Find("plain-1"), 10, now - 10);  // makes a pass due now
+      auto part = store.SweepExpired(now, 300, [](const Record&) {});
+      CHECK(part.examined == 300);
+      CHECK_FALSE(part.wrapped);
+      for (int i = 0; i < late; ++i) {
+        Record* r = store.Write("late-" + std::to_string(i), "v", now).record;
+        store.SetTtl(*r, 100, now);  // many land behind the pass's cursor
+      }
+      FullSweep(store, now + 1);
+      CHECK(store.Find("plain-1") == nullptr);
+      CHECK_FALSE(store.SweepDue(now + 99));
+      CHECK(store.SweepDue(now + 100));
+      CHECK(FullSweep(store, now + 100).second == static_cast<std::size_t>(late));
+      store.Write("plain-1", "v", now + 100);
+    }
+  }
 }
 
 TEST_CASE("SampleOldest prefers entries not accessed for a long time", "[map][store]") {
@@ -159,7 +224,7 @@ TEST_CASE("An undo log rolls a store back exactly, and a committed one keeps the
   using tessera::map::UndoLog;
   RecordStore store;
   for (int i = 0; i < 100; ++i) store.Write("k" + std::to_string(i), "v" + std::to_string(i), 10);
-  store.Find("k1")->SetTtl(5000, 10);
+  store.SetTtl(*store.Find("k1"), 5000, 10);
   store.stats().puts = 100;
   const auto memory_before = store.memory_bytes();
   const auto view_before = store.Find("k1")->View();

@@ -62,10 +62,11 @@ class Record {
   // entry with ttl t written at w, w + t == now, is expired).
   bool ExpiredAt(base::Millis now_ms) const;
   bool HasExpiry() const { return expire_at_ms_ != 0 || max_idle_ != 0; }
+  // The first moment ExpiredAt is true as things stand (reads and writes only move an idle
+  // deadline later); kNoDeadline without TTL and max-idle.
+  static constexpr base::Millis kNoDeadline = INT64_MAX;
+  base::Millis ExpiryDeadline() const;
 
-  // Sets the TTL in force from `now_ms` (0 = none) / the max-idle (0 = none).
-  void SetTtl(base::Millis ttl_ms, base::Millis now_ms);
-  void SetMaxIdle(base::Millis max_idle_ms) { max_idle_ = EncodeDuration(max_idle_ms); }
   // A read: refreshes the idle clock and counts a hit.
   void RecordRead(base::Millis now_ms);
   // Refreshes the idle clock without counting a hit.
@@ -79,6 +80,9 @@ class Record {
 
  private:
   friend class RecordStore;
+  // Through RecordStore::SetTtl / SetMaxIdle, which keep the store's earliest deadline.
+  void SetTtl(base::Millis ttl_ms, base::Millis now_ms);
+  void SetMaxIdle(base::Millis max_idle_ms) { max_idle_ = EncodeDuration(max_idle_ms); }
   const char* Bytes() const { return reinterpret_cast<const char*>(this + 1); }
   char* Bytes() { return reinterpret_cast<char*>(this + 1); }
 
@@ -162,6 +166,12 @@ class RecordStore {
   // kind becomes kPlain (a caller writing another kind sets it afterwards).
   WriteResult Write(std::string_view key, std::string_view value, base::Millis now_ms);
 
+  // Sets the TTL of `r` (an entry of this store) from `now_ms` (0 = none) / its max-idle (0 =
+  // none). Every expiry change goes through the store, which keeps a lower bound of its
+  // entries' deadlines for the sweeper (SweepExpired).
+  void SetTtl(Record& r, base::Millis ttl_ms, base::Millis now_ms);
+  void SetMaxIdle(Record& r, base::Millis max_idle_ms);
+
   // Removes `key`; returns whether it existed.
   bool Erase(std::string_view key);
   // Removes every entry.
@@ -180,12 +190,23 @@ class RecordStore {
   struct SweepResult {
     std::size_t examined = 0;  // entries looked at
     std::size_t expired = 0;   // entries removed
-    bool wrapped = false;      // the cursor completed a full pass over the table
+    bool wrapped = false;      // no pass is under way after this call (it ended, or none was due)
   };
   // Incremental expiry scan: resumes at the store's cursor, examines up to `budget` entries,
   // erases those expired at `now_ms` after calling on_expired(record) for each.
+  //
+  // A pass over the table starts only once `now_ms` reaches the earliest expiry deadline the
+  // store knows of: the smallest deadline the last pass saw, or one set since through SetTtl /
+  // SetMaxIdle, and at the latest kMaxSweepRestMs after the last pass ended. A store whose
+  // entries expire in a week (inbox markers) or never is not read again until then. A pass
+  // under way goes on to its end.
+  static constexpr base::Millis kMaxSweepRestMs = 60'000;
   SweepResult SweepExpired(base::Millis now_ms, std::size_t budget,
                            const std::function<void(const Record&)>& on_expired);
+  // Whether SweepExpired at `now_ms` would examine anything (a pass is under way or due).
+  bool SweepDue(base::Millis now_ms) const {
+    return sweep_running_ || (size_ > 0 && now_ms >= next_sweep_ms_);
+  }
 
   // Transactions: saves entries in `log` before they change, until the log commits or rolls
   // back (UndoLog). REQUIRES: no other log is attached; only Find, Write, Erase and stats()
@@ -228,6 +249,13 @@ class RecordStore {
   std::size_t size_ = 0;
   std::int64_t block_bytes_ = 0;
   std::size_t sweep_cursor_ = 0;
+  // The sweeper's schedule (SweepExpired): a pass starts at next_sweep_ms_; the pass under way
+  // keeps the smallest deadline it saw and the smallest one set since it began.
+  bool sweep_running_ = false;
+  base::Millis next_sweep_ms_ = 0;
+  base::Millis pass_min_deadline_ = Record::kNoDeadline;
+  base::Millis noted_min_deadline_ = Record::kNoDeadline;
+  void NoteDeadline(const Record& r);
   std::uint64_t random_state_ = 0x9E3779B97F4A7C15ull;
   MapStats stats_;
   UndoLog* undo_ = nullptr;  // attached transaction log, or null
