@@ -199,10 +199,14 @@ void Stream::Run(const std::shared_ptr<Subscription>& s) {
       // A wait for each one not being read whose wait ended meanwhile.
       ParkWaits(s, WaitEnd(*s, Clock::now()), only);
     }
-    if (Consume(*s, only)) {
+    bool drained = false;
+    if (Consume(*s, only, &drained)) {
       pause = std::chrono::milliseconds(1);
       poll = !s->options.wait_on_owner;
-      continue;
+      // Everything there was is handled: wait for more now rather than read again to find
+      // nothing (a wait answers at once when events came meanwhile). Saves a round trip per
+      // wake-up.
+      if (!drained || poll) continue;
     }
     only.clear();
     if (poll) {
@@ -419,7 +423,8 @@ void Stream::Rebalance(Subscription& s) {
   s.next_rebalance = Clock::now() + interval;
 }
 
-bool Stream::Consume(Subscription& s, const std::vector<std::uint32_t>& only) {
+bool Stream::Consume(Subscription& s, const std::vector<std::uint32_t>& only, bool* drained) {
+  bool read_all = true;  // every read answered with less than a batch, all of it handled
   const auto now = Clock::now();
   std::vector<map::MapRequest> requests;
   std::vector<std::uint32_t> subs;
@@ -447,8 +452,11 @@ bool Stream::Consume(Subscription& s, const std::vector<std::uint32_t>& only) {
       s.Warn(*log_, name_,
              "read of sub-stream " + std::to_string(subs[j]) + " failed (" + r.error().ToString() +
                  "); retrying");
+      read_all = false;
       continue;
     }
+    if (r->entries.size() >= static_cast<std::size_t>(s.options.max_batch)) read_all = false;
+    std::size_t handled = 0;
     if (r->flag) {  // removed before this group committed them: max age, or group re-created
       s.Warn(*log_, name_,
              "sub-stream " + std::to_string(subs[j]) + ": events " + std::to_string(h.next) +
@@ -488,13 +496,16 @@ bool Stream::Consume(Subscription& s, const std::vector<std::uint32_t>& only) {
       }
       h.handled = e.offset;
       h.next = e.offset + 1;
+      ++handled;
       if (s.options.commit_every > 0 && h.handled - h.committed >= s.options.commit_every) {
         CommitAll(s);  // may drop the sub-stream (lease lost): `h` is then gone
         if (s.held.find(subs[j]) == s.held.end()) break;
       }
     }
+    if (handled < r->entries.size()) read_all = false;  // stopped short: read again
   }
   CommitAll(s);
+  if (drained != nullptr) *drained = read_all && !s.stop.load();
   return progressed;
 }
 

@@ -1,6 +1,13 @@
 // The outbox relay: one Relay per owned partition (partition work, on the partition's shard)
-// finds the partition's entries; one publisher thread per Outbox appends them to the shared
-// stream and removes them (blocking calls never run on a shard).
+// finds the partition's entries and hands them to the Outbox's publisher thread, which appends
+// them to the shared stream (blocking calls never run on a shard); the relay then removes
+// what was appended, on its shard.
+//
+// Fewer hand-offs between threads per event (each is a wake-up of a sleeping thread): the
+// entry listener that wakes a relay runs on the shard (MapService's listener, not the
+// member's, which hops through an event thread); the publisher takes every batch handed over
+// meanwhile, up to max_batch events, and appends them with one AppendAll per stream (one
+// round trip for many partitions); the removal runs on the relay's shard without a wait.
 #include "tessera/saga/outbox.h"
 #include "tessera/base/clock.h"
 
@@ -13,6 +20,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -59,7 +67,24 @@ struct Outbox::State {
   Stats stats;  // guarded by mu (pending/oldest: from `seen`)
   std::map<std::uint32_t, std::pair<std::int64_t, std::int64_t>> seen;  // p -> count, oldest
   bool outage = false;                                                  // guarded by mu
-  std::unique_ptr<SerialWorker> publisher;                              // the appends and removals
+  std::unique_ptr<SerialWorker> publisher;                              // the appends
+
+  using Entry = std::pair<std::string, std::string>;  // an outbox entry: key, encoded event
+  // What became of a handed-over batch's entries: appended (to remove), refused for good by
+  // their stream (to move to the rejected map), or kept (to try again), and the first error.
+  enum class Fate : char { kKeep, kRemove, kReject };
+  struct Outcome {
+    std::vector<Fate> fates;  // per entry
+    std::optional<base::Error> error;
+  };
+  // One relay's batch (one partition's entries, in id order) and where its outcome goes.
+  struct Handover {
+    std::vector<Entry> entries;
+    std::function<void(std::vector<Entry> entries, Outcome outcome)> done;
+  };
+  std::mutex handover_mu;
+  std::deque<Handover> handovers;  // guarded by handover_mu
+  bool drain_queued = false;       // guarded by handover_mu: a Drain job is posted
 
   // Relays are woken by the entry listener when an entry is staged in their partition, so an
   // idle relay does not wait for its poll (poll_ms is then only a fallback).
@@ -72,24 +97,75 @@ struct Outbox::State {
     std::lock_guard lock(relays_mu);
     if (auto it = wakers.find(partition); it != wakers.end()) it->second.second();
   }
-  // On the publisher thread: registers the listener once (a blocking call: never on a shard).
+  // On the publisher thread: registers the listener once. It runs on the shard that staged
+  // the entry, where the relay lives: the wake is a post to the shard's own loop.
   void Listen(const std::weak_ptr<State>& self) {
     if (listening) return;
     map::ListenerOptions o;
     o.include_values = false;
     o.types = {map::EntryEventType::kAdded};
-    auto id = member->GetMap(kOutboxMap)
-                  ->AddEntryListener(
-                      [self](const map::EntryEvent& e) {
-                        if (auto state = self.lock()) state->Wake(e.partition_id);
-                      },
-                      o);
-    if (id) {
-      listening = true;
-      listener = *id;
-    } else {
-      log->warn("outbox relays poll every {} ms: no entry listener ({})", options.poll_ms,
-                id.error().ToString());
+    listener = member->map_service().AddEntryListener(kOutboxMap, o,
+                                                      [self](const map::EntryEvent& e) {
+                                                        if (auto state = self.lock()) {
+                                                          state->Wake(e.partition_id);
+                                                        }
+                                                      });
+    listening = true;
+  }
+
+  // From a relay (its shard): queues its batch for the publisher.
+  void Hand(const std::shared_ptr<State>& self, Handover batch) {
+    {
+      std::lock_guard lock(handover_mu);
+      handovers.push_back(std::move(batch));
+      if (drain_queued) return;
+      drain_queued = true;
+    }
+    Post([self] { self->Drain(self); });
+  }
+
+  // On the publisher thread: publishes the batches handed over so far, up to max_batch events
+  // (at least one batch), and hands each relay its outcome.
+  void Drain(const std::shared_ptr<State>& self) {
+    std::vector<Handover> taken;
+    bool more = false;
+    {
+      std::lock_guard lock(handover_mu);
+      std::size_t events = 0;
+      while (!handovers.empty() &&
+             (taken.empty() || events + handovers.front().entries.size() <= options.max_batch)) {
+        events += handovers.front().entries.size();
+        taken.push_back(std::move(handovers.front()));
+        handovers.pop_front();
+      }
+      more = !handovers.empty();
+      drain_queued = more;
+    }
+    if (more) Post([self] { self->Drain(self); });
+    std::vector<Outcome> outcomes = Publish(taken);
+    for (std::size_t i = 0; i < taken.size(); ++i) {
+      Count(taken[i].entries.size(), outcomes[i].error);
+      taken[i].done(std::move(taken[i].entries), std::move(outcomes[i]));
+    }
+  }
+
+  void Count(std::size_t entries, const std::optional<base::Error>& error) {
+    std::lock_guard lock(mu);
+    if (!error) {
+      stats.published += static_cast<std::int64_t>(entries);
+      if (outage) {
+        outage = false;
+        log->info("publishing to stream '{}' again", options.stream);
+      }
+      return;
+    }
+    ++stats.publish_failures;
+    if (!outage) {
+      outage = true;
+      log->warn(
+          "cannot publish outbox events to stream '{}': {}; they stay in the outbox and are "
+          "retried (logged again when publishing works)",
+          options.stream, error->ToString());
     }
   }
 
@@ -108,66 +184,58 @@ struct Outbox::State {
 
   void Post(std::function<void()> job) { publisher->Post(std::move(job)); }
 
-  // On the publisher thread: appends `entries` (one partition's, in id order) and removes
-  // them. Returns the error of the append or the removal.
-  base::Result<void> Publish(const std::vector<std::pair<std::string, std::string>>& entries) {
-    using Entry = std::pair<std::string, std::string>;
-    struct Batch {
-      std::vector<grid::StreamAppend> events;  // in id order
-      std::vector<const Entry*> entries;
+  // On the publisher thread: appends the batches' entries, one AppendAll per stream over all
+  // of them (a stream keeps each key's events in the order given: one partition's, in id
+  // order). Returns each batch's outcome. Each stream's entries are done once that stream has
+  // them, so a failing stream does not make the others' events be appended again and again.
+  std::vector<Outcome> Publish(const std::vector<Handover>& batches) {
+    struct ForStream {
+      std::vector<grid::StreamAppend> events;
+      std::vector<std::pair<std::size_t, std::size_t>> at;  // (batch, entry) per event
     };
-    std::map<std::string, Batch> by_stream;
-    for (const auto& entry : entries) {
-      auto event = DecodeEvent(entry.second);
-      if (!event) {
-        log->error("outbox entry {} is not an event ({}); it stays for an operator to inspect",
-                   entry.first, event.error().message());
-        continue;
+    std::map<std::string, ForStream> by_stream;
+    std::vector<Outcome> out(batches.size());
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+      const auto& entries = batches[b].entries;
+      out[b].fates.assign(entries.size(), Fate::kKeep);
+      for (std::size_t e = 0; e < entries.size(); ++e) {
+        auto event = DecodeEvent(entries[e].second);
+        if (!event) {
+          log->error("outbox entry {} is not an event ({}); it stays for an operator to inspect",
+                     entries[e].first, event.error().message());
+          continue;
+        }
+        std::string destination = event->Header(kStreamHeader);
+        if (destination.empty()) destination = options.stream;
+        ForStream& f = by_stream[destination];
+        f.events.push_back({event->key, entries[e].second, std::to_string(event->id)});
+        f.at.emplace_back(b, e);
       }
-      std::string destination = event->Header(kStreamHeader);
-      if (destination.empty()) destination = options.stream;
-      Batch& b = by_stream[destination];
-      b.events.push_back({event->key, entry.second, std::to_string(event->id)});
-      b.entries.push_back(&entry);
     }
-    // Each stream's entries leave the outbox once that stream has them, so a failing stream
-    // does not make the others' events be appended again and again.
-    for (auto& [name, batch] : by_stream) {
+    for (auto& [name, f] : by_stream) {
       auto& target = streams[name];
       if (!target) {
         grid::StreamConfig config = options.stream_config;
         if (name != options.stream) config.groups.clear();  // not ours to declare there
         target = shared->GetStream(name, config);
       }
-      auto appended = target->AppendAll(std::move(batch.events));
+      auto appended = target->AppendAll(std::move(f.events));
+      Fate fate = Fate::kRemove;
       if (!appended && appended.error().code() == base::ErrorCode::kBadRequest) {
         // It will never be taken (a bad stream name in the header): set the entries aside so
-        // they do not hold back the partition's other events.
+        // they do not hold back their partitions' other events.
         log->error("outbox: stream '{}' refuses {} event(s) ({}); they are moved to '{}'", name,
-                   batch.entries.size(), appended.error().message(), kRejectedOutboxMap);
-        if (auto moved = Remove(batch.entries, true); !moved) return moved;
+                   f.at.size(), appended.error().message(), kRejectedOutboxMap);
+        fate = Fate::kReject;
+      } else if (!appended) {  // they stay; appending them again stores nothing twice
+        for (const auto& [b, e] : f.at) {
+          if (!out[b].error) out[b].error = appended.error();
+        }
         continue;
       }
-      if (!appended) return std::unexpected(appended.error());  // they stay; re-appends dedup
-      if (auto removed = Remove(batch.entries, false); !removed) return removed;
+      for (const auto& [b, e] : f.at) out[b].fates[e] = fate;
     }
-    return {};
-  }
-
-  // Removes published entries (one partition's: one transaction), or moves them to the
-  // rejected map.
-  base::Result<void> Remove(const std::vector<const std::pair<std::string, std::string>*>& done,
-                            bool reject) {
-    if (done.empty()) return {};
-    const std::string& first = done.front()->first;
-    grid::Transaction tx(first.substr(first.find('@') + 1));
-    for (const auto* entry : done) {
-      tx.RemoveIfSame(kOutboxMap, entry->first, entry->second);
-      if (reject) tx.Set(kRejectedOutboxMap, entry->first, entry->second);
-    }
-    auto removed = member->Transact(tx);
-    if (!removed) return std::unexpected(removed.error());
-    return {};
+    return out;
   }
 };
 
@@ -246,31 +314,48 @@ class Relay final : public grid::PartitionWork {
     }
     if (entries.size() > state_->options.max_batch) entries.resize(state_->options.max_batch);
     auto& io = context_.shard_context();
-    state_->Post(
-        [state = state_, entries = std::move(entries), &io, this, alive = context_.lifetime()] {
-          auto published = state->Publish(entries);
-          {
-            std::lock_guard lock(state->mu);
-            if (published) {
-              state->stats.published += static_cast<std::int64_t>(entries.size());
-              if (state->outage) {
-                state->outage = false;
-                state->log->info("publishing to stream '{}' again", state->options.stream);
-              }
-            } else {
-              ++state->stats.publish_failures;
-              if (!state->outage) {
-                state->outage = true;
-                state->log->warn(
-                    "cannot publish outbox events to stream '{}': {}; they stay in the "
-                    "outbox and are retried (logged again when publishing works)",
-                    state->options.stream, published.error().ToString());
-              }
-            }
+    state_->Hand(state_, Outbox::State::Handover{
+                             std::move(entries), [&io, this, alive = context_.lifetime()](
+                                                     std::vector<Outbox::State::Entry> entries,
+                                                     Outbox::State::Outcome outcome) {
+                               boost::asio::post(io, [this, alive, entries = std::move(entries),
+                                                      outcome = std::move(outcome)] {
+                                 // The partition moved: its new owner's relay goes on.
+                                 if (alive.expired()) return;
+                                 Remove(entries, outcome);
+                               });
+                             }});
+  }
+
+  // On the shard: removes the entries their streams took (one transaction), and moves those
+  // refused for good to the rejected map, without waiting; then goes on.
+  void Remove(const std::vector<Outbox::State::Entry>& entries,
+              const Outbox::State::Outcome& outcome) {
+    using Fate = Outbox::State::Fate;
+    const bool ok = !outcome.error;
+    grid::Transaction tx(entries.front().first.substr(entries.front().first.find('@') + 1));
+    bool any = false;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      if (outcome.fates[i] == Fate::kKeep) continue;
+      any = true;
+      tx.RemoveIfSame(kOutboxMap, entries[i].first, entries[i].second);
+      if (outcome.fates[i] == Fate::kReject) {
+        tx.Set(kRejectedOutboxMap, entries[i].first, entries[i].second);
+      }
+    }
+    if (!any) return OnPublished(ok);
+    auto& io = context_.shard_context();
+    state_->member->map_service().Execute(
+        tx.request(), [this, &io, alive = context_.lifetime(),
+                       ok](base::Result<map::MapResult> removed) {
+          if (!removed) {
+            state_->log->warn("outbox: removing published entries failed ({}); they are appended "
+                              "again (the stream stores nothing twice)",
+                              removed.error().ToString());
           }
-          boost::asio::post(io, [this, alive, ok = published.has_value()] {
-            if (alive.expired()) return;  // the partition moved: its new owner's relay goes on
-            OnPublished(ok);
+          // Inline when the partition is still here; on another thread if it moved meanwhile.
+          boost::asio::post(io, [this, alive, ok = ok && removed.has_value()] {
+            if (!alive.expired()) OnPublished(ok);
           });
         });
   }
@@ -347,7 +432,7 @@ Outbox::Outbox(grid::Member& member, std::shared_ptr<grid::Instance> shared, Out
 
 Outbox::~Outbox() {
   state_->publisher->Stop();
-  if (state_->listening) state_->member->GetMap(kOutboxMap)->RemoveEntryListener(state_->listener);
+  if (state_->listening) state_->member->map_service().RemoveEntryListener(state_->listener);
 }
 
 Outbox::Stats Outbox::stats() const { return state_->Snapshot(); }

@@ -29,6 +29,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "common/service.h"
@@ -87,26 +88,37 @@ class Stock {
     std::int64_t available = 0;  // when short
   };
 
+  static std::string HoldKey(const std::string& order, const std::string& product) {
+    return order + "@" + product;
+  }
+
+  // What a handler read before: the order's hold of a product and the product's stock (each
+  // nullopt when absent). The first attempt goes on them; a race reads again.
+  struct Read {
+    std::optional<std::string> hold, stock;
+  };
+
   // Holds `quantity` of `product` for `order` (once).
   Result<HoldOutcome> Hold(const std::string& order, const std::string& product,
-                           std::int64_t quantity) {
-    const std::string key = order + "@" + product;
+                           std::int64_t quantity, Read read) {
+    const std::string key = HoldKey(order, product);
     for (int race = 0; race < kMaxRaces; ++race) {
-      auto hold = holds_->Get(key);
-      if (!hold) return std::unexpected(hold.error());
-      if (hold->has_value()) {
-        if ((*hold)->rfind("held:", 0) == 0) return HoldOutcome{Held::kHeld, 0};
+      if (race > 0) {
+        auto hold = holds_->Get(key);
+        if (!hold) return std::unexpected(hold.error());
+        auto stock = stock_->Get(product);
+        if (!stock) return std::unexpected(stock.error());
+        read = Read{std::move(*hold), std::move(*stock)};
+      }
+      if (read.hold) {
+        if (read.hold->rfind("held:", 0) == 0) return HoldOutcome{Held::kHeld, 0};
         return HoldOutcome{Held::kCancelled, 0};
       }
-      auto stock = stock_->Get(product);
-      if (!stock) return std::unexpected(stock.error());
-      if (!stock->has_value()) {
-        return Fail(ErrorCode::kNotFound, "unknown product '" + product + "'");
-      }
-      const std::int64_t available = examples::ToNumber(**stock);
+      if (!read.stock) return Fail(ErrorCode::kNotFound, "unknown product '" + product + "'");
+      const std::int64_t available = examples::ToNumber(*read.stock);
       if (available < quantity) return HoldOutcome{Held::kShort, available};
       grid::Transaction tx(product);
-      tx.Set(kStock, product, std::to_string(available - quantity)).IfValue(**stock);
+      tx.Set(kStock, product, std::to_string(available - quantity)).IfValue(*read.stock);
       tx.Set(kHolds, key, "held:" + std::to_string(quantity)).IfAbsent();
       auto done = member_.Transact(tx);
       if (!done) return std::unexpected(done.error());
@@ -117,7 +129,7 @@ class Stock {
 
   // Releases `order`'s hold of `product`, or voids it when there is none yet.
   Result<bool> Release(const std::string& order, const std::string& product) {
-    const std::string key = order + "@" + product;
+    const std::string key = HoldKey(order, product);
     for (int race = 0; race < kMaxRaces; ++race) {
       auto hold = holds_->Get(key);
       if (!hold) return std::unexpected(hold.error());
@@ -210,10 +222,17 @@ int main(int argc, char** argv) {
     auto lines = Lines(cmd);
     if (!lines) return std::unexpected(lines.error());
     const std::string order = saga::SagaParticipant::SagaId(cmd);
+    // The lines' stock and the order's holds are read in one call each (every blocking call is
+    // a hand-off to the member's shard and back); the transactions check what was read.
+    std::vector<std::string> products, hold_keys;
+    for (const auto& l : *lines) {
+      products.push_back(l.product);
+      hold_keys.push_back(Stock::HoldKey(order, l.product));
+    }
+    auto stocks = stock.stock_->GetAll(products);
+    if (!stocks) return std::unexpected(stocks.error());
     for (const auto& l : *lines) {  // the catalog first: nothing held on an error
-      auto known = stock.stock_->ContainsKey(l.product);
-      if (!known) return std::unexpected(known.error());
-      if (!*known) {
+      if (!stocks->contains(l.product)) {
         return Fail(ErrorCode::kNotFound, "unknown product '" + l.product + "' in order " + order +
                                               ": add it with PUT /stock/" + l.product +
                                               ", then replay this dead letter");
@@ -223,8 +242,15 @@ int main(int argc, char** argv) {
     auto decided = stock.decisions_->Get(order);  // decided before: that decision stands
     if (!decided) return std::unexpected(decided.error());
     if (!decided->has_value()) {
+      auto holds = stock.holds_->GetAll(hold_keys);
+      if (!holds) return std::unexpected(holds.error());
       for (const auto& l : *lines) {
-        auto held = stock.Hold(order, l.product, l.quantity);
+        Stock::Read read;
+        if (auto h = holds->find(Stock::HoldKey(order, l.product)); h != holds->end()) {
+          read.hold = h->second;
+        }
+        read.stock = stocks->at(l.product);
+        auto held = stock.Hold(order, l.product, l.quantity, std::move(read));
         if (!held) return std::unexpected(held.error());
         if (held->held == Stock::Held::kShort) {
           refusal = fmt::format("out of stock: {} has {}, the order needs {}", l.product,

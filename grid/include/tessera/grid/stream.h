@@ -227,8 +227,10 @@ class Stream {
   map::MapRequest LeaseRequest(const Subscription& s, std::uint32_t sub, bool release) const;
   void Rebalance(Subscription& s);
   // Reads the held sub-streams in `only` (all when empty), hands their events to the handler
-  // and commits; whether any event was handled.
-  bool Consume(Subscription& s, const std::vector<std::uint32_t>& only = {});
+  // and commits; whether any event was handled. `drained`: whether every read answered with
+  // less than a batch and all of it was handled (reading again now would likely find nothing).
+  bool Consume(Subscription& s, const std::vector<std::uint32_t>& only = {},
+               bool* drained = nullptr);
   // Parks a long poll on the owner of every sub-stream `s` holds that has none parked
   // (SubscribeOptions::wait_on_owner) and waits until one answers other than "timeout"
   // (`woken` gets those), until the wait ends (at most 1 s, never past the next rebalance or
