@@ -77,6 +77,25 @@ struct Stream::Subscription {
   std::map<std::uint32_t, Parked> parked;
   std::vector<WaitAnswer> answers;
   std::uint64_t wait_generation = 0;
+  // Commits sent without waiting for their answer (the commit after a batch): the answers,
+  // under mu, are taken by the thread at its next step (TakeCommits); commit_cv wakes only a
+  // thread waiting for them (AwaitCommits), so an answer does not wake a thread that sleeps
+  // on its waits. At most one per sub-stream in flight (the thread's own `committing`).
+  struct CommitAnswer {
+    std::uint32_t sub = 0;
+    std::uint64_t holding = 0;
+    std::int64_t offset = 0;
+    Clock::time_point sent_at;
+    Result<map::MapResult> result;
+  };
+  std::vector<CommitAnswer> commit_answers;
+  std::condition_variable commit_cv;
+  struct InFlight {
+    std::int64_t offset = 0;
+    Clock::time_point sent_at;
+  };
+  std::map<std::uint32_t, InFlight> committing;  // the thread's own
+  std::weak_ptr<Subscription> self;
   std::atomic<std::int64_t> delivered{0}, committed{0}, redelivered{0}, handler_errors{0},
       leases_lost{0}, leases_held{0};
 
@@ -123,6 +142,7 @@ Result<SubscriptionId> Stream::Subscribe(const std::string& group, StreamHandler
   }
   if (!handler) return base::Fail(ErrorCode::kBadRequest, "subscribe needs a handler");
   auto s = std::make_shared<Subscription>();
+  s->self = s;
   s->group = group;
   if (!options.consumer_id.empty()) {
     if (auto problem = map::StreamNameProblem("consumer", options.consumer_id); !problem.empty()) {
@@ -337,6 +357,7 @@ map::MapRequest Stream::LeaseRequest(const Subscription& s, std::uint32_t sub, b
 }
 
 void Stream::Rebalance(Subscription& s) {
+  AwaitCommits(s);  // the cursors the leases report are then the ones this consumer knows
   const base::Millis ttl = s.options.lease_ttl_ms;
   auto join = StreamRequest(map::MapOp::kStreamJoin, map::StreamConsumersKey(name_, s.group));
   join.argument =
@@ -504,16 +525,79 @@ bool Stream::Consume(Subscription& s, const std::vector<std::uint32_t>& only, bo
     }
     if (handled < r->entries.size()) read_all = false;  // stopped short: read again
   }
-  CommitAll(s);
+  CommitAll(s, /*wait=*/false);  // its answer is taken at the next step
   if (drained != nullptr) *drained = read_all && !s.stop.load();
   return progressed;
 }
 
-void Stream::CommitAll(Subscription& s) {
+void Stream::TakeCommits(Subscription& s) {
+  std::vector<Subscription::CommitAnswer> answers;
+  {
+    std::lock_guard lock(s.mu);
+    answers.swap(s.commit_answers);
+  }
+  for (auto& a : answers) {
+    if (auto c = s.committing.find(a.sub); c != s.committing.end() && c->second.offset == a.offset) {
+      s.committing.erase(c);
+    }
+    auto it = s.held.find(a.sub);
+    if (it == s.held.end() || it->second.holding != a.holding) continue;  // given up since
+    ApplyCommit(s, a.sub, a.offset, a.sent_at, a.result);
+  }
+}
+
+void Stream::AwaitCommits(Subscription& s) {
+  if (s.committing.empty()) return;
+  {
+    std::unique_lock lock(s.mu);
+    s.commit_cv.wait_for(lock, std::chrono::seconds(5), [&] {
+      return s.commit_answers.size() >= s.committing.size();
+    });
+  }
+  TakeCommits(s);
+}
+
+void Stream::ApplyCommit(Subscription& s, std::uint32_t sub, std::int64_t offset,
+                         Clock::time_point sent_at, const Result<map::MapResult>& r) {
+  auto it = s.held.find(sub);
+  if (it == s.held.end()) return;
+  if (r) {
+    if (offset > it->second.committed) {
+      s.committed += offset - it->second.committed;
+      it->second.committed = offset;
+    }
+    it->second.renewed_at = std::max(it->second.renewed_at, sent_at);
+    return;
+  }
+  if (r.error().code() == ErrorCode::kConflict || r.error().code() == ErrorCode::kNotFound) {
+    // The lease went to another consumer (we were too slow or paused): it delivers again
+    // what we handled after the cursor.
+    s.Warn(*log_, name_, r.error().message());
+    s.held.erase(it);
+    ++s.leases_lost;
+    s.next_rebalance = Clock::now();
+    return;
+  }
+  if (s.stop.load()) return;  // stopping: Leave commits again
+  s.Warn(*log_, name_,
+         "commit on sub-stream " + std::to_string(it->first) + " failed (" + r.error().ToString() +
+             "); retrying");
+}
+
+void Stream::CommitAll(Subscription& s, bool wait) {
+  TakeCommits(s);
   std::vector<map::MapRequest> requests;
   std::vector<std::uint32_t> subs;
+  const auto sent_at = Clock::now();
   for (const auto& [sub, h] : s.held) {
     if (h.handled <= h.committed) continue;
+    if (!wait) {
+      // One in flight per sub-stream (an answer lost for 10 s no longer counts).
+      if (auto c = s.committing.find(sub);
+          c != s.committing.end() && sent_at - c->second.sent_at < std::chrono::seconds(10)) {
+        continue;
+      }
+    }
     auto rq = StreamRequest(map::MapOp::kStreamCommit,
                             map::StreamMetaKey(map::SubStreamName(name_, sub)));
     rq.argument = record::GenericRecord::Build()
@@ -527,32 +611,32 @@ void Stream::CommitAll(Subscription& s) {
     subs.push_back(sub);
   }
   if (requests.empty()) return;
-  const auto sent_at = Clock::now();
+  if (!wait) {
+    for (std::size_t j = 0; j < requests.size(); ++j) {
+      const Subscription::Held& h = s.held[subs[j]];
+      s.committing[subs[j]] = {h.handled, sent_at};
+      invoker_->Invoke(std::move(requests[j]),
+                       [weak = s.self, sub = subs[j], holding = h.holding, offset = h.handled,
+                        sent_at](Result<map::MapResult> r) {
+                         auto live = weak.lock();
+                         if (!live) return;
+                         {
+                           std::lock_guard lock(live->mu);
+                           live->commit_answers.push_back(
+                               {sub, holding, offset, sent_at, std::move(r)});
+                         }
+                         live->commit_cv.notify_all();
+                       });
+    }
+    return;
+  }
+  std::vector<std::int64_t> offsets;
+  for (auto sub : subs) offsets.push_back(s.held[sub].handled);
   // Stopping: the last commits get a few seconds (an instance shutting down may not answer).
   auto results = s.stop.load() ? CallAll(std::move(requests), nullptr, std::chrono::seconds(3))
                                : CallAll(std::move(requests), &s.stop);
   for (std::size_t j = 0; j < results.size(); ++j) {
-    auto it = s.held.find(subs[j]);
-    auto& r = results[j];
-    if (r) {
-      s.committed += it->second.handled - it->second.committed;
-      it->second.committed = it->second.handled;
-      it->second.renewed_at = sent_at;
-      continue;
-    }
-    if (r.error().code() == ErrorCode::kConflict || r.error().code() == ErrorCode::kNotFound) {
-      // The lease went to another consumer (we were too slow or paused): it delivers again
-      // what we handled after the cursor.
-      s.Warn(*log_, name_, r.error().message());
-      s.held.erase(it);
-      ++s.leases_lost;
-      s.next_rebalance = Clock::now();
-      continue;
-    }
-    if (s.stop.load()) continue;  // stopping: Leave commits again
-    s.Warn(*log_, name_,
-           "commit on sub-stream " + std::to_string(subs[j]) + " failed (" + r.error().ToString() +
-               "); retrying");
+    ApplyCommit(s, subs[j], offsets[j], sent_at, results[j]);
   }
   s.leases_held = static_cast<std::int64_t>(s.held.size());
 }

@@ -275,6 +275,12 @@ class Relay final : public grid::PartitionWork {
     // A wait that already completed cannot be cancelled: its handler may still be queued. The
     // generation makes sure only the latest Arm ticks (one scan chain per relay).
     const std::uint64_t generation = ++armed_;
+    if (delay <= 0) {  // a post: cheaper than re-arming the timer (its wait then ticks nothing)
+      boost::asio::post(context_.shard_context(), [this, alive = context_.lifetime(), generation] {
+        if (!alive.expired() && generation == armed_) Tick();
+      });
+      return;
+    }
     timer_.expires_after(std::chrono::milliseconds(delay));
     timer_.async_wait(
         [this, alive = context_.lifetime(), generation](const boost::system::error_code& ec) {

@@ -6,6 +6,12 @@ namespace tessera::record {
 
 GenericRecordBuilder::GenericRecordBuilder(std::string type_name) {
   record_.type_name_ = std::move(type_name);
+  record_.fields_.reserve(kReservedFields);  // one allocation for most records, not four
+}
+
+GenericRecordBuilder& GenericRecordBuilder::Reserve(std::size_t fields) {
+  record_.fields_.reserve(fields);
+  return *this;
 }
 
 GenericRecordBuilder::GenericRecordBuilder(GenericRecord base) : record_(std::move(base)) {}

@@ -114,7 +114,9 @@ Value ValueFromWire(wire::Value::Reader in) {
 
 GenericRecord RecordFromWire(wire::Record::Reader in) {
   GenericRecordBuilder builder(ToStdString(in.getTypeName()));
-  for (auto field : in.getFields()) {
+  auto fields = in.getFields();  // once: each read of a pointer counts against the limit
+  builder.Reserve(fields.size());
+  for (auto field : fields) {
     builder.Set(ToStdString(field.getName()), ValueFromWire(field.getValue()));
   }
   return builder.Done();

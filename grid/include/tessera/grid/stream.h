@@ -22,7 +22,8 @@
 // dies loses them at expiry, and the next holder resumes after the committed cursor. Delivery
 // is in order per sub-stream and at least once: events handled but not yet committed when a
 // consumer dies are delivered again to the next holder (commit per event with commit_every =
-// 1 to make that window one event). A commit by a consumer that lost its lease is refused
+// 1 to make that window one event; the commit after a batch is sent without waiting for its
+// answer, commit_every commits wait). A commit by a consumer that lost its lease is refused
 // (kConflict), so a paused consumer cannot move a cursor another consumer owns.
 //
 // Retention and backpressure: an event stays until every group of its sub-stream committed
@@ -248,7 +249,16 @@ class Stream {
   // Moves the answers of parked waits into `woken` (the held sub-streams that answered
   // other than "timeout", once each).
   void TakeWoken(Subscription& s, std::vector<std::uint32_t>& woken);
-  void CommitAll(Subscription& s);
+  // Commits what was handled on each held sub-stream. wait=false sends without waiting (one
+  // commit in flight per sub-stream); the answers are taken by TakeCommits, at the start of
+  // the next CommitAll or Rebalance (AwaitCommits).
+  void CommitAll(Subscription& s, bool wait = true);
+  void TakeCommits(Subscription& s);
+  void AwaitCommits(Subscription& s);
+  // A commit's answer for held sub-stream `sub` (offset as sent).
+  void ApplyCommit(Subscription& s, std::uint32_t sub, std::int64_t offset,
+                   std::chrono::steady_clock::time_point sent_at,
+                   const base::Result<map::MapResult>& r);
   void Leave(Subscription& s);
 
   const std::string name_;

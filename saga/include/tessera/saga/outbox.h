@@ -14,8 +14,10 @@
 // partition's relay finds its entries (in id order: ids are time-ordered, so one producer's
 // events keep their order), appends them to the shared cluster's stream with their event ids
 // (idempotent: a second append of an id within the stream's dedup window stores nothing),
-// then removes them. A relay is woken by each entry staged in its partition (a local entry
-// listener) and otherwise looks every poll_ms. A failed publish keeps the entries and is retried,
+// then removes them. A relay is woken by each entry staged in its partition (an entry
+// listener on the member's shard) and otherwise looks every poll_ms. The Outbox's publisher
+// thread appends the batches of all relays that handed one over meanwhile together (up to
+// max_batch events, one AppendAll per stream). A failed publish keeps the entries and is retried,
 // at once and then with growing, jittered delays; an outage is logged once when it starts and once
 // when it ends. After a member dies, the member that takes its partitions runs their relays.
 //
@@ -52,7 +54,7 @@ struct OutboxOptions {
   // How often an idle partition's relay looks for entries. A staged entry wakes its relay at
   // once (an entry listener on the member), so this is a fallback.
   base::Millis poll_ms = 500;
-  std::size_t max_batch = 256;  // events per append
+  std::size_t max_batch = 256;  // events per append (one partition's, or several's together)
   RetryPolicy backoff = [] {    // waits between failed publishes (attempts are unlimited)
     RetryPolicy p;
     p.immediate_retries = 1;

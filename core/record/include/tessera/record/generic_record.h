@@ -143,8 +143,11 @@ class GenericRecord {
 // Fluent builder: GenericRecord::Build("Order").Int64("id", 7).String("state", "NEW").Done().
 class GenericRecordBuilder {
  public:
-  explicit GenericRecordBuilder(std::string type_name);
+  explicit GenericRecordBuilder(std::string type_name);  // room for kReservedFields fields
   explicit GenericRecordBuilder(GenericRecord base);
+  static constexpr std::size_t kReservedFields = 8;
+  // Room for `fields` fields without reallocating (a decoder knows the count).
+  GenericRecordBuilder& Reserve(std::size_t fields);
 
   GenericRecordBuilder& Int32(std::string name, std::int32_t v);
   GenericRecordBuilder& Int64(std::string name, std::int64_t v);
