@@ -18,6 +18,7 @@
 
 #include "record.capnp.h"
 #include "tessera/record/generic_record.h"
+#include "tessera/wire/capnp_io.h"
 
 namespace tessera::record {
 namespace {
@@ -122,6 +123,36 @@ GenericRecord RecordFromWire(wire::Record::Reader in) {
   return builder.Done();
 }
 
+// About how many bytes a record's texts and blobs take, plus room for its structure: the
+// size of the builder's first segment, so most records are built in one segment.
+std::size_t PayloadBytes(const GenericRecord& record);
+
+std::size_t PayloadBytes(const Value& value) {
+  switch (value.type()) {
+    case FieldType::kString:
+      return value.AsString().size() + 8;
+    case FieldType::kBytes:
+      return value.AsBytes().data.size() + 8;
+    case FieldType::kRecord:
+      return PayloadBytes(value.AsRecord());
+    case FieldType::kList: {
+      std::size_t bytes = 8;
+      for (const auto& item : value.AsList()) bytes += 24 + PayloadBytes(item);
+      return bytes;
+    }
+    default:
+      return 0;
+  }
+}
+
+std::size_t PayloadBytes(const GenericRecord& record) {
+  std::size_t bytes = record.type_name().size() + 32;
+  for (const Field& field : record.fields()) {
+    bytes += field.name.size() + 8 + 32 + PayloadBytes(field.value);
+  }
+  return bytes;
+}
+
 base::Result<GenericRecord> DecodeWords(kj::ArrayPtr<const capnp::word> words) {
   capnp::ReaderOptions options;
   options.traversalLimitInWords = words.size() * 4 + 64;
@@ -137,12 +168,11 @@ base::Result<GenericRecord> DecodeWords(kj::ArrayPtr<const capnp::word> words) {
 }  // namespace
 
 std::string GenericRecord::Encode() const {
-  // A small first segment: the default (8 KiB, zeroed) dominated encoding small records.
-  capnp::MallocMessageBuilder message(64);
-  RecordToWire(*this, message.initRoot<wire::Record>());
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  // Built in this thread's scratch segment when it fits (no allocation, one segment), then
+  // copied once into the string.
+  tessera::wire::ScratchBuilder builder(PayloadBytes(*this));
+  RecordToWire(*this, builder.message().initRoot<wire::Record>());
+  return tessera::wire::FlatString(builder.message());
 }
 
 base::Result<GenericRecord> GenericRecord::Decode(std::string_view bytes) {
@@ -151,11 +181,11 @@ base::Result<GenericRecord> GenericRecord::Decode(std::string_view bytes) {
                       "not a GenericRecord: " + std::to_string(bytes.size()) +
                           " bytes is not a whole, non-zero number of 8-byte words");
   }
-  // Copy into word-aligned storage: string bytes carry no alignment guarantee.
-  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  // Read in place when the bytes are word-aligned (a string's heap buffer is), else from a
+  // copy in this thread's buffer.
+  tessera::wire::AlignedWords words(bytes);
   try {
-    return DecodeWords(words.asPtr());
+    return DecodeWords(words.words());
   } catch (const kj::Exception& e) {
     return base::Fail(base::ErrorCode::kBadRequest,
                       "not a GenericRecord: " + std::string(e.getDescription().cStr()));
