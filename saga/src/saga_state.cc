@@ -72,6 +72,7 @@ GenericRecord SagaToRecord(const SagaRecord& s) {
                            .String("result", step.result)
                            .Int32("attempts", step.attempts)
                            .Int32("compensation_attempts", step.compensation_attempts)
+                           .Int64("armed_ms", step.armed_ms)
                            .Done());
   }
   return GenericRecord::Build("tessera.Saga")
@@ -125,6 +126,7 @@ base::Result<SagaRecord> SagaFromRecord(const GenericRecord& r) {
           Into(sr.GetInt32("compensation_attempts"), step.compensation_attempts)}) {
       if (!ok) return std::unexpected(ok.error());
     }
+    if (auto armed = sr.GetInt64("armed_ms")) step.armed_ms = *armed;  // absent: written before
     auto i = IndexOf(kStepStatusNames, step_status);
     if (!i) return std::unexpected(Bad("unknown step status '" + step_status + "'"));
     step.status = static_cast<StepStatus>(*i);
@@ -221,6 +223,7 @@ base::Result<SagaOutcome> ApplyTransition(const std::optional<SagaRecord>& curre
     s.steps[0].status = StepStatus::kRunning;
     s.steps[0].started_ms = t.now_ms;
     s.steps[0].attempts = 1;
+    s.steps[0].armed_ms = t.now_ms;
     return SagaOutcome{true, "", std::move(s)};
   }
   if (!current) return NotApplied(current, "absent");
@@ -239,7 +242,10 @@ base::Result<SagaOutcome> ApplyTransition(const std::optional<SagaRecord>& curre
   auto step = [&](std::int32_t i) -> StepRecord& { return s.steps[static_cast<std::size_t>(i)]; };
   // Entering or moving on in COMPENSATING: the next compensation's first command goes out.
   auto first_compensation = [&] {
-    if (auto next = s.NextCompensation()) step(*next).compensation_attempts = 1;
+    if (auto next = s.NextCompensation()) {
+      step(*next).compensation_attempts = 1;
+      step(*next).armed_ms = t.now_ms;
+    }
   };
   switch (t.op) {
     case Op::kStepDone:
@@ -260,6 +266,7 @@ base::Result<SagaOutcome> ApplyTransition(const std::optional<SagaRecord>& curre
           step(s.current_step).status = StepStatus::kRunning;
           step(s.current_step).started_ms = t.now_ms;
           step(s.current_step).attempts = 1;
+          step(s.current_step).armed_ms = t.now_ms;
         }
       } else {
         st.status = StepStatus::kFailed;
@@ -284,14 +291,17 @@ base::Result<SagaOutcome> ApplyTransition(const std::optional<SagaRecord>& curre
       st.result = t.result;
       if (s.status == SagaStatus::kCompensating && s.NextCompensation() == t.step) {
         step(t.step).compensation_attempts = 1;  // it is next: its compensation goes out
+        step(t.step).armed_ms = t.now_ms;
       }
       break;
     }
     case Op::kRetry: {
       if (s.status == SagaStatus::kStarted && t.step == s.current_step) {
         step(t.step).attempts += 1;
+        step(t.step).armed_ms = t.now_ms;
       } else if (s.status == SagaStatus::kCompensating && s.NextCompensation() == t.step) {
         step(t.step).compensation_attempts += 1;
+        step(t.step).armed_ms = t.now_ms;
       } else {
         return NotApplied(current, "duplicate");  // that step or compensation is over
       }

@@ -179,9 +179,20 @@ const GenericRecord kOrder = GenericRecord::Build("Order").Int64("total", 4200).
 
 }  // namespace
 
+namespace {
+// The orchestrator's armed deadlines (timeouts of 5 s and more): those of attempts that are
+// over go with the transition that ended them, not by firing later.
+bool NoDeadlinesLeft(Fixture& f) {
+  return WaitFor([&] { return f.orders.GetMap(kDeadlineMap)->Size().value_or(-1) == 0; },
+                 std::chrono::seconds(1));
+}
+}  // namespace
+
 TEST_CASE("An orchestrated saga runs its steps through the participants to COMPLETED, once",
           "[saga][orchestrator]") {
-  Fixture f(Fulfillment());
+  SagaDefinition def = Fulfillment();
+  def.timeout_ms = 60'000;  // the saga's own deadline, cleared when it completes
+  Fixture f(def);
   auto begun = f.orchestrator->Begin("order-1@cust-1", "fulfillment", kOrder);
   REQUIRE(begun.has_value());
   CHECK(begun->applied);
@@ -196,6 +207,7 @@ TEST_CASE("An orchestrated saga runs its steps through the participants to COMPL
   CHECK(f.Ledger("reserved") == 1);
   CHECK(f.Ledger("charged") == 1);
   CHECK(f.Ledger("shipped") == 1);
+  CHECK(NoDeadlinesLeft(f));
   // Counted just after the commit the record shows: wait for it.
   CHECK(WaitFor([&] { return f.orchestrator->stats().completed == 1; }));
   const std::string metrics = f.orders.MetricsText();
@@ -222,6 +234,7 @@ TEST_CASE("A declined payment compensates the reserved stock in reverse and ends
   CHECK(f.Ledger("reserved") == 0);  // reserved, then released once
   CHECK(f.Ledger("charged") == 0);
   CHECK(f.Ledger("refunded") == 0);  // nothing was charged: nothing refunded
+  CHECK(NoDeadlinesLeft(f));          // the compensation's too
   // Counted just after the commit the record shows: wait for it.
   CHECK(WaitFor([&] { return f.orchestrator->stats().compensated == 1; }));
 }
@@ -235,6 +248,7 @@ TEST_CASE("A retryable failure is retried until the step succeeds within its att
   CHECK(s.status == SagaStatus::kCompleted);
   CHECK(s.steps[1].attempts == 3);
   CHECK(f.Ledger("charged") == 1);
+  CHECK(NoDeadlinesLeft(f));  // each attempt's deadline went with the attempt
 }
 
 TEST_CASE(

@@ -146,6 +146,10 @@ class Orchestrator {
   base::Result<void> StageCommand(grid::Transaction& tx, const SagaRecord& saga, std::int32_t step,
                                   bool compensation, std::int32_t attempt,
                                   const SagaDefinition& def, bool with_deadline);
+  // Stages the removal of the deadlines `before` had armed that moving to `after` made moot
+  // (the attempt they guard is over, or the saga left STARTED for the saga's own deadline).
+  void ClearMoot(grid::Transaction& tx, const SagaRecord& before, const SagaRecord& after,
+                 const SagaDefinition& def);
   void Count(const std::optional<SagaRecord>& before, const SagaRecord& after);
 
   grid::Member& member_;

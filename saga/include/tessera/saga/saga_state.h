@@ -80,6 +80,10 @@ struct StepRecord {
   std::string result;                      // the step's result, or its failure
   std::int32_t attempts = 0;               // action commands sent
   std::int32_t compensation_attempts = 0;  // compensation commands sent
+  // When the step's latest attempt began (an action's, or once compensating its
+  // compensation's): the orchestrator arms that attempt's deadline at armed_ms + its timeout,
+  // so it can clear it by key once the attempt is over. 0 in records written before it existed.
+  std::int64_t armed_ms = 0;
   friend bool operator==(const StepRecord&, const StepRecord&) = default;
 };
 
