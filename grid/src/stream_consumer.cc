@@ -537,7 +537,8 @@ void Stream::TakeCommits(Subscription& s) {
     answers.swap(s.commit_answers);
   }
   for (auto& a : answers) {
-    if (auto c = s.committing.find(a.sub); c != s.committing.end() && c->second.offset == a.offset) {
+    if (auto c = s.committing.find(a.sub);
+        c != s.committing.end() && c->second.offset == a.offset) {
       s.committing.erase(c);
     }
     auto it = s.held.find(a.sub);
@@ -550,9 +551,8 @@ void Stream::AwaitCommits(Subscription& s) {
   if (s.committing.empty()) return;
   {
     std::unique_lock lock(s.mu);
-    s.commit_cv.wait_for(lock, std::chrono::seconds(5), [&] {
-      return s.commit_answers.size() >= s.committing.size();
-    });
+    s.commit_cv.wait_for(lock, std::chrono::seconds(5),
+                         [&] { return s.commit_answers.size() >= s.committing.size(); });
   }
   TakeCommits(s);
 }
@@ -615,18 +615,17 @@ void Stream::CommitAll(Subscription& s, bool wait) {
     for (std::size_t j = 0; j < requests.size(); ++j) {
       const Subscription::Held& h = s.held[subs[j]];
       s.committing[subs[j]] = {h.handled, sent_at};
-      invoker_->Invoke(std::move(requests[j]),
-                       [weak = s.self, sub = subs[j], holding = h.holding, offset = h.handled,
-                        sent_at](Result<map::MapResult> r) {
-                         auto live = weak.lock();
-                         if (!live) return;
-                         {
-                           std::lock_guard lock(live->mu);
-                           live->commit_answers.push_back(
-                               {sub, holding, offset, sent_at, std::move(r)});
-                         }
-                         live->commit_cv.notify_all();
-                       });
+      invoker_->Invoke(
+          std::move(requests[j]), [weak = s.self, sub = subs[j], holding = h.holding,
+                                   offset = h.handled, sent_at](Result<map::MapResult> r) {
+            auto live = weak.lock();
+            if (!live) return;
+            {
+              std::lock_guard lock(live->mu);
+              live->commit_answers.push_back({sub, holding, offset, sent_at, std::move(r)});
+            }
+            live->commit_cv.notify_all();
+          });
     }
     return;
   }

@@ -16,10 +16,10 @@
 // Sweeper: a steady_timer per shard examines up to sweep_budget_per_tick entries, in at most
 // that many stores, per tick, resuming at a (map, store, slot) cursor. A store is read only
 // once one of its entries can have expired (RecordStore::SweepExpired keeps the earliest
-// deadline), so entries that live for days, or forever, cost the sweeper nothing. When a tick used its whole
-// budget and found mostly expired entries (a mass expiry), the next tick runs at once instead of
-// after sweep_interval_ms, so reclaiming is bounded by CPU, not by the tick period; each tick is
-// still one bounded handler, so requests interleave with it.
+// deadline), so entries that live for days, or forever, cost the sweeper nothing. When a tick used
+// its whole budget and found mostly expired entries (a mass expiry), the next tick runs at once
+// instead of after sweep_interval_ms, so reclaiming is bounded by CPU, not by the tick period; each
+// tick is still one bounded handler, so requests interleave with it.
 //
 // Shutdown: every request holds an in-flight token; Stop() refuses new requests, waits for
 // the in-flight ones, then cancels the timers on their shards.

@@ -350,8 +350,8 @@ RecordStore::SweepResult RecordStore::SweepExpired(
       sweep_cursor_ = 0;
       result.wrapped = true;
       sweep_running_ = false;
-      next_sweep_ms_ = std::min({pass_min_deadline_, noted_min_deadline_,
-                                 now_ms + kMaxSweepRestMs});
+      next_sweep_ms_ =
+          std::min({pass_min_deadline_, noted_min_deadline_, now_ms + kMaxSweepRestMs});
       ShrinkIfSparse();
       break;
     }

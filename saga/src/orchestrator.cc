@@ -269,8 +269,9 @@ void Orchestrator::ClearMoot(grid::Transaction& tx, const SagaRecord& before,
     const bool same = after.status == SagaStatus::kStarted && after.current_step == i &&
                       after.steps[static_cast<std::size_t>(i)].attempts == b.attempts;
     if (!same && b.armed_ms > 0) {
-      Deadlines::Clear(tx, Deadline{after.id, "step", i, b.attempts,
-                                    b.armed_ms + def.steps[static_cast<std::size_t>(i)].timeout_ms});
+      Deadlines::Clear(tx,
+                       Deadline{after.id, "step", i, b.attempts,
+                                b.armed_ms + def.steps[static_cast<std::size_t>(i)].timeout_ms});
     }
     if (after.status != SagaStatus::kStarted && before.deadline_ms > 0) {
       Deadlines::Clear(tx, Deadline{after.id, "saga", 0, 0, before.deadline_ms});

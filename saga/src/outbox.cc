@@ -104,12 +104,12 @@ struct Outbox::State {
     map::ListenerOptions o;
     o.include_values = false;
     o.types = {map::EntryEventType::kAdded};
-    listener = member->map_service().AddEntryListener(kOutboxMap, o,
-                                                      [self](const map::EntryEvent& e) {
-                                                        if (auto state = self.lock()) {
-                                                          state->Wake(e.partition_id);
-                                                        }
-                                                      });
+    listener =
+        member->map_service().AddEntryListener(kOutboxMap, o, [self](const map::EntryEvent& e) {
+          if (auto state = self.lock()) {
+            state->Wake(e.partition_id);
+          }
+        });
     listening = true;
   }
 
@@ -351,19 +351,19 @@ class Relay final : public grid::PartitionWork {
     }
     if (!any) return OnPublished(ok);
     auto& io = context_.shard_context();
-    state_->member->map_service().Execute(
-        tx.request(), [this, &io, alive = context_.lifetime(),
-                       ok](base::Result<map::MapResult> removed) {
-          if (!removed) {
-            state_->log->warn("outbox: removing published entries failed ({}); they are appended "
-                              "again (the stream stores nothing twice)",
-                              removed.error().ToString());
-          }
-          // Inline when the partition is still here; on another thread if it moved meanwhile.
-          boost::asio::post(io, [this, alive, ok = ok && removed.has_value()] {
-            if (!alive.expired()) OnPublished(ok);
-          });
-        });
+    state_->member->map_service().Execute(tx.request(), [this, &io, alive = context_.lifetime(),
+                                                         ok](base::Result<map::MapResult> removed) {
+      if (!removed) {
+        state_->log->warn(
+            "outbox: removing published entries failed ({}); they are appended "
+            "again (the stream stores nothing twice)",
+            removed.error().ToString());
+      }
+      // Inline when the partition is still here; on another thread if it moved meanwhile.
+      boost::asio::post(io, [this, alive, ok = ok && removed.has_value()] {
+        if (!alive.expired()) OnPublished(ok);
+      });
+    });
   }
 
   void OnPublished(bool ok) {

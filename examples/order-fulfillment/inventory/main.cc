@@ -29,8 +29,8 @@
 
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/service.h"
 #include "tessera/grid/map.h"

@@ -234,7 +234,7 @@ TEST_CASE("A declined payment compensates the reserved stock in reverse and ends
   CHECK(f.Ledger("reserved") == 0);  // reserved, then released once
   CHECK(f.Ledger("charged") == 0);
   CHECK(f.Ledger("refunded") == 0);  // nothing was charged: nothing refunded
-  CHECK(NoDeadlinesLeft(f));          // the compensation's too
+  CHECK(NoDeadlinesLeft(f));         // the compensation's too
   // Counted just after the commit the record shows: wait for it.
   CHECK(WaitFor([&] { return f.orchestrator->stats().compensated == 1; }));
 }
