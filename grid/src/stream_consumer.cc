@@ -545,6 +545,7 @@ void Stream::TakeCommits(Subscription& s) {
     if (it == s.held.end() || it->second.holding != a.holding) continue;  // given up since
     ApplyCommit(s, a.sub, a.offset, a.sent_at, a.result);
   }
+  if (!answers.empty()) s.leases_held = static_cast<std::int64_t>(s.held.size());
 }
 
 void Stream::AwaitCommits(Subscription& s) {
