@@ -410,6 +410,10 @@ base::Result<void> Orchestrator::OnReply(const Event& reply, HandlerContext& ctx
   auto driven = Drive(
       id,
       [&](const SagaRecord& s) -> std::vector<SagaTransition> {
+        // Decided afresh on each read: a plan made from a stale record is made again, and what
+        // that read suggested must not outlive it.
+        out_of_order = false;
+        orphan = false;
         const auto& def = definitions_.at(s.type);
         if (step >= static_cast<int>(s.steps.size())) return {};
         const auto& st = s.steps[static_cast<std::size_t>(step)];
