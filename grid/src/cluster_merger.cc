@@ -82,13 +82,7 @@ void ClusterMerger::Run() {
       wake_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stop_; });
       continue;
     }
-    map::MapRequest request;
-    request.op = batches_.front().op;
-    request.map_name = batches_.front().map_name;
-    request.key = batches_.front().key;
-    request.entries = batches_.front().entries;
-    request.keys = batches_.front().keys;
-    request.processor = batches_.front().processor;
+    map::MapRequest request = batches_.front().Request();
     lock.unlock();
     auto result = maps_.ExecuteSync(std::move(request));
     lock.lock();

@@ -104,4 +104,15 @@ bool MergeWins(MergePolicy policy, const MergeEntry& merging, bool existing,
   return false;
 }
 
+MapRequest MergeBatch::Request() const {
+  MapRequest rq;
+  rq.op = op;
+  rq.map_name = map_name;
+  rq.key = key;
+  rq.entries = entries;
+  rq.keys = keys;
+  rq.processor = processor;
+  return rq;
+}
+
 }  // namespace tessera::map

@@ -714,6 +714,16 @@ std::int64_t HLen(MapService& via, const std::string& key) {
   REQUIRE(r);
   return r->count;
 }
+
+// The kind of `key`'s entry in the keyspace, read through `via`.
+ValueKind KindOf(MapService& via, const std::string& key) {
+  auto rq = Rq(MapOp::kGetEntryView, key);
+  rq.map_name = "default";
+  auto r = via.ExecuteSync(rq);
+  REQUIRE(r);
+  REQUIRE(r->view);
+  return r->view->kind;
+}
 }  // namespace
 
 TEST_CASE("Hashes keep their kind and a large hash its fields through migration and failover",
@@ -746,17 +756,8 @@ TEST_CASE("Hashes keep their kind and a large hash its fields through migration 
   MapService& left = net.node(survivor).service;
   CHECK(HLen(left, "large") == 210);
   CHECK(HLen(left, "small") == 3);
-  auto view_rq = Rq(MapOp::kGetEntryView, "large");
-  view_rq.map_name = "default";
-  auto view = left.ExecuteSync(view_rq);
-  REQUIRE(view);
-  REQUIRE(view->view);
-  CHECK(view->view->kind == ValueKind::kSpilledHash);
-  view_rq.key = "small";
-  view = left.ExecuteSync(view_rq);
-  REQUIRE(view);
-  REQUIRE(view->view);
-  CHECK(view->view->kind == ValueKind::kHash);
+  CHECK(KindOf(left, "large") == ValueKind::kSpilledHash);
+  CHECK(KindOf(left, "small") == ValueKind::kHash);
   auto get = Rq(MapOp::kGet, "large");
   get.map_name = "default";
   auto wrong = left.ExecuteSync(get);
@@ -858,22 +859,8 @@ TEST_CASE("A member leaving its cluster takes hashes out with their kind and lar
   // The other member takes them in as a merging cluster would.
   MapService& m2 = net.node("m2").service;
   net.Install({"m2"}, {"m2"});
-  for (auto& b : batches) {
-    MapRequest rq;
-    rq.op = b.op;
-    rq.map_name = b.map_name;
-    rq.key = b.key;
-    rq.entries = b.entries;
-    rq.keys = b.keys;
-    rq.processor = b.processor;
-    REQUIRE(m2.ExecuteSync(rq));
-  }
+  for (const auto& b : batches) REQUIRE(m2.ExecuteSync(b.Request()));
   CHECK(HLen(m2, "large") == 200);
   CHECK(HLen(m2, "small") == 2);
-  auto view = Rq(MapOp::kGetEntryView, "large");
-  view.map_name = "default";
-  auto got = m2.ExecuteSync(view);
-  REQUIRE(got);
-  REQUIRE(got->view);
-  CHECK(got->view->kind == ValueKind::kSpilledHash);
+  CHECK(KindOf(m2, "large") == ValueKind::kSpilledHash);
 }

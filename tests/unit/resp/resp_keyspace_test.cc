@@ -290,24 +290,20 @@ TEST_CASE(
   for (int i = 0; i < 3; ++i) {
     CHECK(c.Call({"XADD", "again", "*", "old", "1"}).rfind("$", 0) == 0);
   }
-  c.SendRaw(
-      "*2\r\n$3\r\nDEL\r\n$5\r\nagain\r\n"
-      "*5\r\n$4\r\nXADD\r\n$5\r\nagain\r\n$1\r\n*\r\n$3\r\nnew\r\n$1\r\n1\r\n");
-  CHECK(c.Read() == Int(1));
-  CHECK(c.Read().rfind("$", 0) == 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  CHECK(c.Call({"XLEN", "again"}) == Int(1));
-  CHECK(c.Call({"TYPE", "again"}) == "+stream\r\n");
+  auto del_then_xadd = [&c](char value) {
+    c.SendRaw(std::string("*2\r\n$3\r\nDEL\r\n$5\r\nagain\r\n"
+                          "*5\r\n$4\r\nXADD\r\n$5\r\nagain\r\n$1\r\n*\r\n$3\r\nnew\r\n$1\r\n") +
+              value + "\r\n");
+    CHECK(c.Read() == Int(1));
+    CHECK(c.Read().rfind("$", 0) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(c.Call({"XLEN", "again"}) == Int(1));
+    CHECK(c.Call({"TYPE", "again"}) == "+stream\r\n");
+  };
+  del_then_xadd('1');
   // The same after SET over the stream and DEL of the string.
   CHECK(c.Call({"SET", "again", "x"}) == kOk);
-  c.SendRaw(
-      "*2\r\n$3\r\nDEL\r\n$5\r\nagain\r\n"
-      "*5\r\n$4\r\nXADD\r\n$5\r\nagain\r\n$1\r\n*\r\n$3\r\nnew\r\n$1\r\n2\r\n");
-  CHECK(c.Read() == Int(1));
-  CHECK(c.Read().rfind("$", 0) == 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  CHECK(c.Call({"XLEN", "again"}) == Int(1));
-  CHECK(c.Call({"TYPE", "again"}) == "+stream\r\n");
+  del_then_xadd('2');
   CHECK(c.Call({"DEL", "again"}) == Int(1));
 
   // FLUSHDB takes streams with it.

@@ -72,6 +72,9 @@ struct MergeBatch {
   std::vector<std::pair<std::string, std::string>> entries;
   std::vector<std::string> keys;
   std::string processor;  // kRedisKey: the command
+
+  // The request that applies this batch on the cluster it joined.
+  MapRequest Request() const;
 };
 
 }  // namespace tessera::map
