@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
+#include <unordered_map>
 
 #include "tessera/base/clock.h"
 #include "tessera/base/log.h"
@@ -37,7 +39,7 @@ struct Orchestrator::Counters {
   std::string service;
   metrics::MetricsRegistry* registry = nullptr;
   std::atomic<std::int64_t> started{0}, completed{0}, compensated{0}, timed_out{0}, failed{0},
-      commands{0}, late{0}, stale{0};
+      commands{0}, late{0}, stale{0}, cached{0};
   std::mutex mu;
   std::map<std::string, metrics::LatencyHistogram*> durations;  // by saga type; guarded by mu
 
@@ -57,6 +59,41 @@ struct Orchestrator::Counters {
   }
 };
 
+// Bounded: a saga that never hears back stays until pushed out by newer ones. The records are
+// only hints; a stale one is caught by its version on the shard.
+class Orchestrator::Recent {
+ public:
+  explicit Recent(std::size_t capacity) : capacity_(capacity) {}
+
+  void Put(const SagaRecord& saga) {
+    if (capacity_ == 0) return;
+    std::lock_guard lock(mu_);
+    if (IsTerminal(saga.status)) {
+      records_.erase(saga.id);
+      return;
+    }
+    if (records_.size() >= capacity_ && records_.count(saga.id) == 0) {
+      records_.erase(records_.begin());
+    }
+    records_.insert_or_assign(saga.id, saga);
+  }
+  // Takes the record out: two transitions of one saga at once plan from one read each.
+  std::optional<SagaRecord> Take(const std::string& id) {
+    if (capacity_ == 0) return std::nullopt;
+    std::lock_guard lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end()) return std::nullopt;
+    std::optional<SagaRecord> out(std::move(it->second));
+    records_.erase(it);
+    return out;
+  }
+
+ private:
+  const std::size_t capacity_;
+  std::mutex mu_;
+  std::unordered_map<std::string, SagaRecord> records_;  // guarded by mu_
+};
+
 Orchestrator::Orchestrator(grid::Member& member, std::shared_ptr<grid::Instance> shared,
                            Inbox& inbox, OrchestratorOptions options)
     : member_(member),
@@ -65,7 +102,8 @@ Orchestrator::Orchestrator(grid::Member& member, std::shared_ptr<grid::Instance>
       options_(std::move(options)),
       reply_stream_(options_.service + ".saga-replies"),
       store_(member),
-      counters_(std::make_shared<Counters>()) {
+      counters_(std::make_shared<Counters>()),
+      recent_(std::make_unique<Recent>(options_.cached_sagas)) {
   counters_->service = options_.service;
   counters_->registry = &member_.metrics_registry();
   member_.AddMetricsSource(
@@ -167,6 +205,11 @@ base::Result<SagaRecord> Orchestrator::Stage(grid::Transaction& tx, const std::s
 
 void Orchestrator::Started() { counters_->started.fetch_add(1); }
 
+void Orchestrator::Started(const SagaRecord& saga) {
+  recent_->Put(saga);
+  Started();
+}
+
 base::Result<SagaOutcome> Orchestrator::Begin(const std::string& id, const std::string& type,
                                               const record::GenericRecord& data) {
   grid::Transaction tx(PartitionKeyOf(id));
@@ -186,7 +229,7 @@ base::Result<SagaOutcome> Orchestrator::Begin(const std::string& id, const std::
                                                       "' was not started: a "
                                                       "precondition of its transaction failed");
   }
-  Started();
+  Started(*saga);
   return SagaOutcome{true, "", *saga};
 }
 
@@ -315,14 +358,23 @@ void Orchestrator::Count(const std::optional<SagaRecord>& before, const SagaReco
 
 base::Result<void> Orchestrator::Drive(const std::string& id, const Decide& decide,
                                        HandlerContext* ctx) {
+  std::optional<SagaRecord> cached = recent_->Take(id);
   for (int round = 0; round < 10; ++round) {
-    auto read = store_.Get(id);
-    if (!read) return std::unexpected(read.error());
-    if (!read->has_value()) {
+    const bool from_cache = cached.has_value();
+    std::optional<SagaRecord> read;
+    if (from_cache) {
+      read = std::move(cached);
+      cached.reset();
+    } else {
+      auto got = store_.Get(id);
+      if (!got) return std::unexpected(got.error());
+      read = std::move(*got);
+    }
+    if (!read) {
       counters_->late.fetch_add(1);
       return {};
     }
-    const SagaRecord before = **read;
+    const SagaRecord before = std::move(*read);
     auto def = definitions_.find(before.type);
     if (def == definitions_.end()) {
       return base::Fail(base::ErrorCode::kNotFound,
@@ -353,6 +405,7 @@ base::Result<void> Orchestrator::Drive(const std::string& id, const Decide& deci
       }
     }
     if (staged.empty()) {
+      if (from_cache) continue;  // the record may be behind what calls for a transition
       counters_->late.fetch_add(1);
       return {};
     }
@@ -383,7 +436,9 @@ base::Result<void> Orchestrator::Drive(const std::string& id, const Decide& deci
       }
       return committed;
     }
+    if (from_cache) counters_->cached.fetch_add(1);
     if (timed_out) counters_->timed_out.fetch_add(1);
+    recent_->Put(after);
     Count(before, after);
     return {};
   }
@@ -546,6 +601,7 @@ Orchestrator::Stats Orchestrator::stats() const {
   s.commands = counters_->commands.load();
   s.late = counters_->late.load();
   s.stale = counters_->stale.load();
+  s.cached = counters_->cached.load();
   return s;
 }
 

@@ -377,6 +377,9 @@ void RegisterSagaProcessor(map::EntryProcessorRegistry& registry) {
           // The id is the entry's key (its partition key included): the record names itself.
           if (t->op == SagaTransition::Op::kStart) outcome->saga->id = std::string(entry.key());
           entry.SetRecord(SagaToRecord(*outcome->saga));
+          // Staged in a transaction: the caller planned the record itself and reads only
+          // whether the transaction committed.
+          if (t->strict) outcome->saga.reset();
         } else if (t->strict) {
           return Fail(
               ErrorCode::kConflict,

@@ -226,12 +226,11 @@ int main(int argc, char** argv) {
                     .String("lines", examples::EncodeLines(order->lines))
                     .Int64("amount", order->amount)
                     .Done();
-    if (auto staged = orchestrator->Stage(tx, order->id, "fulfillment", data); !staged) {
-      return Response::FromError(staged.error());
-    }
+    auto staged = orchestrator->Stage(tx, order->id, "fulfillment", data);
+    if (!staged) return Response::FromError(staged.error());
     auto committed = member.Transact(tx);
     if (committed && committed->committed) {
-      orchestrator->Started();
+      orchestrator->Started(*staged);
       json out = order->ToJson();
       out["status"] = "pending";
       return Response::Json(201, out.dump());

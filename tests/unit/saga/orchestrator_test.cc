@@ -33,6 +33,9 @@ struct Shop {
   std::atomic<int> charge_glitches{0};    // charge: refused as retryable this many times
   std::atomic<bool> ship_refuses{false};  // ship: refused, not retryable
   std::atomic<bool> refund_fails{false};  // refund: refused every time
+  std::atomic<bool> ship_holds{false};    // ship: waits for ship_go before it ships
+  std::atomic<bool> ship_entered{false};  // a held ship handler has begun
+  std::atomic<bool> ship_go{false};
   std::atomic<int> lines_calls{0};        // ReserveLines handler runs
   std::atomic<bool> lines_refuse{false};  // ReserveLines refuses (the stock is gone now)
   std::mutex mu;
@@ -97,6 +100,10 @@ struct Fixture {
     Consumer& shipping = consumer("shipping", "shipping.commands");
     participant->On(shipping, "Ship", [this](const Event&) -> Result<StepWork> {
       if (shop.ship_refuses) return Refuse("address invalid", false);
+      if (shop.ship_holds) {
+        shop.ship_entered = true;
+        WaitFor([this] { return shop.ship_go.load(); }, std::chrono::seconds(10));
+      }
       return Count("shipped", 1);
     });
     // Lines of an order: one part per product's partition.
@@ -210,6 +217,9 @@ TEST_CASE("An orchestrated saga runs its steps through the participants to COMPL
   CHECK(NoDeadlinesLeft(f));
   // Counted just after the commit the record shows: wait for it.
   CHECK(WaitFor([&] { return f.orchestrator->stats().completed == 1; }));
+  // Each of the 3 replies was planned from the record the orchestrator had written, unread.
+  CHECK(f.orchestrator->stats().cached == 3);
+  CHECK(f.orchestrator->stats().stale == 0);
   const std::string metrics = f.orders.MetricsText();
   CHECK(metrics.find("tessera_saga_started_total{service=\"orders\"} 1\n") != std::string::npos);
   CHECK(metrics.find("tessera_saga_completed_total{service=\"orders\"} 1\n") != std::string::npos);
@@ -219,6 +229,33 @@ TEST_CASE("An orchestrated saga runs its steps through the participants to COMPL
   auto unknown = f.orchestrator->Begin("x@y", "nope", kOrder);
   REQUIRE(!unknown);
   CHECK(unknown.error().code() == ErrorCode::kNotFound);
+}
+
+TEST_CASE(
+    "A saga changed behind the orchestrator's back is read again: the record it wrote last "
+    "never decides a transition once the saga moved on",
+    "[saga][orchestrator]") {
+  Fixture f(Fulfillment());
+  f.shop.ship_holds = true;
+  REQUIRE(f.orchestrator->Begin("order-7@cust-7", "fulfillment", kOrder));
+  REQUIRE(WaitFor([&] { return f.shop.ship_entered.load(); }));
+  // While the ship command is being handled, someone else ends the step (an operator's tool).
+  auto by_hand = f.orchestrator->store().Apply("order-7@cust-7", StepDone(2, "shipped by hand"));
+  REQUIRE(by_hand.has_value());
+  REQUIRE(by_hand->applied);
+  REQUIRE(by_hand->saga->status == SagaStatus::kCompleted);
+  const std::int64_t late_before = f.orchestrator->stats().late;
+  f.shop.ship_go = true;
+  // The ship reply is planned from the cached record (step 2 running), refused on the shard as
+  // stale, read again, and found late.
+  REQUIRE(WaitFor([&] { return f.orchestrator->stats().late > late_before; }));
+  CHECK(f.orchestrator->stats().stale == 1);
+  CHECK(f.orchestrator->stats().cached == 2);  // the reserve and charge replies
+  const SagaRecord s = f.WaitTerminal("order-7@cust-7");
+  CHECK(s.status == SagaStatus::kCompleted);
+  CHECK(s.steps[2].result == "shipped by hand");
+  CHECK(s.version == by_hand->saga->version);
+  CHECK(f.Ledger("shipped") == 1);
 }
 
 TEST_CASE("A declined payment compensates the reserved stock in reverse and ends COMPENSATED",

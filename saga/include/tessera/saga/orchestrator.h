@@ -90,6 +90,11 @@ struct OrchestratorOptions {
   grid::StreamConfig stream_config;
   int concurrency = 2;  // reply subscriptions
   DeadlinesOptions deadlines;
+  // Sagas whose record this orchestrator wrote last, kept to plan their next transition
+  // without reading them (0: read every saga before a transition). A record changed elsewhere
+  // meanwhile only costs a refused transaction and a read: the transitions carry the version
+  // they were planned from.
+  std::size_t cached_sagas = 4096;
 };
 
 class Orchestrator {
@@ -99,6 +104,7 @@ class Orchestrator {
     std::int64_t commands = 0;  // action and compensation commands staged
     std::int64_t late = 0;      // replies and deadlines that changed nothing (duplicate, late)
     std::int64_t stale = 0;     // plans made again because the saga changed meanwhile
+    std::int64_t cached = 0;    // plans made from the record this orchestrator wrote last
   };
 
   // Registers the saga processor and the deadline scanners on `member` and the reply consumer;
@@ -121,11 +127,13 @@ class Orchestrator {
                                   const record::GenericRecord& data);
   // Stages the same start in `tx`, the caller's transaction in the saga's partition (with its
   // own writes: the order, the event that starts a choreography), all or nothing; a second
-  // start of the id fails the transaction (kConflict). Call Started() once it committed (the
-  // metrics). Errors: kNotFound, kBadRequest (the transaction is in another partition).
+  // start of the id fails the transaction (kConflict). Call Started(saga) with what Stage
+  // returned once it committed (the metrics, and the record the first reply is planned from).
+  // Errors: kNotFound, kBadRequest (the transaction is in another partition).
   base::Result<SagaRecord> Stage(grid::Transaction& tx, const std::string& id,
                                  const std::string& type, const record::GenericRecord& data);
-  void Started();
+  void Started(const SagaRecord& saga);
+  void Started();  // the metrics only: the first reply reads the saga
 
   SagaStore& store() { return store_; }
   Stats stats() const;
@@ -134,8 +142,10 @@ class Orchestrator {
  private:
   struct Plan;
   using Decide = std::function<std::vector<SagaTransition>(const SagaRecord&)>;
-  // Reads the saga, asks `decide` what to do, stages the transitions and their effects, and
-  // commits (through `ctx` when a reply is being handled). Replans on "stale".
+  // Reads the saga (or takes the record this orchestrator wrote last), asks `decide` what to
+  // do, stages the transitions and their effects, and commits (through `ctx` when a reply is
+  // being handled). Replans from a fresh read on "stale", and when a cached record calls for
+  // nothing.
   base::Result<void> Drive(const std::string& id, const Decide& decide, HandlerContext* ctx);
   base::Result<void> OnReply(const Event& reply, HandlerContext& ctx);
   base::Result<void> OnDeadline(const Deadline& d);
@@ -165,6 +175,8 @@ class Orchestrator {
   std::unique_ptr<Deadlines> deadlines_;
   struct Counters;  // shared with the metrics source
   std::shared_ptr<Counters> counters_;
+  class Recent;  // the records this orchestrator wrote last (OrchestratorOptions::cached_sagas)
+  std::unique_ptr<Recent> recent_;
 };
 
 }  // namespace tessera::saga

@@ -155,7 +155,8 @@ base::Result<SagaOutcome> ApplyTransition(const std::optional<SagaRecord>& curre
 
 inline constexpr const char* kSagaProcessor = "tessera.saga";
 inline constexpr std::string_view kNotApplied = "saga transition not applied: ";
-// Registers "tessera.saga": argument a SagaTransition record; returns the SagaOutcome record.
+// Registers "tessera.saga": argument a SagaTransition record; returns the SagaOutcome record
+// (a strict transition that applied returns it without the saga: its caller planned it).
 // REQUIRES: before the member starts (on every member of the cluster that holds sagas).
 void RegisterSagaProcessor(map::EntryProcessorRegistry& registry);
 
