@@ -5,8 +5,9 @@
 // reads every held sub-stream at once (kStreamRead), hands the events to the handler in
 // offset order, and commits what was handled (kStreamCommit, fenced by the lease). With
 // nothing to read it waits on the owners (WaitForEvents: a kStreamRead with wait_ms per held
-// sub-stream, answered "ready" by an append; docs/architecture.md, "Event streams") and then
-// reads only the sub-streams that answered.
+// sub-stream, answered by an append with the events from the wait's offset, or "ready" by a
+// member of the release before; docs/architecture.md, "Event streams") and then reads only
+// the sub-streams that answered, taking the events a wait brought instead of reading them.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -73,9 +74,18 @@ struct Stream::Subscription {
     std::uint32_t sub = 0;
     std::uint64_t generation = 0;
     bool ready = false;  // answered other than "timeout"
+    std::int64_t from = 0;
+    std::optional<map::MapResult> read;  // the events, read from `from` (wait_read)
   };
   std::map<std::uint32_t, Parked> parked;
   std::vector<WaitAnswer> answers;
+  // Reads that came with wait answers (the thread's own): used by the next read of their
+  // sub-stream if it is still at their `from`, else dropped.
+  struct Carried {
+    std::int64_t from = 0;
+    map::MapResult read;
+  };
+  std::map<std::uint32_t, Carried> carried;
   std::uint64_t wait_generation = 0;
   // Commits sent without waiting for their answer (the commit after a batch): the answers,
   // under mu, are taken by the thread at its next step (TakeCommits); commit_cv wakes only a
@@ -97,7 +107,7 @@ struct Stream::Subscription {
   std::map<std::uint32_t, InFlight> committing;  // the thread's own
   std::weak_ptr<Subscription> self;
   std::atomic<std::int64_t> delivered{0}, committed{0}, redelivered{0}, handler_errors{0},
-      leases_lost{0}, leases_held{0};
+      leases_lost{0}, leases_held{0}, carried_events{0};
 
   void Warn(spdlog::logger& log, const std::string& stream, const std::string& what) {
     if (what == last_error) return;
@@ -194,9 +204,9 @@ std::optional<SubscriptionStats> Stream::Stats(SubscriptionId id) const {
   std::lock_guard lock(mu_);
   for (const auto& [sid, s] : subscriptions_) {
     if (sid != id) continue;
-    return SubscriptionStats{s->delivered.load(),   s->committed.load(),
-                             s->redelivered.load(), s->handler_errors.load(),
-                             s->leases_lost.load(), s->leases_held.load()};
+    return SubscriptionStats{s->delivered.load(),      s->committed.load(),   s->redelivered.load(),
+                             s->handler_errors.load(), s->leases_lost.load(), s->leases_held.load(),
+                             s->carried_events.load()};
   }
   return std::nullopt;
 }
@@ -244,7 +254,7 @@ void Stream::Run(const std::shared_ptr<Subscription>& s) {
 
 void Stream::TakeWoken(Subscription& s, std::vector<std::uint32_t>& woken) {
   std::lock_guard lock(s.mu);
-  for (const auto& a : s.answers) {
+  for (auto& a : s.answers) {
     // Only the answer of the wait last parked frees its sub-stream for another; an older
     // one's "ready" still counts.
     if (auto it = s.parked.find(a.sub);
@@ -252,6 +262,7 @@ void Stream::TakeWoken(Subscription& s, std::vector<std::uint32_t>& woken) {
       s.parked.erase(it);
     }
     if (!a.ready || !s.held.contains(a.sub)) continue;
+    if (a.read) s.carried[a.sub] = {a.from, std::move(*a.read)};
     if (std::find(woken.begin(), woken.end(), a.sub) == woken.end()) woken.push_back(a.sub);
   }
   s.answers.clear();
@@ -295,8 +306,10 @@ void Stream::ParkWaits(const std::shared_ptr<Subscription>& s, Clock::time_point
   std::weak_ptr<Subscription> weak = s;
   for (const auto& p : parks) {
     auto rq = StreamRequest(map::MapOp::kStreamRead, meta_keys_[p.sub]);
-    // The group goes as wait_group, and at most one event of one byte: a member of the
-    // release before reads a wait as a plain read, and so counts nothing and sends little.
+    // The group goes as wait_group, and at most one event of one byte: a member of a release
+    // before waits reads a wait as a plain read, and so counts nothing and sends little (and
+    // that answer is a read from p.from like any other). The owner answers with up to a batch
+    // of events (wait_read); one of the release before, "ready".
     rq.argument = record::GenericRecord::Build()
                       .Int64("from", p.from)
                       .Int64("max", 1)
@@ -304,13 +317,16 @@ void Stream::ParkWaits(const std::shared_ptr<Subscription>& s, Clock::time_point
                       .Int64("wait_ms", wait.count())
                       .String("wait_group", s->group)
                       .String("wait_consumer", s->consumer)
+                      .Int64("wait_read", s->options.max_batch)
                       .Done();
     invoker_->Invoke(std::move(rq), [weak, p](Result<map::MapResult> r) {
       auto live = weak.lock();
       if (!live) return;
+      Subscription::WaitAnswer a{p.sub, p.generation, !r || r->value != "timeout", p.from, {}};
+      if (r && r->value != "timeout" && r->value != "ready") a.read = std::move(*r);
       {
         std::lock_guard lock(live->mu);
-        live->answers.push_back({p.sub, p.generation, !r || r->value != "timeout"});
+        live->answers.push_back(std::move(a));
       }
       live->cv.notify_all();
     });
@@ -439,6 +455,7 @@ void Stream::Rebalance(Subscription& s) {
     s.held[sub].renewed_at = sent_at;
   }
   s.leases_held = static_cast<std::int64_t>(s.held.size());
+  std::erase_if(s.carried, [&](const auto& c) { return !s.held.contains(c.first); });
   const auto interval =
       std::chrono::milliseconds(waiting ? std::min<base::Millis>(ttl / 3, 250) : ttl / 3);
   s.next_rebalance = Clock::now() + interval;
@@ -448,10 +465,22 @@ bool Stream::Consume(Subscription& s, const std::vector<std::uint32_t>& only, bo
   bool read_all = true;  // every read answered with less than a batch, all of it handled
   const auto now = Clock::now();
   std::vector<map::MapRequest> requests;
+  std::vector<std::size_t> read_into;  // requests[k]'s answer goes to results[read_into[k]]
   std::vector<std::uint32_t> subs;
+  std::vector<Result<map::MapResult>> results;
   for (const auto& [sub, h] : s.held) {
     if (h.retry_at > now) continue;
     if (!only.empty() && std::find(only.begin(), only.end(), sub) == only.end()) continue;
+    subs.push_back(sub);
+    if (auto c = s.carried.find(sub); c != s.carried.end()) {
+      const bool current = c->second.from == h.next;  // else the consumer moved on meanwhile
+      if (current) {
+        s.carried_events += static_cast<std::int64_t>(c->second.read.entries.size());
+        results.emplace_back(std::move(c->second.read));
+      }
+      s.carried.erase(c);
+      if (current) continue;
+    }
     auto rq = StreamRequest(map::MapOp::kStreamRead, meta_keys_[sub]);
     rq.argument = record::GenericRecord::Build()
                       .Int64("from", h.next)
@@ -459,10 +488,14 @@ bool Stream::Consume(Subscription& s, const std::vector<std::uint32_t>& only, bo
                       .String("group", s.group)  // the owner counts deliveries per group
                       .Done();
     requests.push_back(std::move(rq));
-    subs.push_back(sub);
+    read_into.push_back(results.size());
+    results.emplace_back(std::unexpected(base::Error(ErrorCode::kInternal, "not read")));
   }
-  if (requests.empty()) return false;
-  auto results = CallAll(std::move(requests), &s.stop);
+  if (subs.empty()) return false;
+  if (!requests.empty()) {
+    auto read = CallAll(std::move(requests), &s.stop);
+    for (std::size_t k = 0; k < read.size(); ++k) results[read_into[k]] = std::move(read[k]);
+  }
   bool progressed = false;
   for (std::size_t j = 0; j < results.size() && !s.stop.load(); ++j) {
     auto& r = results[j];

@@ -98,6 +98,9 @@ struct StreamWaiter {
   std::function<void(base::Result<MapResult>)> done;
   std::optional<boost::asio::steady_timer> timer;
   bool answered = false;
+  // With wait_read: the read that answers it once events are there (else "ready").
+  std::optional<MapRequest> read;
+  std::uint32_t partition_id = 0;
 };
 
 struct ShardState {
@@ -312,13 +315,16 @@ struct MapService::Impl {
   void RetryLater(MapRequest request, Callback done, int attempt);
   void ExecuteAcrossMembers(MapRequest request, Callback done, int attempt);
   // A kStreamRead with wait_ms on its owner's shard (map_service_waits.cc): answers "ready"
-  // when an event at `from` is stored, else parks it until WakeStreamReaders, its wait_ms or
-  // Stop (DropStreamReaders). The wait is on this member: the partition moving away meanwhile
+  // (with wait_read: the read of up to wait_read events from `from`) when an event at `from`
+  // is stored, else parks it until WakeStreamReaders, its wait_ms or Stop
+  // (DropStreamReaders). The wait is on this member: the partition moving away meanwhile
   // ends it no sooner (the reader reads after the answer, from the new owner).
   void WaitForStream(std::size_t shard, std::uint32_t partition_id, const MapRequest& request,
                      Callback& done);
-  // Answers "ready" to every read parked on `key` (an append stored events there), after
-  // the running handler. On the shard.
+  // Answers `w` "ready", or with its read (routed like any read if the partition moved).
+  void AnswerReady(std::size_t shard, const std::shared_ptr<StreamWaiter>& w);
+  // Answers every read parked on `key` as ready (an append stored events there), after the
+  // running handler. On the shard.
   void WakeStreamReaders(std::size_t shard, const std::string& key);
   // Answers every parked read kShuttingDown. On the shard.
   void DropStreamReaders(std::size_t shard);

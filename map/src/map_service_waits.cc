@@ -2,9 +2,12 @@
 // with nothing to read parks one read per sub-stream it holds on the sub-stream's owner and
 // reads again when one answers "ready", instead of polling every few milliseconds. A parked
 // read lives on its partition's shard (ShardState::waiters, no locks); an append that stores
-// events wakes the reads parked on its sub-stream after the append's handler has run. The
-// answer carries no events, so an answer the consumer no longer waits for costs nothing: its
-// events are read (and counted as delivered) once, by the read that follows.
+// events wakes the reads parked on its sub-stream after the append's handler has run.
+// Without wait_read the answer carries no events: the consumer reads them (and they are
+// counted as delivered) in the read that follows. With wait_read (N > 0) the answer is that
+// read, of up to N events from `from`: one round trip per wake-up fewer. A consumer that no
+// longer wants them (it moved past `from` meanwhile) drops them and reads again; the owner
+// then counts them delivered, and redelivered, twice.
 #include <algorithm>
 
 #include "map_service_impl.h"
@@ -23,12 +26,16 @@ MapResult WaitAnswer(const char* what) {
   return out;
 }
 
-void Answer(const std::shared_ptr<StreamWaiter>& w, base::Result<MapResult> result) {
-  if (w->answered) return;
+// Marks `w` answered and takes its callback (empty when it was answered before).
+std::function<void(base::Result<MapResult>)> Close(const std::shared_ptr<StreamWaiter>& w) {
+  if (w->answered) return {};
   w->answered = true;
   if (w->timer) w->timer->cancel();
-  auto done = std::move(w->done);
-  done(std::move(result));
+  return std::move(w->done);
+}
+
+void Answer(const std::shared_ptr<StreamWaiter>& w, base::Result<MapResult> result) {
+  if (auto done = Close(w)) done(std::move(result));
 }
 
 // Removes `w` from the waiters of `key` (it was answered).
@@ -81,11 +88,25 @@ void MapService::Impl::WaitForStream(std::size_t shard, std::uint32_t partition_
                      "the map service is not running (stopped or not started yet); retry on "
                      "another member"));
   }
+  auto w = std::make_shared<StreamWaiter>();
+  w->partition_id = partition_id;
+  if (const std::int64_t carry = detail::IntArg(request, "wait_read", 0); carry > 0) {
+    MapRequest read = request;
+    read.argument = record::GenericRecord::Build()
+                        .Int64("from", from)
+                        .Int64("max", carry)
+                        .String("group", group)  // counts the deliveries, as a consumer's read
+                        .Done();
+    w->read = std::move(read);
+  }
   MapTable& table = TableOn(shard, request.map_name);
   const std::string_view sub = std::string_view(request.key).substr(request.key.find('@') + 1);
   if (const Record* r = StoreOf(table, partition_id).Find(StreamMetaKey(sub))) {
     const StreamMeta meta = ParseStreamMeta(r->value());
-    if (from <= meta.tail || from < meta.head) return done(WaitAnswer("ready"));
+    if (from <= meta.tail || from < meta.head) {
+      w->done = std::move(done);
+      return AnswerReady(shard, w);
+    }
   }
   ShardState& state = *states[shard];
   std::shared_ptr<StreamWaiter> older;  // of the same consumer: this one replaces it
@@ -96,7 +117,6 @@ void MapService::Impl::WaitForStream(std::size_t shard, std::uint32_t partition_
     list.erase(it);
     break;
   }
-  auto w = std::make_shared<StreamWaiter>();
   w->group = std::move(group);
   w->consumer = std::move(consumer);
   w->done = std::move(done);
@@ -120,8 +140,18 @@ void MapService::Impl::WakeStreamReaders(std::size_t shard, const std::string& k
     if (it == waiters.end()) return;
     auto woken = std::move(it->second);
     waiters.erase(it);
-    for (const auto& w : woken) Answer(w, WaitAnswer("ready"));
+    for (const auto& w : woken) AnswerReady(shard, w);
   });
+}
+
+void MapService::Impl::AnswerReady(std::size_t shard, const std::shared_ptr<StreamWaiter>& w) {
+  auto done = Close(w);
+  if (!done) return;
+  if (!w->read) return done(WaitAnswer("ready"));
+  MapRequest read = std::move(*w->read);
+  w->read.reset();
+  Callback answer = std::move(done);
+  RunKeyedOnShard(shard, w->partition_id, read, answer);  // no wait_ms: a plain read
 }
 
 void MapService::Impl::DropStreamReaders(std::size_t shard) {

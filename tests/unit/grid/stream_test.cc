@@ -397,6 +397,7 @@ TEST_CASE("An idle consumer waits on the owners and gets a new event at once, no
   SubscribeOptions slow_poll;
   slow_poll.max_idle_poll_ms = 60'000;
   slow_poll.max_wait_ms = 10'000;
+  slow_poll.lease_ttl_ms = 60'000;  // no rebalance (every 20 s), whose reads read everything
   struct Seen {
     std::mutex mu;
     std::vector<std::pair<std::string, Clock::time_point>> events;
@@ -434,6 +435,9 @@ TEST_CASE("An idle consumer waits on the owners and gets a new event at once, no
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // past one whole wait
   }
+  // Each event came with the answer of the wait it ended, not from a read after it.
+  CHECK(client_stream->Stats(*c)->carried == 3);
+  CHECK(member_stream->Stats(*m)->carried == 3);
   client_stream->Unsubscribe(*c);
   member_stream->Unsubscribe(*m);
   (*client)->Shutdown();

@@ -1,6 +1,6 @@
 // Long polls of stream consumers (kStreamRead with wait_ms) on a running MapService: parked on
-// the owner, answered "ready" by an append, "timeout" at the end of the wait, replaced by a
-// newer wait of the same group, dropped at Stop.
+// the owner, answered "ready" (or with the events, wait_read) by an append, "timeout" at the
+// end of the wait, replaced by a newer wait of the same group, dropped at Stop.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
@@ -30,11 +30,12 @@ MapRequest Append(const std::string& payload) {
 }
 
 MapRequest WaitRead(std::int64_t from, std::int64_t wait_ms, const std::string& group = "g",
-                    const std::string& consumer = "c1") {
+                    const std::string& consumer = "c1", std::int64_t wait_read = 0) {
   MapRequest rq = ServiceFixture::Rq(MapOp::kStreamRead, kStreamMap, kMeta);
   auto b = GenericRecord::Build();
   b.Int64("from", from).Int64("wait_ms", wait_ms).String("wait_consumer", consumer);
   if (!group.empty()) b.String("wait_group", group);
+  if (wait_read > 0) b.Int64("wait_read", wait_read);
   rq.argument = b.Done();
   return rq;
 }
@@ -79,6 +80,45 @@ TEST_CASE("A waiting stream read is answered ready by an append, at once when ev
   MapRequest read = ServiceFixture::Rq(MapOp::kStreamRead, kStreamMap, kMeta);
   read.argument = GenericRecord::Build().Int64("from", 1).Done();
   CHECK(f.Run(read).entries.size() == 2);
+}
+
+TEST_CASE(
+    "With wait_read a wait is answered with the events themselves: the plain read of up to "
+    "wait_read events from its offset",
+    "[map][stream][wait]") {
+  ServiceFixture f;
+  auto plain = [&](std::int64_t from, std::int64_t max) {
+    MapRequest read = ServiceFixture::Rq(MapOp::kStreamRead, kStreamMap, kMeta);
+    read.argument = GenericRecord::Build().Int64("from", from).Int64("max", max).Done();
+    return f.Run(read);
+  };
+  auto parked = Send(f, WaitRead(1, 10'000, "g", "c1", /*wait_read=*/2));
+  CHECK(Pending(parked));
+  MapRequest three = Append("e1");
+  three.entries = {{"k", "e1"}, {"k", "e2"}, {"k", "e3"}};
+  f.Run(three);
+  REQUIRE(parked.wait_for(5s) == std::future_status::ready);
+  auto woken = parked.get();
+  REQUIRE(woken);
+  const MapResult first_two = plain(1, 2);
+  REQUIRE(first_two.entries.size() == 2);
+  CHECK(woken->entries == first_two.entries);
+  CHECK(woken->value == first_two.value);  // "HEAD TAIL": "1 3"
+  CHECK(woken->value == "1 3");
+  CHECK(woken->flag == first_two.flag);
+
+  // Events there already: answered at once, with what is there from its offset.
+  auto there = Send(f, WaitRead(3, 10'000, "g", "c1", 5));
+  REQUIRE(there.wait_for(5s) == std::future_status::ready);
+  auto now = there.get();
+  REQUIRE(now);
+  CHECK(now->entries == plain(3, 5).entries);
+  REQUIRE(now->entries.size() == 1);
+  CHECK(now->entries[0].first == "3");
+
+  // Nothing comes: still "timeout", without events.
+  auto quiet = Send(f, WaitRead(4, 50, "g", "c1", 5));
+  CHECK(ValueOf(quiet) == "timeout");
 }
 
 TEST_CASE("A waiting stream read times out empty, within its wait or kMaxStreamWaitMs",

@@ -135,6 +135,7 @@ struct SubscriptionStats {
   std::int64_t handler_errors = 0;
   std::int64_t leases_lost = 0;  // leases taken away (expired or refused commit)
   std::int64_t leases_held = 0;  // now
+  std::int64_t carried = 0;      // events that came with a wait's answer (no read for them)
 };
 
 struct StreamGroupPosition {

@@ -67,7 +67,9 @@ enum class MapOp : std::uint8_t {
                        // value = "ready" once an event at `from` or later is stored (at once
                        // if it is), "timeout" after wait_ms (at most kMaxStreamWaitMs); a
                        // newer wait of the same group and consumer on the sub-stream answers
-                       // the older one "timeout"
+                       // the older one "timeout". With wait_read = N > 0 as well, "ready"
+                       // comes as the plain read of up to N events from `from` (counted
+                       // delivered to wait_group) instead
   kStreamCommit = 19,  // argument {group, consumer, offset, max_age_ms, ttl_ms}: the group's
                        // cursor becomes max(cursor, offset) if `consumer` holds its lease
                        // (kConflict if not), and with ttl_ms the lease is renewed for that
