@@ -49,8 +49,9 @@ struct Stream::Subscription {
     std::int64_t failed_offset = 0;
     int failed_attempts = 0;
     Clock::time_point retry_at{};
-    Clock::time_point renewed_at{};  // when the lease was last taken, renewed or committed
-    std::uint64_t holding = 0;       // StreamEvent::holding
+    Clock::time_point renewed_at{};   // when the lease was last taken, renewed or committed
+    std::uint64_t holding = 0;        // StreamEvent::holding
+    Clock::time_point commit_sent{};  // the last commit after a batch (commit_interval_ms)
   };
 
   std::string group;
@@ -107,7 +108,7 @@ struct Stream::Subscription {
   std::map<std::uint32_t, InFlight> committing;  // the thread's own
   std::weak_ptr<Subscription> self;
   std::atomic<std::int64_t> delivered{0}, committed{0}, redelivered{0}, handler_errors{0},
-      leases_lost{0}, leases_held{0}, carried_events{0};
+      leases_lost{0}, leases_held{0}, carried_events{0}, commits{0};
 
   void Warn(spdlog::logger& log, const std::string& stream, const std::string& what) {
     if (what == last_error) return;
@@ -206,7 +207,7 @@ std::optional<SubscriptionStats> Stream::Stats(SubscriptionId id) const {
     if (sid != id) continue;
     return SubscriptionStats{s->delivered.load(),      s->committed.load(),   s->redelivered.load(),
                              s->handler_errors.load(), s->leases_lost.load(), s->leases_held.load(),
-                             s->carried_events.load()};
+                             s->carried_events.load(), s->commits.load()};
   }
   return std::nullopt;
 }
@@ -347,8 +348,14 @@ Stream::Waited Stream::WaitForEvents(const std::shared_ptr<Subscription>& s,
   ParkWaits(s, until);
   std::unique_lock lock(s->mu);
   while (!s->stop.load()) {
-    if (!s->cv.wait_until(lock, until, [&] { return s->stop.load() || !s->answers.empty(); })) {
-      break;  // the wait ran its course
+    const auto commit = CommitDue(*s);
+    if (!s->cv.wait_until(lock, std::min(until, commit),
+                          [&] { return s->stop.load() || !s->answers.empty(); })) {
+      if (Clock::now() >= until) break;  // the wait ran its course
+      lock.unlock();
+      CommitAll(*s, /*wait=*/false);  // what the interval held back; the waits stay parked
+      lock.lock();
+      continue;
     }
     if (s->stop.load()) break;
     lock.unlock();
@@ -563,6 +570,16 @@ bool Stream::Consume(Subscription& s, const std::vector<std::uint32_t>& only, bo
   return progressed;
 }
 
+Clock::time_point Stream::CommitDue(const Subscription& s) const {
+  auto due = Clock::time_point::max();
+  if (s.options.commit_interval_ms <= 0) return due;  // every batch commits at once
+  for (const auto& [sub, h] : s.held) {
+    if (h.handled <= h.committed || s.committing.contains(sub)) continue;
+    due = std::min(due, h.commit_sent + std::chrono::milliseconds(s.options.commit_interval_ms));
+  }
+  return due;
+}
+
 void Stream::TakeCommits(Subscription& s) {
   std::vector<Subscription::CommitAnswer> answers;
   {
@@ -625,6 +642,10 @@ void Stream::CommitAll(Subscription& s, bool wait) {
   const auto sent_at = Clock::now();
   for (const auto& [sub, h] : s.held) {
     if (h.handled <= h.committed) continue;
+    if (!wait &&
+        sent_at < h.commit_sent + std::chrono::milliseconds(s.options.commit_interval_ms)) {
+      continue;  // the next batch's commit, or CommitDue, takes it
+    }
     if (!wait) {
       // One in flight per sub-stream (an answer lost for 10 s no longer counts).
       if (auto c = s.committing.find(sub);
@@ -645,9 +666,11 @@ void Stream::CommitAll(Subscription& s, bool wait) {
     subs.push_back(sub);
   }
   if (requests.empty()) return;
+  s.commits += static_cast<std::int64_t>(requests.size());
   if (!wait) {
     for (std::size_t j = 0; j < requests.size(); ++j) {
-      const Subscription::Held& h = s.held[subs[j]];
+      Subscription::Held& h = s.held[subs[j]];
+      h.commit_sent = sent_at;
       s.committing[subs[j]] = {h.handled, sent_at};
       invoker_->Invoke(
           std::move(requests[j]), [weak = s.self, sub = subs[j], holding = h.holding,

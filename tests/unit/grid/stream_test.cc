@@ -445,6 +445,64 @@ TEST_CASE("An idle consumer waits on the owners and gets a new event at once, no
   a.Shutdown();
 }
 
+TEST_CASE(
+    "With commit_interval_ms a consumer commits a sub-stream at most once per interval, and "
+    "commits what it handled once idle within the interval",
+    "[grid][stream][wait]") {
+  Member member(ClusterMember());
+  REQUIRE(member.Start());
+  StreamConfig config;
+  config.sub_streams = 1;
+  auto stream = member.GetStream("paced", config);
+  SubscribeOptions every_batch;
+  every_batch.lease_ttl_ms = 60'000;  // no rebalance (every 20 s), whose round commits too
+  SubscribeOptions paced = every_batch;
+  paced.commit_interval_ms = 200;
+  std::atomic<int> seen_paced{0}, seen_every{0};
+  auto count = [](std::atomic<int>& seen) {
+    return [&seen](const StreamEvent&) -> base::Result<void> {
+      ++seen;
+      return {};
+    };
+  };
+  auto p = stream->Subscribe("paced", count(seen_paced), paced);
+  auto e = stream->Subscribe("every", count(seen_every), every_batch);
+  REQUIRE(p);
+  REQUIRE(e);
+  REQUIRE(WaitUntil(
+      [&] { return stream->Stats(*p)->leases_held == 1 && stream->Stats(*e)->leases_held == 1; }));
+  const auto start = Clock::now();
+  constexpr int kEvents = 50;
+  for (int i = 0; i < kEvents; ++i) {  // one at a time: each wakes the consumers alone
+    REQUIRE(stream->Append("k", "e" + std::to_string(i)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(WaitUntil([&] { return seen_paced == kEvents && seen_every == kEvents; }));
+  // Idle now: what the interval held back is committed within it.
+  auto cursor = [&](const std::string& group) -> std::int64_t {
+    auto info = stream->Info();
+    if (!info) return -1;
+    for (const auto& g : info->sub_streams[0].groups) {
+      if (g.group == group) return g.cursor;
+    }
+    return -1;
+  };
+  const auto idle = Clock::now();
+  REQUIRE(WaitUntil([&] { return cursor("paced") == kEvents; }));
+  CHECK(Clock::now() - idle < std::chrono::milliseconds(1000));
+  const auto elapsed_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  const std::int64_t paced_commits = stream->Stats(*p)->commits;
+  INFO("paced commits " << paced_commits << " in " << elapsed_ms << " ms, every-batch commits "
+                        << stream->Stats(*e)->commits);
+  CHECK(paced_commits <= elapsed_ms / 200 + 2);
+  CHECK(stream->Stats(*e)->commits > 2 * paced_commits);  // the same events, a commit a batch
+  CHECK(WaitUntil([&] { return cursor("every") == kEvents; }));
+  stream->Unsubscribe(*p);
+  stream->Unsubscribe(*e);
+  member.Shutdown();
+}
+
 TEST_CASE("A quiet sub-stream's event is read at once while the consumer is busy with another",
           "[grid][stream][wait]") {
   Member member(ClusterMember());

@@ -105,6 +105,11 @@ struct SubscribeOptions {
   Start start = Start::kOldest;  // where a group that does not exist yet begins
   int max_batch = 256;           // events read per sub-stream per round
   int commit_every = 0;          // commit after this many handled events (0: after each batch)
+  // The commit after a batch goes at most this often per sub-stream (0: after every batch);
+  // what was handled meanwhile is committed by a later batch's commit, or by an idle
+  // consumer once the interval is over. A wider window of events delivered again after a
+  // crash, for fewer commits: one per interval instead of one per wake-up.
+  base::Millis commit_interval_ms = 0;
   base::Millis lease_ttl_ms = 10'000;
   base::Millis retry_delay_ms = 100;  // after a handler error, before the event comes again
   // An idle consumer (nothing to read on the sub-streams it holds) parks a wait on each of
@@ -136,6 +141,7 @@ struct SubscriptionStats {
   std::int64_t leases_lost = 0;  // leases taken away (expired or refused commit)
   std::int64_t leases_held = 0;  // now
   std::int64_t carried = 0;      // events that came with a wait's answer (no read for them)
+  std::int64_t commits = 0;      // commit requests sent
 };
 
 struct StreamGroupPosition {
@@ -251,9 +257,13 @@ class Stream {
   // other than "timeout", once each).
   void TakeWoken(Subscription& s, std::vector<std::uint32_t>& woken);
   // Commits what was handled on each held sub-stream. wait=false sends without waiting (one
-  // commit in flight per sub-stream); the answers are taken by TakeCommits, at the start of
-  // the next CommitAll or Rebalance (AwaitCommits).
+  // commit in flight per sub-stream, none sooner than commit_interval_ms after the last); the
+  // answers are taken by TakeCommits, at the start of the next CommitAll or Rebalance
+  // (AwaitCommits).
   void CommitAll(Subscription& s, bool wait = true);
+  // When the first commit that commit_interval_ms held back is due (max: none). An idle
+  // consumer sends it then, its waits still parked.
+  std::chrono::steady_clock::time_point CommitDue(const Subscription& s) const;
   void TakeCommits(Subscription& s);
   void AwaitCommits(Subscription& s);
   // A commit's answer for held sub-stream `sub` (offset as sent).

@@ -53,11 +53,20 @@
 
 namespace tessera::saga {
 
+// The framework's subscriptions commit at most every 100 ms per sub-stream: the inbox makes
+// the wider window of events delivered again after a crash harmless, and a busy consumer then
+// sends one commit per interval instead of one per wake-up.
+inline grid::SubscribeOptions FrameworkSubscribeOptions() {
+  grid::SubscribeOptions o;
+  o.commit_interval_ms = 100;
+  return o;
+}
+
 struct ConsumerOptions {
   std::string group;                 // the consumer group (one per service and purpose)
   std::vector<std::string> streams;  // the shared streams it reads
   grid::StreamConfig stream_config;
-  grid::SubscribeOptions subscribe;
+  grid::SubscribeOptions subscribe = FrameworkSubscribeOptions();
   int concurrency = 1;  // subscriptions per stream (handlers running at once, per stream)
   RetryPolicy retry;    // in-place retries of a failing handler
   std::string breaker;  // the dependency's breaker in the BreakerRegistry ("" = none)
