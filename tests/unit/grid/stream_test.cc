@@ -503,6 +503,49 @@ TEST_CASE(
   member.Shutdown();
 }
 
+TEST_CASE(
+    "A backlog over one read's byte limit is delivered whole and in order, read after read "
+    "without waiting in between",
+    "[grid][stream]") {
+  Member member(ClusterMember());
+  REQUIRE(member.Start());
+  StreamConfig config;
+  config.sub_streams = 1;
+  auto stream = member.GetStream("bulky", config);
+  constexpr int kEvents = 100;  // 64 KiB each: 6.4 MB, over a read's 4 MiB
+  const std::string filler(64 * 1024, 'x');
+  for (int i = 0; i < kEvents; ++i) {
+    REQUIRE(stream->Append("k", "k:" + std::to_string(i) + ":" + filler));
+  }
+  std::mutex mu;
+  std::vector<std::string> seen;
+  SubscribeOptions options;
+  options.lease_ttl_ms = 60'000;  // no rebalance (every 20 s), whose round reads everything
+  auto id = stream->Subscribe(
+      "g",
+      [&](const StreamEvent& e) -> base::Result<void> {
+        std::lock_guard lock(mu);
+        seen.push_back(e.payload.substr(0, e.payload.find(':', 2)));
+        return {};
+      },
+      options);
+  REQUIRE(id);
+  REQUIRE(WaitUntil([&] {
+    std::lock_guard lock(mu);
+    return seen.size() == kEvents;
+  }));
+  {
+    std::lock_guard lock(mu);
+    CHECK(InOrder(seen));
+  }
+  // A read cut short by its byte limit leaves events past it: the consumer reads again
+  // rather than parks a wait (which would answer at once, carrying them).
+  CHECK(stream->Stats(*id)->carried == 0);
+  CHECK(stream->Stats(*id)->delivered == kEvents);
+  stream->Unsubscribe(*id);
+  member.Shutdown();
+}
+
 TEST_CASE("A quiet sub-stream's event is read at once while the consumer is busy with another",
           "[grid][stream][wait]") {
   Member member(ClusterMember());
