@@ -83,6 +83,20 @@ map::MapRequest StreamRequest(map::MapOp op, std::string key) {
   return rq;
 }
 
+ReadRange RangeOf(const map::MapResult& read) {
+  ReadRange out;
+  if (!read.value) return out;
+  const std::string& v = *read.value;
+  const auto space = v.find(' ');
+  if (space == std::string::npos) return out;
+  std::int64_t head = 0, tail = 0;
+  if (std::from_chars(v.data(), v.data() + space, head).ec != std::errc() ||
+      std::from_chars(v.data() + space + 1, v.data() + v.size(), tail).ec != std::errc()) {
+    return out;
+  }
+  return {head, tail};
+}
+
 StreamEvent DecodeEvent(std::uint32_t sub, const std::string& offset, const std::string& bytes) {
   StreamEvent e;
   e.sub_stream = sub;
@@ -404,8 +418,9 @@ Result<StreamSlice> Stream::Read(std::uint32_t sub, std::int64_t from, int max) 
   auto r = Call(std::move(rq));
   if (!r) return std::unexpected(r.error());
   StreamSlice slice;
-  std::istringstream range(r->value.value_or(""));
-  range >> slice.head >> slice.tail;
+  const ReadRange range = RangeOf(*r);
+  slice.head = range.head;
+  slice.tail = range.tail;
   slice.lost = r->flag;
   for (const auto& [offset, bytes] : r->entries) {
     slice.events.push_back(DecodeEvent(sub, offset, bytes));

@@ -38,17 +38,6 @@ std::string SessionSuffix() {
   return fmt::format("{:08x}", static_cast<std::uint32_t>(random()));
 }
 
-// The sub-stream's last offset a read answered ("HEAD TAIL"; 0 if it did not say).
-std::int64_t TailOf(const map::MapResult& read) {
-  if (!read.value) return 0;
-  const std::string& v = *read.value;
-  const auto space = v.find(' ');
-  if (space == std::string::npos) return 0;
-  std::int64_t tail = 0;
-  std::from_chars(v.data() + space + 1, v.data() + v.size(), tail);
-  return tail;
-}
-
 }  // namespace
 
 struct Stream::Subscription {
@@ -578,7 +567,7 @@ bool Stream::Consume(Subscription& s, const std::vector<std::uint32_t>& only, bo
     // Events past what came (a read cut by max_bytes, or a wait answered by a member of a
     // release before wait_read with one event): read again rather than wait.
     if (auto held = s.held.find(subs[j]);
-        !r->entries.empty() && held != s.held.end() && held->second.next <= TailOf(*r)) {
+        !r->entries.empty() && held != s.held.end() && held->second.next <= RangeOf(*r).tail) {
       read_all = false;
     }
   }
