@@ -466,8 +466,16 @@ Result<StreamBenchReport> RunStreamBench(const BenchOptions& o) {
     report.target = "tessera";
     auto log = Logger();
     std::vector<std::unique_ptr<grid::Client>> producers, consumers;
+    // The producers share --io-threads client loops, as map mode's connections do (one event
+    // loop for many connections, like redis-benchmark's); each consumer has its own client.
+    std::vector<std::shared_ptr<grid::ClientLoop>> loops;
+    for (int i = 0; i < o.io_threads; ++i) loops.push_back(grid::ClientLoop::Start());
     for (int i = 0; i < o.connections + o.consumers; ++i) {
-      auto client = grid::Client::Connect(o.client, log);
+      auto client_options = o.client;
+      if (i < o.connections && !loops.empty()) {
+        client_options.loop = loops[static_cast<std::size_t>(i) % loops.size()];
+      }
+      auto client = grid::Client::Connect(client_options, log);
       if (!client) return std::unexpected(client.error());
       (i < o.connections ? producers : consumers).push_back(std::move(*client));
     }
