@@ -166,9 +166,9 @@ const Record* RecordStore::Find(std::string_view key) const {
   return i == kNpos ? nullptr : SlotRecord(slots_[i]);
 }
 
-void RecordStore::InsertSlot(Slot slot) {
+void RecordStore::InsertSlot(Slot slot, std::uint64_t hash) {
   const std::size_t mask = slots_.size() - 1;
-  std::size_t i = Hash(SlotRecord(slot)->key()) & mask;
+  std::size_t i = hash & mask;
   while (slots_[i] != 0) i = (i + 1) & mask;
   slots_[i] = slot;
 }
@@ -176,8 +176,16 @@ void RecordStore::InsertSlot(Slot slot) {
 void RecordStore::Rehash(std::size_t new_capacity) {
   std::vector<Slot> old(new_capacity, 0);
   old.swap(slots_);
-  for (Slot s : old) {
-    if (s != 0) InsertSlot(s);
+  // Each entry's key is hashed again to place it: its record is fetched a few slots ahead,
+  // so the cache misses of a large table overlap instead of coming one after another.
+  constexpr std::size_t kAhead = 8;
+  for (std::size_t i = 0; i < old.size(); ++i) {
+    if (i + kAhead < old.size() && old[i + kAhead] != 0) {
+      const Record* ahead = SlotRecord(old[i + kAhead]);
+      __builtin_prefetch(ahead);
+      __builtin_prefetch(reinterpret_cast<const char*>(ahead) + 64);
+    }
+    if (const Slot s = old[i]; s != 0) InsertSlot(s, Hash(SlotRecord(s)->key()));
   }
   sweep_cursor_ = 0;  // a pass under way starts again: every entry is still ahead of it
   pass_min_deadline_ = Record::kNoDeadline;
@@ -200,7 +208,7 @@ RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_vi
     block->version_ = 1;
     block_bytes_ += BlockCost(block.get());
     Record* r = block.release();  // owned by the table from here on; freed by EraseAt/Clear
-    InsertSlot(MakeSlot(r, hash));
+    InsertSlot(MakeSlot(r, hash), hash);
     ++size_;
     return {r, true, ValueKind::kPlain, {}};
   }
@@ -454,7 +462,8 @@ void RecordStore::RestoreFromUndo(std::string_view key,
   GrowIfNeeded();
   Record* r = before.release();
   block_bytes_ += BlockCost(r);
-  InsertSlot(MakeSlot(r, Hash(r->key())));
+  const std::uint64_t hash = Hash(r->key());
+  InsertSlot(MakeSlot(r, hash), hash);
   NoteDeadline(*r);  // an earlier deadline than the store's may come back
   ++size_;
 }

@@ -233,7 +233,7 @@ class RecordStore {
   static std::unique_ptr<Record, BlockFree> Allocate(std::string_view key, std::string_view value);
 
   std::size_t IndexOf(std::string_view key, std::uint64_t hash) const;  // npos if absent
-  void InsertSlot(Slot slot);
+  void InsertSlot(Slot slot, std::uint64_t hash);  // hash: Hash() of the slot's key
   void EraseAt(std::size_t index);
   void Rehash(std::size_t new_capacity);
   void GrowIfNeeded();
