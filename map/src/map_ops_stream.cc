@@ -33,16 +33,19 @@ WriteOptions Lasting(base::Millis ttl_ms) {
 
 LoadedMeta LoadMeta(RecordStore& store, std::string_view sub, OpContext& ctx) {
   LoadedMeta out;
-  if (Record* r = FindLive(store, StreamMetaKey(sub), ctx)) {
+  out.key = StreamMetaKey(sub);
+  if (Record* r = FindLive(store, out.key, ctx)) {
     out.meta = ParseStreamMeta(r->value());
     out.existed = true;
   }
+  if (ctx.stream_meta != nullptr && out.existed) *ctx.stream_meta = out.meta;
   return out;
 }
 
 void SaveMeta(RecordStore& store, std::string_view sub, const LoadedMeta& loaded, OpContext& ctx) {
-  WriteLive(store, StreamMetaKey(sub), StreamMetaText(loaded.meta), Forever(), ctx, loaded.existed,
-            std::nullopt);
+  WriteLive(store, loaded.key.empty() ? StreamMetaKey(sub) : loaded.key,
+            StreamMetaText(loaded.meta), Forever(), ctx, loaded.existed, std::nullopt);
+  if (ctx.stream_meta != nullptr) *ctx.stream_meta = loaded.meta;
 }
 
 void DropHead(RecordStore& store, std::string_view sub, StreamMeta& m, OpContext& ctx) {
@@ -135,10 +138,12 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
   fresh.reserve(rq.entries.size());
   std::int64_t fresh_bytes = 0;
   std::unordered_set<std::string_view> batch_ids;  // only for batches with ids
+  std::string key;  // the keys this append looks up and writes, built in one buffer
   for (std::size_t i = 0; i < rq.entries.size(); ++i) {
     const std::string_view id = rq.keys.empty() ? std::string_view() : rq.keys[i];
     if (!id.empty()) {
-      if (Record* seen = FindLive(store, StreamIdKey(sub, id), ctx)) {
+      StreamIdKeyInto(key, sub, id);
+      if (Record* seen = FindLive(store, key, ctx)) {
         out.entries[i] = {std::string(seen->value()), "dup"};
         continue;
       }
@@ -191,10 +196,11 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
     if (m.head > offset) m.head = offset;
     const Fresh& e = fresh[j];
     std::string offset_text = std::to_string(offset);
-    WriteLive(store, StreamEventKey(sub, offset), e.bytes, Forever(), ctx, false, std::nullopt);
+    StreamEventKeyInto(key, sub, offset);
+    WriteLive(store, key, e.bytes, Forever(), ctx, false, std::nullopt);
     if (!e.id.empty() && dedup_ms > 0) {
-      WriteLive(store, StreamIdKey(sub, e.id), offset_text, Lasting(dedup_ms), ctx, false,
-                std::nullopt);
+      StreamIdKeyInto(key, sub, e.id);
+      WriteLive(store, key, offset_text, Lasting(dedup_ms), ctx, false, std::nullopt);
     }
     out.entries[e.index].first = std::move(offset_text);
   }

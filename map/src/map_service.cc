@@ -227,10 +227,12 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
   ctx.maps = &sides;
   std::vector<MapRequest> follow_ups;
   ctx.follow_ups = &follow_ups;
+  std::optional<StreamMeta> stream_meta;
+  if (MapOpIsStream(request.op)) ctx.stream_meta = &stream_meta;
   auto result = ExecuteOnStore(StoreOf(table, partition_id), request, ctx);
   if (request.op == MapOp::kRingAppend && result) CountRingAppend(request, *result);
   if (result && MapOpIsStream(request.op)) {
-    TrackStream(table, partition_id, request, *result, ctx.wall_ms);
+    TrackStream(table, partition_id, request, *result, ctx.wall_ms, stream_meta);
     if (!states[shard]->waiters.empty() && StreamOpStored(request, *result)) {
       WakeStreamReaders(shard, request.key);
     }

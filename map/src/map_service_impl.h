@@ -279,9 +279,11 @@ struct MapService::Impl {
   mutable std::mutex ring_mu;
   std::map<std::string, RingCounters> ring_counters;  // guarded by ring_mu
   // Event streams served here as owner (map_service_streams.cc): what each stream operation
-  // changed, kept per sub-stream for MapService::StreamStats.
+  // changed, kept per sub-stream for MapService::StreamStats. `meta`: the sub-stream's meta
+  // record as the operation left it (OpContext::stream_meta), else it is read from the store.
   void TrackStream(MapTable& table, std::uint32_t partition_id, const MapRequest& request,
-                   const MapResult& result, base::Millis wall_ms);
+                   const MapResult& result, base::Millis wall_ms,
+                   const std::optional<StreamMeta>& meta);
   struct StreamGroupState {
     std::int64_t cursor = 0;
     std::int64_t oldest_ms = 0;        // append time of the event after the cursor (0: none)

@@ -21,7 +21,7 @@ std::int64_t EventTime(RecordStore& store, std::string_view sub, std::int64_t of
 
 void MapService::Impl::TrackStream(MapTable& table, std::uint32_t partition_id,
                                    const MapRequest& request, const MapResult& result,
-                                   base::Millis wall_ms) {
+                                   base::Millis wall_ms, const std::optional<StreamMeta>& left) {
   if (request.op == MapOp::kStreamJoin || request.op == MapOp::kStreamInfo) return;
   const auto at = request.key.find('@');
   if (at == std::string::npos) return;
@@ -70,9 +70,13 @@ void MapService::Impl::TrackStream(MapTable& table, std::uint32_t partition_id,
     }
   }
   // Refresh from the meta record the operation left.
-  const Record* meta_record = store.Find(StreamMetaKey(sub));
-  if (meta_record == nullptr) return;
-  StreamMeta meta = ParseStreamMeta(meta_record->value());
+  StreamMeta read;
+  if (!left) {
+    const Record* meta_record = store.Find(StreamMetaKey(sub));
+    if (meta_record == nullptr) return;
+    read = ParseStreamMeta(meta_record->value());
+  }
+  const StreamMeta& meta = left ? *left : read;
   s.head = meta.head;
   s.tail = meta.tail;
   s.bytes = meta.bytes;

@@ -58,6 +58,13 @@ std::int64_t* StreamMeta::CursorOf(std::string_view group) {
   return nullptr;
 }
 
+const std::int64_t* StreamMeta::CursorOf(std::string_view group) const {
+  for (const auto& [name, cursor] : groups) {
+    if (name == group) return &cursor;
+  }
+  return nullptr;
+}
+
 const std::pair<std::string, std::int64_t>* StreamMeta::Slowest() const {
   const std::pair<std::string, std::int64_t>* slowest = nullptr;
   for (const auto& g : groups) {
@@ -139,6 +146,15 @@ std::string StreamEventKey(std::string_view sub, std::int64_t offset) {
 
 std::string StreamIdKey(std::string_view sub, std::string_view event_id) {
   return Concat("id:", event_id, "@", sub);
+}
+
+void StreamEventKeyInto(std::string& out, std::string_view sub, std::int64_t offset) {
+  char buf[24];
+  out.assign(Digits(offset, buf)).append("@").append(sub);
+}
+
+void StreamIdKeyInto(std::string& out, std::string_view sub, std::string_view event_id) {
+  out.assign("id:").append(event_id).append("@").append(sub);
 }
 
 std::string StreamLeaseKey(std::string_view sub, std::string_view group) {

@@ -15,10 +15,13 @@ namespace tessera::map::detail {
 WriteOptions Forever();
 WriteOptions Lasting(base::Millis ttl_ms);
 
-// A sub-stream's meta record as read, and whether it existed.
+// A sub-stream's meta record as read, whether it existed, and its key. LoadMeta (of a record
+// that exists) and SaveMeta also leave a copy in ctx.stream_meta when the caller asked for it
+// (map_ops.h).
 struct LoadedMeta {
   StreamMeta meta;
   bool existed = false;
+  std::string key;  // StreamMetaKey(sub)
 };
 LoadedMeta LoadMeta(RecordStore& store, std::string_view sub, OpContext& ctx);
 void SaveMeta(RecordStore& store, std::string_view sub, const LoadedMeta& loaded, OpContext& ctx);

@@ -22,6 +22,7 @@
 // Shard: every function here runs on the shard owning the store.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "tessera/map/map_request.h"
 #include "tessera/map/map_service.h"
 #include "tessera/map/record_store.h"
+#include "tessera/map/stream_format.h"
 
 namespace tessera::map {
 
@@ -60,6 +62,10 @@ struct OpContext {
   // after it (the entries of a stream whose keyspace marker went: redis_hash.h); nullptr when
   // the caller runs none (a backup's copy: its owner does).
   std::vector<MapRequest>* follow_ups = nullptr;
+  // When set, an event stream operation leaves here its sub-stream's meta record as it read
+  // or last wrote it (stream_format.h), so the owner's stream metrics need not parse the
+  // record again; nullptr when the caller does not want it.
+  std::optional<StreamMeta>* stream_meta = nullptr;
 };
 
 // The stores of the other maps of one partition on its shard. What an operation changes

@@ -52,6 +52,7 @@ struct StreamMeta {
   std::vector<std::pair<std::string, std::int64_t>> groups;  // (group, cursor), by name
 
   std::int64_t* CursorOf(std::string_view group);
+  const std::int64_t* CursorOf(std::string_view group) const;
   // The group whose cursor is lowest (nullptr without groups).
   const std::pair<std::string, std::int64_t>* Slowest() const;
 };
@@ -63,6 +64,10 @@ std::string SubStreamName(std::string_view stream, std::uint32_t index);
 std::string StreamMetaKey(std::string_view sub);
 std::string StreamEventKey(std::string_view sub, std::int64_t offset);
 std::string StreamIdKey(std::string_view sub, std::string_view event_id);
+// The same two keys written into `out` (replacing what it held, its capacity reused): for
+// operations that build one or two keys per event.
+void StreamEventKeyInto(std::string& out, std::string_view sub, std::int64_t offset);
+void StreamIdKeyInto(std::string& out, std::string_view sub, std::string_view event_id);
 std::string StreamLeaseKey(std::string_view sub, std::string_view group);
 std::string StreamConfigKey(std::string_view stream);
 std::string StreamConsumersKey(std::string_view stream, std::string_view group);
