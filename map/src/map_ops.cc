@@ -288,6 +288,7 @@ base::Result<void> ValidateKeys(const MapRequest& rq) {
   for (const auto& [key, value] : rq.entries) {
     if (auto ok = ValidateKey(key, rq.op); !ok) return ok;
   }
+  if (rq.op == MapOp::kStreamAppend) return {};  // its keys are event ids: "" = no id
   for (const auto& key : rq.keys) {
     if (auto ok = ValidateKey(key, rq.op); !ok) return ok;
   }

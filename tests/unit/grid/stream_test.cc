@@ -126,6 +126,19 @@ TEST_CASE("Stream appends get per-sub-stream offsets, an event id is stored once
   for (const auto& sub : info->sub_streams) stored += sub.tail - sub.head + 1;
   CHECK(stored == 102);
 
+  // One batch may mix events with and without an id (the member refused it before): those
+  // without are never duplicates, through a client and through the member alike.
+  for (auto* stream : {via_client.get(), via_member.get()}) {
+    auto mixed = stream->AppendAll(
+        {{"m@cust-9", "a", "evt-1"}, {"m@cust-9", "b", ""}, {"m@cust-9", "c", ""}});
+    REQUIRE(mixed);
+    CHECK((*mixed)[0].duplicate);  // evt-1 was appended above
+    CHECK((*mixed)[0].offset == 1);
+    CHECK_FALSE((*mixed)[1].duplicate);
+    CHECK_FALSE((*mixed)[2].duplicate);
+    CHECK((*mixed)[2].offset == (*mixed)[1].offset + 1);
+  }
+
   SECTION("a later proxy with another configuration uses the stored one") {
     StreamConfig other;
     other.sub_streams = 8;
