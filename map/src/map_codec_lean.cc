@@ -185,15 +185,16 @@ base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
   }
   if (flags & kIntArgs) {
     const std::size_t n = in.GetCount<std::uint8_t>(12);
+    auto argument = record::GenericRecord::Build();  // its fields in one allocation
+    argument.Reserve(n);
     for (std::size_t i = 0; i < n && in.ok(); ++i) {
       std::string name;
       in.GetString(name);
       const auto value = in.Get<std::int64_t>();
-      for (const auto& f : r.argument.fields()) {
-        if (f.name == name) in.Bad();  // twice the same name: not ours
-      }
-      if (in.ok()) r.argument.Set(std::move(name), value);
+      argument.Int64(std::move(name), value);  // a name given again replaces the first
     }
+    r.argument = argument.Done();
+    if (r.argument.fields().size() != n) in.Bad();  // twice the same name: not ours
   }
   if (!in.ok() || !in.rest().empty()) {
     return Fail(ErrorCode::kBadRequest, "malformed lean map request (" +

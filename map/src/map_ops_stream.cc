@@ -8,7 +8,8 @@
 // part of appends and commits, at most kTrimStep events per operation.
 #include <algorithm>
 #include <charconv>
-#include <unordered_set>
+#include <numeric>
+#include <tuple>
 
 #include "op_support.h"
 #include "stream_support.h"
@@ -131,13 +132,25 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
   out.entries.resize(rq.entries.size());
   struct Fresh {
     std::string_view id;
-    std::string bytes;  // the encoded event
+    std::size_t bytes;  // of the encoded event
     std::size_t index;  // in rq.entries
   };
   std::vector<Fresh> fresh;
   fresh.reserve(rq.entries.size());
   std::int64_t fresh_bytes = 0;
-  std::unordered_set<std::string_view> batch_ids;  // only for batches with ids
+  // In a batch with ids: whether event i repeats an id an earlier event of the batch has.
+  std::vector<char> repeats;
+  if (rq.keys.size() > 1) {
+    std::vector<std::size_t> order(rq.keys.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return std::tie(rq.keys[a], a) < std::tie(rq.keys[b], b);
+    });
+    repeats.assign(rq.keys.size(), 0);
+    for (std::size_t j = 1; j < order.size(); ++j) {
+      if (rq.keys[order[j]] == rq.keys[order[j - 1]]) repeats[order[j]] = 1;
+    }
+  }
   std::string key;  // the keys this append looks up and writes, built in one buffer
   for (std::size_t i = 0; i < rq.entries.size(); ++i) {
     const std::string_view id = rq.keys.empty() ? std::string_view() : rq.keys[i];
@@ -147,15 +160,15 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
         out.entries[i] = {std::string(seen->value()), "dup"};
         continue;
       }
-      if (rq.keys.size() > 1 && !batch_ids.insert(id).second) {
+      if (!repeats.empty() && repeats[i]) {
         out.entries[i].second = "dup";  // offset filled below from its first occurrence
         continue;
       }
     }
-    std::string bytes =
-        EncodeStoredEvent(id, rq.entries[i].first, ctx.wall_ms, rq.entries[i].second);
-    fresh_bytes += static_cast<std::int64_t>(bytes.size());
-    fresh.push_back({id, std::move(bytes), i});
+    const std::size_t bytes =
+        StoredEventSize(id, rq.entries[i].first, ctx.wall_ms, rq.entries[i].second);
+    fresh_bytes += static_cast<std::int64_t>(bytes);
+    fresh.push_back({id, bytes, i});
   }
   const auto count = static_cast<std::int64_t>(fresh.size());
   if (count > max_events || fresh_bytes > max_bytes) {
@@ -191,13 +204,16 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
       changed = true;
     }
   }
+  std::string value;  // each event's encoding, built in one buffer
   for (std::size_t j = 0; j < fresh.size(); ++j) {
     const std::int64_t offset = ++m.tail;
     if (m.head > offset) m.head = offset;
     const Fresh& e = fresh[j];
     std::string offset_text = std::to_string(offset);
     StreamEventKeyInto(key, sub, offset);
-    WriteLive(store, key, e.bytes, Forever(), ctx, false, std::nullopt);
+    EncodeStoredEventInto(value, e.id, rq.entries[e.index].first, ctx.wall_ms,
+                          rq.entries[e.index].second);
+    WriteLive(store, key, value, Forever(), ctx, false, std::nullopt);
     if (!e.id.empty() && dedup_ms > 0) {
       StreamIdKeyInto(key, sub, e.id);
       WriteLive(store, key, offset_text, Lasting(dedup_ms), ctx, false, std::nullopt);

@@ -12,9 +12,9 @@ using detail::TakeNumber;
 using detail::TakeSized;
 
 // "<time>;<n>:<id><n>:<key><payload>": the time first so StoredEventTime reads only that.
-std::string EncodeStoredEvent(std::string_view id, std::string_view key, std::int64_t time_ms,
-                              std::string_view payload) {
-  std::string out;
+void EncodeStoredEventInto(std::string& out, std::string_view id, std::string_view key,
+                           std::int64_t time_ms, std::string_view payload) {
+  out.clear();
   out.reserve(id.size() + key.size() + payload.size() + 48);
   char buf[24];
   out.append(buf, std::to_chars(buf, buf + sizeof buf, time_ms).ptr);
@@ -22,7 +22,23 @@ std::string EncodeStoredEvent(std::string_view id, std::string_view key, std::in
   PutSized(out, id);
   PutSized(out, key);
   out += payload;
+}
+
+std::string EncodeStoredEvent(std::string_view id, std::string_view key, std::int64_t time_ms,
+                              std::string_view payload) {
+  std::string out;
+  EncodeStoredEventInto(out, id, key, time_ms, payload);
   return out;
+}
+
+std::size_t StoredEventSize(std::string_view id, std::string_view key, std::int64_t time_ms,
+                            std::string_view payload) {
+  char buf[24];
+  auto digits = [&](auto n) {
+    return static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, n).ptr - buf);
+  };
+  return digits(time_ms) + 1 + digits(id.size()) + 1 + id.size() + digits(key.size()) + 1 +
+         key.size() + payload.size();
 }
 
 std::string EncodeStoredEvent(const StoredEvent& e) {

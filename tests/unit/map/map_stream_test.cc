@@ -93,6 +93,16 @@ TEST_CASE("Stream formats round-trip and reject damaged bytes", "[map][stream]")
   CHECK(back->payload == e.payload);
   CHECK(back->time_ms == e.time_ms);
   CHECK(StoredEventTime(bytes) == e.time_ms);
+  // The size an append accounts for is the size it stores, whatever the digits' lengths.
+  for (const StoredEvent& sized : {e, StoredEvent{"", "k", 0, ""}, StoredEvent{"", "", -42, "x"},
+                                   StoredEvent{std::string(1000, 'i'), std::string(12, 'k'),
+                                               9'999'999'999'999, std::string(100, 'p')}}) {
+    CHECK(StoredEventSize(sized.id, sized.key, sized.time_ms, sized.payload) ==
+          EncodeStoredEvent(sized).size());
+    std::string reused = "left over from an earlier event";
+    EncodeStoredEventInto(reused, sized.id, sized.key, sized.time_ms, sized.payload);
+    CHECK(reused == EncodeStoredEvent(sized));
+  }
   CHECK_FALSE(DecodeStoredEvent("12;99:short"));
   CHECK_FALSE(DecodeStoredEvent("garbage"));
 
@@ -145,6 +155,18 @@ TEST_CASE("An event id appended again within the window returns its first offset
   f.clock.Advance(60'001);  // past the window: the id is new again
   auto later = f.Run(Append({{"k", "a"}}, {"e1"}));
   CHECK(later.entries[0] == std::make_pair(std::string("3"), std::string("")));
+
+  // Repeats in any order take their first occurrence's offset; events without an id are
+  // never duplicates of each other.
+  auto mixed =
+      f.Run(Append({{"k", "p0"}, {"k", "p1"}, {"k", "p2"}, {"k", "p3"}, {"k", "p4"}, {"k", "p5"}},
+                   {"z", "a", "z", "", "", "a"}));
+  CHECK(mixed.count == 4);
+  using P = std::pair<std::string, std::string>;
+  CHECK(mixed.entries ==
+        std::vector<P>{{"4", ""}, {"5", ""}, {"4", "dup"}, {"6", ""}, {"7", ""}, {"5", "dup"}});
+  CHECK(Payloads(f.Run(Read(4))) ==
+        std::vector<std::string>{"4:k=p0", "5:k=p1", "6:k=p3", "7:k=p4"});
 }
 
 TEST_CASE(

@@ -35,6 +35,12 @@ struct StoredEvent {
 std::string EncodeStoredEvent(const StoredEvent& event);
 std::string EncodeStoredEvent(std::string_view id, std::string_view key, std::int64_t time_ms,
                               std::string_view payload);
+// The same bytes written into `out` (replacing what it held, its capacity reused), and their
+// size without writing them.
+void EncodeStoredEventInto(std::string& out, std::string_view id, std::string_view key,
+                           std::int64_t time_ms, std::string_view payload);
+std::size_t StoredEventSize(std::string_view id, std::string_view key, std::int64_t time_ms,
+                            std::string_view payload);
 // nullopt for bytes EncodeStoredEvent did not produce.
 std::optional<StoredEvent> DecodeStoredEvent(std::string_view bytes);
 // Only the time of an encoded event (0 if damaged), without copying the payload.
