@@ -226,6 +226,7 @@ map::MapRequest Stream::AppendRequest(std::uint32_t sub, const std::vector<Strea
   bool ids = false;
   for (auto i : index) ids = ids || !events[i].id.empty();
   rq.entries.reserve(index.size());
+  if (ids) rq.keys.reserve(index.size());
   for (auto i : index) {
     rq.entries.emplace_back(events[i].key, events[i].payload);
     if (ids) rq.keys.push_back(events[i].id);
@@ -271,8 +272,19 @@ Result<std::vector<AppendResult>> Stream::AppendAll(std::vector<StreamAppend> ev
     }
   }
   std::map<std::uint32_t, std::vector<std::size_t>> parts;
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    parts[partition::Partitioner(config_.sub_streams).PartitionOf(events[i].key)].push_back(i);
+  {
+    // Each event's sub-stream once, then each sub-stream's list sized before it is filled.
+    const partition::Partitioner partitioner(config_.sub_streams);
+    std::vector<std::uint32_t> sub_of(events.size());
+    std::vector<std::size_t> per_sub(config_.sub_streams, 0);
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      sub_of[i] = partitioner.PartitionOf(events[i].key);
+      ++per_sub[sub_of[i]];
+    }
+    for (std::uint32_t sub = 0; sub < config_.sub_streams; ++sub) {
+      if (per_sub[sub] > 0) parts[sub].reserve(per_sub[sub]);
+    }
+    for (std::size_t i = 0; i < events.size(); ++i) parts[sub_of[i]].push_back(i);
   }
   std::vector<AppendResult> out(events.size());
   const auto deadline =

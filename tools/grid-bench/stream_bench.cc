@@ -381,12 +381,13 @@ class GridTarget : public Target {
   void AppendBatches(int index, std::uint64_t count, Errors& errors) {
     auto stream = producers_[index]->GetStream(stream_);
     const std::string payload(o_.value_size, 'x');
+    const std::string prefix = fmt::format("{}-{}-", stream_, index);  // ids as AppendBurst's
     for (std::uint64_t done = 0; done < count;) {
       const auto n = std::min<std::uint64_t>(static_cast<std::uint64_t>(o_.batch), count - done);
       std::vector<grid::StreamAppend> batch;
       batch.reserve(n);
       for (std::uint64_t i = done; i < done + n; ++i) {
-        batch.push_back({Key(index, i), payload, fmt::format("{}-{}-{}", stream_, index, i)});
+        batch.push_back({Key(index, i), payload, prefix + std::to_string(i)});
       }
       if (auto r = stream->AppendAll(std::move(batch)); !r) errors.Add(r.error().ToString());
       done += n;
