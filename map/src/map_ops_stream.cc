@@ -152,6 +152,17 @@ base::Result<MapResult> OpStreamAppend(RecordStore& store, const MapRequest& rq,
     }
   }
   std::string key;  // the keys this append looks up and writes, built in one buffer
+  // Every table line the lookups below need (each id, each new offset) is fetched first: in a
+  // large sub-stream each lookup is a cache miss, and these then overlap.
+  for (std::size_t i = 0; i < rq.keys.size(); ++i) {
+    if (rq.keys[i].empty()) continue;
+    StreamIdKeyInto(key, sub, rq.keys[i]);
+    store.Prefetch(key);
+  }
+  for (std::size_t i = 0; i < rq.entries.size(); ++i) {
+    StreamEventKeyInto(key, sub, m.tail + 1 + static_cast<std::int64_t>(i));
+    store.Prefetch(key);
+  }
   for (std::size_t i = 0; i < rq.entries.size(); ++i) {
     const std::string_view id = rq.keys.empty() ? std::string_view() : rq.keys[i];
     if (!id.empty()) {

@@ -166,6 +166,10 @@ const Record* RecordStore::Find(std::string_view key) const {
   return i == kNpos ? nullptr : SlotRecord(slots_[i]);
 }
 
+void RecordStore::Prefetch(std::string_view key) const {
+  __builtin_prefetch(&slots_[Hash(key) & (slots_.size() - 1)]);
+}
+
 void RecordStore::InsertSlot(Slot slot, std::uint64_t hash) {
   const std::size_t mask = slots_.size() - 1;
   std::size_t i = hash & mask;
