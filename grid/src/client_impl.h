@@ -196,6 +196,7 @@ struct Client::Impl : public Invoker,
   static std::chrono::milliseconds Remaining(Clock::time_point deadline);
 
   void Invoke(map::MapRequest request, Callback done) override;
+  void InvokeShared(std::shared_ptr<const map::MapRequest> request, Callback done) override;
 
   void InvokeUntil(std::shared_ptr<const map::MapRequest> request, Clock::time_point deadline,
                    Callback done);

@@ -116,8 +116,11 @@ std::chrono::milliseconds Client::Impl::Remaining(Clock::time_point deadline) {
 }
 
 void Client::Impl::Invoke(map::MapRequest request, Callback done) {
-  InvokeUntil(std::make_shared<const map::MapRequest>(std::move(request)),
-              Clock::now() + options.call_timeout, std::move(done));
+  InvokeShared(std::make_shared<const map::MapRequest>(std::move(request)), std::move(done));
+}
+
+void Client::Impl::InvokeShared(std::shared_ptr<const map::MapRequest> request, Callback done) {
+  InvokeUntil(std::move(request), Clock::now() + options.call_timeout, std::move(done));
 }
 
 void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,

@@ -127,6 +127,27 @@ Result<map::MapResult> Stream::Call(map::MapRequest request) {
 std::vector<Result<map::MapResult>> Stream::CallAll(std::vector<map::MapRequest> requests,
                                                     const std::atomic<bool>* abandon,
                                                     std::chrono::milliseconds limit) {
+  return Gather(
+      requests.size(),
+      [&](std::size_t i, Invoker::Callback done) {
+        invoker_->Invoke(std::move(requests[i]), std::move(done));
+      },
+      abandon, limit);
+}
+
+std::vector<Result<map::MapResult>> Stream::CallAllShared(
+    const std::vector<std::shared_ptr<const map::MapRequest>>& requests) {
+  return Gather(
+      requests.size(),
+      [&](std::size_t i, Invoker::Callback done) {
+        invoker_->InvokeShared(requests[i], std::move(done));
+      },
+      nullptr, std::chrono::minutes(5));
+}
+
+std::vector<Result<map::MapResult>> Stream::Gather(
+    std::size_t n, const std::function<void(std::size_t, Invoker::Callback)>& send,
+    const std::atomic<bool>* abandon, std::chrono::milliseconds limit) {
   struct State {
     std::mutex mu;
     std::condition_variable cv;
@@ -134,10 +155,10 @@ std::vector<Result<map::MapResult>> Stream::CallAll(std::vector<map::MapRequest>
     std::vector<std::optional<Result<map::MapResult>>> results;
   };
   auto state = std::make_shared<State>();
-  state->left = requests.size();
-  state->results.resize(requests.size());
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    invoker_->Invoke(std::move(requests[i]), [state, i](Result<map::MapResult> r) {
+  state->left = n;
+  state->results.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    send(i, [state, i](Result<map::MapResult> r) {
       std::lock_guard lock(state->mu);
       state->results[i].emplace(std::move(r));
       if (--state->left == 0) state->cv.notify_all();
@@ -220,7 +241,7 @@ Result<AppendResult> Stream::Append(std::string key, std::string payload, std::s
   return r->front();
 }
 
-map::MapRequest Stream::AppendRequest(std::uint32_t sub, const std::vector<StreamAppend>& events,
+map::MapRequest Stream::AppendRequest(std::uint32_t sub, std::vector<StreamAppend>& events,
                                       const std::vector<std::size_t>& index) const {
   auto rq = StreamRequest(map::MapOp::kStreamAppend, meta_keys_[sub]);
   bool ids = false;
@@ -228,8 +249,8 @@ map::MapRequest Stream::AppendRequest(std::uint32_t sub, const std::vector<Strea
   rq.entries.reserve(index.size());
   if (ids) rq.keys.reserve(index.size());
   for (auto i : index) {
-    rq.entries.emplace_back(events[i].key, events[i].payload);
-    if (ids) rq.keys.push_back(events[i].id);
+    rq.entries.emplace_back(std::move(events[i].key), std::move(events[i].payload));
+    if (ids) rq.keys.push_back(std::move(events[i].id));
   }
   rq.argument = append_limits_;
   return rq;
@@ -290,14 +311,21 @@ Result<std::vector<AppendResult>> Stream::AppendAll(std::vector<StreamAppend> ev
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.block_timeout_ms);
   auto pause = std::chrono::milliseconds(1);
+  // Each sub-stream's request is built once, its events moved in: a full sub-stream is sent
+  // the same request again.
+  std::map<std::uint32_t, std::shared_ptr<const map::MapRequest>> requests;
+  for (const auto& [sub, index] : parts) {
+    requests.emplace(sub,
+                     std::make_shared<const map::MapRequest>(AppendRequest(sub, events, index)));
+  }
   while (!parts.empty()) {
-    std::vector<map::MapRequest> requests;
+    std::vector<std::shared_ptr<const map::MapRequest>> pending;
     std::vector<std::uint32_t> subs;
     for (const auto& [sub, index] : parts) {
-      requests.push_back(AppendRequest(sub, events, index));
+      pending.push_back(requests[sub]);
       subs.push_back(sub);
     }
-    auto results = CallAll(std::move(requests));
+    auto results = CallAllShared(pending);
     std::optional<base::Error> overloaded;
     for (std::size_t j = 0; j < subs.size(); ++j) {
       auto& r = results[j];

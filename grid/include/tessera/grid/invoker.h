@@ -6,6 +6,7 @@
 // Thread-safety: implementations are safe to call from any thread.
 
 #include <functional>
+#include <memory>
 
 #include "tessera/base/error.h"
 #include "tessera/map/map_request.h"
@@ -21,6 +22,11 @@ class Invoker {
   // Runs the request; `done` is called exactly once, on an internal thread (never inline
   // with a lock held by the caller). It must not block.
   virtual void Invoke(map::MapRequest request, Callback done) = 0;
+  // The same for a request the caller keeps (to send it again, say). An implementation that
+  // holds requests for its retries anyway (the client) shares it; the default copies it.
+  virtual void InvokeShared(std::shared_ptr<const map::MapRequest> request, Callback done) {
+    Invoke(map::MapRequest(*request), std::move(done));
+  }
   // Blocking form with the instance's call timeout. Errors: kTimeout, kConnectionFailed, and
   // whatever the operation reports. REQUIRES: not called from a shard or client I/O thread.
   virtual base::Result<map::MapResult> InvokeSync(map::MapRequest request) = 0;

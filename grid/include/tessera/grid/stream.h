@@ -222,7 +222,8 @@ class Stream {
   base::Result<void> EnsureCreated(bool create = true);
   base::Result<map::MapResult> Call(map::MapRequest request);
   // REQUIRES: loaded_ (EnsureCreated succeeded).
-  map::MapRequest AppendRequest(std::uint32_t sub, const std::vector<StreamAppend>& events,
+  // The events at `index` are moved into the request.
+  map::MapRequest AppendRequest(std::uint32_t sub, std::vector<StreamAppend>& events,
                                 const std::vector<std::size_t>& index) const;
   map::MapRequest AppendRequest(std::uint32_t sub, StreamAppend event) const;
   base::Result<void> CreateGroupOnAll(const std::string& group, SubscribeOptions::Start start);
@@ -231,6 +232,13 @@ class Stream {
   std::vector<base::Result<map::MapResult>> CallAll(
       std::vector<map::MapRequest> requests, const std::atomic<bool>* abandon = nullptr,
       std::chrono::milliseconds limit = std::chrono::minutes(5));
+  // The same for requests the caller keeps (Invoker::InvokeShared).
+  std::vector<base::Result<map::MapResult>> CallAllShared(
+      const std::vector<std::shared_ptr<const map::MapRequest>>& requests);
+  // CallAll's body: send(i, done) sends request i of n.
+  std::vector<base::Result<map::MapResult>> Gather(
+      std::size_t n, const std::function<void(std::size_t, Invoker::Callback)>& send,
+      const std::atomic<bool>* abandon, std::chrono::milliseconds limit);
   void Run(const std::shared_ptr<Subscription>& s);
   map::MapRequest LeaseRequest(const Subscription& s, std::uint32_t sub, bool release) const;
   void Rebalance(Subscription& s);
