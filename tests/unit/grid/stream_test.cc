@@ -1,6 +1,7 @@
 // Event streams through the Instance API on listening members and a client (real sockets):
 // offsets and idempotent appends, consumer groups sharing sub-streams, redelivery after a
 // handler error, a consumer taking over from one that stopped, backpressure, info, bad input.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -346,17 +347,30 @@ TEST_CASE("A full stream blocks, then fails naming the slowest group, and never 
   CHECK(info->groups[0].lag == 10);
   CHECK(info->groups[0].oldest_uncommitted_ms > 0);
 
-  // An appender blocked on the full stream gets through once the group catches up.
-  std::thread appender([&] {
-    grid::StreamConfig patient = config;
-    patient.block_timeout_ms = 10'000;
-    auto r = member.GetStream("ledger", patient)->Append("k1", "after");
-    CHECK(r);
+  // Appenders blocked on the full stream get through once the group catches up, on the member
+  // and through a client (which sends the same request again until it fits).
+  grid::StreamConfig patient = config;
+  patient.block_timeout_ms = 10'000;
+  std::thread appender([&] { CHECK(member.GetStream("ledger", patient)->Append("k1", "after")); });
+  ClientOptions options;
+  options.addresses = {AddressOf(member)};
+  auto client = Client::Connect(options);
+  REQUIRE(client);
+  std::thread remote([&] {
+    CHECK((*client)->GetStream("ledger", patient)->Append("k1", "after-remote", "evt-r"));
   });
   Received audit;
   REQUIRE(stream->Subscribe("audit", audit.Handler("x"), Fast()));
   appender.join();
-  REQUIRE(WaitUntil([&] { return audit.Total() == 11; }));
+  remote.join();
+  REQUIRE(WaitUntil([&] { return audit.Total() == 12; }));
+  {
+    std::lock_guard lock(audit.mu);
+    const auto& k1 = audit.by_key["k1"];
+    CHECK(std::count(k1.begin(), k1.end(), "after") == 1);
+    CHECK(std::count(k1.begin(), k1.end(), "after-remote") == 1);
+  }
+  (*client)->Shutdown();
   member.Shutdown();
 }
 
