@@ -141,7 +141,8 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
     return;
   }
   target->conn->Call(
-      Encode(*request, target->partition, target->conn->protocol_version()), Remaining(deadline),
+      Encode(*request, target->partition, target->conn->protocol_version()), deadline,
+      options.call_timeout,
       [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
         auto result = Decode(std::move(r));
         auto self = weak.lock();

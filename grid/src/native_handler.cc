@@ -8,6 +8,7 @@
 #include "tessera/map/map_codec.h"
 #include "tessera/membership/membership_service.h"
 #include "tessera/record/generic_record.h"
+#include "tessera/wire/frame_codec.h"
 #include "topic_protocol.h"
 
 namespace tessera::grid {
@@ -92,11 +93,16 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
       connection->Send(Message::MakeErrorResponse(header, result.error()));
       return;
     }
-    std::optional<std::string> lean;
-    if (header.lean) lean = map::EncodeLeanResult(*result);  // a lean answer when it fits one
-    Message response =
-        Message::MakeResponse(header, lean ? std::move(*lean) : map::EncodeResult(*result));
-    response.lean = lean.has_value();
+    if (header.lean) {  // a lean answer when it fits one, built in its frame
+      Message response_header = Message::MakeResponse(header, {});
+      std::string frame(wire::kLeanFramePrefixBytes, '\0');
+      if (map::AppendLeanResult(*result, frame) && wire::SealLeanFrame(response_header, frame)) {
+        connection->SendFrame(std::move(frame));
+        return;
+      }
+    }
+    Message response = Message::MakeResponse(header, map::EncodeResult(*result));
+    response.lean = false;  // a Cap'n Proto result travels in a Cap'n Proto frame
     connection->Send(response);
   };
   // Requests are read on a shard thread: a key this shard owns runs now, without a callback.

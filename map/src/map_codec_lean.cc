@@ -215,19 +215,24 @@ base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
 }
 
 std::optional<std::string> EncodeLeanResult(const MapResult& r) {
+  std::string out;
+  if (!AppendLeanResult(r, out)) return std::nullopt;
+  return out;
+}
+
+bool AppendLeanResult(const MapResult& r, std::string& out) {
   if (r.processor_result || !r.processor_results.empty() || r.view || !(r.stats == MapStats{}) ||
       !r.results.empty() || r.conflict) {
-    return std::nullopt;
+    return false;
   }
-  std::string out;
-  out.reserve(9 + (r.value ? r.value->size() : 0) +
+  out.reserve(out.size() + 9 + (r.value ? r.value->size() : 0) +
               (r.entries.empty() ? 0 : EntriesSize(r.entries)));
   Put(out, static_cast<std::uint8_t>((r.value ? kHasValue : 0) | (r.flag ? kFlag : 0) |
                                      (r.entries.empty() ? 0 : kResultEntries)));
   Put(out, r.count);
   if (!r.entries.empty()) PutEntries(out, r.entries);
   if (r.value) out += *r.value;
-  return out;
+  return true;
 }
 
 base::Result<MapResult> DecodeLeanResult(std::string_view bytes) {

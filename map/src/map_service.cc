@@ -97,8 +97,9 @@ OpContext MapService::Impl::ContextFor(MapTable& table, std::uint32_t partition_
                                        std::vector<EntryEvent>* events) {
   Refresh(table);
   OpContext ctx;
-  ctx.now_ms = clock.NowMs();
-  ctx.wall_ms = clock.WallMs();
+  const auto times = clock.NowAndWallMs();
+  ctx.now_ms = times.now_ms;
+  ctx.wall_ms = times.wall_ms;
   ctx.config = table.config;
   ctx.map_name = table.name;
   ctx.partition_id = partition_id;

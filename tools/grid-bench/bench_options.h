@@ -3,6 +3,7 @@
 //
 // Thread-safety: plain values; thread-compatible.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@ namespace tessera::tools::bench {
 
 // tx3: a partition transaction of three sets (the key and two keys in its partition).
 enum class OpKind { kGet, kSet, kPut, kPutIfAbsentTtl, kRemove, kTx3 };
+inline constexpr std::size_t kOpKinds = 6;
 std::string_view OpKindName(OpKind kind);
 
 struct OpWeight {

@@ -13,12 +13,14 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -44,11 +46,13 @@ struct State {
   std::uint64_t ops = 0;
   std::uint64_t errors = 0;
   std::string first_error;
-  std::map<std::string, std::uint64_t> ops_by_kind;
+  std::array<std::uint64_t, kOpKinds> ops_by_kind{};  // by OpKind
 
-  // Records one completion; returns whether its slot issues another call (then it stays
-  // counted in in_flight).
-  bool Complete(OpKind kind, Clock::time_point start, const Result<map::MapResult>& result) {
+  // Records one completion; returns the time it was recorded at when its slot issues another
+  // call (then it stays counted in in_flight; the next call starts then: one clock read per
+  // call), nullopt when not.
+  std::optional<Clock::time_point> Complete(OpKind kind, Clock::time_point start,
+                                            const Result<map::MapResult>& result) {
     auto now = Clock::now();
     std::lock_guard lock(mutex);
     if (!result) {
@@ -57,11 +61,11 @@ struct State {
     } else if (start >= window_start && now <= window_end) {
       latency_ns.Record(std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count());
       ++ops;
-      ++ops_by_kind[std::string(OpKindName(kind))];
+      ++ops_by_kind[static_cast<std::size_t>(kind)];
     }
-    if (result && now < window_end) return true;
+    if (result && now < window_end) return now;
     if (--in_flight == 0) idle.notify_all();
-    return false;
+    return std::nullopt;
   }
 };
 
@@ -103,8 +107,9 @@ class Connection {
     return fmt::format("{}{:0>{}}", fresh_prefix_, fresh_counter_++, width);
   }
   OpKind NextOp();
-  // Issues one call whose completion issues the next (see the file comment).
-  void Issue();
+  // Issues one call, started at `start`, whose completion issues the next (see the file
+  // comment).
+  void Issue(Clock::time_point start);
   void Drain();
 
   const BenchOptions& options_;
@@ -145,7 +150,7 @@ OpKind Connection::NextOp() {
   return options_.mix.back().kind;
 }
 
-void Connection::Issue() {
+void Connection::Issue(Clock::time_point start) {
   OpKind kind;
   std::string key;
   {
@@ -155,9 +160,8 @@ void Connection::Issue() {
               ? FreshKey()
               : KeyOf(std::uniform_int_distribution<std::int64_t>(0, options_.keys - 1)(random_));
   }
-  auto start = Clock::now();
   auto done = [this, state = state_, kind, start](Result<map::MapResult> r) {
-    if (state->Complete(kind, start, r)) Issue();
+    if (auto next = state->Complete(kind, start, r)) Issue(*next);
   };
   grid::WriteOptions write;
   if (options_.ttl_given) write.ttl_ms = options_.ttl_ms;
@@ -205,7 +209,7 @@ void Connection::Drive(Clock::time_point window_start, Clock::time_point window_
     state_->window_end = window_end;
     state_->in_flight = options_.pipeline;
   }
-  for (int i = 0; i < options_.pipeline; ++i) Issue();
+  for (int i = 0; i < options_.pipeline; ++i) Issue(Clock::now());
   Drain();
 }
 
@@ -258,7 +262,12 @@ BenchReport Collect(std::vector<std::unique_ptr<Connection>>& connections) {
     report.errors += s.errors;
     report.unfinished += static_cast<std::uint64_t>(s.in_flight);
     if (report.first_error.empty()) report.first_error = s.first_error;
-    for (const auto& [kind, n] : s.ops_by_kind) report.ops_by_kind[kind] += n;
+    for (std::size_t kind = 0; kind < kOpKinds; ++kind) {
+      if (s.ops_by_kind[kind] > 0) {
+        report.ops_by_kind[std::string(OpKindName(static_cast<OpKind>(kind)))] +=
+            s.ops_by_kind[kind];
+      }
+    }
   }
   return report;
 }

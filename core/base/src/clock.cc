@@ -14,4 +14,21 @@ Millis SteadyClock::WallMs() const {
       .count();
 }
 
+Clock::Times SteadyClock::NowAndWallMs() const {
+  // Per thread: when the offset wall - steady was last taken, and the offset then.
+  struct Offset {
+    bool taken = false;
+    Millis taken_at = 0;
+    Millis wall_minus_now = 0;
+  };
+  static thread_local Offset offset;
+  const Millis now = NowMs();
+  if (!offset.taken || now - offset.taken_at >= 1000) {
+    offset.wall_minus_now = WallMs() - now;
+    offset.taken_at = now;
+    offset.taken = true;
+  }
+  return {now, now + offset.wall_minus_now};
+}
+
 }  // namespace tessera::base

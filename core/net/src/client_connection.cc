@@ -261,6 +261,12 @@ void ClientConnection::FailAllPending(const Error& reason) {
 
 void ClientConnection::Call(wire::Message request, std::chrono::milliseconds timeout,
                             CallCallback callback) {
+  Call(std::move(request), std::chrono::steady_clock::now() + timeout, timeout,
+       std::move(callback));
+}
+
+void ClientConnection::Call(wire::Message request, std::chrono::steady_clock::time_point deadline,
+                            std::chrono::milliseconds timeout, CallCallback callback) {
   request.kind = wire::MessageKind::kRequest;
   request.call_id = next_call_id_.fetch_add(1);
   if (request.lean && !lean()) {  // its payload is in a lean encoding the peer may not read
@@ -285,20 +291,20 @@ void ClientConnection::Call(wire::Message request, std::chrono::milliseconds tim
     return;
   }
   if (io_.get_executor().running_in_this_thread()) {  // no hand-off (a completion's next call)
-    StartCall(request.call_id, request.service, request.op, std::move(frame), timeout,
+    StartCall(request.call_id, request.service, request.op, std::move(frame), deadline, timeout,
               std::move(callback));
     return;
   }
   asio::post(io_, [self = shared_from_this(), call_id = request.call_id, service = request.service,
-                   op = request.op, frame = std::move(frame), timeout,
+                   op = request.op, frame = std::move(frame), deadline, timeout,
                    callback = std::move(callback)]() mutable {
-    self->StartCall(call_id, service, op, std::move(frame), timeout, std::move(callback));
+    self->StartCall(call_id, service, op, std::move(frame), deadline, timeout, std::move(callback));
   });
 }
 
 void ClientConnection::StartCall(std::uint64_t call_id, wire::Service service, std::uint16_t op,
-                                 std::string frame, std::chrono::milliseconds timeout,
-                                 CallCallback callback) {
+                                 std::string frame, std::chrono::steady_clock::time_point deadline,
+                                 std::chrono::milliseconds timeout, CallCallback callback) {
   if (!open_.load() || !connection_) {
     auto failure =
         base::Fail(ErrorCode::kConnectionFailed, "not connected to " + address_ + " for " +
@@ -307,9 +313,7 @@ void ClientConnection::StartCall(std::uint64_t call_id, wire::Service service, s
     asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
     return;
   }
-  pending_.emplace(
-      call_id, PendingCall{std::move(callback), std::chrono::steady_clock::now() + timeout, timeout,
-                           service, op});
+  pending_.emplace(call_id, PendingCall{std::move(callback), deadline, timeout, service, op});
   pending_count_.fetch_add(1);
   ArmTimeoutTick();
   connection_->SendFrame(std::move(frame));  // if closing, on_closed fails the call

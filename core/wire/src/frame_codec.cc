@@ -151,12 +151,6 @@ void AppendLength(std::string& out, std::uint32_t length) {
 }
 
 template <typename T>
-void AppendLittle(std::string& out, T value) {
-  const auto bits = static_cast<std::make_unsigned_t<T>>(value);
-  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>(bits >> (8 * i)));
-}
-
-template <typename T>
 T ReadLittle(const char* in) {
   std::make_unsigned_t<T> bits = 0;
   for (std::size_t i = 0; i < sizeof(T); ++i) {
@@ -165,8 +159,16 @@ T ReadLittle(const char* in) {
   return static_cast<T>(bits);
 }
 
+template <typename T>
+char* PutLittle(char* out, T value) {
+  const auto bits = static_cast<std::make_unsigned_t<T>>(value);
+  for (std::size_t i = 0; i < sizeof(T); ++i) *out++ = static_cast<char>(bits >> (8 * i));
+  return out;
+}
+
 constexpr std::uint32_t kLeanBit = 0x80000000U;
 constexpr std::size_t kLeanHeaderBytes = 1 + 8 + 4 + 2 + 2;
+static_assert(kLeanFramePrefixBytes == kFrameHeaderBytes + kLeanHeaderBytes);
 
 bool CanBeLean(const Message& m) {
   return m.lean && !m.error && !m.hello && !m.hello_reply &&
@@ -180,17 +182,11 @@ std::atomic<std::uint64_t> lean_frames_encoded{0};
 
 std::string EncodeFrame(const Message& message) {
   if (CanBeLean(message)) {
-    lean_frames_encoded.fetch_add(1, std::memory_order_relaxed);
     std::string out;
-    out.reserve(kFrameHeaderBytes + kLeanHeaderBytes + message.payload.size());
-    AppendLength(out,
-                 kLeanBit | static_cast<std::uint32_t>(kLeanHeaderBytes + message.payload.size()));
-    out.push_back(static_cast<char>(message.kind));
-    AppendLittle(out, message.call_id);
-    AppendLittle(out, message.partition_id);
-    AppendLittle(out, static_cast<std::uint16_t>(message.service));
-    AppendLittle(out, message.op);
+    out.reserve(kLeanFramePrefixBytes + message.payload.size());
+    out.resize(kLeanFramePrefixBytes);
     out += message.payload;
+    SealLeanFrame(message, out);
     return out;
   }
   // The first segment is sized so that the whole message fits it (one segment, one copy out).
@@ -204,6 +200,23 @@ std::string EncodeFrame(const Message& message) {
   AppendLength(out, static_cast<std::uint32_t>(body_bytes));
   AppendFlat(builder.message(), out);
   return out;
+}
+
+bool SealLeanFrame(const Message& header, std::string& frame) {
+  if (frame.size() < kLeanFramePrefixBytes || header.error || header.hello || header.hello_reply ||
+      (header.kind != MessageKind::kRequest && header.kind != MessageKind::kResponse) ||
+      frame.size() - kFrameHeaderBytes > ~kLeanBit) {
+    return false;
+  }
+  lean_frames_encoded.fetch_add(1, std::memory_order_relaxed);
+  char* out = frame.data();
+  out = PutLittle(out, kLeanBit | static_cast<std::uint32_t>(frame.size() - kFrameHeaderBytes));
+  *out++ = static_cast<char>(header.kind);
+  out = PutLittle(out, header.call_id);
+  out = PutLittle(out, header.partition_id);
+  out = PutLittle(out, static_cast<std::uint16_t>(header.service));
+  PutLittle(out, header.op);
+  return true;
 }
 
 base::Result<Message> DecodeFrameBody(std::string_view body) {

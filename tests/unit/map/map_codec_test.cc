@@ -291,6 +291,10 @@ TEST_CASE("Lean map requests and results round-trip the hot keyed operations",
   auto absent = tessera::map::DecodeLeanResult(*tessera::map::EncodeLeanResult(MapResult{}));
   REQUIRE(absent);
   CHECK_FALSE(absent->value.has_value());
+  // Appended after what a buffer holds (a frame's reserved header), the same bytes.
+  std::string appended = "head";
+  REQUIRE(tessera::map::AppendLeanResult(result, appended));
+  CHECK(appended == "head" + *lean);
 }
 
 TEST_CASE("What the lean encoding cannot carry stays with Cap'n Proto", "[map][codec][lean]") {
@@ -323,6 +327,9 @@ TEST_CASE("What the lean encoding cannot carry stays with Cap'n Proto", "[map][c
   MapResult with_view;
   with_view.view = tessera::map::EntryView{};
   CHECK_FALSE(tessera::map::EncodeLeanResult(with_view).has_value());
+  std::string untouched = "head";
+  CHECK_FALSE(tessera::map::AppendLeanResult(with_view, untouched));
+  CHECK(untouched == "head");
   MapResult with_stats;
   with_stats.stats.entries = 1;
   CHECK_FALSE(tessera::map::EncodeLeanResult(with_stats).has_value());

@@ -338,3 +338,37 @@ TEST_CASE("EncodeFrame counts the lean frames it writes", "[wire][lean]") {
   (void)EncodeFrame(request);
   CHECK(LeanFramesEncoded() == before + 1);
 }
+
+TEST_CASE("A lean frame sealed in place is the frame EncodeFrame makes", "[wire][lean]") {
+  Message request =
+      Message::MakeRequest(1ULL << 41, -7, Service::kMap, 12, std::string("pay\0load", 8));
+  request.lean = true;
+  Message response = Message::MakeResponse(request, std::string(300, 'v'));
+  Message empty = Message::MakeResponse(request, "");
+  for (const Message& m : {request, response, empty}) {
+    std::string frame(tessera::wire::kLeanFramePrefixBytes, '\0');
+    frame += m.payload;
+    Message header = m;
+    header.payload = "not read";
+    REQUIRE(tessera::wire::SealLeanFrame(header, frame));
+    CHECK(frame == EncodeFrame(m));
+    FrameDecoder decoder;
+    decoder.set_accept_lean(true);
+    decoder.Feed(frame);
+    auto next = decoder.Next();
+    REQUIRE(next);
+    REQUIRE(next->has_value());
+    CHECK(**next == m);
+  }
+  // What cannot be lean is left as it was, for EncodeFrame.
+  Message error = Message::MakeErrorResponse(request, Error(ErrorCode::kNotOwner, "moved"));
+  Message event = Message::MakeEvent(Service::kTopic, 9, -1, "m");
+  for (const Message& m : {error, event}) {
+    std::string frame(tessera::wire::kLeanFramePrefixBytes, 'x');
+    CHECK_FALSE(tessera::wire::SealLeanFrame(m, frame));
+    CHECK(frame == std::string(tessera::wire::kLeanFramePrefixBytes, 'x'));
+  }
+  std::string short_frame = "abc";
+  CHECK_FALSE(tessera::wire::SealLeanFrame(request, short_frame));
+  CHECK(short_frame == "abc");
+}

@@ -49,6 +49,9 @@ bool LeanEncodable(const MapRequest& request, std::uint32_t protocol_version);
 std::string EncodeLeanRequest(const MapRequest& request);
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes);
 std::optional<std::string> EncodeLeanResult(const MapResult& result);
+// EncodeLeanResult appended to `out` (a frame being built in place: wire::SealLeanFrame);
+// false, with `out` unchanged, when the result has no lean encoding.
+bool AppendLeanResult(const MapResult& result, std::string& out);
 base::Result<MapResult> DecodeLeanResult(std::string_view bytes);
 
 std::string EncodeListenerOptions(const ListenerOptions& options);

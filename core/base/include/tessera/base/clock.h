@@ -19,6 +19,15 @@ class Clock {
   virtual Millis NowMs() const = 0;
   // Wall-clock milliseconds since the Unix epoch (for timestamps shown to people/clients).
   virtual Millis WallMs() const = 0;
+  // Both at once, for a caller that wants both per operation. An implementation may derive
+  // the wall time from the monotonic one with an offset it refreshes at least every second
+  // (SteadyClock: one clock read instead of two; a step of the wall clock shows within a
+  // second).
+  struct Times {
+    Millis now_ms;
+    Millis wall_ms;
+  };
+  virtual Times NowAndWallMs() const { return {NowMs(), WallMs()}; }
 };
 
 // std::chrono::steady_clock / system_clock.
@@ -26,6 +35,7 @@ class SteadyClock final : public Clock {
  public:
   Millis NowMs() const override;
   Millis WallMs() const override;
+  Times NowAndWallMs() const override;
 };
 
 // A clock that moves only when told. Starts at `start_ms` (wall clock = 1.7e12 + now).

@@ -77,6 +77,10 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   //   - kMemberLeft when the connection was lost before the reply (the operation may or may
   //     not have been applied), kConnectionFailed when it was already closed.
   void Call(wire::Message request, std::chrono::milliseconds timeout, CallCallback callback);
+  // The same for a caller that already read the clock (one read per call on the hot path): the
+  // call fails with kTimeout at `deadline`, and the error names `timeout` (the caller's).
+  void Call(wire::Message request, std::chrono::steady_clock::time_point deadline,
+            std::chrono::milliseconds timeout, CallCallback callback);
   // Blocking Call. REQUIRES: not on the io thread; another thread runs the io_context.
   base::Result<wire::Message> CallSync(wire::Message request, std::chrono::milliseconds timeout);
 
@@ -121,7 +125,8 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   void OnConnectionClosed();
   void FinishConnect(base::Result<std::shared_ptr<ClientConnection>> result);
   void StartCall(std::uint64_t call_id, wire::Service service, std::uint16_t op, std::string frame,
-                 std::chrono::milliseconds timeout, CallCallback callback);
+                 std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
+                 CallCallback callback);
   // Deadlines: one timer per connection ticks every kTimeoutTick while calls are pending and
   // fails those past their deadline (a timer per call cost a timerfd syscall per call).
   void ArmTimeoutTick();

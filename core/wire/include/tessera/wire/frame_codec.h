@@ -36,6 +36,16 @@ inline constexpr std::size_t kFrameHeaderBytes = 4;
 // without an error), else a Cap'n Proto frame with `lean` dropped.
 std::string EncodeFrame(const Message& message);
 
+// A lean frame built in place, without a copy of its payload: the caller writes the payload
+// after kLeanFramePrefixBytes reserved bytes of `frame`, and SealLeanFrame fills them with the
+// length and the header fields of `header` (kind, call id, partition id, service, op; its
+// payload is not read). The result is the frame EncodeFrame makes of `header` with that
+// payload and `lean` set. Returns false, leaving `frame` as it was, when the frame cannot be
+// lean (not a request or an error-free response, shorter than the prefix, or too long);
+// the caller then encodes it with EncodeFrame.
+inline constexpr std::size_t kLeanFramePrefixBytes = kFrameHeaderBytes + 17;
+bool SealLeanFrame(const Message& header, std::string& frame);
+
 // Incremental decoder: Feed bytes as they arrive from a socket, then call Next() until it
 // returns nullopt (needs more bytes) or an error.
 //
