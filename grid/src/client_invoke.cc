@@ -7,6 +7,7 @@
 
 #include "client_impl.h"
 #include "tessera/map/map_codec.h"
+#include "tessera/wire/frame_codec.h"
 
 namespace tessera::grid {
 
@@ -140,22 +141,30 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
     boost::asio::post(io, [done = std::move(done), e = error] { done(std::unexpected(e)); });
     return;
   }
-  target->conn->Call(
-      Encode(*request, target->partition, target->conn->protocol_version()), deadline,
-      options.call_timeout,
-      [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
-        auto result = Decode(std::move(r));
-        auto self = weak.lock();
-        if (result || !self || Clock::now() >= deadline || !Retryable(result.error(), *request)) {
-          return done(std::move(result));
-        }
-        self->log->debug("retrying {} after: {}", map::MapOpName(request->op),
-                         result.error().message());
-        self->RetryAfter(std::chrono::milliseconds(20),
-                         [weak, request, deadline, done = std::move(done)] {
-                           RetryOrShutDown(weak, request, deadline, done);
-                         });
-      });
+  auto on_reply = [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
+    auto result = Decode(std::move(r));
+    auto self = weak.lock();
+    if (result || !self || Clock::now() >= deadline || !Retryable(result.error(), *request)) {
+      return done(std::move(result));
+    }
+    self->log->debug("retrying {} after: {}", map::MapOpName(request->op),
+                     result.error().message());
+    self->RetryAfter(std::chrono::milliseconds(20),
+                     [weak, request, deadline, done = std::move(done)] {
+                       RetryOrShutDown(weak, request, deadline, done);
+                     });
+  };
+  if (map::LeanEncodable(*request, target->conn->protocol_version())) {
+    // Encoded straight into its frame (Encode's lean message would be copied into one).
+    std::string frame(wire::kLeanFramePrefixBytes, '\0');
+    map::AppendLeanRequest(*request, frame);
+    target->conn->CallLean(wire::Message::MakeRequest(0, target->partition, wire::Service::kMap,
+                                                      static_cast<std::uint16_t>(request->op), {}),
+                           std::move(frame), deadline, options.call_timeout, std::move(on_reply));
+    return;
+  }
+  target->conn->Call(Encode(*request, target->partition, target->conn->protocol_version()),
+                     deadline, options.call_timeout, std::move(on_reply));
 }
 
 void Client::Impl::RetryOrShutDown(const std::weak_ptr<Impl>& weak,

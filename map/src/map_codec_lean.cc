@@ -136,11 +136,16 @@ bool LeanEncodable(const MapRequest& r, std::uint32_t protocol_version) {
 
 std::string EncodeLeanRequest(const MapRequest& r) {
   std::string out;
+  AppendLeanRequest(r, out);
+  return out;
+}
+
+void AppendLeanRequest(const MapRequest& r, std::string& out) {
   std::size_t size = 2 + 12 + r.map_name.size() + r.key.size() + r.value.size() + 16;
   if (!r.entries.empty()) size += EntriesSize(r.entries);
   for (const auto& k : r.keys) size += 4 + k.size();
   for (const auto& f : r.argument.fields()) size += 12 + f.name.size();
-  out.reserve(size + 5);
+  out.reserve(out.size() + size + 5);
   Put(out, static_cast<std::uint8_t>(r.op));
   const std::uint8_t flags =
       (r.options.ttl_ms ? kTtl : 0) | (r.options.max_idle_ms ? kMaxIdle : 0) |
@@ -164,7 +169,6 @@ std::string EncodeLeanRequest(const MapRequest& r) {
       Put(out, f.value.AsInt64());
     }
   }
-  return out;
 }
 
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {

@@ -281,22 +281,48 @@ void ClientConnection::Call(wire::Message request, std::chrono::steady_clock::ti
     return;
   }
   std::string frame = wire::EncodeFrame(request);
+  SendCall(request, std::move(frame), deadline, timeout, std::move(callback));
+}
+
+void ClientConnection::CallLean(wire::Message header, std::string frame,
+                                std::chrono::steady_clock::time_point deadline,
+                                std::chrono::milliseconds timeout, CallCallback callback) {
+  header.kind = wire::MessageKind::kRequest;
+  header.call_id = next_call_id_.fetch_add(1);
+  header.lean = true;
+  if (!lean() || !wire::SealLeanFrame(header, frame)) {
+    auto failure = base::Fail(
+        ErrorCode::kBadRequest,
+        OperationName(header.service, header.op) + " request built as a lean frame " +
+            (lean() ? "cannot be one (shorter than its header or too long)"
+                    : "on a connection to " + address_ +
+                          " that negotiated protocol version 1; encode it for version 1 (check "
+                          "lean())"));
+    asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
+    return;
+  }
+  SendCall(header, std::move(frame), deadline, timeout, std::move(callback));
+}
+
+void ClientConnection::SendCall(const wire::Message& header, std::string frame,
+                                std::chrono::steady_clock::time_point deadline,
+                                std::chrono::milliseconds timeout, CallCallback callback) {
   if (frame.size() - wire::kFrameHeaderBytes > options_.max_frame_bytes) {
     auto failure =
         base::Fail(ErrorCode::kBadRequest,
-                   OperationName(request.service, request.op) + " request of " +
+                   OperationName(header.service, header.op) + " request of " +
                        std::to_string(frame.size()) + " bytes exceeds the maximum frame size of " +
                        std::to_string(options_.max_frame_bytes) + " bytes; send smaller values");
     asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
     return;
   }
   if (io_.get_executor().running_in_this_thread()) {  // no hand-off (a completion's next call)
-    StartCall(request.call_id, request.service, request.op, std::move(frame), deadline, timeout,
+    StartCall(header.call_id, header.service, header.op, std::move(frame), deadline, timeout,
               std::move(callback));
     return;
   }
-  asio::post(io_, [self = shared_from_this(), call_id = request.call_id, service = request.service,
-                   op = request.op, frame = std::move(frame), deadline, timeout,
+  asio::post(io_, [self = shared_from_this(), call_id = header.call_id, service = header.service,
+                   op = header.op, frame = std::move(frame), deadline, timeout,
                    callback = std::move(callback)]() mutable {
     self->StartCall(call_id, service, op, std::move(frame), deadline, timeout, std::move(callback));
   });

@@ -475,3 +475,39 @@ TEST_CASE(
   CHECK(exchange.frames[1].error->code() == ErrorCode::kProtocol);
   CHECK(exchange.frames[1].error->message().find("did not negotiate") != std::string::npos);
 }
+
+TEST_CASE("A lean request built in its frame is answered like one Call encodes", "[net][lean]") {
+  Fixture f;
+  auto options = TestClientOptions(f.server->port());
+  options.hello.max_protocol_version = tessera::wire::kLeanProtocolVersion;
+  auto client = f.Connect(options);
+  REQUIRE(client.has_value());
+  REQUIRE((*client)->lean());
+  auto call_lean = [](ClientConnection& c, const std::string& payload) {
+    std::string frame(tessera::wire::kLeanFramePrefixBytes, '\0');
+    frame += payload;
+    std::promise<Result<Message>> answer;
+    c.CallLean(Echo("not sent"), std::move(frame),
+               std::chrono::steady_clock::now() + std::chrono::seconds(5), std::chrono::seconds(5),
+               [&answer](Result<Message> r) { answer.set_value(std::move(r)); });
+    return answer.get_future().get();
+  };
+  for (const std::string& payload :
+       {std::string("built in place"), std::string(), std::string(70'000, 'p')}) {
+    auto answer = call_lean(**client, payload);
+    REQUIRE(answer.has_value());
+    CHECK(answer->lean);
+    CHECK(answer->payload == payload);
+  }
+  // On a connection that did not negotiate lean frames it is refused, not sent.
+  auto v1 = f.Connect();
+  REQUIRE(v1.has_value());
+  REQUIRE_FALSE((*v1)->lean());
+  auto refused = call_lean(**v1, "x");
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code() == ErrorCode::kBadRequest);
+  CHECK_THAT(refused.error().message(), Catch::Contains("negotiated protocol version 1"));
+  auto still = (*v1)->CallSync(Echo("still serves"), std::chrono::seconds(5));
+  REQUIRE(still.has_value());
+  CHECK(still->payload == "still serves");
+}

@@ -47,6 +47,8 @@ base::Result<EntryEvent> DecodeEvent(std::string_view bytes);
 // has a result with entries). Decoding fails with kBadRequest naming the problem.
 bool LeanEncodable(const MapRequest& request, std::uint32_t protocol_version);
 std::string EncodeLeanRequest(const MapRequest& request);
+// EncodeLeanRequest appended to `out` (a frame being built in place: wire::SealLeanFrame).
+void AppendLeanRequest(const MapRequest& request, std::string& out);
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes);
 std::optional<std::string> EncodeLeanResult(const MapResult& result);
 // EncodeLeanResult appended to `out` (a frame being built in place: wire::SealLeanFrame);

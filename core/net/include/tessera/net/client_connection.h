@@ -81,6 +81,14 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   // call fails with kTimeout at `deadline`, and the error names `timeout` (the caller's).
   void Call(wire::Message request, std::chrono::steady_clock::time_point deadline,
             std::chrono::milliseconds timeout, CallCallback callback);
+  // The same for a lean request built in place (no copy of its payload): `frame` holds
+  // wire::kLeanFramePrefixBytes reserved bytes, then the payload; `header` gives the service,
+  // op and partition (its payload is not read). Fails with kBadRequest, not sent, on a
+  // connection that did not negotiate lean frames (check lean() first) or when the frame
+  // cannot be lean (wire::SealLeanFrame).
+  void CallLean(wire::Message header, std::string frame,
+                std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
+                CallCallback callback);
   // Blocking Call. REQUIRES: not on the io thread; another thread runs the io_context.
   base::Result<wire::Message> CallSync(wire::Message request, std::chrono::milliseconds timeout);
 
@@ -124,6 +132,10 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   void OnResponse(wire::Message message);
   void OnConnectionClosed();
   void FinishConnect(base::Result<std::shared_ptr<ClientConnection>> result);
+  // Call's and CallLean's common end: the size check, then StartCall on the I/O thread.
+  void SendCall(const wire::Message& header, std::string frame,
+                std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
+                CallCallback callback);
   void StartCall(std::uint64_t call_id, wire::Service service, std::uint16_t op, std::string frame,
                  std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
                  CallCallback callback);
