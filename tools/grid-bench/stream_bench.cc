@@ -335,7 +335,11 @@ class GridTarget : public Target {
       : o_(o),
         stream_(std::move(stream)),
         producers_(std::move(producers)),
-        consumers_(std::move(consumers)) {}
+        consumers_(std::move(consumers)) {
+    // One proxy per producer for the whole run, as a service holds one: a new proxy checks
+    // the stream's configuration in the grid before its first append (a round trip).
+    for (auto& producer : producers_) producer_streams_.push_back(producer->GetStream(stream_));
+  }
 
   // A closed loop like map mode's: each completion (on the client's I/O thread) issues the
   // next append, so no thread wakes per event.
@@ -351,7 +355,7 @@ class GridTarget : public Target {
       int running = 0;
     };
     auto loop = std::make_shared<Loop>();
-    loop->stream = producers_[index]->GetStream(stream_);
+    loop->stream = producer_streams_[static_cast<std::size_t>(index)];
     loop->payload.assign(o_.value_size, 'x');
     loop->prefix = fmt::format("{}-{}-", stream_, index);
     loop->count = count;
@@ -379,7 +383,7 @@ class GridTarget : public Target {
   }
   // --batch N: one AppendAll of N events per call (one request per sub-stream they hit).
   void AppendBatches(int index, std::uint64_t count, Errors& errors) {
-    auto stream = producers_[index]->GetStream(stream_);
+    auto stream = producer_streams_[static_cast<std::size_t>(index)];
     const std::string payload(o_.value_size, 'x');
     const std::string prefix = fmt::format("{}-{}-", stream_, index);  // ids as AppendBurst's
     for (std::uint64_t done = 0; done < count;) {
@@ -395,7 +399,7 @@ class GridTarget : public Target {
   }
   bool AppendOne(int index, std::uint64_t seq, const std::string& payload,
                  Errors& errors) override {
-    auto r = producers_[index]->GetStream(stream_)->Append(
+    auto r = producer_streams_[static_cast<std::size_t>(index)]->Append(
         Key(index, seq), payload, fmt::format("{}-e{}-{}", stream_, index, seq));
     if (!r) errors.Add(r.error().ToString());
     return r.has_value();
@@ -443,6 +447,7 @@ class GridTarget : public Target {
   const BenchOptions& o_;
   std::string stream_;
   std::vector<std::unique_ptr<grid::Client>> producers_, consumers_;
+  std::vector<std::shared_ptr<grid::Stream>> producer_streams_;  // by producer index
   std::vector<std::pair<std::shared_ptr<grid::Stream>, grid::SubscriptionId>> subscriptions_;
 };
 
