@@ -156,8 +156,7 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
   };
   if (map::LeanEncodable(*request, target->conn->protocol_version())) {
     // Encoded straight into its frame (Encode's lean message would be copied into one).
-    std::string frame(wire::kLeanFramePrefixBytes, '\0');
-    map::AppendLeanRequest(*request, frame);
+    std::string frame = map::EncodeLeanRequest(*request, wire::kLeanFramePrefixBytes);
     target->conn->CallLean(wire::Message::MakeRequest(0, target->partition, wire::Service::kMap,
                                                       static_cast<std::uint16_t>(request->op), {}),
                            std::move(frame), deadline, options.call_timeout, std::move(on_reply));

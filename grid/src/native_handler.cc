@@ -95,9 +95,9 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
     }
     if (header.lean) {  // a lean answer when it fits one, built in its frame
       Message response_header = Message::MakeResponse(header, {});
-      std::string frame(wire::kLeanFramePrefixBytes, '\0');
-      if (map::AppendLeanResult(*result, frame) && wire::SealLeanFrame(response_header, frame)) {
-        connection->SendFrame(std::move(frame));
+      auto frame = map::EncodeLeanResult(*result, wire::kLeanFramePrefixBytes);
+      if (frame && wire::SealLeanFrame(response_header, *frame)) {
+        connection->SendFrame(std::move(*frame));
         return;
       }
     }

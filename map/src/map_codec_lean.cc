@@ -134,18 +134,14 @@ bool LeanEncodable(const MapRequest& r, std::uint32_t protocol_version) {
          IntArguments(r.argument);
 }
 
-std::string EncodeLeanRequest(const MapRequest& r) {
+std::string EncodeLeanRequest(const MapRequest& r, std::size_t room) {
   std::string out;
-  AppendLeanRequest(r, out);
-  return out;
-}
-
-void AppendLeanRequest(const MapRequest& r, std::string& out) {
   std::size_t size = 2 + 12 + r.map_name.size() + r.key.size() + r.value.size() + 16;
   if (!r.entries.empty()) size += EntriesSize(r.entries);
   for (const auto& k : r.keys) size += 4 + k.size();
   for (const auto& f : r.argument.fields()) size += 12 + f.name.size();
-  out.reserve(out.size() + size + 5);
+  out.reserve(room + size + 5);  // one allocation, room included
+  out.resize(room);
   Put(out, static_cast<std::uint8_t>(r.op));
   const std::uint8_t flags =
       (r.options.ttl_ms ? kTtl : 0) | (r.options.max_idle_ms ? kMaxIdle : 0) |
@@ -169,6 +165,7 @@ void AppendLeanRequest(const MapRequest& r, std::string& out) {
       Put(out, f.value.AsInt64());
     }
   }
+  return out;
 }
 
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
@@ -218,25 +215,21 @@ base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
   return r;
 }
 
-std::optional<std::string> EncodeLeanResult(const MapResult& r) {
-  std::string out;
-  if (!AppendLeanResult(r, out)) return std::nullopt;
-  return out;
-}
-
-bool AppendLeanResult(const MapResult& r, std::string& out) {
+std::optional<std::string> EncodeLeanResult(const MapResult& r, std::size_t room) {
   if (r.processor_result || !r.processor_results.empty() || r.view || !(r.stats == MapStats{}) ||
       !r.results.empty() || r.conflict) {
-    return false;
+    return std::nullopt;
   }
-  out.reserve(out.size() + 9 + (r.value ? r.value->size() : 0) +
+  std::string out;
+  out.reserve(room + 9 + (r.value ? r.value->size() : 0) +
               (r.entries.empty() ? 0 : EntriesSize(r.entries)));
+  out.resize(room);
   Put(out, static_cast<std::uint8_t>((r.value ? kHasValue : 0) | (r.flag ? kFlag : 0) |
                                      (r.entries.empty() ? 0 : kResultEntries)));
   Put(out, r.count);
   if (!r.entries.empty()) PutEntries(out, r.entries);
   if (r.value) out += *r.value;
-  return true;
+  return out;
 }
 
 base::Result<MapResult> DecodeLeanResult(std::string_view bytes) {

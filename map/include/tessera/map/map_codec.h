@@ -9,6 +9,7 @@
 //
 // Thread-safety: stateless free functions, safe from any thread.
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,14 +47,11 @@ base::Result<EntryEvent> DecodeEvent(std::string_view bytes);
 // value, flag, count and entries (send it with EncodeResult then; a version-2 request never
 // has a result with entries). Decoding fails with kBadRequest naming the problem.
 bool LeanEncodable(const MapRequest& request, std::uint32_t protocol_version);
-std::string EncodeLeanRequest(const MapRequest& request);
-// EncodeLeanRequest appended to `out` (a frame being built in place: wire::SealLeanFrame).
-void AppendLeanRequest(const MapRequest& request, std::string& out);
+// `room`: zero bytes before the encoding, in the same allocation (a frame's header, filled in
+// place by wire::SealLeanFrame).
+std::string EncodeLeanRequest(const MapRequest& request, std::size_t room = 0);
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes);
-std::optional<std::string> EncodeLeanResult(const MapResult& result);
-// EncodeLeanResult appended to `out` (a frame being built in place: wire::SealLeanFrame);
-// false, with `out` unchanged, when the result has no lean encoding.
-bool AppendLeanResult(const MapResult& result, std::string& out);
+std::optional<std::string> EncodeLeanResult(const MapResult& result, std::size_t room = 0);
 base::Result<MapResult> DecodeLeanResult(std::string_view bytes);
 
 std::string EncodeListenerOptions(const ListenerOptions& options);
