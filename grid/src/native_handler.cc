@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "native_protocol.h"
 #include "tessera/map/map_codec.h"
@@ -76,10 +77,32 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
   if (request.op == native::kMapAddListener) return AddListener(connection, request);
   if (request.op == native::kMapRemoveListener) return RemoveListener(connection, request);
   if (request.op == native::kMapReplica) return ApplyReplica(connection, request);
-  auto decoded =
-      request.lean ? map::DecodeLeanRequest(request.payload) : map::DecodeRequest(request.payload);
-  if (!decoded)
-    return ReplyError(connection, request, decoded.error().code(), decoded.error().message());
+  // A lean request is decoded into this thread's reused request (its strings keep their
+  // capacity from one request to the next), unless one is being handled on this thread
+  // already; a Cap'n Proto one into its own.
+  static thread_local map::MapRequest reused;
+  static thread_local bool reused_busy = false;
+  std::optional<map::MapRequest> owned;
+  map::MapRequest* decoded = nullptr;
+  struct Release {
+    bool* busy = nullptr;
+    ~Release() {
+      if (busy != nullptr) *busy = false;
+    }
+  } release;
+  if (request.lean && !reused_busy) {
+    reused_busy = true;
+    release.busy = &reused_busy;
+    decoded = &reused;
+    if (auto ok = map::DecodeLeanRequestInto(request.payload, reused); !ok) {
+      return ReplyError(connection, request, ok.error().code(), ok.error().message());
+    }
+  } else {
+    auto r = request.lean ? map::DecodeLeanRequest(request.payload)
+                          : map::DecodeRequest(request.payload);
+    if (!r) return ReplyError(connection, request, r.error().code(), r.error().message());
+    decoded = &owned.emplace(std::move(*r));
+  }
   if (static_cast<std::uint16_t>(decoded->op) != request.op) {
     return ReplyError(
         connection, request, ErrorCode::kBadRequest,

@@ -169,8 +169,14 @@ std::string EncodeLeanRequest(const MapRequest& r, std::size_t room) {
 }
 
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
-  Reader in(bytes);
   MapRequest r;
+  if (auto ok = DecodeLeanRequestInto(bytes, r); !ok) return std::unexpected(ok.error());
+  return r;
+}
+
+base::Result<void> DecodeLeanRequestInto(std::string_view bytes, MapRequest& r) {
+  Reader in(bytes);
+  r.Clear();
   r.op = static_cast<MapOp>(in.Get<std::uint8_t>());
   const auto flags = in.Get<std::uint8_t>();
   in.GetString(r.map_name);
@@ -212,7 +218,7 @@ base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
                                             std::to_string(flags) +
                                             " it cannot carry; send it as a Cap'n Proto frame");
   }
-  return r;
+  return {};
 }
 
 std::optional<std::string> EncodeLeanResult(const MapResult& r, std::size_t room) {

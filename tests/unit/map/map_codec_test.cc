@@ -386,6 +386,34 @@ TEST_CASE("Lean stream appends and results with entries round-trip (protocol ver
   std::string unknown_flag = bytes;
   unknown_flag[1] = static_cast<char>(unknown_flag[1] | 0x40);
   CHECK_FALSE(tessera::map::DecodeLeanRequest(unknown_flag));
+  // Decoded one after another into one request (a member reuses one): each comes out as a
+  // fresh decode does, nothing left from the one before, after a failed decode too.
+  MapRequest get;
+  get.op = tessera::map::MapOp::kGet;
+  get.map_name = "m";
+  get.key = "a-key-longer-than-fifteen-bytes";
+  MapRequest set = get;
+  set.op = tessera::map::MapOp::kSet;
+  set.value = std::string(200, 'v');
+  set.options.ttl_ms = 5'000;
+  MapRequest reused;
+  for (const std::string& encoded :
+       {bytes, tessera::map::EncodeLeanRequest(get), unknown_flag,
+        tessera::map::EncodeLeanRequest(set), tessera::map::EncodeLeanRequest(get),
+        tessera::map::EncodeLeanRequest(bare), bytes}) {
+    auto fresh = tessera::map::DecodeLeanRequest(encoded);
+    auto into = tessera::map::DecodeLeanRequestInto(encoded, reused);
+    REQUIRE(into.has_value() == fresh.has_value());
+    if (!fresh) continue;
+    CHECK(reused.op == fresh->op);
+    CHECK(reused.map_name == fresh->map_name);
+    CHECK(reused.key == fresh->key);
+    CHECK(reused.value == fresh->value);
+    CHECK(reused.options == fresh->options);
+    CHECK(reused.entries == fresh->entries);
+    CHECK(reused.keys == fresh->keys);
+    CHECK(reused.argument == fresh->argument);
+  }
   // A keyed operation with entries is not something an encoder produces.
   std::string keyed = bytes;
   keyed[0] = static_cast<char>(tessera::map::MapOp::kSet);
