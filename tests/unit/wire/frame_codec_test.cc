@@ -40,6 +40,17 @@ std::string Header(std::uint32_t length) {
   return out;
 }
 
+// The one message in `frame`, read by a decoder that accepts lean frames.
+Message DecodeAcceptingLean(const std::string& frame) {
+  FrameDecoder decoder;
+  decoder.set_accept_lean(true);
+  decoder.Feed(frame);
+  auto next = decoder.Next();
+  REQUIRE(next);
+  REQUIRE(next->has_value());
+  return std::move(**next);
+}
+
 }  // namespace
 
 TEST_CASE("Every message kind survives an encode/decode round trip", "[wire]") {
@@ -260,14 +271,9 @@ TEST_CASE("Errors, hellos and events never travel lean", "[wire][lean]") {
   for (const Message& m : {error, event}) {
     const std::string frame = EncodeFrame(m);
     CHECK((static_cast<unsigned char>(frame[3]) & 0x80) == 0);
-    FrameDecoder decoder;
-    decoder.set_accept_lean(true);
-    decoder.Feed(frame);
-    auto next = decoder.Next();
-    REQUIRE(next);
-    REQUIRE(next->has_value());
-    CHECK_FALSE((*next)->lean);
-    CHECK((*next)->kind == m.kind);
+    const Message back = DecodeAcceptingLean(frame);
+    CHECK_FALSE(back.lean);
+    CHECK(back.kind == m.kind);
   }
 }
 
@@ -352,13 +358,7 @@ TEST_CASE("A lean frame sealed in place is the frame EncodeFrame makes", "[wire]
     header.payload = "not read";
     REQUIRE(tessera::wire::SealLeanFrame(header, frame));
     CHECK(frame == EncodeFrame(m));
-    FrameDecoder decoder;
-    decoder.set_accept_lean(true);
-    decoder.Feed(frame);
-    auto next = decoder.Next();
-    REQUIRE(next);
-    REQUIRE(next->has_value());
-    CHECK(**next == m);
+    CHECK(DecodeAcceptingLean(frame) == m);
   }
   // What cannot be lean is left as it was, for EncodeFrame.
   Message error = Message::MakeErrorResponse(request, Error(ErrorCode::kNotOwner, "moved"));
