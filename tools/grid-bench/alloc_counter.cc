@@ -25,7 +25,7 @@
 namespace tessera::tools::bench {
 namespace {
 std::atomic<std::uint64_t> allocations{0};
-void Count() { allocations.fetch_add(1, std::memory_order_relaxed); }
+[[maybe_unused]] void Count() { allocations.fetch_add(1, std::memory_order_relaxed); }
 }  // namespace
 
 #if defined(TESSERA_BENCH_ASAN)
