@@ -78,8 +78,8 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
   if (request.op == native::kMapRemoveListener) return RemoveListener(connection, request);
   if (request.op == native::kMapReplica) return ApplyReplica(connection, request);
   // A lean request is decoded into this thread's reused request (its strings keep their
-  // capacity from one request to the next), unless one is being handled on this thread
-  // already; a Cap'n Proto one into its own.
+  // capacity from one request to the next, up to kKeptValueBytes of value), unless one is
+  // being handled on this thread already; a Cap'n Proto one into its own.
   static thread_local map::MapRequest reused;
   static thread_local bool reused_busy = false;
   std::optional<map::MapRequest> owned;
@@ -87,7 +87,10 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
   struct Release {
     bool* busy = nullptr;
     ~Release() {
-      if (busy != nullptr) *busy = false;
+      if (busy == nullptr) return;
+      *busy = false;
+      constexpr std::size_t kKeptValueBytes = 64 << 10;  // a large value is not kept
+      if (reused.value.capacity() > kKeptValueBytes) std::string().swap(reused.value);
     }
   } release;
   if (request.lean && !reused_busy) {
