@@ -92,7 +92,7 @@ wire::Message Client::Impl::Encode(const map::MapRequest& request, std::int32_t 
 
 Result<map::MapResult> Client::Impl::Decode(Result<wire::Message> response) {
   if (!response) return std::unexpected(response.error());
-  return response->lean ? map::DecodeLeanResult(response->payload)
+  return response->lean ? map::DecodeLeanResult(std::move(response->payload))
                         : map::DecodeResult(response->payload);
 }
 

@@ -238,7 +238,11 @@ std::optional<std::string> EncodeLeanResult(const MapResult& r, std::size_t room
   return out;
 }
 
-base::Result<MapResult> DecodeLeanResult(std::string_view bytes) {
+namespace {
+
+// DecodeLeanResult of `bytes`; with `owner` (the string `bytes` views), the value takes the
+// owner's allocation instead of a copy.
+base::Result<MapResult> DecodeLeanResultOf(std::string_view bytes, std::string* owner) {
   Reader in(bytes);
   MapResult r;
   const auto flags = in.Get<std::uint8_t>();
@@ -250,8 +254,26 @@ base::Result<MapResult> DecodeLeanResult(std::string_view bytes) {
                 "malformed lean map result (" + std::to_string(bytes.size()) + " bytes)");
   }
   r.flag = (flags & kFlag) != 0;
-  if (flags & kHasValue) r.value.emplace(in.rest());
+  if (flags & kHasValue) {
+    if (owner == nullptr) {
+      r.value.emplace(in.rest());
+    } else {  // the value is the bytes' tail: keep their allocation, drop what is before it
+      const std::size_t head = bytes.size() - in.rest().size();
+      owner->erase(0, head);
+      r.value.emplace(std::move(*owner));
+    }
+  }
   return r;
+}
+
+}  // namespace
+
+base::Result<MapResult> DecodeLeanResult(std::string_view bytes) {
+  return DecodeLeanResultOf(bytes, nullptr);
+}
+
+base::Result<MapResult> DecodeLeanResult(std::string&& bytes) {
+  return DecodeLeanResultOf(bytes, &bytes);
 }
 
 }  // namespace tessera::map

@@ -291,6 +291,12 @@ TEST_CASE("Lean map requests and results round-trip the hot keyed operations",
   CHECK(back->value == result.value);
   CHECK(back->flag);
   CHECK(back->count == -3);
+  // Decoded from bytes given up (a frame's payload), the same result.
+  auto taken = tessera::map::DecodeLeanResult(std::string(*lean));
+  REQUIRE(taken);
+  CHECK(taken->value == result.value);
+  CHECK(taken->flag);
+  CHECK(taken->count == -3);
   auto absent = tessera::map::DecodeLeanResult(*tessera::map::EncodeLeanResult(MapResult{}));
   REQUIRE(absent);
   CHECK_FALSE(absent->value.has_value());
@@ -432,6 +438,11 @@ TEST_CASE("Lean stream appends and results with entries round-trip (protocol ver
   CHECK(result_back->entries == result.entries);
   CHECK(result_back->count == 2);
   CHECK(result_back->value == result.value);
+  auto taken = tessera::map::DecodeLeanResult(std::string(*lean));
+  REQUIRE(taken);
+  CHECK(taken->entries == result.entries);
+  CHECK(taken->count == 2);
+  CHECK(taken->value == result.value);
   // The value is the rest of the payload (the frame's length bounds it): every cut before it
   // is refused.
   for (std::size_t cut = 0; cut < lean->size() - result.value->size(); ++cut) {

@@ -57,6 +57,9 @@ base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes);
 base::Result<void> DecodeLeanRequestInto(std::string_view bytes, MapRequest& request);
 std::optional<std::string> EncodeLeanResult(const MapResult& result, std::size_t room = 0);
 base::Result<MapResult> DecodeLeanResult(std::string_view bytes);
+// The same from bytes the caller gives up (a frame's payload): the value keeps their
+// allocation (what is before it is erased) instead of being copied into one of its own.
+base::Result<MapResult> DecodeLeanResult(std::string&& bytes);
 
 std::string EncodeListenerOptions(const ListenerOptions& options);
 base::Result<ListenerOptions> DecodeListenerOptions(std::string_view bytes);
