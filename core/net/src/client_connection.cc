@@ -221,9 +221,10 @@ void ClientConnection::OnResponse(wire::Message message) {
     }
     return;
   }
-  PendingCall call = std::move(it->second);
-  pending_.erase(it);
+  auto entry = pending_.extract(it);
   pending_count_.fetch_sub(1);
+  PendingCall call = std::move(entry.mapped());
+  if (spare_entries_.size() < kSpareEntries) spare_entries_.push_back(std::move(entry));
   if (message.error) {
     call.callback(std::unexpected(std::move(*message.error)));
   } else {
@@ -339,7 +340,16 @@ void ClientConnection::StartCall(std::uint64_t call_id, wire::Service service, s
     asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
     return;
   }
-  pending_.emplace(call_id, PendingCall{std::move(callback), deadline, timeout, service, op});
+  PendingCall call{std::move(callback), deadline, timeout, service, op};
+  if (spare_entries_.empty()) {
+    pending_.emplace(call_id, std::move(call));
+  } else {  // a finished call's entry, reused
+    auto entry = std::move(spare_entries_.back());
+    spare_entries_.pop_back();
+    entry.key() = call_id;
+    entry.mapped() = std::move(call);
+    pending_.insert(std::move(entry));
+  }
   pending_count_.fetch_add(1);
   ArmTimeoutTick();
   connection_->SendFrame(std::move(frame));  // if closing, on_closed fails the call

@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "tessera/base/error.h"
 #include "tessera/net/connection.h"
@@ -167,6 +168,10 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   wire::HelloReply hello_reply_;
   std::optional<base::Error> close_reason_;  // e.g. the member's protocol error report
   std::unordered_map<std::uint64_t, PendingCall> pending_;
+  // Entries of pending_ whose calls finished, kept for the next calls (up to kSpareEntries):
+  // a pipelined call then allocates no map node.
+  static constexpr std::size_t kSpareEntries = 128;
+  std::vector<std::unordered_map<std::uint64_t, PendingCall>::node_type> spare_entries_;
 };
 
 }  // namespace tessera::net
