@@ -357,6 +357,21 @@ TEST_CASE("A lean frame sealed in place is the frame EncodeFrame makes", "[wire]
     Message header = m;
     header.payload = "not read";
     REQUIRE(tessera::wire::SealLeanFrame(header, frame));
+    // The layout byte by byte (EncodeFrame seals its lean frames the same way, so comparing
+    // with it alone would not catch a wrong header): length with the lean bit, kind, call id,
+    // partition, service, op, all little-endian, then the payload untouched.
+    std::string expected;
+    auto put = [&expected](std::uint64_t v, int bytes) {
+      for (int i = 0; i < bytes; ++i) expected.push_back(static_cast<char>(v >> (8 * i)));
+    };
+    put(0x80000000ULL | (17 + m.payload.size()), 4);
+    put(static_cast<std::uint64_t>(m.kind), 1);
+    put(m.call_id, 8);
+    put(static_cast<std::uint32_t>(m.partition_id), 4);
+    put(static_cast<std::uint64_t>(m.service), 2);
+    put(m.op, 2);
+    expected += m.payload;
+    CHECK(frame == expected);
     CHECK(frame == EncodeFrame(m));
     CHECK(DecodeAcceptingLean(frame) == m);
   }
