@@ -8,7 +8,13 @@
 //                                expire at once (1 s TTL, default MapServiceOptions, 2 shards):
 //                                time from the TTL deadline until every entry is reclaimed;
 //                                median, min and max over the rounds.
-// With no arguments runs both with the defaults (1M entries, 3 rounds).
+//   map_bench churn [entries] [rounds]
+//                                first-in first-out churn at the table's highest load (a
+//                                stream's pattern): the table is filled to 0.8 of its slots,
+//                                then each step erases the oldest key and writes a new one:
+//                                ns per step, and per lookup of a present key; median over
+//                                the rounds.
+// With no arguments runs all three with the defaults (1M entries, 3 rounds).
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
@@ -173,11 +179,64 @@ void SweepBench(std::int64_t n, int rounds) {
 }
 }  // namespace
 
+void ChurnBench(std::int64_t n, int rounds) {
+  // The largest count that keeps a power-of-two table at (just under) 0.8 load.
+  std::int64_t slots = 16;
+  while (slots * 8 / 10 < n) slots *= 2;
+  const std::int64_t live = slots * 8 / 10 - 1;
+  const std::int64_t steps = live / 2;
+  const std::string value(100, 'v');
+  std::vector<double> step_ns, find_ns;
+  using SteadyClock = std::chrono::steady_clock;
+  auto ns_per = [](SteadyClock::time_point from, std::int64_t count) {
+    return std::chrono::duration<double, std::nano>(SteadyClock::now() - from).count() /
+           static_cast<double>(count);
+  };
+  for (int r = 0; r < rounds; ++r) {
+    map::RecordStore store;
+    for (std::int64_t i = 0; i < live; ++i) store.Write(Key(i), value, 1000);
+    std::vector<std::string> keys;
+    keys.reserve(steps);
+    for (std::int64_t i = 0; i < steps; ++i) keys.push_back(Key(live + i));
+    std::vector<std::string> old_keys;
+    old_keys.reserve(steps);
+    for (std::int64_t i = 0; i < steps; ++i) old_keys.push_back(Key(i));
+    auto start = SteadyClock::now();
+    for (std::int64_t i = 0; i < steps; ++i) {
+      store.Erase(old_keys[i]);
+      store.Write(keys[i], value, 1001);
+    }
+    step_ns.push_back(ns_per(start, steps));
+    std::int64_t found = 0;
+    start = SteadyClock::now();
+    for (const auto& k : keys) found += store.Find(k) != nullptr ? 1 : 0;
+    find_ns.push_back(ns_per(start, steps));
+    if (found != steps || static_cast<std::int64_t>(store.capacity()) != slots) {
+      std::fprintf(stderr, "churn: %lld of %lld keys found, %zu slots: the store is broken\n",
+                   static_cast<long long>(found), static_cast<long long>(steps), store.capacity());
+      std::exit(1);
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf(
+      "churn: %lld entries in %lld slots, %lld steps of erasing the oldest and writing "
+      "a new one\n",
+      static_cast<long long>(live), static_cast<long long>(slots), static_cast<long long>(steps));
+  std::printf(
+      "  %.0f ns per step (erase + write), then %.0f ns per find of a new key (median of "
+      "%d rounds)\n",
+      median(step_ns), median(find_ns), rounds);
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
   const std::int64_t n = argc > 2 ? std::atoll(argv[2]) : 1'000'000;
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 3;
   if (mode == "memory" || mode == "all") MemoryBench(n);
   if (mode == "sweep" || mode == "all") SweepBench(n, std::max(rounds, 1));
+  if (mode == "churn" || mode == "all") ChurnBench(n, std::max(rounds, 1));
   return 0;
 }

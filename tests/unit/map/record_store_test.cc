@@ -61,6 +61,44 @@ TEST_CASE("RecordStore stays consistent with a reference map under random churn"
   CHECK(visited == reference.size());
 }
 
+TEST_CASE("RecordStore finds every entry after first-in first-out churn in a full table",
+          "[map][store]") {
+  // A stream's pattern: the oldest key goes as a new one comes, at the table's highest load
+  // (0.8 of 2^19 slots), where some probe runs are longer than a slot's distance field holds
+  // (63): deletions then move entries of long runs back, and each must stay findable.
+  RecordStore store;
+  constexpr int kLive = 419'000;
+  constexpr int kTurns = 150'000;
+  auto key = [](int i) { return "event-" + std::to_string(i) + "@orders#3"; };
+  auto value = [](int i) { return std::to_string(i * 7); };
+  for (int i = 0; i < kLive; ++i) store.Write(key(i), value(i), i);
+  REQUIRE(store.capacity() == (1u << 19));
+  REQUIRE(store.LongestProbe() > 63);
+  for (int i = 0; i < kTurns; ++i) {
+    REQUIRE(store.Erase(key(i)));
+    store.Write(key(kLive + i), value(kLive + i), i);
+  }
+  CHECK(store.capacity() == (1u << 19));
+  REQUIRE(store.size() == static_cast<std::size_t>(kLive));
+  int missing = 0;
+  int wrong = 0;
+  for (int i = kTurns; i < kLive + kTurns; ++i) {
+    const Record* r = store.Find(key(i));
+    if (r == nullptr) {
+      ++missing;
+    } else if (r->value() != value(i)) {
+      ++wrong;
+    }
+  }
+  CHECK(missing == 0);
+  CHECK(wrong == 0);
+  for (int i = 0; i < kTurns; i += 997) CHECK(store.Find(key(i)) == nullptr);
+  // Erasing everything in another order leaves an empty, consistent table.
+  for (int i = kLive + kTurns - 1; i >= kTurns; --i) REQUIRE(store.Erase(key(i)));
+  CHECK(store.size() == 0);
+  CHECK(store.Find(key(kTurns)) == nullptr);
+}
+
 TEST_CASE("RecordStore handles empty keys and values and binary bytes", "[map][store]") {
   RecordStore store;
   const std::string binary("a\0b", 3);
