@@ -78,7 +78,7 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
   if (request.op == native::kMapRemoveListener) return RemoveListener(connection, request);
   if (request.op == native::kMapReplica) return ApplyReplica(connection, request);
   // A lean request is decoded into this thread's reused request (its strings keep their
-  // capacity from one request to the next, up to kKeptValueBytes of value), unless one is
+  // capacity from one request to the next, up to kKeptBytes of value and of entries), unless one is
   // being handled on this thread already; a Cap'n Proto one into its own.
   static thread_local map::MapRequest reused;
   static thread_local bool reused_busy = false;
@@ -89,8 +89,16 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
     ~Release() {
       if (busy == nullptr) return;
       *busy = false;
-      constexpr std::size_t kKeptValueBytes = 64 << 10;  // a large value is not kept
-      if (reused.value.capacity() > kKeptValueBytes) std::string().swap(reused.value);
+      // A large value, or a batch's large events, are not kept.
+      constexpr std::size_t kKeptBytes = 64 << 10;
+      if (reused.value.capacity() > kKeptBytes) std::string().swap(reused.value);
+      std::size_t kept = 0;
+      for (const auto& [key, value] : reused.entries) kept += key.capacity() + value.capacity();
+      for (const auto& id : reused.keys) kept += id.capacity();
+      if (kept > kKeptBytes) {
+        decltype(reused.entries)().swap(reused.entries);
+        decltype(reused.keys)().swap(reused.keys);
+      }
     }
   } release;
   if (request.lean && !reused_busy) {

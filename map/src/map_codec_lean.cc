@@ -58,11 +58,17 @@ class Reader {
     in_.remove_prefix(sizeof(T));
     return static_cast<T>(bits);
   }
-  void GetString(std::string& out) {
+  void GetString(std::string& out) { out.assign(GetView()); }
+  // A string as a view into the input ("" and not ok when it does not fit).
+  std::string_view GetView() {
     const auto size = Get<std::uint32_t>();
-    if (!ok_ || size > in_.size()) return Bad();
-    out.assign(in_.substr(0, size));
+    if (!ok_ || size > in_.size()) {
+      Bad();
+      return {};
+    }
+    const std::string_view out = in_.substr(0, size);
     in_.remove_prefix(size);
+    return out;
   }
   // A count of items each at least `min_bytes` long; 0 (and not ok) when the rest cannot
   // hold them, so a forged count never reserves memory. Zero is refused too: an empty list
@@ -174,8 +180,35 @@ base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
   return r;
 }
 
+namespace {
+
+// Reads `n` integer arguments into `kept` (the previous request's) when they have its names in
+// its order: only the values change. Otherwise false, and `in` is where it was.
+bool ReuseIntArguments(Reader& in, std::size_t n, record::GenericRecord& kept) {
+  if (!kept.type_name().empty() || kept.fields().size() != n) return false;
+  Reader probe = in;
+  for (const auto& field : kept.fields()) {
+    const std::string_view name = probe.GetView();
+    probe.Get<std::int64_t>();
+    if (!probe.ok() || name != field.name || field.value.type() != record::FieldType::kInt64) {
+      return false;
+    }
+  }
+  for (const auto& field : kept.fields()) {
+    in.GetView();
+    kept.Set(field.name, in.Get<std::int64_t>());
+  }
+  return true;
+}
+
+}  // namespace
+
 base::Result<void> DecodeLeanRequestInto(std::string_view bytes, MapRequest& r) {
   Reader in(bytes);
+  // Kept from the previous request for this one (see the header).
+  auto entries = std::move(r.entries);
+  auto keys = std::move(r.keys);
+  auto argument = std::move(r.argument);
   r.Clear();
   r.op = static_cast<MapOp>(in.Get<std::uint8_t>());
   const auto flags = in.Get<std::uint8_t>();
@@ -185,23 +218,30 @@ base::Result<void> DecodeLeanRequestInto(std::string_view bytes, MapRequest& r) 
   if (flags & kTtl) r.options.ttl_ms = in.Get<std::int64_t>();
   if (flags & kMaxIdle) r.options.max_idle_ms = in.Get<std::int64_t>();
   r.options.keep_ttl = (flags & kKeepTtl) != 0;
-  if (flags & kEntries) in.GetEntries(r.entries);
+  if (flags & kEntries) {
+    r.entries = std::move(entries);
+    in.GetEntries(r.entries);
+  }
   if (flags & kKeys) {
+    r.keys = std::move(keys);
     r.keys.resize(in.GetCount<std::uint32_t>(4));
     for (auto& k : r.keys) in.GetString(k);
   }
   if (flags & kIntArgs) {
     const std::size_t n = in.GetCount<std::uint8_t>(12);
-    auto argument = record::GenericRecord::Build();  // its fields in one allocation
-    argument.Reserve(n);
-    for (std::size_t i = 0; i < n && in.ok(); ++i) {
-      std::string name;
-      in.GetString(name);
-      const auto value = in.Get<std::int64_t>();
-      argument.Int64(std::move(name), value);  // a name given again replaces the first
+    if (in.ok() && ReuseIntArguments(in, n, argument)) {
+      r.argument = std::move(argument);
+    } else {
+      auto built = record::GenericRecord::Build();  // its fields in one allocation
+      built.Reserve(n);
+      for (std::size_t i = 0; i < n && in.ok(); ++i) {
+        std::string name(in.GetView());
+        const auto value = in.Get<std::int64_t>();
+        built.Int64(std::move(name), value);  // a name given again replaces the first
+      }
+      r.argument = built.Done();
+      if (r.argument.fields().size() != n) in.Bad();  // twice the same name: not ours
     }
-    r.argument = argument.Done();
-    if (r.argument.fields().size() != n) in.Bad();  // twice the same name: not ours
   }
   if (!in.ok() || !in.rest().empty()) {
     return Fail(ErrorCode::kBadRequest, "malformed lean map request (" +

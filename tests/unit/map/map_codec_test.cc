@@ -402,11 +402,39 @@ TEST_CASE("Lean stream appends and results with entries round-trip (protocol ver
   set.op = tessera::map::MapOp::kSet;
   set.value = std::string(200, 'v');
   set.options.ttl_ms = 5'000;
+  // Appends that keep, or do not keep, the one before's argument names, entries and ids.
+  MapRequest next = rq;
+  next.entries = {{"o", std::string(300, 'p')}};
+  next.keys = {"an-event-id-longer-than-fifteen-bytes"};
+  next.argument = GenericRecord::Build()
+                      .Int64("max_events", 7)
+                      .Int64("max_bytes", 9)
+                      .Int64("max_age_ms", 0)
+                      .Done();
+  MapRequest reordered = next;
+  reordered.argument = GenericRecord::Build()
+                           .Int64("max_bytes", 1)
+                           .Int64("max_events", 2)
+                           .Int64("max_age_ms", 3)
+                           .Done();
+  MapRequest fewer = next;
+  fewer.argument = GenericRecord::Build().Int64("max_events", 5).Int64("max_bytes", 6).Done();
+  MapRequest renamed = next;
+  renamed.argument = GenericRecord::Build()
+                         .Int64("max_events", 1)
+                         .Int64("max_bytez", 2)
+                         .Int64("max_age_ms", 3)
+                         .Done();
+  const std::string next_bytes = tessera::map::EncodeLeanRequest(next);
+  const std::string next_cut = next_bytes.substr(0, next_bytes.size() - 3);  // in an argument
   MapRequest reused;
   for (const std::string& encoded :
        {bytes, tessera::map::EncodeLeanRequest(get), unknown_flag,
         tessera::map::EncodeLeanRequest(set), tessera::map::EncodeLeanRequest(get),
-        tessera::map::EncodeLeanRequest(bare), bytes}) {
+        tessera::map::EncodeLeanRequest(bare), bytes, next_bytes, bytes, next_cut, next_bytes,
+        tessera::map::EncodeLeanRequest(reordered), tessera::map::EncodeLeanRequest(fewer),
+        tessera::map::EncodeLeanRequest(next), tessera::map::EncodeLeanRequest(renamed),
+        tessera::map::EncodeLeanRequest(bare), next_bytes}) {
     auto fresh = tessera::map::DecodeLeanRequest(encoded);
     auto into = tessera::map::DecodeLeanRequestInto(encoded, reused);
     REQUIRE(into.has_value() == fresh.has_value());

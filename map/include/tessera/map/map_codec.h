@@ -51,8 +51,10 @@ bool LeanEncodable(const MapRequest& request, std::uint32_t protocol_version);
 // place by wire::SealLeanFrame).
 std::string EncodeLeanRequest(const MapRequest& request, std::size_t room = 0);
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes);
-// The same into `request` (cleared first), which keeps its strings' capacity: a caller that
-// decodes one request after another into one MapRequest allocates for none after the first few.
+// The same into `request` (cleared first), which keeps its strings' capacity, its entries'
+// and event ids' strings, and its integer arguments when the next request has the same names
+// in the same order (a stream's limits, sent with every append): a caller that decodes one
+// request after another into one MapRequest allocates for none after the first few.
 // On failure `request` holds whatever was decoded before the problem.
 base::Result<void> DecodeLeanRequestInto(std::string_view bytes, MapRequest& request);
 std::optional<std::string> EncodeLeanResult(const MapResult& result, std::size_t room = 0);
