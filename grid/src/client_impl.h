@@ -201,12 +201,14 @@ struct Client::Impl : public Invoker,
   void InvokeUntil(std::shared_ptr<const map::MapRequest> request, Clock::time_point deadline,
                    Callback done);
 
-  void RetryAfter(std::chrono::milliseconds delay, std::function<void()> fn);
+  // A retry's state: the request, its deadline, the client and the caller's callback.
+  using RetryFn = base::UniqueFunction<void(), 128>;
+  void RetryAfter(std::chrono::milliseconds delay, RetryFn fn);
 
   // A retry's turn: InvokeUntil again, or, the client being gone, kShuttingDown to `done`.
   static void RetryOrShutDown(const std::weak_ptr<Impl>& weak,
                               const std::shared_ptr<const map::MapRequest>& request,
-                              Clock::time_point deadline, const Callback& done);
+                              Clock::time_point deadline, Callback done);
 
   Result<map::MapResult> InvokeSync(map::MapRequest request) override;
 

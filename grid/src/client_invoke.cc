@@ -134,14 +134,15 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
     if (error.code() == ErrorCode::kConnectionFailed && Clock::now() < deadline &&
         io.get_executor().running_in_this_thread()) {
       return RetryAfter(std::chrono::milliseconds(50),
-                        [weak, request, deadline, done = std::move(done)] {
-                          RetryOrShutDown(weak, request, deadline, done);
+                        [weak, request, deadline, done = std::move(done)]() mutable {
+                          RetryOrShutDown(weak, request, deadline, std::move(done));
                         });
     }
     boost::asio::post(io, [done = std::move(done), e = error] { done(std::unexpected(e)); });
     return;
   }
-  auto on_reply = [weak, request, deadline, done = std::move(done)](Result<wire::Message> r) {
+  auto on_reply = [weak, request, deadline,
+                   done = std::move(done)](Result<wire::Message> r) mutable {
     auto result = Decode(std::move(r));
     auto self = weak.lock();
     if (result || !self || Clock::now() >= deadline || !Retryable(result.error(), *request)) {
@@ -150,8 +151,8 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
     self->log->debug("retrying {} after: {}", map::MapOpName(request->op),
                      result.error().message());
     self->RetryAfter(std::chrono::milliseconds(20),
-                     [weak, request, deadline, done = std::move(done)] {
-                       RetryOrShutDown(weak, request, deadline, done);
+                     [weak, request, deadline, done = std::move(done)]() mutable {
+                       RetryOrShutDown(weak, request, deadline, std::move(done));
                      });
   };
   if (map::LeanEncodable(*request, target->conn->protocol_version())) {
@@ -168,15 +169,15 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
 
 void Client::Impl::RetryOrShutDown(const std::weak_ptr<Impl>& weak,
                                    const std::shared_ptr<const map::MapRequest>& request,
-                                   Clock::time_point deadline, const Callback& done) {
-  if (auto again = weak.lock()) return again->InvokeUntil(request, deadline, done);
+                                   Clock::time_point deadline, Callback done) {
+  if (auto again = weak.lock()) return again->InvokeUntil(request, deadline, std::move(done));
   // The client is gone but its loop (shared) runs on: the call still gets its one answer.
   done(base::Fail(ErrorCode::kShuttingDown,
                   std::string(map::MapOpName(request->op)) +
                       ": the client was shut down before the call's retry"));
 }
 
-void Client::Impl::RetryAfter(std::chrono::milliseconds delay, std::function<void()> fn) {
+void Client::Impl::RetryAfter(std::chrono::milliseconds delay, RetryFn fn) {
   auto timer = std::make_shared<boost::asio::steady_timer>(io, delay);
   timer->async_wait([timer, fn = std::move(fn)](const boost::system::error_code& ec) {
     if (!ec) fn();

@@ -4,10 +4,12 @@ namespace tessera::grid {
 
 void EmbeddedInvoker::Invoke(map::MapRequest request, Callback done) {
   EventExecutor* events = &events_;
-  service_.Execute(
-      std::move(request), [events, done = std::move(done)](base::Result<map::MapResult> r) mutable {
-        events->Post([done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
-      });
+  // The map service and the event executor take copyable callbacks: `done` (move-only) is
+  // shared between their copies and called once.
+  auto shared = std::make_shared<Callback>(std::move(done));
+  service_.Execute(std::move(request), [events, shared](base::Result<map::MapResult> r) mutable {
+    events->Post([shared, r = std::move(r)]() mutable { (*shared)(std::move(r)); });
+  });
 }
 
 base::Result<map::MapResult> EmbeddedInvoker::InvokeSync(map::MapRequest request) {

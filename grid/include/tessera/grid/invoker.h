@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "tessera/base/error.h"
+#include "tessera/base/unique_function.h"
 #include "tessera/map/map_request.h"
 #include "tessera/map/map_service.h"
 
@@ -16,7 +17,9 @@ namespace tessera::grid {
 
 class Invoker {
  public:
-  using Callback = std::function<void(base::Result<map::MapResult>)>;
+  // Move-only, with room for a callback that captures a few pointers and another callback
+  // (no allocation per call for it); any callable converts to it, as to a std::function.
+  using Callback = base::UniqueFunction<void(base::Result<map::MapResult>), 64>;
   virtual ~Invoker() = default;
 
   // Runs the request; `done` is called exactly once, on an internal thread (never inline

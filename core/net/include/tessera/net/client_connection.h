@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "tessera/base/error.h"
+#include "tessera/base/unique_function.h"
 #include "tessera/net/connection.h"
 #include "tessera/wire/message.h"
 
@@ -51,7 +52,9 @@ struct ClientOptions {
 
 class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
  public:
-  using CallCallback = std::function<void(base::Result<wire::Message>)>;
+  // Move-only, with room inside for a callback that captures two shared pointers, a deadline
+  // and another (64-byte) callback, the client's retry state: no allocation per call for it.
+  using CallCallback = base::UniqueFunction<void(base::Result<wire::Message>), 128>;
   using ConnectCallback = std::function<void(base::Result<std::shared_ptr<ClientConnection>>)>;
 
   // Connects to options.host:options.port on `io` and performs the Hello; `done` runs once on
