@@ -8,7 +8,10 @@ void EmbeddedInvoker::Invoke(map::MapRequest request, Callback done) {
   // shared between their copies and called once.
   auto shared = std::make_shared<Callback>(std::move(done));
   service_.Execute(std::move(request), [events, shared](base::Result<map::MapResult> r) mutable {
-    events->Post([shared, r = std::move(r)]() mutable { (*shared)(std::move(r)); });
+    events->Post([shared, r = std::move(r)]() mutable {
+      auto done = std::move(*shared);  // ends with the call, on the event thread
+      done(std::move(r));
+    });
   });
 }
 

@@ -75,7 +75,8 @@ constexpr std::int64_t kPrefetchRun = 32;
 
 void PrefetchEvents(const RecordStore& store, std::string_view sub, std::int64_t from,
                     std::int64_t last, std::string& key) {
-  const std::int64_t end = std::min(last, from + kPrefetchRun - 1);
+  if (last < from) return;
+  const std::int64_t end = last - from < kPrefetchRun ? last : from + kPrefetchRun - 1;
   for (std::int64_t offset = from; offset <= end; ++offset) {
     StreamEventKeyInto(key, sub, offset);
     store.Prefetch(key);
@@ -96,7 +97,7 @@ std::int64_t Trim(RecordStore& store, std::string_view sub, StreamMeta& m, OpCon
   const std::int64_t last = slowest != nullptr ? std::min(m.tail, slowest->second) : 0;
   while (m.head <= m.tail && removed < kTrimStep) {
     if (removed % kPrefetchRun == 0) {
-      PrefetchEvents(store, sub, m.head, std::min(last, m.head + kTrimStep - 1 - removed), key);
+      PrefetchEvents(store, sub, m.head, last, key);  // kPrefetchRun of them at most
     }
     if (slowest == nullptr && max_age_ms <= 0) break;  // no groups: kept until room is needed
     if (slowest != nullptr && m.head > slowest->second) break;  // someone has not committed it

@@ -89,3 +89,40 @@ TEST_CASE("An empty std::function or null pointer makes an empty UniqueFunction"
   UniqueFunction<void()> defaulted;
   CHECK_FALSE(defaulted);
 }
+
+TEST_CASE(
+    "UniqueFunction drops a result for a void signature, calls through a const object, "
+    "and survives being assigned what its own callable holds",
+    "[base][function]") {
+  int calls = 0;
+  UniqueFunction<void(int)> drops = [&calls](int x) {
+    ++calls;
+    return x * 2;  // a result the void signature drops
+  };
+  drops(1);
+  CHECK(calls == 1);
+  // A callable with state, called through a const reference, keeps its state.
+  const UniqueFunction<int()> counter = [n = 0]() mutable { return ++n; };
+  CHECK(counter() == 1);
+  CHECK(counter() == 2);
+  // An empty UniqueFunction of another size converts to an empty one.
+  UniqueFunction<void(int), 32> empty_other;
+  UniqueFunction<void(int)> from_empty = std::move(empty_other);
+  CHECK_FALSE(from_empty);
+  // The next callback lives inside the current one and is assigned over it.
+  int live = 0;
+  UniqueFunction<int()> current;
+  {
+    UniqueFunction<int()> inner = [c = Counted(&live)] { return 7; };
+    auto box = std::make_shared<UniqueFunction<int()>>(std::move(inner));
+    current = [c = Counted(&live), box] { return 1; };
+    CHECK(live == 2);
+    UniqueFunction<int()>& next = *box;
+    box.reset();  // now only the callable being replaced owns `next`
+    current = std::move(next);
+  }
+  CHECK(live == 1);
+  CHECK(current() == 7);
+  current = nullptr;
+  CHECK(live == 0);
+}

@@ -6,9 +6,9 @@
 // callback, retries' state included) that was one of the ~7 allocations per map get.
 //
 // Differences from std::function: move-only (so it holds move-only callables too); calling an
-// empty one is a TESSERA_CHECK failure, not an exception; an empty std::function or null
-// function pointer given to it makes an empty UniqueFunction. A callable larger than
-// kInlineBytes, or one that may throw when moved, is kept on the heap.
+// empty one is a TESSERA_CHECK failure, not an exception; an empty std::function,
+// UniqueFunction or null function pointer given to it makes an empty UniqueFunction. A callable
+// larger than kInlineBytes, or one that may throw when moved, is kept on the heap.
 //
 // Thread-compatible, like std::function.
 
@@ -36,7 +36,8 @@ class UniqueFunction<R(Args...), kInlineBytes> {
             typename = std::enable_if_t<!std::is_same_v<D, UniqueFunction> &&
                                         std::is_invocable_r_v<R, D&, Args...>>>
   UniqueFunction(F&& f) {  // NOLINT: converts implicitly, as std::function does
-    if constexpr (std::is_pointer_v<D> || std::is_member_pointer_v<D> || IsStdFunction<D>::value) {
+    if constexpr (std::is_pointer_v<D> || std::is_member_pointer_v<D> || IsStdFunction<D>::value ||
+                  IsUniqueFunction<D>::value) {
       if (!f) return;  // empty stays empty
     }
     if constexpr (kFitsInline<D>) {
@@ -50,10 +51,10 @@ class UniqueFunction<R(Args...), kInlineBytes> {
 
   UniqueFunction(UniqueFunction&& other) noexcept { TakeFrom(other); }
   UniqueFunction& operator=(UniqueFunction&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      TakeFrom(other);
-    }
+    // `other` may live inside the callable this one holds: taken before that is destroyed.
+    UniqueFunction taken(std::move(other));
+    Reset();
+    TakeFrom(taken);
     return *this;
   }
   UniqueFunction& operator=(std::nullptr_t) noexcept {
@@ -69,7 +70,7 @@ class UniqueFunction<R(Args...), kInlineBytes> {
   // REQUIRES: not empty.
   R operator()(Args... args) const {
     TESSERA_CHECK(ops_ != nullptr, "called an empty UniqueFunction");
-    return ops_->invoke(const_cast<unsigned char*>(storage_), std::forward<Args>(args)...);
+    return ops_->invoke(storage_, std::forward<Args>(args)...);
   }
 
  private:
@@ -77,11 +78,25 @@ class UniqueFunction<R(Args...), kInlineBytes> {
   struct IsStdFunction : std::false_type {};
   template <typename S>
   struct IsStdFunction<std::function<S>> : std::true_type {};
+  template <typename T>
+  struct IsUniqueFunction : std::false_type {};
+  template <typename S, std::size_t N>
+  struct IsUniqueFunction<UniqueFunction<S, N>> : std::true_type {};
 
   template <typename D>
   static constexpr bool kFitsInline =
       sizeof(D) <= kInlineBytes &&
       alignof(D) <= alignof(std::max_align_t) && std::is_nothrow_move_constructible_v<D>;
+
+  // A callable's result is dropped for a void signature, as std::function drops it.
+  template <typename D>
+  static R Call(D& callable, Args&&... args) {
+    if constexpr (std::is_void_v<R>) {
+      std::invoke(callable, std::forward<Args>(args)...);
+    } else {
+      return std::invoke(callable, std::forward<Args>(args)...);
+    }
+  }
 
   struct Ops {
     R (*invoke)(void* storage, Args&&... args);
@@ -92,8 +107,7 @@ class UniqueFunction<R(Args...), kInlineBytes> {
 
   template <typename D>
   static constexpr Ops kInlineOps{[](void* s, Args&&... args) -> R {
-                                    return std::invoke(*static_cast<D*>(s),
-                                                       std::forward<Args>(args)...);
+                                    return Call(*static_cast<D*>(s), std::forward<Args>(args)...);
                                   },
                                   [](void* from, void* to) noexcept {
                                     ::new (to) D(std::move(*static_cast<D*>(from)));
@@ -104,7 +118,7 @@ class UniqueFunction<R(Args...), kInlineBytes> {
   template <typename D>
   static constexpr Ops kHeapOps{
       [](void* s, Args&&... args) -> R {
-        return std::invoke(**static_cast<D**>(s), std::forward<Args>(args)...);
+        return Call(**static_cast<D**>(s), std::forward<Args>(args)...);
       },
       [](void* from, void* to) noexcept { *static_cast<D**>(to) = *static_cast<D**>(from); },
       [](void* s) noexcept { delete *static_cast<D**>(s); }};
@@ -123,7 +137,9 @@ class UniqueFunction<R(Args...), kInlineBytes> {
   }
 
   static_assert(kInlineBytes >= sizeof(void*), "room for at least the heap pointer");
-  alignas(std::max_align_t) unsigned char storage_[kInlineBytes];
+  // mutable: a call on a const UniqueFunction may change its callable's state, as with
+  // std::function.
+  alignas(std::max_align_t) mutable unsigned char storage_[kInlineBytes];
   const Ops* ops_ = nullptr;
 };
 
