@@ -93,8 +93,10 @@ std::int64_t Trim(RecordStore& store, std::string_view sub, StreamMeta& m, OpCon
   const auto* slowest = m.Slowest();
   std::int64_t removed = 0;
   std::string key;
-  // What the groups committed is what goes (unless max_age_ms keeps it): fetched ahead.
-  const std::int64_t last = slowest != nullptr ? std::min(m.tail, slowest->second) : 0;
+  // What the groups committed is what goes: fetched ahead. (With max_age_ms an event may stay
+  // for its age, and an append would fetch what it then does not drop: not fetched.)
+  const std::int64_t last =
+      slowest != nullptr && max_age_ms <= 0 ? std::min(m.tail, slowest->second) : 0;
   while (m.head <= m.tail && removed < kTrimStep) {
     if (removed % kPrefetchRun == 0) {
       PrefetchEvents(store, sub, m.head, last, key);  // kPrefetchRun of them at most
