@@ -1,6 +1,7 @@
 #include "tessera/map/map_codec.h"
 
 #include <catch2/catch.hpp>
+#include <initializer_list>
 #include <random>
 
 #include "tessera/wire/message.h"
@@ -403,28 +404,21 @@ TEST_CASE("Lean stream appends and results with entries round-trip (protocol ver
   set.value = std::string(200, 'v');
   set.options.ttl_ms = 5'000;
   // Appends that keep, or do not keep, the one before's argument names, entries and ids.
+  auto int_args = [](std::initializer_list<std::pair<const char*, std::int64_t>> fields) {
+    auto builder = GenericRecord::Build();
+    for (const auto& [name, value] : fields) builder.Int64(name, value);
+    return builder.Done();
+  };
   MapRequest next = rq;
   next.entries = {{"o", std::string(300, 'p')}};
   next.keys = {"an-event-id-longer-than-fifteen-bytes"};
-  next.argument = GenericRecord::Build()
-                      .Int64("max_events", 7)
-                      .Int64("max_bytes", 9)
-                      .Int64("max_age_ms", 0)
-                      .Done();
+  next.argument = int_args({{"max_events", 7}, {"max_bytes", 9}, {"max_age_ms", 0}});
   MapRequest reordered = next;
-  reordered.argument = GenericRecord::Build()
-                           .Int64("max_bytes", 1)
-                           .Int64("max_events", 2)
-                           .Int64("max_age_ms", 3)
-                           .Done();
+  reordered.argument = int_args({{"max_bytes", 1}, {"max_events", 2}, {"max_age_ms", 3}});
   MapRequest fewer = next;
-  fewer.argument = GenericRecord::Build().Int64("max_events", 5).Int64("max_bytes", 6).Done();
+  fewer.argument = int_args({{"max_events", 5}, {"max_bytes", 6}});
   MapRequest renamed = next;
-  renamed.argument = GenericRecord::Build()
-                         .Int64("max_events", 1)
-                         .Int64("max_bytez", 2)
-                         .Int64("max_age_ms", 3)
-                         .Done();
+  renamed.argument = int_args({{"max_events", 1}, {"max_bytez", 2}, {"max_age_ms", 3}});
   const std::string next_bytes = tessera::map::EncodeLeanRequest(next);
   const std::string next_cut = next_bytes.substr(0, next_bytes.size() - 3);  // in an argument
   MapRequest reused;
