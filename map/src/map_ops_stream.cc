@@ -7,6 +7,7 @@
 // stay until max_age_ms passes or room is needed (then the oldest go). Removal happens as
 // part of appends and commits, at most kTrimStep events per operation.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <numeric>
 #include <tuple>
@@ -73,18 +74,22 @@ constexpr std::int64_t kTrimStep = 4096;
 // instead of coming one after another.
 constexpr std::int64_t kPrefetchRun = 32;
 
-void PrefetchEvents(const RecordStore& store, std::string_view sub, std::int64_t from,
-                    std::int64_t last, std::string& key) {
-  if (last < from) return;
-  const std::int64_t end = last - from < kPrefetchRun ? last : from + kPrefetchRun - 1;
-  for (std::int64_t offset = from; offset <= end; ++offset) {
-    StreamEventKeyInto(key, sub, offset);
-    store.Prefetch(key);
+// The keys of a run of events, built once for the prefetch passes and the lookups.
+using EventKeys = std::array<std::string, kPrefetchRun>;
+
+// Builds the keys of events [from, min(last, from + kPrefetchRun - 1)] into keys[0..] and
+// prefetches them; returns how many (0 when last < from).
+std::int64_t PrefetchEvents(const RecordStore& store, std::string_view sub, std::int64_t from,
+                            std::int64_t last, EventKeys& keys) {
+  if (last < from) return 0;
+  const std::size_t n =
+      last - from < kPrefetchRun ? static_cast<std::size_t>(last - from + 1) : keys.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    StreamEventKeyInto(keys[i], sub, from + static_cast<std::int64_t>(i));
+    store.Prefetch(keys[i]);
   }
-  for (std::int64_t offset = from; offset <= end; ++offset) {
-    StreamEventKeyInto(key, sub, offset);
-    store.PrefetchRecord(key);
-  }
+  for (std::size_t i = 0; i < n; ++i) store.PrefetchRecord(keys[i]);
+  return static_cast<std::int64_t>(n);
 }
 
 // Removes what retention allows from the front (see the file comment). Returns events removed.
@@ -92,14 +97,14 @@ std::int64_t Trim(RecordStore& store, std::string_view sub, StreamMeta& m, OpCon
                   base::Millis max_age_ms) {
   const auto* slowest = m.Slowest();
   std::int64_t removed = 0;
-  std::string key;
+  EventKeys keys;
   // What the groups committed is what goes: fetched ahead. (With max_age_ms an event may stay
   // for its age, and an append would fetch what it then does not drop: not fetched.)
   const std::int64_t last =
       slowest != nullptr && max_age_ms <= 0 ? std::min(m.tail, slowest->second) : 0;
   while (m.head <= m.tail && removed < kTrimStep) {
     if (removed % kPrefetchRun == 0) {
-      PrefetchEvents(store, sub, m.head, last, key);  // kPrefetchRun of them at most
+      PrefetchEvents(store, sub, m.head, last, keys);  // kPrefetchRun of them at most
     }
     if (slowest == nullptr && max_age_ms <= 0) break;  // no groups: kept until room is needed
     if (slowest != nullptr && m.head > slowest->second) break;  // someone has not committed it
@@ -331,16 +336,21 @@ base::Result<MapResult> OpStreamRead(RecordStore& store, const MapRequest& rq, O
   out.count = m.head;
   out.flag = from < m.head;
   std::int64_t bytes = 0;
-  std::string key;
+  EventKeys keys;
+  std::int64_t built = 0;  // keys of the current run built by PrefetchEvents
   const std::int64_t first = std::max(from, m.head);
   for (std::int64_t offset = first;
        offset <= m.tail && static_cast<std::int64_t>(out.entries.size()) < max && bytes < max_bytes;
        ++offset) {
-    if ((offset - first) % kPrefetchRun == 0) {
+    const std::int64_t in_run = (offset - first) % kPrefetchRun;
+    if (in_run == 0) {
       const std::int64_t wanted = max - static_cast<std::int64_t>(out.entries.size());
-      PrefetchEvents(store, sub, offset, offset + std::min(wanted - 1, m.tail - offset), key);
+      built =
+          PrefetchEvents(store, sub, offset, offset + std::min(wanted - 1, m.tail - offset), keys);
     }
-    StreamEventKeyInto(key, sub, offset);
+    // Past the events wanted when the run began (some were missing): its key is built here.
+    std::string& key = keys[static_cast<std::size_t>(in_run)];
+    if (in_run >= built) StreamEventKeyInto(key, sub, offset);
     if (Record* r = FindLive(store, key, ctx)) {
       bytes += static_cast<std::int64_t>(r->value().size());
       out.entries.emplace_back(std::to_string(offset), std::string(r->value()));
