@@ -374,6 +374,69 @@ TEST_CASE("A full stream blocks, then fails naming the slowest group, and never 
   member.Shutdown();
 }
 
+TEST_CASE("Deleting a group through a client drops its cursors and its hold on the events",
+          "[grid][stream]") {
+  Member member(ClusterMember());
+  REQUIRE(member.Start());
+  StreamConfig config;
+  config.sub_streams = 1;
+  config.max_events = 10;
+  config.block_timeout_ms = 100;
+  auto stream = member.GetStream("ledger", config);
+  REQUIRE(stream->CreateGroup("audit"));
+  REQUIRE(stream->CreateGroup("billing"));
+  REQUIRE(stream->AppendAll(Events(10, 3)));
+  Received billing;
+  auto id = stream->Subscribe("billing", billing.Handler("b"), Fast());
+  REQUIRE(id);
+  auto lag_of = [&](const std::string& group) -> std::int64_t {
+    auto info = stream->Info();
+    if (!info) return -1;
+    for (const auto& g : info->groups) {
+      if (g.group == group) return g.lag;
+    }
+    return -1;
+  };
+  REQUIRE(WaitUntil([&] { return lag_of("billing") == 0; }));
+  REQUIRE(stream->Unsubscribe(*id));
+  // Full: "audit" has committed nothing, so the ten events stay for it.
+  auto full = stream->Append("k1", "eleventh");
+  REQUIRE_FALSE(full);
+  CHECK(full.error().code() == ErrorCode::kOverloaded);
+  CHECK(full.error().message().find("'audit'") != std::string::npos);
+
+  ClientOptions options;
+  options.addresses = {AddressOf(member)};
+  auto client = Client::Connect(options);
+  REQUIRE(client);
+  REQUIRE((*client)->GetStream("ledger", config)->DeleteGroup("audit"));
+  auto info = stream->Info();
+  REQUIRE(info);
+  REQUIRE(info->groups.size() == 1);
+  CHECK(info->groups[0].group == "billing");
+  REQUIRE(info->sub_streams[0].groups.size() == 1);
+  // Its hold went with it: what "billing" committed is gone, and there is room again.
+  CHECK(info->sub_streams[0].head == 11);
+  auto appended = stream->Append("k1", "eleventh");
+  REQUIRE(appended);
+  CHECK(appended->offset == 11);
+
+  // Deleting a group that is not there changes nothing; bad names and unknown streams fail.
+  CHECK(stream->DeleteGroup("audit"));
+  auto bad = stream->DeleteGroup("has space");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code() == ErrorCode::kBadRequest);
+  auto unknown = member.GetStream("no-such-stream", config)->DeleteGroup("audit");
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().code() == ErrorCode::kNotFound);
+
+  // Created again, the group starts afresh at the oldest stored event, not at its old cursor.
+  REQUIRE(stream->CreateGroup("audit"));
+  CHECK(lag_of("audit") == 1);
+  (*client)->Shutdown();
+  member.Shutdown();
+}
+
 TEST_CASE("A consumer whose handler is slower than its lease keeps it and makes progress",
           "[grid][stream]") {
   Member member(ClusterMember());

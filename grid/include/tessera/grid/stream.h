@@ -207,6 +207,12 @@ class Stream {
   // Creates the group on every sub-stream (no change where it exists).
   base::Result<void> CreateGroup(const std::string& group,
                                  SubscribeOptions::Start start = SubscribeOptions::Start::kOldest);
+  // Removes the group from every sub-stream: its cursors, its lease and its hold on events
+  // (what the remaining groups committed then goes), and its list of live consumers; no change
+  // where it does not exist. Stop its consumers first: one still running loses its sub-streams
+  // (it logs that the group is gone) and gets nothing more. A group named in an instance's
+  // StreamConfig::groups comes back with that instance's first write after it starts.
+  // Errors: kBadRequest for a bad name, kNotFound when the stream does not exist.
   base::Result<void> DeleteGroup(const std::string& group);
   // The stream's sub-streams and groups. Errors: kNotFound when the stream does not exist
   // (Info never creates it).
