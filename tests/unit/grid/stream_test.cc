@@ -74,6 +74,19 @@ std::vector<grid::StreamAppend> Events(int count, int keys, int from = 0) {
   return out;
 }
 
+// One series of the members' metrics (Member::MetricsText) summed over them; 0 when absent.
+double MetricSum(std::initializer_list<Member*> members, const std::string& series) {
+  double total = 0;
+  for (Member* m : members) {
+    const std::string text = m->MetricsText();
+    for (auto at = text.find("\n" + series + " "); at != std::string::npos;
+         at = text.find("\n" + series + " ", at + 1)) {
+      total += std::stod(text.substr(at + series.size() + 2));
+    }
+  }
+  return total;
+}
+
 bool InOrder(const std::vector<std::string>& payloads) {
   for (std::size_t i = 0; i < payloads.size(); ++i) {
     const auto colon = payloads[i].find(':');
@@ -139,6 +152,10 @@ TEST_CASE("Stream appends get per-sub-stream offsets, an event id is stored once
     CHECK_FALSE((*mixed)[2].duplicate);
     CHECK((*mixed)[2].offset == (*mixed)[1].offset + 1);
   }
+  // The owner counts what it stored and what it answered from the dedup window: 2 + 100 + 2 × 2
+  // stored, 1 + 100 + 2 × 1 duplicates.
+  CHECK(MetricSum({&member}, "tessera_stream_appended_total{stream=\"orders\"}") == 106);
+  CHECK(MetricSum({&member}, "tessera_stream_duplicates_total{stream=\"orders\"}") == 103);
 
   SECTION("a later proxy with another configuration uses the stored one") {
     StreamConfig other;
@@ -234,17 +251,7 @@ TEST_CASE(
   }));
 
   // The owners' metrics add up over the two members.
-  auto sum = [&](const std::string& series) {
-    double total = 0;
-    for (Member* m : {&a, &b}) {
-      const std::string text = m->MetricsText();
-      for (auto at = text.find("\n" + series + " "); at != std::string::npos;
-           at = text.find("\n" + series + " ", at + 1)) {
-        total += std::stod(text.substr(at + series.size() + 2));
-      }
-    }
-    return total;
-  };
+  auto sum = [&](const std::string& series) { return MetricSum({&a, &b}, series); };
   CHECK(sum("tessera_stream_appended_total{stream=\"orders\"}") == kEvents);
   CHECK(sum("tessera_stream_committed_total{group=\"billing\",stream=\"orders\"}") == kEvents);
   CHECK(sum("tessera_stream_delivered_total{group=\"shipping\",stream=\"orders\"}") >= kEvents);
@@ -303,6 +310,11 @@ TEST_CASE(
   REQUIRE(stats);
   CHECK(stats->handler_errors == 1);
   CHECK(stats->redelivered == 1);
+  // The owner counts the events it served the group again: the failed one and the 14 that came
+  // with it in the same read, which the consumer dropped when the handler failed (the
+  // consumer's own count above is of handler calls).
+  CHECK(MetricSum({&member},
+                  "tessera_stream_redelivered_total{group=\"workers\",stream=\"jobs\"}") == 15);
   CHECK(stats->delivered == 21);
 
   // A second consumer; then the first stops: the second ends up with both sub-streams and
@@ -346,6 +358,10 @@ TEST_CASE("A full stream blocks, then fails naming the slowest group, and never 
   CHECK(info->sub_streams[0].tail == 10);
   CHECK(info->groups[0].lag == 10);
   CHECK(info->groups[0].oldest_uncommitted_ms > 0);
+  // The owner's gauges say the same: ten events behind, the oldest appended before the wait.
+  CHECK(MetricSum({&member}, "tessera_stream_lag_events{group=\"audit\",stream=\"ledger\"}") == 10);
+  CHECK(MetricSum({&member}, "tessera_stream_lag_seconds{group=\"audit\",stream=\"ledger\"}") >=
+        0.25);
 
   // Appenders blocked on the full stream get through once the group catches up, on the member
   // and through a client (which sends the same request again until it fits).
