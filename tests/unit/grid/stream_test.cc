@@ -5,6 +5,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -450,6 +451,53 @@ TEST_CASE("Deleting a group through a client drops its cursors and its hold on t
   REQUIRE(stream->CreateGroup("audit"));
   CHECK(lag_of("audit") == 1);
   (*client)->Shutdown();
+  member.Shutdown();
+}
+
+TEST_CASE("With commit_every a consumer commits after that many handled events", "[grid][stream]") {
+  Member member(ClusterMember());
+  REQUIRE(member.Start());
+  StreamConfig config;
+  config.sub_streams = 1;
+  auto stream = member.GetStream("steps", config);
+  REQUIRE(stream->AppendAll(Events(20, 1)));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> handled{0};
+  SubscribeOptions options;
+  options.commit_every = 5;
+  options.max_idle_poll_ms = 5;
+  auto id = stream->Subscribe(
+      "steps",
+      [&](const StreamEvent&) -> base::Result<void> {
+        if (handled.load() == 7) {  // the eighth waits: seven handled, one read of 20 in hand
+          std::unique_lock lock(mu);
+          cv.wait_for(lock, std::chrono::seconds(10), [&] { return release; });  // bounded
+        }
+        ++handled;
+        return {};
+      },
+      options);
+  REQUIRE(id);
+  auto cursor = [&]() -> std::int64_t {
+    auto info = stream->Info();
+    if (!info || info->sub_streams[0].groups.empty()) return -1;
+    return info->sub_streams[0].groups[0].cursor;
+  };
+  // Five handled: committed, though the read's batch is not done; the next two are not.
+  REQUIRE(WaitUntil([&] { return cursor() == 5; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(handled.load() == 7);
+  CHECK(cursor() == 5);
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  REQUIRE(WaitUntil([&] { return cursor() == 20; }));
+  CHECK(handled.load() == 20);
+  REQUIRE(stream->Unsubscribe(*id));
   member.Shutdown();
 }
 
