@@ -487,8 +487,8 @@ TEST_CASE("With commit_every a consumer commits after that many handled events",
   };
   // Five handled: committed, though the read's batch is not done; the next two are not.
   REQUIRE(WaitUntil([&] { return cursor() == 5; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  CHECK(handled.load() == 7);
+  REQUIRE(WaitUntil([&] { return handled.load() == 7; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // time for a wrong commit
   CHECK(cursor() == 5);
   {
     std::lock_guard lock(mu);
