@@ -75,6 +75,15 @@ std::vector<grid::StreamAppend> Events(int count, int keys, int from = 0) {
   return out;
 }
 
+// One sub-stream of at most `max_events` events, whose appends retry for `block_ms` when full.
+StreamConfig Bounded(std::int64_t max_events, base::Millis block_ms) {
+  StreamConfig config;
+  config.sub_streams = 1;
+  config.max_events = max_events;
+  config.block_timeout_ms = block_ms;
+  return config;
+}
+
 // One series of the members' metrics (Member::MetricsText) summed over them; 0 when absent.
 double MetricSum(std::initializer_list<Member*> members, const std::string& series) {
   double total = 0;
@@ -339,10 +348,7 @@ TEST_CASE("A full stream blocks, then fails naming the slowest group, and never 
           "[grid][stream]") {
   Member member(ClusterMember());
   REQUIRE(member.Start());
-  StreamConfig config;
-  config.sub_streams = 1;
-  config.max_events = 10;
-  config.block_timeout_ms = 300;
+  StreamConfig config = Bounded(10, 300);
   config.groups = {"audit"};
   auto stream = member.GetStream("ledger", config);
   REQUIRE(stream->AppendAll(Events(10, 3)));
@@ -395,10 +401,7 @@ TEST_CASE("Deleting a group through a client drops its cursors and its hold on t
           "[grid][stream]") {
   Member member(ClusterMember());
   REQUIRE(member.Start());
-  StreamConfig config;
-  config.sub_streams = 1;
-  config.max_events = 10;
-  config.block_timeout_ms = 100;
+  const StreamConfig config = Bounded(10, 100);
   auto stream = member.GetStream("ledger", config);
   REQUIRE(stream->CreateGroup("audit"));
   REQUIRE(stream->CreateGroup("billing"));
