@@ -75,10 +75,16 @@ std::vector<grid::StreamAppend> Events(int count, int keys, int from = 0) {
   return out;
 }
 
-// One sub-stream of at most `max_events` events, whose appends retry for `block_ms` when full.
-StreamConfig Bounded(std::int64_t max_events, base::Millis block_ms) {
+// One sub-stream (one key's events in order in one place), the default limits.
+StreamConfig OneSubStream() {
   StreamConfig config;
   config.sub_streams = 1;
+  return config;
+}
+
+// One sub-stream of at most `max_events` events, whose appends retry for `block_ms` when full.
+StreamConfig Bounded(std::int64_t max_events, base::Millis block_ms) {
+  StreamConfig config = OneSubStream();
   config.max_events = max_events;
   config.block_timeout_ms = block_ms;
   return config;
@@ -460,9 +466,7 @@ TEST_CASE("Deleting a group through a client drops its cursors and its hold on t
 TEST_CASE("With commit_every a consumer commits after that many handled events", "[grid][stream]") {
   Member member(ClusterMember());
   REQUIRE(member.Start());
-  StreamConfig config;
-  config.sub_streams = 1;
-  auto stream = member.GetStream("steps", config);
+  auto stream = member.GetStream("steps", OneSubStream());
   REQUIRE(stream->AppendAll(Events(20, 1)));
   std::mutex mu;
   std::condition_variable cv;
@@ -508,9 +512,7 @@ TEST_CASE("A consumer whose handler is slower than its lease keeps it and makes 
           "[grid][stream]") {
   Member member(ClusterMember());
   REQUIRE(member.Start());
-  StreamConfig config;
-  config.sub_streams = 1;
-  auto stream = member.GetStream("slow", config);
+  auto stream = member.GetStream("slow", OneSubStream());
   REQUIRE(stream->AppendAll(Events(24, 1)));
   // 24 events x 50 ms = 1.2 s in one batch, twice the 600 ms lease: the consumer must stop
   // before its lease lapses, commit (which renews it) and go on, never losing it.
@@ -608,9 +610,7 @@ TEST_CASE(
     "[grid][stream][wait]") {
   Member member(ClusterMember());
   REQUIRE(member.Start());
-  StreamConfig config;
-  config.sub_streams = 1;
-  auto stream = member.GetStream("paced", config);
+  auto stream = member.GetStream("paced", OneSubStream());
   SubscribeOptions every_batch;
   every_batch.lease_ttl_ms = 60'000;  // no rebalance (every 20 s), whose round commits too
   SubscribeOptions paced = every_batch;
@@ -666,9 +666,7 @@ TEST_CASE(
     "[grid][stream]") {
   Member member(ClusterMember());
   REQUIRE(member.Start());
-  StreamConfig config;
-  config.sub_streams = 1;
-  auto stream = member.GetStream("bulky", config);
+  auto stream = member.GetStream("bulky", OneSubStream());
   constexpr int kEvents = 100;  // 64 KiB each: 6.4 MB, over a read's 4 MiB
   const std::string filler(64 * 1024, 'x');
   for (int i = 0; i < kEvents; ++i) {
