@@ -79,8 +79,13 @@ void Membership::Tick() {
       return;
     case MemberState::kMember:
     case MemberState::kLeaving:
+      if (handover_) {
+        CompleteLeaves();  // an old master's view lists only the others: nothing else to do
+        return;
+      }
       if (now >= next_heartbeat_ms_) SendHeartbeats();
       if (state_ == MemberState::kMember) DetectFailures();
+      CompleteLeaves();
       if (is_master() && options_.merge_interval_ms > 0 && now >= next_probe_ms_) {
         SendSplitProbes();
       }
@@ -171,10 +176,11 @@ void Membership::Leave() {
     next.partitions =
         partition::Rebalance(view_.partitions, next.members.Uuids(),
                              options_.settings.partition_count, options_.backup_count);
-    state_ = MemberState::kLeft;
+    state_ = MemberState::kLeaving;
+    handover_ = Leaver{self_.address, next.partitions.version, clock_.NowMs() + LeaveBoundMs()};
     InstallView(std::move(next));
     Broadcast();
-    log_->info("left the cluster; {} is the master now", view_.members.master()->address);
+    log_->info("leaving the cluster; {} is the master now", view_.members.master()->address);
     return;
   }
   state_ = MemberState::kLeaving;
@@ -340,6 +346,53 @@ void Membership::SendView(const std::string& address) {
   transport_.Send(address, message);
 }
 
+bool Membership::AllReported(std::int64_t version) const {
+  return std::ranges::all_of(view_.members.members, [&](const MemberInfo& m) {
+    if (m.uuid == self_.uuid) return true;
+    auto it = peer_reports_.find(m.uuid);
+    return it != peer_reports_.end() && it->second.table_version >= version;
+  });
+}
+
+base::Millis Membership::LeaveBoundMs() const {
+  return std::min<base::Millis>(options_.failure_timeout_ms, 5000) / 2;
+}
+
+void Membership::CompleteLeaves() {
+  const base::Millis now = clock_.NowMs();
+  if (handover_) {
+    const bool reported = AllReported(handover_->table_version);
+    if (!reported && now < handover_->deadline_ms) return;
+    if (!reported) {
+      log_->warn("not every member reported the table without this member within {} ms",
+                 LeaveBoundMs());
+    }
+    handover_.reset();
+    state_ = MemberState::kLeft;
+    log_->info("left the cluster");
+    return;
+  }
+  if (!is_master()) {
+    leavers_.clear();  // the master that removes them tells them
+    return;
+  }
+  for (auto it = leavers_.begin(); it != leavers_.end();) {
+    const bool reported = AllReported(it->second.table_version);
+    if (!reported && now < it->second.deadline_ms) {
+      ++it;
+      continue;
+    }
+    if (!reported) {
+      log_->warn(
+          "not every member reported the table without {} within {} ms; telling it "
+          "that it is out",
+          it->second.address, LeaveBoundMs());
+    }
+    SendView(it->second.address);
+    it = leavers_.erase(it);
+  }
+}
+
 void Membership::InstallView(ClusterView view) {
   view_ = std::move(view);
   const base::Millis now = clock_.NowMs();
@@ -387,15 +440,20 @@ void Membership::OnView(const ClusterMessage& m) {
                m.view->members.master()->address);
   }
   InstallView(*m.view);
+  transport_.Send(m.from.address, MakeHeartbeat());  // "installed" (see Leave)
 }
 
 void Membership::OnHeartbeat(const ClusterMessage& m) {
   if (state_ != MemberState::kMember && state_ != MemberState::kLeaving) return;
   if (!view_.members.Find(m.from.uuid)) {
-    if (is_master()) transport_.Send(m.from.address, Make(MessageType::kNotMember));
+    // A leaver not told yet hears it with the view (see Leave), not from this heartbeat.
+    if (is_master() && !leavers_.count(m.from.uuid)) {
+      transport_.Send(m.from.address, Make(MessageType::kNotMember));
+    }
     return;
   }
   peer_reports_[m.from.uuid] = {m.table_version, m.migrations_pending, clock_.NowMs()};
+  CompleteLeaves();
   if (is_master() &&
       (m.list_version < view_.members.version || m.table_version < view_.partitions.version)) {
     SendView(m.from.address);
@@ -411,8 +469,13 @@ void Membership::OnLeave(const ClusterMessage& m) {
       if (member.uuid != m.from.uuid) rest.push_back(member);
     }
     PublishMembers(std::move(rest));
+    leavers_[m.from.uuid] = {m.from.address, view_.partitions.version,
+                             clock_.NowMs() + LeaveBoundMs()};
+    CompleteLeaves();  // at once when no other member is left
+    return;
   }
-  SendView(m.from.address);  // tells the leaver it is out
+  // A repeated request: the leaver is told once the others have the table without it.
+  if (!leavers_.count(m.from.uuid)) SendView(m.from.address);
 }
 
 void Membership::OnNotMember(const ClusterMessage& m) {
@@ -543,9 +606,14 @@ void Membership::OnMergeInto(const ClusterMessage& m) {
          m.master_address);
 }
 
-void Membership::SendHeartbeats() {
+ClusterMessage Membership::MakeHeartbeat() const {
   ClusterMessage heartbeat = Make(MessageType::kHeartbeat);
   if (options_.migrations_pending) heartbeat.migrations_pending = options_.migrations_pending();
+  return heartbeat;
+}
+
+void Membership::SendHeartbeats() {
+  const ClusterMessage heartbeat = MakeHeartbeat();
   for (const auto& m : view_.members.members) {
     if (m.uuid != self_.uuid) transport_.Send(m.address, heartbeat);
   }

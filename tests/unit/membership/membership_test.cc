@@ -175,9 +175,11 @@ TEST_CASE("Graceful leave: a member and then the master leave without a failure 
   net.Crash("c:1");
   CheckConverged(net, {"a:1", "b:1"});
 
+  // The master hands over: it is out once b reported the table without it.
   net.Find("a:1")->Leave();
-  CHECK(net.Find("a:1")->state() == MemberState::kLeft);
+  CHECK(net.Find("a:1")->state() == MemberState::kLeaving);
   net.Run(200);
+  CHECK(net.Find("a:1")->state() == MemberState::kLeft);
   net.Crash("a:1");
   CheckConverged(net, {"b:1"});
   CHECK(net.Find("b:1")->is_master());
@@ -186,6 +188,38 @@ TEST_CASE("Graceful leave: a member and then the master leave without a failure 
     REQUIRE(r.size() == 1);
     CHECK(r[0] == net.Find("b:1")->self().uuid);
   }
+}
+
+TEST_CASE("A leaver is out only once the other members have the table without it, or after a bound",
+          "[membership]") {
+  SimNetwork net;
+  StartInOrder(net, {"a:1", "b:1", "c:1"});
+  net.Run(300);
+  // b does not hear the master: it keeps routing backups to c by the old table, so c stays.
+  net.BlockOneWay("a:1", "b:1");
+  net.Find("c:1")->Leave();
+  net.Run(600);
+  CHECK(net.Find("c:1")->state() == MemberState::kLeaving);
+  CHECK(net.Find("b:1")->view().members.Find("c:1#3") != nullptr);
+  // b gets the view with its next heartbeat's answer, reports it, and c is told.
+  net.Heal();
+  net.Run(1200);
+  CHECK(net.Find("c:1")->state() == MemberState::kLeft);
+  net.Crash("c:1");
+  CheckConverged(net, {"a:1", "b:1"});
+
+  // A member that never reports holds a leave up for half of min(failure timeout, 5 s).
+  net.Start("d:1", Options({"a:1"}));
+  net.Run(500);
+  CheckConverged(net, {"a:1", "b:1", "d:1"});
+  net.BlockOneWay("a:1", "b:1");
+  net.Find("d:1")->Leave();
+  net.Run(2000);
+  CHECK(net.Find("d:1")->state() == MemberState::kLeaving);
+  net.Run(700);
+  CHECK(net.Find("d:1")->state() == MemberState::kLeft);
+  CHECK(net.Log("a:1").find("not every member reported the table without d:1") !=
+        std::string::npos);
 }
 
 TEST_CASE("Different cluster names or partition counts never merge, both sides log why",

@@ -47,7 +47,14 @@
 //     admitting it) knows that member lost its state: it removes it and admits it afresh, so
 //     the new table copies its partitions to it.
 //   - Leave: the master hands mastership to the next-oldest by sending a View without itself;
-//     another member asks the master to remove it.
+//     another member asks the master to remove it. Every member that installs a View answers
+//     its sender with a heartbeat at once (which carries its table version). The leave is
+//     complete (the leaver, told with the new View, or the old master itself, goes to kLeft)
+//     once every remaining member has reported the table without the leaver, or after half
+//     of min(failure_timeout, 5 s) when one does not: until then the leaver still receives
+//     backup writes from owners that route by the old table, so a graceful leave fails no
+//     write (a leaver that vanished at once failed those writes with "backup did not
+//     confirm").
 //
 // Thread-safety: none; the owner calls every method from one thread (MembershipService runs
 // it on its own event loop).
@@ -55,6 +62,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -171,7 +179,14 @@ class Membership {
   void PublishMembers(std::vector<MemberInfo> members);
   void Broadcast();
   void SendView(const std::string& address);
+  // Whether every other member of the view has reported partition table `version` or later.
+  bool AllReported(std::int64_t version) const;
+  // Master: tells the leavers whose leave is complete (see "Leave") that they are out.
+  // Old master handing over: goes to kLeft once its leave is complete.
+  void CompleteLeaves();
+  base::Millis LeaveBoundMs() const;
   void SendHeartbeats();
+  ClusterMessage MakeHeartbeat() const;
   void DetectFailures();
   void OnOwnPause(base::Millis gap, base::Millis now);
   // Leaves the cluster to join through `master` (a merge; the members of the current view if
@@ -224,6 +239,15 @@ class Membership {
   std::map<std::string, base::Millis> joiners_heard_ms_;         // joining peers, by address
   std::set<std::string> refused_by_;  // addresses that refused our settings; not asked again
   std::map<std::string, PeerReport> peer_reports_;  // by uuid, members of the view only
+  // Master: members removed at their request, not yet told (see "Leave").
+  struct Leaver {
+    std::string address;
+    std::int64_t table_version;  // the first table without it
+    base::Millis deadline_ms;
+  };
+  std::map<std::string, Leaver> leavers_;  // by uuid
+  // An old master handing over (kLeaving): the table it left in, and until when it waits.
+  std::optional<Leaver> handover_;
 };
 
 }  // namespace tessera::membership
