@@ -1,6 +1,7 @@
 #include "native_handler.h"
 
 #include <spdlog/spdlog.h>
+#include <array>
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -71,6 +72,22 @@ void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection
                         "service " + wire::ServiceName(request.service) +
                             " is not served by this member; upgrade the member or the client");
   }
+}
+
+void NativeHandler::BeforeFrames(const std::shared_ptr<net::Connection>& connection,
+                                 std::span<const wire::Message> frames) {
+  (void)connection;
+  std::array<map::MapService::KeyRef, map::MapService::kMaxPrefetchKeys> keys;
+  std::size_t n = 0;
+  for (const Message& frame : frames) {
+    if (n == keys.size()) break;
+    if (!frame.lean || frame.kind != wire::MessageKind::kRequest ||
+        frame.service != wire::Service::kMap) {
+      continue;
+    }
+    if (auto key = map::PeekLeanKey(frame.payload)) keys[n++] = {key->map_name, key->key};
+  }
+  maps_.PrefetchKeys(std::span(keys.data(), n));
 }
 
 void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection, Message request) {

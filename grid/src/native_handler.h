@@ -45,6 +45,10 @@ class NativeHandler final : public net::RequestHandler {
 
   void OnRequest(const std::shared_ptr<net::Connection>& connection,
                  wire::Message request) override;
+  // Lean keyed map requests among `frames`: their entries are prefetched
+  // (MapService::PrefetchKeys) before the requests run one by one.
+  void BeforeFrames(const std::shared_ptr<net::Connection>& connection,
+                    std::span<const wire::Message> frames) override;
   void OnClosed(const std::shared_ptr<net::Connection>& connection) override;
   // Pushes `encoded_view` (as answered to kClusterView) to every connection subscribed with
   // kClusterViewSubscribe. Thread-safe.

@@ -203,6 +203,17 @@ bool ReuseIntArguments(Reader& in, std::size_t n, record::GenericRecord& kept) {
 
 }  // namespace
 
+std::optional<LeanKey> PeekLeanKey(std::string_view bytes) {
+  Reader in(bytes);
+  const auto op = static_cast<MapOp>(in.Get<std::uint8_t>());
+  in.Get<std::uint8_t>();  // flags
+  LeanKey out;
+  out.map_name = in.GetView();
+  out.key = in.GetView();
+  if (!in.ok() || !KeyedOp(op)) return std::nullopt;
+  return out;
+}
+
 base::Result<void> DecodeLeanRequestInto(std::string_view bytes, MapRequest& r) {
   Reader in(bytes);
   // Kept from the previous request for this one (see the header).

@@ -26,6 +26,7 @@
 #include "tessera/map/map_service.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <future>
 
@@ -672,6 +673,38 @@ std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapReque
   if (auto ok = impl_->Admit(request); !ok) return std::unexpected(ok.error());
   RequestToken token(impl_->in_flight);
   return impl_->RunOnPartition(shard, partition_id, request);
+}
+
+void MapService::PrefetchKeys(std::span<const KeyRef> keys) const {
+  const auto shard = shards_.CurrentShard();
+  if (!shard || keys.size() < 2) return;
+  const ShardState& state = *impl_->states[*shard];
+  std::array<const RecordStore*, kMaxPrefetchKeys> stores;
+  std::array<std::string_view, kMaxPrefetchKeys> kept;
+  std::size_t n = 0;
+  const MapTable* table = nullptr;
+  for (const KeyRef& ref : keys.first(std::min(keys.size(), kMaxPrefetchKeys))) {
+    const std::uint32_t partition_id = impl_->partitioner.PartitionOf(ref.key);
+    if (shards_.ShardOfPartition(partition_id) != *shard || !impl_->IsLocal(partition_id)) {
+      continue;
+    }
+    if (table == nullptr || table->name != ref.map_name) {
+      if (state.last != nullptr && state.last->name == ref.map_name) {
+        table = state.last;
+      } else {
+        auto it = state.maps.find(std::string(ref.map_name));
+        table = it == state.maps.end() ? nullptr : it->second.get();
+      }
+      if (table == nullptr) continue;
+    }
+    const RecordStore* store = table->stores.Find(partition_id / shards_.size());
+    if (store == nullptr) continue;
+    store->Prefetch(ref.key);
+    stores[n] = store;
+    kept[n++] = ref.key;
+  }
+  // The slots are on their way: find each key's entry among them and fetch it too.
+  for (std::size_t i = 0; i < n; ++i) stores[i]->PrefetchRecord(kept[i]);
 }
 
 base::Result<MapResult> MapService::ExecuteSync(MapRequest request) {

@@ -152,6 +152,7 @@ void ClientConnection::OnTcpConnected(const boost::system::error_code& error) {
           [weak](const std::shared_ptr<Connection>&) {
             if (auto self = weak.lock()) self->OnConnectionClosed();
           },
+      .on_batch = nullptr,
   });
   connection_->Send(wire::Message::MakeHello(options_.hello));
 }

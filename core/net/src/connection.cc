@@ -77,6 +77,42 @@ void Connection::OnRead(const boost::system::error_code& error, std::size_t byte
 void Connection::DeliverFrames() {
   auto self = shared_from_this();
   while (!closing_.load()) {
+    if (handlers_.on_batch && peer_hello_) {
+      // Decode what the read holds (up to kMaxBatchFrames), show it to on_batch, deliver it.
+      // A handler may run this again (a nested event loop): it finds batch_ empty.
+      std::vector<wire::Message> batch;
+      batch.swap(batch_);
+      std::optional<base::Error> error;
+      bool more = true;
+      while (batch.size() < kMaxBatchFrames) {
+        auto next = decoder_.Next();
+        if (!next) {
+          error = next.error();
+          break;
+        }
+        if (!next->has_value()) {
+          more = false;
+          break;
+        }
+        batch.push_back(std::move(**next));
+      }
+      if (batch.size() > 1) handlers_.on_batch(self, batch);
+      for (auto& message : batch) {
+        if (closing_.load()) break;
+        if (handlers_.on_message) handlers_.on_message(self, std::move(message));
+      }
+      batch.clear();
+      if (batch_.capacity() < batch.capacity()) batch_.swap(batch);
+      if (error) {
+        if (!closing_.load() && handlers_.on_protocol_error) {
+          handlers_.on_protocol_error(self, *error);
+        }
+        Close();
+        return;
+      }
+      if (!more) return;
+      continue;
+    }
     auto next = decoder_.Next();
     if (!next) {
       if (handlers_.on_protocol_error) handlers_.on_protocol_error(self, next.error());

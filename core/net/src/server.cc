@@ -158,6 +158,12 @@ void Server::State::OnAccept(std::size_t shard, asio::ip::tcp::socket socket) {
       .on_protocol_error = [self](const std::shared_ptr<Connection>& c,
                                   const Error& e) { self->OnProtocolError(c, e); },
       .on_closed = [self](const std::shared_ptr<Connection>& c) { self->OnClosed(c); },
+      .on_batch =
+          [self](const std::shared_ptr<Connection>& c, std::span<const wire::Message> frames) {
+            if (!self->gate.Enter()) return;
+            self->handler.BeforeFrames(c, frames);
+            self->gate.Leave();
+          },
   });
 }
 

@@ -280,6 +280,11 @@ TEST_CASE("Lean map requests and results round-trip the hot keyed operations",
     CHECK(back->key == rq.key);
     CHECK(back->value == rq.value);
     CHECK(back->options == rq.options);
+    // The prefetch hint reads the same map name and key, without decoding the rest.
+    auto peeked = tessera::map::PeekLeanKey(bytes);
+    REQUIRE(peeked);
+    CHECK(peeked->map_name == rq.map_name);
+    CHECK(peeked->key == rq.key);
   }
   MapResult result;
   result.value = std::string("old\0value", 9);
@@ -505,6 +510,10 @@ TEST_CASE("Damaged lean payloads are refused without crashing", "[map][codec][le
   const std::string good = tessera::map::EncodeLeanRequest(rq);
   for (std::size_t cut = 0; cut < good.size(); ++cut) {
     CHECK_FALSE(tessera::map::DecodeLeanRequest(good.substr(0, cut)));
+    // The prefetch hint needs op, flags, map name and key only: it reads them once they are
+    // all there and nothing before.
+    const bool has_key = cut >= 2 + 4 + rq.map_name.size() + 4 + rq.key.size();
+    CHECK(tessera::map::PeekLeanKey(good.substr(0, cut)).has_value() == has_key);
   }
   CHECK_FALSE(tessera::map::DecodeLeanRequest(good + "x"));
   std::string bad_op = good;
@@ -512,6 +521,7 @@ TEST_CASE("Damaged lean payloads are refused without crashing", "[map][codec][le
   auto refused = tessera::map::DecodeLeanRequest(bad_op);
   REQUIRE_FALSE(refused);
   CHECK(refused.error().message().find("cannot carry") != std::string::npos);
+  CHECK_FALSE(tessera::map::PeekLeanKey(bad_op));  // not a keyed operation: no hint
   // Noise: whatever decodes re-encodes to the same bytes (nothing is read loosely).
   std::mt19937 rng(7);
   int decoded = 0;

@@ -330,6 +330,36 @@ TEST_CASE("Execute from a shard thread runs keyed ops inline", "[map][service]")
   CHECK(inline_done.get_future().get());
 }
 
+TEST_CASE("PrefetchKeys changes nothing and creates no map", "[map][service]") {
+  ServiceFixture f(2);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 40; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    f.Run(ServiceFixture::Rq(MapOp::kSet, "m", keys.back(), "v" + std::to_string(i)));
+  }
+  // Keys of both shards, of a map that exists and of one that does not, more than the limit.
+  std::vector<MapService::KeyRef> refs;
+  for (const auto& key : keys) {
+    refs.push_back({"m", key});
+    refs.push_back({"absent", key});
+  }
+  for (std::size_t shard : {0, 1}) {
+    std::promise<void> done;
+    f.shards.InvokeOn(shard, [&] {
+      f.service.PrefetchKeys(refs);
+      done.set_value();
+    });
+    done.get_future().get();
+  }
+  f.service.PrefetchKeys(refs);  // off the shards: nothing to hint
+  CHECK(f.service.MapNames() == std::vector<std::string>{"m"});
+  for (int i = 0; i < 40; ++i) {
+    CHECK(f.Run(ServiceFixture::Rq(MapOp::kGet, "m", keys[i])).value ==
+          std::optional<std::string>("v" + std::to_string(i)));
+  }
+  CHECK(f.Run(ServiceFixture::Rq(MapOp::kSize, "m")).count == 40);
+}
+
 TEST_CASE("ExecuteIfLocal runs a keyed request only on the shard that owns the key") {
   ServiceFixture f(2);
   f.Run(ServiceFixture::Rq(MapOp::kSet, "m", "k", "v1"));

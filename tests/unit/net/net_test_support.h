@@ -11,6 +11,7 @@
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,7 +36,20 @@ class EchoHandler final : public RequestHandler {
     std::lock_guard lock(mutex_);
     accepted_names_.push_back(connection->peer_hello()->client_name);
   }
+  void BeforeFrames(const std::shared_ptr<Connection>&,
+                    std::span<const wire::Message> frames) override {
+    std::string line = "before:";
+    for (const auto& frame : frames) {
+      line += std::string(wire::MessageKindName(frame.kind)) + " " + frame.payload + ",";
+    }
+    std::lock_guard lock(mutex_);
+    trace_.push_back(std::move(line));
+  }
   void OnRequest(const std::shared_ptr<Connection>& connection, wire::Message request) override {
+    {
+      std::lock_guard lock(mutex_);
+      trace_.push_back("request:" + request.payload);
+    }
     requests_.fetch_add(1);
     if (request.op == kSilentOp) return;
     if (request.op == kPushEventOp) {
@@ -50,11 +64,17 @@ class EchoHandler final : public RequestHandler {
     return accepted_names_;
   }
   int requests() const { return requests_.load(); }
+  // "before:<kind> <payload>,..." per BeforeFrames, "request:<payload>" per OnRequest.
+  std::vector<std::string> trace() const {
+    std::lock_guard lock(mutex_);
+    return trace_;
+  }
   int closed() const { return closed_.load(); }
 
  private:
   mutable std::mutex mutex_;
   std::vector<std::string> accepted_names_;
+  std::vector<std::string> trace_;
   std::atomic<int> requests_{0};
   std::atomic<int> closed_{0};
 };

@@ -184,6 +184,29 @@ TEST_CASE("Garbage from one client closes only that connection", "[net]") {
   CHECK((*good)->is_open());
 }
 
+TEST_CASE("The frames of one read are shown to the handler first, then handled in order", "[net]") {
+  // One write: the hello, five requests, garbage. The hello is read alone (it decides how
+  // the frames after it decode); the five come to BeforeFrames together, then one by one to
+  // OnRequest and are answered in order; the garbage is refused after them.
+  Fixture f;
+  std::string bytes = HelloFrame("dev", "s3cret");
+  for (const char* p : {"a", "b", "c", "d", "e"}) bytes += tessera::wire::EncodeFrame(Echo(p));
+  std::string garbage(64, '\xa5');
+  garbage.replace(0, 4, std::string("\x38\x00\x00\x00", 4));
+  auto raw = SendRaw(f.server->port(), bytes + garbage);
+  CHECK(raw.closed_by_server);
+  REQUIRE(raw.frames.size() == 7);
+  for (std::size_t i = 0; i < 5; ++i) {
+    CHECK(raw.frames[i + 1].kind == MessageKind::kResponse);
+    CHECK(raw.frames[i + 1].payload == std::string(1, static_cast<char>('a' + i)));
+  }
+  REQUIRE(raw.frames[6].error.has_value());
+  CHECK(raw.frames[6].error->code() == ErrorCode::kProtocol);
+  CHECK(f.handler.trace() ==
+        std::vector<std::string>{"before:Request a,Request b,Request c,Request d,Request e,",
+                                 "request:a", "request:b", "request:c", "request:d", "request:e"});
+}
+
 TEST_CASE("A call without a reply times out with a message naming member and operation", "[net]") {
   Fixture f;
   auto options = TestClientOptions(f.server->port());

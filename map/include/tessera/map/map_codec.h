@@ -57,6 +57,15 @@ base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes);
 // request after another into one MapRequest allocates for none after the first few.
 // On failure `request` holds whatever was decoded before the problem.
 base::Result<void> DecodeLeanRequestInto(std::string_view bytes, MapRequest& request);
+// The map name and key of a lean keyed request (get, set, ...; not a stream append), as
+// views into `bytes`, without decoding the rest; nullopt when it is not one or does not
+// parse that far. For hints only (MapService::PrefetchKeys): the request itself is decoded
+// and checked when it runs.
+struct LeanKey {
+  std::string_view map_name;
+  std::string_view key;
+};
+std::optional<LeanKey> PeekLeanKey(std::string_view bytes);
 std::optional<std::string> EncodeLeanResult(const MapResult& result, std::size_t room = 0);
 base::Result<MapResult> DecodeLeanResult(std::string_view bytes);
 // The same from bytes the caller gives up (a frame's payload): the value keeps their

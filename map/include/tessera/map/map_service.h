@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -193,6 +195,19 @@ class MapService {
   // another member owns) does nothing and returns nullopt (the caller then uses Execute).
   // Validation errors and kShuttingDown are returned too.
   std::optional<base::Result<MapResult>> ExecuteIfLocal(const MapRequest& request);
+
+  // A hint before a front-end on a shard thread runs several keyed requests one after the
+  // other (the frames one read delivered): starts fetching the table slots, then the
+  // entries, of those keys whose partition this thread serves on this member, so that their
+  // lookups wait for memory together rather than one by one. Changes nothing; other
+  // shards' and members' keys, maps or partitions with no entries here, and keys beyond the
+  // first kMaxPrefetchKeys, are skipped.
+  struct KeyRef {
+    std::string_view map_name;
+    std::string_view key;
+  };
+  static constexpr std::size_t kMaxPrefetchKeys = 32;
+  void PrefetchKeys(std::span<const KeyRef> keys) const;
 
   // Cluster: this service belongs to a cluster member and serves nothing until its first
   // SetPartitionTable: requests wait (retrying, as for a migrating partition), and requests

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "tessera/base/error.h"
@@ -33,6 +34,13 @@ class RequestHandler {
   virtual void OnAccepted(const std::shared_ptr<Connection>& connection) { (void)connection; }
   // A Request frame. Must be answered with exactly one Response carrying request.call_id.
   virtual void OnRequest(const std::shared_ptr<Connection>& connection, wire::Message request) = 0;
+  // The frames (any kind) one read of a handshaken connection delivered, before they come
+  // to OnRequest/OnEvent one by one: a hint (see Connection::BatchHandler). Ignored by default.
+  virtual void BeforeFrames(const std::shared_ptr<Connection>& connection,
+                            std::span<const wire::Message> frames) {
+    (void)connection;
+    (void)frames;
+  }
   // An Event frame from the peer (member<->member pushes). Ignored by default.
   virtual void OnEvent(const std::shared_ptr<Connection>& connection, wire::Message event) {
     (void)connection;
