@@ -176,7 +176,10 @@ struct Client::Impl : public Invoker,
     std::shared_ptr<net::ClientConnection> conn;
     std::int32_t partition = -1;  // of a keyed request once the client has a view
   };
-  Result<Routed> Target(const map::MapRequest& request, Clock::time_point deadline);
+  Result<Routed> Target(const map::MapRequest& request, Clock::time_point deadline) {
+    return Target(request.op, request.key, deadline);
+  }
+  Result<Routed> Target(map::MapOp op, std::string_view key, Clock::time_point deadline);
 
   // Fills owner_connections from owner_of and peers. REQUIRES: mu held.
   void RebuildOwnerConnections();
@@ -200,6 +203,12 @@ struct Client::Impl : public Invoker,
 
   void InvokeUntil(std::shared_ptr<const map::MapRequest> request, Clock::time_point deadline,
                    Callback done);
+  // Lean to the owner when its connection is lean (no MapRequest: the frame is encoded from
+  // the fields, and a copy of its body is kept for a retry, which decodes it); otherwise
+  // Invoke with the request.
+  void InvokeKeyed(map::MapOp op, const std::string& map_name, std::string_view key,
+                   std::string_view value, const map::WriteOptions& options,
+                   Callback done) override;
 
   // A retry's state: the request, its deadline, the client and the caller's callback.
   using RetryFn = base::UniqueFunction<void(), 128>;

@@ -4,6 +4,8 @@
 // connection was lost (kMemberLeft; reading twice is harmless). A write whose connection was
 // lost is reported as kMemberLeft: it may or may not have been applied.
 #include <algorithm>
+#include <cstring>
+#include <memory>
 
 #include "client_impl.h"
 #include "tessera/map/map_codec.h"
@@ -43,13 +45,13 @@ bool IsRead(map::MapOp op) {
 
 }  // namespace
 
-Result<Client::Impl::Routed> Client::Impl::Target(const map::MapRequest& request,
+Result<Client::Impl::Routed> Client::Impl::Target(map::MapOp op, std::string_view key,
                                                   Clock::time_point deadline) {
   Routed routed;
-  if (map::MapOpIsKeyed(request.op)) {
+  if (map::MapOpIsKeyed(op)) {
     std::lock_guard lock(mu);
     if (partitioner) {
-      const std::uint32_t partition = partitioner->PartitionOf(request.key);
+      const std::uint32_t partition = partitioner->PartitionOf(key);
       routed.partition = static_cast<std::int32_t>(partition);
       if (owner_connections_version != routing_version) RebuildOwnerConnections();
       if (partition < owner_connections.size()) {
@@ -165,6 +167,67 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
   }
   target->conn->Call(Encode(*request, target->partition, target->conn->protocol_version()),
                      deadline, options.call_timeout, std::move(on_reply));
+}
+
+namespace {
+
+// The answer to a lean keyed call (InvokeKeyed): the result to the caller, or, when it is
+// retryable within the deadline, the request decoded from the body kept for it, sent again
+// the way any call is. A struct rather than a lambda so that it stays within the connection
+// callback's inline room (no allocation for it).
+struct KeyedReply {
+  std::weak_ptr<Client::Impl> weak;
+  Clock::time_point deadline;
+  std::unique_ptr<char[]> body;  // the lean request, without its frame's header
+  std::uint32_t body_size = 0;
+  Invoker::Callback done;
+
+  void operator()(Result<wire::Message> reply) {
+    auto result = Client::Impl::Decode(std::move(reply));
+    auto self = weak.lock();
+    if (result || !self || Clock::now() >= deadline) return done(std::move(result));
+    auto request = map::DecodeLeanRequest(std::string_view(body.get(), body_size));
+    if (!request || !Client::Impl::Retryable(result.error(), *request)) {
+      return done(std::move(result));
+    }
+    self->log->debug("retrying {} after: {}", map::MapOpName(request->op),
+                     result.error().message());
+    auto shared = std::make_shared<const map::MapRequest>(std::move(*request));
+    self->RetryAfter(std::chrono::milliseconds(20),
+                     [weak = weak, shared, deadline = deadline, done = std::move(done)]() mutable {
+                       Client::Impl::RetryOrShutDown(weak, shared, deadline, std::move(done));
+                     });
+  }
+};
+
+static_assert(sizeof(KeyedReply) <= 128, "KeyedReply must fit CallCallback's inline room");
+
+}  // namespace
+
+void Client::Impl::InvokeKeyed(map::MapOp op, const std::string& map_name, std::string_view key,
+                               std::string_view value, const map::WriteOptions& write_options,
+                               Callback done) {
+  const auto deadline = Clock::now() + options.call_timeout;
+  auto target = Target(op, key, deadline);
+  if (!target || !target->conn->lean()) {
+    map::MapRequest request;
+    request.op = op;
+    request.map_name = map_name;
+    request.key = std::string(key);
+    request.value = std::string(value);
+    request.options = write_options;
+    return InvokeUntil(std::make_shared<const map::MapRequest>(std::move(request)), deadline,
+                       std::move(done));
+  }
+  std::string frame =
+      map::EncodeLeanKeyed(op, map_name, key, value, write_options, wire::kLeanFramePrefixBytes);
+  const std::size_t body_size = frame.size() - wire::kLeanFramePrefixBytes;
+  KeyedReply reply{weak_from_this(), deadline, std::make_unique_for_overwrite<char[]>(body_size),
+                   static_cast<std::uint32_t>(body_size), std::move(done)};
+  std::memcpy(reply.body.get(), frame.data() + wire::kLeanFramePrefixBytes, body_size);
+  target->conn->CallLean(wire::Message::MakeRequest(0, target->partition, wire::Service::kMap,
+                                                    static_cast<std::uint16_t>(op), {}),
+                         std::move(frame), deadline, options.call_timeout, std::move(reply));
 }
 
 void Client::Impl::RetryOrShutDown(const std::weak_ptr<Impl>& weak,

@@ -213,23 +213,17 @@ void Map::ExecuteAsync(MapRequest request, Invoker::Callback done) {
 }
 
 void Map::GetAsync(std::string_view key, Invoker::Callback done) {
-  invoker_->Invoke(Request(MapOp::kGet, key), std::move(done));
+  invoker_->InvokeKeyed(MapOp::kGet, name_, key, {}, {}, std::move(done));
 }
 
 void Map::SetAsync(std::string_view key, std::string_view value, WriteOptions options,
                    Invoker::Callback done) {
-  auto req = Request(MapOp::kSet, key);
-  req.value = std::string(value);
-  req.options = options;
-  invoker_->Invoke(std::move(req), std::move(done));
+  invoker_->InvokeKeyed(MapOp::kSet, name_, key, value, options, std::move(done));
 }
 
 void Map::PutIfAbsentAsync(std::string_view key, std::string_view value, WriteOptions options,
                            Invoker::Callback done) {
-  auto req = Request(MapOp::kPutIfAbsent, key);
-  req.value = std::string(value);
-  req.options = options;
-  invoker_->Invoke(std::move(req), std::move(done));
+  invoker_->InvokeKeyed(MapOp::kPutIfAbsent, name_, key, value, options, std::move(done));
 }
 
 }  // namespace tessera::grid

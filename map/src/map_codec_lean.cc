@@ -174,6 +174,23 @@ std::string EncodeLeanRequest(const MapRequest& r, std::size_t room) {
   return out;
 }
 
+std::string EncodeLeanKeyed(MapOp op, std::string_view map_name, std::string_view key,
+                            std::string_view value, const WriteOptions& options, std::size_t room) {
+  std::string out;
+  out.reserve(room + 2 + 12 + map_name.size() + key.size() + value.size() + 16);
+  out.resize(room);
+  Put(out, static_cast<std::uint8_t>(op));
+  Put(out,
+      static_cast<std::uint8_t>((options.ttl_ms ? kTtl : 0) | (options.max_idle_ms ? kMaxIdle : 0) |
+                                (options.keep_ttl ? kKeepTtl : 0)));
+  PutString(out, map_name);
+  PutString(out, key);
+  PutString(out, value);
+  if (options.ttl_ms) Put(out, static_cast<std::int64_t>(*options.ttl_ms));
+  if (options.max_idle_ms) Put(out, static_cast<std::int64_t>(*options.max_idle_ms));
+  return out;
+}
+
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
   MapRequest r;
   if (auto ok = DecodeLeanRequestInto(bytes, r); !ok) return std::unexpected(ok.error());

@@ -280,6 +280,9 @@ TEST_CASE("Lean map requests and results round-trip the hot keyed operations",
     CHECK(back->key == rq.key);
     CHECK(back->value == rq.value);
     CHECK(back->options == rq.options);
+    // The client's async calls encode the same bytes from the fields themselves.
+    CHECK(tessera::map::EncodeLeanKeyed(op, rq.map_name, rq.key, rq.value, rq.options, 21) ==
+          std::string(21, '\0') + bytes);
     // The prefetch hint reads the same map name and key, without decoding the rest.
     auto peeked = tessera::map::PeekLeanKey(bytes);
     REQUIRE(peeked);

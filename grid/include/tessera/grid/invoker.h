@@ -30,6 +30,21 @@ class Invoker {
   virtual void InvokeShared(std::shared_ptr<const map::MapRequest> request, Callback done) {
     Invoke(map::MapRequest(*request), std::move(done));
   }
+  // A call on one key with at most a value and write options (get, set, put, putIfAbsent,
+  // remove, delete, containsKey, replace): Map's async calls. The same as Invoke with the
+  // request these make, which the default builds; the client encodes them straight into a
+  // lean frame instead.
+  virtual void InvokeKeyed(map::MapOp op, const std::string& map_name, std::string_view key,
+                           std::string_view value, const map::WriteOptions& options,
+                           Callback done) {
+    map::MapRequest request;
+    request.op = op;
+    request.map_name = map_name;
+    request.key = std::string(key);
+    request.value = std::string(value);
+    request.options = options;
+    Invoke(std::move(request), std::move(done));
+  }
   // Blocking form with the instance's call timeout. Errors: kTimeout, kConnectionFailed, and
   // whatever the operation reports. REQUIRES: not called from a shard or client I/O thread.
   virtual base::Result<map::MapResult> InvokeSync(map::MapRequest request) = 0;

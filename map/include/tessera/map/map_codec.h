@@ -50,6 +50,13 @@ bool LeanEncodable(const MapRequest& request, std::uint32_t protocol_version);
 // `room`: zero bytes before the encoding, in the same allocation (a frame's header, filled in
 // place by wire::SealLeanFrame).
 std::string EncodeLeanRequest(const MapRequest& request, std::size_t room = 0);
+// The same bytes EncodeLeanRequest writes for a keyed request (get, set, put, putIfAbsent,
+// remove, delete, containsKey, replace) with only these fields set, from the fields
+// themselves: a caller with them at hand (the client's async map calls) builds no
+// MapRequest. REQUIRES: `op` is one of those.
+std::string EncodeLeanKeyed(MapOp op, std::string_view map_name, std::string_view key,
+                            std::string_view value, const WriteOptions& options,
+                            std::size_t room = 0);
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes);
 // The same into `request` (cleared first), which keeps its strings' capacity, its entries'
 // and event ids' strings, and its integer arguments when the next request has the same names
