@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <regex>
 #include <thread>
 
 #include "child_process.h"
@@ -105,6 +107,55 @@ TEST_CASE("grid-bench putIfAbsentTtl stores fresh keys with the TTL", "[tools][b
   REQUIRE(view);
   CHECK(view->second.ttl_ms == 60000);
   client->Shutdown();
+}
+
+TEST_CASE("grid-bench over RESP runs the same mix against a member's RESP port",
+          "[tools][bench][resp]") {
+  // --redis: GET, SET and SET NX PX with the native runs' client design; the keys land in
+  // the map RESP strings live in, with the value size and TTL asked for.
+  auto node = NodeProcess::StartOrFail({"--resp-port", "0"});
+  std::smatch port;
+  REQUIRE(std::regex_search(node->ready_line(), port, std::regex(R"(resp (127\.0\.0\.1:[0-9]+))")));
+  const std::string resp = port[1].str();
+  auto run = [&](std::vector<std::string> args) {
+    std::vector<std::string> all = {"--redis", resp, "--json", "--warmup", "0", "--duration", "1"};
+    all.insert(all.end(), args.begin(), args.end());
+    auto r = RunProcess(GRID_BENCH_PATH, all, 60s);
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    auto doc = json::parse(r.out, nullptr, false);
+    REQUIRE_FALSE(doc.is_discarded());
+    return doc;
+  };
+  auto mix = run({"--ops", "get=50,set=50", "--keys", "2000", "--preload", "--connections", "3",
+                  "--pipeline", "4"});
+  CHECK(mix["protocol"] == "resp");
+  CHECK(mix["errors"] == 0);
+  CHECK(mix["unfinished"] == 0);
+  CHECK(mix["ops_by_kind"]["get"].get<std::uint64_t>() > 0);
+  CHECK(mix["ops_by_kind"]["set"].get<std::uint64_t>() > 0);
+  CHECK(mix["latency_us"]["p50"].get<double>() <= mix["latency_us"]["p99"].get<double>());
+  auto fresh = run({"--ops", "putIfAbsentTtl=100", "--ttl", "60000", "--pipeline", "8"});
+  CHECK(fresh["errors"] == 0);
+  const auto stored = fresh["ops"].get<std::int64_t>();
+  CHECK(stored > 0);
+  auto client = ConnectOrFail(*node);
+  auto m = client->GetMap("default");
+  // The 2,000 preloaded keys and at least one key per counted putIfAbsent.
+  CHECK(m->Size().value() >= 2000 + stored);
+  CHECK(m->Get("k000000000001999").value().value().size() == 100);
+  auto keys = m->KeySet().value();
+  auto it =
+      std::find_if(keys.begin(), keys.end(), [](const std::string& k) { return k[0] == 'f'; });
+  REQUIRE(it != keys.end());
+  auto view = m->GetEntryView(*it).value();
+  REQUIRE(view);
+  CHECK(view->second.ttl_ms == 60000);
+  client->Shutdown();
+  // What RESP mode does not run is refused, naming it.
+  auto refused = RunProcess(GRID_BENCH_PATH, {"--redis", resp, "--ops", "tx3=100"}, 30s);
+  CHECK(refused.exit_code == 1);
+  CHECK(refused.err.find("drop tx3") != std::string::npos);
 }
 
 TEST_CASE("grid-bench rejects bad flags with exit code 2", "[tools][bench]") {

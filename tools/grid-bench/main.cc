@@ -8,6 +8,7 @@
 
 #include "bench_options.h"
 #include "bench_runner.h"
+#include "resp_bench.h"
 #include "stream_bench.h"
 
 namespace tessera::tools::bench {
@@ -26,8 +27,9 @@ std::string MixText(const BenchOptions& o) {
 
 nlohmann::json ReportJson(const BenchOptions& o, const BenchReport& r) {
   const auto& h = r.latency_ns;
-  return {{"address", o.client.addresses.front()},
-          {"map", o.map_name},
+  return {{"address", o.redis.empty() ? o.client.addresses.front() : o.redis},
+          {"protocol", o.redis.empty() ? "native" : "resp"},
+          {"map", o.redis.empty() ? o.map_name : "default"},  // RESP strings live in "default"
           {"ops_mix", MixText(o)},
           {"connections", o.connections},
           {"pipeline", o.pipeline},
@@ -77,6 +79,7 @@ void PrintText(const BenchOptions& o, const BenchReport& r) {
   const auto& h = r.latency_ns;
   if (r.preload_seconds > 0)
     fmt::print("preloaded {} keys in {:.2f} s\n", o.keys, r.preload_seconds);
+  if (!o.redis.empty()) fmt::print("RESP server {}\n", o.redis);
   fmt::print("ops {} ({}), connections {}, pipeline {}, io threads {}, {:.1f} s\n", r.ops,
              MixText(o), o.connections, o.pipeline, o.io_threads, r.seconds);
   fmt::print("throughput  {:.0f} ops/s\n", static_cast<double>(r.ops) / r.seconds);
@@ -154,7 +157,9 @@ int Main(int argc, const char* const argv[]) {
     return 0;
   }
   if (!options->stream.empty()) return StreamMain(*options);
-  auto report = options->topic.empty() ? RunBench(*options) : RunTopicBench(*options);
+  auto report = !options->redis.empty()  ? RunRespBench(*options)
+                : options->topic.empty() ? RunBench(*options)
+                                         : RunTopicBench(*options);
   if (!report) {
     std::fprintf(stderr, "grid-bench: %s\n", report.error().ToString().c_str());
     return 1;
