@@ -209,15 +209,8 @@ void Client::Impl::InvokeKeyed(map::MapOp op, const std::string& map_name, std::
                                Callback done) {
   const auto deadline = Clock::now() + options.call_timeout;
   auto target = Target(op, key, deadline);
-  if (!target || !target->conn->lean()) {
-    map::MapRequest request;
-    request.op = op;
-    request.map_name = map_name;
-    request.key = std::string(key);
-    request.value = std::string(value);
-    request.options = write_options;
-    return InvokeUntil(std::make_shared<const map::MapRequest>(std::move(request)), deadline,
-                       std::move(done));
+  if (!target || !target->conn->lean()) {  // through a MapRequest, as any call
+    return Invoker::InvokeKeyed(op, map_name, key, value, write_options, std::move(done));
   }
   std::string frame =
       map::EncodeLeanKeyed(op, map_name, key, value, write_options, wire::kLeanFramePrefixBytes);

@@ -16,8 +16,10 @@ namespace {
 using nlohmann::json;
 using tools::bench::LatencyHistogram;
 
-json RunBench(const NodeProcess& node, std::vector<std::string> args) {
-  std::vector<std::string> all = {"--address", node.address(), "--json", "--warmup", "0"};
+// grid-bench with `first`, then `args`, expecting success and one JSON document.
+json RunJson(std::vector<std::string> first, const std::vector<std::string>& args) {
+  std::vector<std::string> all = std::move(first);
+  all.insert(all.end(), {"--json", "--warmup", "0"});
   all.insert(all.end(), args.begin(), args.end());
   auto r = RunProcess(GRID_BENCH_PATH, all, 60s);
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
@@ -25,6 +27,10 @@ json RunBench(const NodeProcess& node, std::vector<std::string> args) {
   auto doc = json::parse(r.out, nullptr, false);
   REQUIRE_FALSE(doc.is_discarded());
   return doc;
+}
+
+json RunBench(const NodeProcess& node, const std::vector<std::string>& args) {
+  return RunJson({"--address", node.address()}, args);
 }
 
 }  // namespace
@@ -118,14 +124,8 @@ TEST_CASE("grid-bench over RESP runs the same mix against a member's RESP port",
   REQUIRE(std::regex_search(node->ready_line(), port, std::regex(R"(resp (127\.0\.0\.1:[0-9]+))")));
   const std::string resp = port[1].str();
   auto run = [&](std::vector<std::string> args) {
-    std::vector<std::string> all = {"--redis", resp, "--json", "--warmup", "0", "--duration", "1"};
-    all.insert(all.end(), args.begin(), args.end());
-    auto r = RunProcess(GRID_BENCH_PATH, all, 60s);
-    INFO("stdout: " << r.out << "\nstderr: " << r.err);
-    REQUIRE(r.exit_code == 0);
-    auto doc = json::parse(r.out, nullptr, false);
-    REQUIRE_FALSE(doc.is_discarded());
-    return doc;
+    args.insert(args.end(), {"--duration", "1"});
+    return RunJson({"--redis", resp}, args);
   };
   auto mix = run({"--ops", "get=50,set=50", "--keys", "2000", "--preload", "--connections", "3",
                   "--pipeline", "4"});

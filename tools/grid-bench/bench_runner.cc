@@ -36,17 +36,11 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kPreloadBatch = 1000;
 
 // Shared by a connection's driver thread and its completions.
-struct State {
+struct State : ConnectionCounts {
   std::mutex mutex;
   std::condition_variable idle;
-  int in_flight = 0;
   Clock::time_point window_start;
   Clock::time_point window_end;
-  LatencyHistogram latency_ns;
-  std::uint64_t ops = 0;
-  std::uint64_t errors = 0;
-  std::string first_error;
-  std::array<std::uint64_t, kOpKinds> ops_by_kind{};  // by OpKind
 
   // Records one completion; returns the time it was recorded at when its slot issues another
   // call (then it stays counted in in_flight; the next call starts then: one clock read per
@@ -90,17 +84,7 @@ class Connection {
   State& state() { return *state_; }
 
  private:
-  // "k" + i zero-padded to key_size - 1 digits (ParseBenchOptions checks that they fit),
-  // without a format call: fmt::format was 4% of a pipelined run's client CPU.
-  std::string KeyOf(std::int64_t i) const {
-    std::string key(options_.key_size, '0');
-    key[0] = 'k';
-    char digits[24];
-    const auto n =
-        static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, i).ptr - digits);
-    std::memcpy(key.data() + key.size() - n, digits, n);
-    return key;
-  }
+  std::string KeyOf(std::int64_t i) const { return BenchKey(options_.key_size, i); }
   std::string FreshKey() {
     std::size_t width =
         options_.key_size > fresh_prefix_.size() + 1 ? options_.key_size - fresh_prefix_.size() : 1;
@@ -141,14 +125,7 @@ Result<void> Connection::Preload() {
   return {};
 }
 
-OpKind Connection::NextOp() {
-  int pick = std::uniform_int_distribution<int>(0, total_weight_ - 1)(random_);
-  for (const auto& w : options_.mix) {
-    if (pick < w.weight) return w.kind;
-    pick -= w.weight;
-  }
-  return options_.mix.back().kind;
-}
+OpKind Connection::NextOp() { return PickOp(options_.mix, total_weight_, random_); }
 
 void Connection::Issue(Clock::time_point start) {
   OpKind kind;
@@ -257,17 +234,7 @@ BenchReport Collect(std::vector<std::unique_ptr<Connection>>& connections) {
   for (auto& c : connections) {
     State& s = c->state();
     std::lock_guard lock(s.mutex);
-    report.latency_ns.Merge(s.latency_ns);
-    report.ops += s.ops;
-    report.errors += s.errors;
-    report.unfinished += static_cast<std::uint64_t>(s.in_flight);
-    if (report.first_error.empty()) report.first_error = s.first_error;
-    for (std::size_t kind = 0; kind < kOpKinds; ++kind) {
-      if (s.ops_by_kind[kind] > 0) {
-        report.ops_by_kind[std::string(OpKindName(static_cast<OpKind>(kind)))] +=
-            s.ops_by_kind[kind];
-      }
-    }
+    s.AddTo(report);
   }
   return report;
 }
@@ -286,6 +253,55 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 }  // namespace
+
+std::string BenchKey(std::size_t key_size, std::int64_t i) {
+  // Without a format call: fmt::format was 4% of a pipelined run's client CPU.
+  std::string key(key_size, '0');
+  key[0] = 'k';
+  char digits[24];
+  const auto n =
+      static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, i).ptr - digits);
+  std::memcpy(key.data() + key.size() - n, digits, n);
+  return key;
+}
+
+OpKind PickOp(const std::vector<OpWeight>& mix, int total_weight, std::mt19937_64& random) {
+  int pick = std::uniform_int_distribution<int>(0, total_weight - 1)(random);
+  for (const auto& w : mix) {
+    if (pick < w.weight) return w.kind;
+    pick -= w.weight;
+  }
+  return mix.back().kind;
+}
+
+void ConnectionCounts::AddTo(BenchReport& report) const {
+  report.latency_ns.Merge(latency_ns);
+  report.ops += ops;
+  report.errors += errors;
+  report.unfinished += static_cast<std::uint64_t>(in_flight);
+  if (report.first_error.empty()) report.first_error = first_error;
+  for (std::size_t kind = 0; kind < kOpKinds; ++kind) {
+    if (ops_by_kind[kind] > 0) {
+      report.ops_by_kind[std::string(OpKindName(static_cast<OpKind>(kind)))] += ops_by_kind[kind];
+    }
+  }
+}
+
+WindowSampler::WindowSampler(Clock::time_point window_start, Clock::time_point window_end)
+    : thread_([this, window_start, window_end] {
+        std::this_thread::sleep_until(window_start);
+        const double before = ProcessCpuSeconds();
+        const std::uint64_t allocations_before = AllocationCount();
+        std::this_thread::sleep_until(window_end);
+        cpu_seconds_ = ProcessCpuSeconds() - before;
+        allocations_ = AllocationCount() - allocations_before;
+      }) {}
+
+void WindowSampler::Finish(BenchReport& report) {
+  thread_.join();
+  report.client_cpu_seconds = cpu_seconds_;
+  if (AllocationsCounted()) report.client_allocations = allocations_;
+}
 
 Result<BenchReport> RunBench(const BenchOptions& options) {
   auto connections = ConnectAll(options);
@@ -306,22 +322,11 @@ Result<BenchReport> RunBench(const BenchOptions& options) {
     drivers.emplace_back([&c, window_start, window_end] { c->Drive(window_start, window_end); });
   }
   // The client's own CPU over the window: what an operation costs the caller's machine.
-  double cpu_seconds = 0;
-  std::uint64_t allocations = 0;
-  std::thread cpu_sampler([&cpu_seconds, &allocations, window_start, window_end] {
-    std::this_thread::sleep_until(window_start);
-    const double before = ProcessCpuSeconds();
-    const std::uint64_t allocations_before = AllocationCount();
-    std::this_thread::sleep_until(window_end);
-    cpu_seconds = ProcessCpuSeconds() - before;
-    allocations = AllocationCount() - allocations_before;
-  });
+  WindowSampler sampler(window_start, window_end);
   for (auto& t : drivers) t.join();
-  cpu_sampler.join();
   for (auto& c : *connections) c->Shutdown();
   BenchReport report = Collect(*connections);
-  report.client_cpu_seconds = cpu_seconds;
-  if (AllocationsCounted()) report.client_allocations = allocations;
+  sampler.Finish(report);
   report.seconds = options.duration_s;
   report.preload_seconds = preload_seconds;
   return report;

@@ -7,10 +7,15 @@
 //
 // Thread-safety: RunBench is a blocking call; safe from any non-client thread.
 
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "bench_options.h"
 #include "latency_histogram.h"
@@ -33,6 +38,35 @@ struct BenchReport {
   // Heap allocations this process made inside the window; nullopt when not counted (an
   // AddressSanitizer build; alloc_counter.h).
   std::optional<std::uint64_t> client_allocations;
+};
+
+// Shared by the native and the RESP runs (resp_bench.h).
+// Key i of the key space: "k" + i zero-padded to key_size bytes.
+std::string BenchKey(std::size_t key_size, std::int64_t i);
+// The next op of `mix` (weights summing to total_weight), drawn with `random`.
+OpKind PickOp(const std::vector<OpWeight>& mix, int total_weight, std::mt19937_64& random);
+// One connection's counts, added to a report.
+struct ConnectionCounts {
+  LatencyHistogram latency_ns;
+  std::uint64_t ops = 0;
+  std::uint64_t errors = 0;
+  std::string first_error;
+  std::array<std::uint64_t, kOpKinds> ops_by_kind{};  // by OpKind
+  int in_flight = 0;
+  void AddTo(BenchReport& report) const;
+};
+// Measures this process's CPU time and heap allocations from window_start to window_end on
+// a thread of its own; Finish waits for the end and writes both into `report`.
+class WindowSampler {
+ public:
+  WindowSampler(std::chrono::steady_clock::time_point window_start,
+                std::chrono::steady_clock::time_point window_end);
+  void Finish(BenchReport& report);
+
+ private:
+  double cpu_seconds_ = 0;
+  std::uint64_t allocations_ = 0;
+  std::thread thread_;
 };
 
 // Connects every client (errors: the client's, e.g. kConnectionFailed), optionally preloads

@@ -17,15 +17,12 @@
 #include <boost/asio/write.hpp>
 #include <charconv>
 #include <chrono>
-#include <ctime>
 #include <deque>
 #include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "alloc_counter.h"
 
 namespace tessera::tools::bench {
 namespace {
@@ -62,14 +59,7 @@ void PutCommand(std::string& out, std::initializer_list<std::string_view> args) 
 class RespConnection : public std::enable_shared_from_this<RespConnection> {
  public:
   // What the run counts; touched on the I/O thread only until the loop has stopped.
-  struct Outcome {
-    LatencyHistogram latency_ns;
-    std::uint64_t ops = 0;
-    std::uint64_t errors = 0;
-    std::string first_error;
-    std::array<std::uint64_t, kOpKinds> ops_by_kind{};
-    int in_flight = 0;
-  };
+  using Outcome = ConnectionCounts;
 
   RespConnection(asio::io_context& io, const BenchOptions& options, int index, std::uint32_t nonce,
                  std::atomic<int>& running)
@@ -141,24 +131,8 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
     Clock::time_point start;
   };
 
-  std::string KeyOf(std::int64_t i) const {
-    std::string key(options_.key_size, '0');
-    key[0] = 'k';
-    char digits[24];
-    const auto n =
-        static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, i).ptr - digits);
-    std::memcpy(key.data() + key.size() - n, digits, n);
-    return key;
-  }
-
-  OpKind NextOp() {
-    int pick = std::uniform_int_distribution<int>(0, total_weight_ - 1)(random_);
-    for (const auto& w : options_.mix) {
-      if (pick < w.weight) return w.kind;
-      pick -= w.weight;
-    }
-    return options_.mix.back().kind;
-  }
+  std::string KeyOf(std::int64_t i) const { return BenchKey(options_.key_size, i); }
+  OpKind NextOp() { return PickOp(options_.mix, total_weight_, random_); }
 
   // SET key value [PX ttl] (a set with --ttl), or SET key value NX PX ttl (a fresh key).
   void AddSet(std::string& out, std::string_view key, bool fresh) const {
@@ -314,12 +288,6 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   Outcome outcome_;
 };
 
-double ProcessCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
-
 }  // namespace
 
 Result<BenchReport> RunRespBench(const BenchOptions& options) {
@@ -373,16 +341,7 @@ Result<BenchReport> RunRespBench(const BenchOptions& options) {
   for (auto& c : connections) {
     asio::post(io, [c, window_start, window_end] { c->Start(window_start, window_end); });
   }
-  double cpu_seconds = 0;
-  std::uint64_t allocations = 0;
-  std::thread cpu_sampler([&cpu_seconds, &allocations, window_start, window_end] {
-    std::this_thread::sleep_until(window_start);
-    const double before = ProcessCpuSeconds();
-    const std::uint64_t allocations_before = AllocationCount();
-    std::this_thread::sleep_until(window_end);
-    cpu_seconds = ProcessCpuSeconds() - before;
-    allocations = AllocationCount() - allocations_before;
-  });
+  WindowSampler sampler(window_start, window_end);
   std::thread loop([&io] { io.run(); });
   const auto give_up = window_end + options.client.call_timeout + std::chrono::seconds(1);
   while (running.load() > 0 && Clock::now() < give_up) {
@@ -390,25 +349,10 @@ Result<BenchReport> RunRespBench(const BenchOptions& options) {
   }
   io.stop();
   loop.join();
-  cpu_sampler.join();
 
   BenchReport report;
-  for (const auto& c : connections) {
-    const auto& o = c->outcome();
-    report.latency_ns.Merge(o.latency_ns);
-    report.ops += o.ops;
-    report.errors += o.errors;
-    report.unfinished += static_cast<std::uint64_t>(o.in_flight);
-    if (report.first_error.empty()) report.first_error = o.first_error;
-    for (std::size_t kind = 0; kind < kOpKinds; ++kind) {
-      if (o.ops_by_kind[kind] > 0) {
-        report.ops_by_kind[std::string(OpKindName(static_cast<OpKind>(kind)))] +=
-            o.ops_by_kind[kind];
-      }
-    }
-  }
-  report.client_cpu_seconds = cpu_seconds;
-  if (AllocationsCounted()) report.client_allocations = allocations;
+  for (const auto& c : connections) c->outcome().AddTo(report);
+  sampler.Finish(report);
   report.seconds = options.duration_s;
   report.preload_seconds = preload_seconds;
   return report;

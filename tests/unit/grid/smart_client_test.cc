@@ -62,6 +62,19 @@ struct Heard {
   }
 };
 
+// Member a, and b joined to it, both with every migration copy (b by pointer: a test may shut
+// it down).
+struct TwoMembers {
+  TwoMembers() {
+    REQUIRE(a.Start());
+    b = std::make_unique<Member>(ClusterMember({AddressOf(a)}));
+    REQUIRE(b->Start());
+    REQUIRE(WaitUntil([&] { return Settled({&a, b.get()}, 2); }));
+  }
+  Member a{ClusterMember()};
+  std::unique_ptr<Member> b;
+};
+
 }  // namespace
 
 TEST_CASE("A smart client sends each key to its owner and hears every member's events",
@@ -94,11 +107,9 @@ TEST_CASE("A smart client sends each key to its owner and hears every member's e
 
 TEST_CASE("A smart client follows members that join and leave, with its listeners",
           "[grid][client][cluster]") {
-  Member a(ClusterMember());
-  REQUIRE(a.Start());
-  auto b = std::make_unique<Member>(ClusterMember({AddressOf(a)}));
-  REQUIRE(b->Start());
-  REQUIRE(WaitUntil([&] { return Settled({&a, b.get()}, 2); }));
+  TwoMembers members;
+  Member& a = members.a;
+  auto& b = members.b;
 
   std::ostringstream log_text;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text);
@@ -151,11 +162,9 @@ TEST_CASE("Async reads in flight while a member leaves all return their values",
   // Reads on the leaving member's connection that fail (kMemberLeft, or a connection that is
   // gone) are sent again to the new owner, lean calls too (InvokeKeyed keeps their bytes).
   // With a debug log, 134-229 "retrying get" lines in 3 of 4 runs (2026-11-27).
-  Member a(ClusterMember());
-  REQUIRE(a.Start());
-  auto b = std::make_unique<Member>(ClusterMember({AddressOf(a)}));
-  REQUIRE(b->Start());
-  REQUIRE(WaitUntil([&] { return Settled({&a, b.get()}, 2); }));
+  TwoMembers members;
+  Member& a = members.a;
+  auto& b = members.b;
   ClientOptions options;
   options.addresses = {AddressOf(a)};
   auto client = Client::Connect(options);
