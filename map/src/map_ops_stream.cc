@@ -50,8 +50,14 @@ void SaveMeta(RecordStore& store, std::string_view sub, const LoadedMeta& loaded
   if (ctx.stream_meta != nullptr) *ctx.stream_meta = loaded.meta;
 }
 
-void DropHead(RecordStore& store, std::string_view sub, StreamMeta& m, OpContext& ctx) {
-  if (Record* r = FindLive(store, StreamEventKey(sub, m.head), ctx)) {
+void DropHead(RecordStore& store, std::string_view sub, StreamMeta& m, OpContext& ctx,
+              std::string_view key) {
+  std::string built;
+  if (key.empty()) {
+    built = StreamEventKey(sub, m.head);
+    key = built;
+  }
+  if (Record* r = FindLive(store, key, ctx)) {
     m.bytes -= static_cast<std::int64_t>(r->value().size());
     RemoveLive(store, *r, ctx, EntryEventType::kEvicted);
   }
@@ -102,9 +108,11 @@ std::int64_t Trim(RecordStore& store, std::string_view sub, StreamMeta& m, OpCon
   // for its age, and an append would fetch what it then does not drop: not fetched.)
   const std::int64_t last =
       slowest != nullptr && max_age_ms <= 0 ? std::min(m.tail, slowest->second) : 0;
+  std::int64_t built = 0;  // keys of the current run built by PrefetchEvents
   while (m.head <= m.tail && removed < kTrimStep) {
-    if (removed % kPrefetchRun == 0) {
-      PrefetchEvents(store, sub, m.head, last, keys);  // kPrefetchRun of them at most
+    const std::int64_t in_run = removed % kPrefetchRun;
+    if (in_run == 0) {
+      built = PrefetchEvents(store, sub, m.head, last, keys);  // kPrefetchRun of them at most
     }
     if (slowest == nullptr && max_age_ms <= 0) break;  // no groups: kept until room is needed
     if (slowest != nullptr && m.head > slowest->second) break;  // someone has not committed it
@@ -112,7 +120,10 @@ std::int64_t Trim(RecordStore& store, std::string_view sub, StreamMeta& m, OpCon
       Record* r = FindLive(store, StreamEventKey(sub, m.head), ctx);
       if (r != nullptr && ctx.wall_ms - StoredEventTime(r->value()) < max_age_ms) break;
     }
-    DropHead(store, sub, m, ctx);
+    // The key the prefetch built (once per event), when this event was in its run.
+    DropHead(store, sub, m, ctx,
+             in_run < built ? std::string_view(keys[static_cast<std::size_t>(in_run)])
+                            : std::string_view());
     ++removed;
   }
   return removed;

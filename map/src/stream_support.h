@@ -26,8 +26,10 @@ struct LoadedMeta {
 LoadedMeta LoadMeta(RecordStore& store, std::string_view sub, OpContext& ctx);
 void SaveMeta(RecordStore& store, std::string_view sub, const LoadedMeta& loaded, OpContext& ctx);
 
-// Removes the event at head (if stored) and moves head on.
-void DropHead(RecordStore& store, std::string_view sub, StreamMeta& m, OpContext& ctx);
+// Removes the event at head (if stored) and moves head on. `key`: the head event's key when
+// the caller has it built already (empty: built here).
+void DropHead(RecordStore& store, std::string_view sub, StreamMeta& m, OpContext& ctx,
+              std::string_view key = {});
 
 // "S#3" -> "S".
 std::string StreamOfSub(std::string_view sub);
