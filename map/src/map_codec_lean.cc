@@ -140,6 +140,26 @@ bool LeanEncodable(const MapRequest& r, std::uint32_t protocol_version) {
          IntArguments(r.argument);
 }
 
+namespace {
+
+// Op, flags (the options' bits and `more_flags`), map name, key, value and the options: the
+// whole of a keyed request, the start of a stream append. Returns the flags written.
+std::uint8_t PutHead(std::string& out, MapOp op, std::uint8_t more_flags, std::string_view map_name,
+                     std::string_view key, std::string_view value, const WriteOptions& options) {
+  Put(out, static_cast<std::uint8_t>(op));
+  const std::uint8_t flags = (options.ttl_ms ? kTtl : 0) | (options.max_idle_ms ? kMaxIdle : 0) |
+                             (options.keep_ttl ? kKeepTtl : 0) | more_flags;
+  Put(out, flags);
+  PutString(out, map_name);
+  PutString(out, key);
+  PutString(out, value);
+  if (options.ttl_ms) Put(out, static_cast<std::int64_t>(*options.ttl_ms));
+  if (options.max_idle_ms) Put(out, static_cast<std::int64_t>(*options.max_idle_ms));
+  return flags;
+}
+
+}  // namespace
+
 std::string EncodeLeanRequest(const MapRequest& r, std::size_t room) {
   std::string out;
   std::size_t size = 2 + 12 + r.map_name.size() + r.key.size() + r.value.size() + 16;
@@ -148,17 +168,11 @@ std::string EncodeLeanRequest(const MapRequest& r, std::size_t room) {
   for (const auto& f : r.argument.fields()) size += 12 + f.name.size();
   out.reserve(room + size + 5);  // one allocation, room included
   out.resize(room);
-  Put(out, static_cast<std::uint8_t>(r.op));
   const std::uint8_t flags =
-      (r.options.ttl_ms ? kTtl : 0) | (r.options.max_idle_ms ? kMaxIdle : 0) |
-      (r.options.keep_ttl ? kKeepTtl : 0) | (r.entries.empty() ? 0 : kEntries) |
-      (r.keys.empty() ? 0 : kKeys) | (r.argument.fields().empty() ? 0 : kIntArgs);
-  Put(out, flags);
-  PutString(out, r.map_name);
-  PutString(out, r.key);
-  PutString(out, r.value);
-  if (r.options.ttl_ms) Put(out, static_cast<std::int64_t>(*r.options.ttl_ms));
-  if (r.options.max_idle_ms) Put(out, static_cast<std::int64_t>(*r.options.max_idle_ms));
+      PutHead(out, r.op,
+              (r.entries.empty() ? 0 : kEntries) | (r.keys.empty() ? 0 : kKeys) |
+                  (r.argument.fields().empty() ? 0 : kIntArgs),
+              r.map_name, r.key, r.value, r.options);
   if (flags & kEntries) PutEntries(out, r.entries);
   if (flags & kKeys) {
     Put(out, static_cast<std::uint32_t>(r.keys.size()));
@@ -179,15 +193,7 @@ std::string EncodeLeanKeyed(MapOp op, std::string_view map_name, std::string_vie
   std::string out;
   out.reserve(room + 2 + 12 + map_name.size() + key.size() + value.size() + 16);
   out.resize(room);
-  Put(out, static_cast<std::uint8_t>(op));
-  Put(out,
-      static_cast<std::uint8_t>((options.ttl_ms ? kTtl : 0) | (options.max_idle_ms ? kMaxIdle : 0) |
-                                (options.keep_ttl ? kKeepTtl : 0)));
-  PutString(out, map_name);
-  PutString(out, key);
-  PutString(out, value);
-  if (options.ttl_ms) Put(out, static_cast<std::int64_t>(*options.ttl_ms));
-  if (options.max_idle_ms) Put(out, static_cast<std::int64_t>(*options.max_idle_ms));
+  PutHead(out, op, 0, map_name, key, value, options);
   return out;
 }
 

@@ -90,11 +90,12 @@ std::int64_t PrefetchEvents(const RecordStore& store, std::string_view sub, std:
   if (last < from) return 0;
   const std::size_t n =
       last - from < kPrefetchRun ? static_cast<std::size_t>(last - from + 1) : keys.size();
+  std::array<std::uint64_t, kPrefetchRun> hashes;
   for (std::size_t i = 0; i < n; ++i) {
     StreamEventKeyInto(keys[i], sub, from + static_cast<std::int64_t>(i));
-    store.Prefetch(keys[i]);
+    hashes[i] = store.Prefetch(keys[i]);
   }
-  for (std::size_t i = 0; i < n; ++i) store.PrefetchRecord(keys[i]);
+  for (std::size_t i = 0; i < n; ++i) store.PrefetchRecord(hashes[i]);
   return static_cast<std::int64_t>(n);
 }
 

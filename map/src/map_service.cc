@@ -680,7 +680,7 @@ void MapService::PrefetchKeys(std::span<const KeyRef> keys) const {
   if (!shard || keys.size() < 2) return;
   const ShardState& state = *impl_->states[*shard];
   std::array<const RecordStore*, kMaxPrefetchKeys> stores;
-  std::array<std::string_view, kMaxPrefetchKeys> kept;
+  std::array<std::uint64_t, kMaxPrefetchKeys> hashes;
   std::size_t n = 0;
   const MapTable* table = nullptr;
   for (const KeyRef& ref : keys.first(std::min(keys.size(), kMaxPrefetchKeys))) {
@@ -699,12 +699,11 @@ void MapService::PrefetchKeys(std::span<const KeyRef> keys) const {
     }
     const RecordStore* store = table->stores.Find(partition_id / shards_.size());
     if (store == nullptr) continue;
-    store->Prefetch(ref.key);
-    stores[n] = store;
-    kept[n++] = ref.key;
+    hashes[n] = store->Prefetch(ref.key);
+    stores[n++] = store;
   }
   // The slots are on their way: find each key's entry among them and fetch it too.
-  for (std::size_t i = 0; i < n; ++i) stores[i]->PrefetchRecord(kept[i]);
+  for (std::size_t i = 0; i < n; ++i) stores[i]->PrefetchRecord(hashes[i]);
 }
 
 base::Result<MapResult> MapService::ExecuteSync(MapRequest request) {

@@ -178,12 +178,13 @@ const Record* RecordStore::Find(std::string_view key) const {
   return i == kNpos ? nullptr : SlotRecord(slots_[i]);
 }
 
-void RecordStore::Prefetch(std::string_view key) const {
-  __builtin_prefetch(&slots_[Hash(key) & (slots_.size() - 1)]);
+std::uint64_t RecordStore::Prefetch(std::string_view key) const {
+  const std::uint64_t hash = Hash(key);
+  __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]);
+  return hash;
 }
 
-void RecordStore::PrefetchRecord(std::string_view key) const {
-  const std::uint64_t hash = Hash(key);
+void RecordStore::PrefetchRecord(std::uint64_t hash) const {
   const std::size_t mask = slots_.size() - 1;
   const std::uint64_t tag = hash >> kTagShift;
   for (std::size_t i = hash & mask;; i = (i + 1) & mask) {

@@ -156,12 +156,12 @@ class RecordStore {
   const Record* Find(std::string_view key) const;
   // A hint: starts fetching the table's slots where `key` would be, so that an operation
   // about to look up several keys pays their cache misses together rather than one after
-  // another. Changes nothing.
-  void Prefetch(std::string_view key) const;
-  // A second hint, after Prefetch: starts fetching the entry of `key` itself (found by the
-  // slots' hash bits alone), so that the key comparisons of the lookups that follow hit the
-  // cache. Changes nothing.
-  void PrefetchRecord(std::string_view key) const;
+  // another. Changes nothing. Returns the key's hash, for PrefetchRecord.
+  std::uint64_t Prefetch(std::string_view key) const;
+  // A second hint, after Prefetch (`hash`: what it returned for `key`): starts fetching the
+  // entry of `key` itself (found by the slots' hash bits alone), so that the key comparisons
+  // of the lookups that follow hit the cache. Changes nothing.
+  void PrefetchRecord(std::uint64_t hash) const;
   // The largest distance of an entry from its home slot: how long the table's probe runs
   // get (a diagnostic; linear probing at load <= 0.8 keeps it small but not bounded).
   std::size_t LongestProbe() const;
