@@ -1,9 +1,12 @@
 // IdGenerator (id_generator.h). Next is one compare-and-swap on a 64-bit counter whose high
 // bits are milliseconds and low bits the sequence, so "the next sequence, or the current
 // millisecond if the clock moved on" is max(last + 1, now << 7): running ahead of the clock
-// and ignoring a clock that went back both fall out of it.
+// and ignoring a clock that went back both fall out of it. The clock itself is steady + the
+// largest wall - steady offset seen (a fetch-max on one atomic), so it follows the wall clock
+// forward and never back.
 #include "tessera/grid/id_generator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -24,19 +27,37 @@ std::int64_t NowMsSinceEpoch() {
   return std::max<std::int64_t>(0, now - IdGenerator::kEpochMs);
 }
 
+std::int64_t SystemWallNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 IdGenerator::IdGenerator(std::uint32_t node_id)
-    : node_id_(node_id),
-      start_ms_(NowMsSinceEpoch()),
-      start_steady_(std::chrono::steady_clock::now()) {
+    : IdGenerator(node_id, Clocks{&SystemWallNs, &SteadyNs}) {}
+
+IdGenerator::IdGenerator(std::uint32_t node_id, Clocks clocks)
+    : node_id_(node_id), clocks_(clocks), offset_ns_(clocks.wall_ns() - clocks.steady_ns()) {
   TESSERA_CHECK(node_id < (1u << kNodeBits), "IdGenerator node id out of range");
 }
 
-std::int64_t IdGenerator::ClockMs() const {
-  return start_ms_ + std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::steady_clock::now() - start_steady_)
-                         .count();
+std::int64_t IdGenerator::ClockMs() {
+  const std::int64_t steady = clocks_.steady_ns();
+  const std::int64_t seen = clocks_.wall_ns() - steady;
+  std::int64_t offset = offset_ns_.load(std::memory_order_relaxed);
+  while (seen > offset &&
+         !offset_ns_.compare_exchange_weak(offset, seen, std::memory_order_relaxed)) {
+  }
+  const std::int64_t ms = (steady + std::max(offset, seen)) / 1'000'000 - kEpochMs;
+  return std::max<std::int64_t>(0, ms);
 }
 
 std::int64_t IdGenerator::Next() {

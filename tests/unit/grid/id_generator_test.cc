@@ -3,6 +3,7 @@
 #include "tessera/grid/id_generator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <set>
@@ -39,6 +40,68 @@ TEST_CASE("An id carries its time and node id, and a generator's ids increase", 
   }
   CHECK(increasing == 200'000);
   CHECK(IdGenerator::NodeOf(last) == 12345);
+}
+
+namespace {
+
+// Clocks a test moves by hand (IdGenerator::Clocks), in ns.
+std::atomic<std::int64_t> test_wall_ns{0};
+std::atomic<std::int64_t> test_steady_ns{0};
+std::int64_t TestWallNs() { return test_wall_ns.load(); }
+std::int64_t TestSteadyNs() { return test_steady_ns.load(); }
+void Advance(std::int64_t ns) {
+  test_wall_ns += ns;
+  test_steady_ns += ns;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "A wall clock step forward goes into ids at once and a step back neither goes into them nor "
+    "stalls Next",
+    "[grid][ids]") {
+  constexpr std::int64_t kMs = 1'000'000;
+  const std::int64_t start_ms = IdGenerator::kEpochMs + 1'000'000'000;  // ~11.6 days in
+  test_wall_ns = start_ms * kMs + 400'000;  // not on a millisecond: no ms lost to rounding
+  test_steady_ns = 7'000 * kMs;
+  IdGenerator generator(7, IdGenerator::Clocks{&TestWallNs, &TestSteadyNs});
+  std::int64_t last = generator.Next();
+  CHECK(IdGenerator::TimestampMsOf(last) == start_ms);
+  Advance(kMs);
+  std::int64_t id = generator.Next();
+  CHECK(IdGenerator::TimestampMsOf(id) == start_ms + 1);
+
+  // Forward by a minute (an NTP step, a VM resumed after a suspend): the next id has it.
+  test_wall_ns += 60'000 * kMs;
+  last = id;
+  id = generator.Next();
+  CHECK(id > last);
+  CHECK(IdGenerator::TimestampMsOf(id) == start_ms + 1 + 60'000);
+
+  // Back by an hour, far beyond the 10 s a generator may run ahead: ids keep their time and go
+  // on with the steady clock; Next returns at once (with a stall it would never return here,
+  // the test's clocks do not move by themselves).
+  test_wall_ns -= 3'600'000 * kMs;
+  Advance(2 * kMs);
+  last = id;
+  id = generator.Next();
+  CHECK(id > last);
+  CHECK(IdGenerator::TimestampMsOf(id) == start_ms + 3 + 60'000);
+  for (int i = 0; i < 1'000; ++i) {
+    Advance(kMs);
+    last = id;
+    id = generator.Next();
+    REQUIRE(id > last);
+  }
+  CHECK(IdGenerator::TimestampMsOf(id) == start_ms + 1'003 + 60'000);
+
+  // The wall clock catching up and passing the generator's clock takes it forward again.
+  test_wall_ns += 3'600'000 * kMs + 5'000 * kMs;
+  last = id;
+  id = generator.Next();
+  CHECK(id > last);
+  CHECK(IdGenerator::TimestampMsOf(id) == start_ms + 1'003 + 65'000);
+  CHECK(IdGenerator::NodeOf(id) == 7);
 }
 
 TEST_CASE("Ids from two members and a client are unique, each generator's increasing",

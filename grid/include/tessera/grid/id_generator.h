@@ -15,9 +15,12 @@
 //   - A generator hands out 128 ids per millisecond (128k/s) from its own clock. Beyond that
 //     it runs ahead of the clock (borrowing later milliseconds) by up to 10 s, and then Next
 //     waits for the clock: ids never repeat.
-//   - A generator's clock is the wall clock read when it was created plus the steady clock
-//     since: a wall clock step (NTP, VM restore) neither goes into its ids nor stalls it; over
-//     days its ids drift from the wall clock by the steady clock's drift (NTP slews it).
+//   - A generator's clock is the steady clock plus the largest (wall - steady) offset it has
+//     seen: it never goes back and never runs slower than the wall clock. A wall clock step
+//     forward (NTP step, VM resumed after a suspend the steady clock did not count) goes into
+//     its ids at once; a step back neither goes into them nor stalls Next: ids then stay ahead
+//     of the wall clock by that step. So an id's time is never earlier than the wall clock
+//     when Next was called.
 //   - Node ids: Create reserves one through the cluster (an atomic counter and a lease entry
 //     in the map `__tessera.ids`), one round trip. The lease lasts kNodeLeaseMs (7 days):
 //     uniqueness holds among generators created less than 32,768 reservations apart, or
@@ -53,6 +56,13 @@ class IdGenerator {
   // A generator with a given node id (tests; ids are unique only if no other generator in
   // the cluster uses the same node id). REQUIRES: node_id < 2^15.
   explicit IdGenerator(std::uint32_t node_id);
+  // The clocks a generator reads, in nanoseconds: wall since the Unix epoch, steady since
+  // any fixed point. Tests give their own to step the wall clock.
+  struct Clocks {
+    std::int64_t (*wall_ns)();
+    std::int64_t (*steady_ns)();
+  };
+  IdGenerator(std::uint32_t node_id, Clocks clocks);
 
   // The next id: positive, greater than every id this generator returned before, unique in
   // the cluster. Waits only when more than 10 s ahead of the clock (above).
@@ -66,13 +76,13 @@ class IdGenerator {
   }
 
  private:
-  // The generator's clock: the wall clock read at construction plus the steady clock since,
-  // so a step of the wall clock (NTP, VM restore) neither goes into ids nor stalls Next.
-  std::int64_t ClockMs() const;
+  // The generator's clock in ms since kEpochMs: steady + the largest wall - steady seen
+  // (above).
+  std::int64_t ClockMs();
 
   std::uint32_t node_id_;
-  std::int64_t start_ms_;  // wall ms since kEpochMs at construction
-  std::chrono::steady_clock::time_point start_steady_;
+  Clocks clocks_;
+  std::atomic<std::int64_t> offset_ns_;  // the largest wall - steady seen, in ns
   // (milliseconds since kEpochMs << kSequenceBits) | sequence of the last id handed out.
   std::atomic<std::int64_t> last_{0};
 };
