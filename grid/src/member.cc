@@ -178,7 +178,8 @@ void Member::StartRouter() {
       std::make_unique<TopicRelay>(impl_->topics, *impl_->router, impl_->shards, options_.topics,
                                    partition::Partitioner(options_.partition_count), log_);
   impl_->topics.SetClusterPublisher(
-      [relay = impl_->relay.get()](topic::Message m) { return relay->Publish(std::move(m)); });
+      [relay = impl_->relay.get()](topic::Message m) { return relay->Publish(std::move(m)); },
+      [relay = impl_->relay.get()] { return relay->HasPeers(); });
 }
 
 base::Result<void> Member::StartMembership() {

@@ -42,6 +42,10 @@ class TopicRelay {
                 std::vector<std::string> owners = {});
   // Delivers here and sends to the peers; returns the local receivers.
   std::int64_t Publish(topic::Message message);
+  // Whether the current view has other members (a message published now leaves this one).
+  bool HasPeers() const {
+    return view_.Read([](const View& view) { return !view.peers.empty(); });
+  }
   // Sends to other members that failed (the member was gone or did not answer).
   std::int64_t failed_sends() const { return failed_sends_->load(std::memory_order_relaxed); }
 

@@ -57,8 +57,8 @@ void Unsubscribe(Connection& conn, Args args) { UnsubscribeGeneric(conn, args, f
 void PUnsubscribe(Connection& conn, Args args) { UnsubscribeGeneric(conn, args, true); }
 
 void Publish(Connection& conn, Args args) {
-  const auto receivers = conn.server().topics.Publish(args[1], std::string(args[2]),
-                                                      "resp:" + std::to_string(conn.id()));
+  const auto receivers =
+      conn.server().topics.Publish(args[1], args[2], "resp:" + std::to_string(conn.id()));
   conn.Reply().Integer(receivers);
 }
 

@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "tessera/base/check.h"
+#include "tessera/base/string_hash.h"
 #include "tessera/runtime/shard_snapshot.h"
 #include "tessera/topic/glob.h"
 
@@ -119,7 +120,9 @@ std::int64_t WallMs() {
 // shard's cached copy lives until that shard's next publish, and must not keep an unsubscribed
 // listener (and what it holds, e.g. an embedded listener's queue thread) alive until then.
 struct Registry {
-  std::unordered_map<std::string, std::vector<std::weak_ptr<Subscription>>> by_topic;
+  std::unordered_map<std::string, std::vector<std::weak_ptr<Subscription>>, base::StringHash,
+                     std::equal_to<>>
+      by_topic;
   std::vector<std::weak_ptr<Subscription>> patterns;
 };
 
@@ -134,6 +137,7 @@ struct TopicService::Impl {
   SubscriptionId next_id = 1;
   std::atomic<std::int64_t> next_sequence{1};
   std::function<std::int64_t(Message)> cluster_publisher;
+  std::function<bool()> reaches_others;  // null with a cluster publisher: assume it does
   // Per-topic counters (see "Statistics" in the header), guarded by by_name_mu.
   struct Tracked {
     std::shared_ptr<Counters> counters;
@@ -141,7 +145,7 @@ struct TopicService::Impl {
     std::int64_t subscriptions = 0;       // plain subscriptions here: kept while > 0
   };
   mutable std::mutex by_name_mu;
-  std::unordered_map<std::string, Tracked> by_name;
+  std::unordered_map<std::string, Tracked, base::StringHash, std::equal_to<>> by_name;
   const std::size_t stats_limit;
   std::size_t untracked_since_sweep = 0;
   // Bumped whenever names are dropped: shards then empty their caches.
@@ -150,7 +154,8 @@ struct TopicService::Impl {
   // its topic's counters without the mutex. Only names with counters are cached.
   struct alignas(64) ShardCounterCache {
     std::uint64_t generation = 0;
-    std::unordered_map<std::string, std::shared_ptr<Counters>> by_name;
+    std::unordered_map<std::string, std::shared_ptr<Counters>, base::StringHash, std::equal_to<>>
+        by_name;
   };
   std::vector<ShardCounterCache> caches;  // caches[s] is touched only on shard s
 
@@ -158,7 +163,7 @@ struct TopicService::Impl {
 
   // The counters of `topic`, or null if it has none and none can be made now. REQUIRES:
   // by_name_mu held.
-  Tracked* FindOrAddLocked(const std::string& topic) {
+  Tracked* FindOrAddLocked(std::string_view topic) {
     if (auto it = by_name.find(topic); it != by_name.end()) return &it->second;
     if (by_name.size() >= stats_limit) {
       if (++untracked_since_sweep < std::max<std::size_t>(stats_limit, 1)) return nullptr;
@@ -166,7 +171,7 @@ struct TopicService::Impl {
       SweepLocked();
       if (by_name.size() >= stats_limit) return nullptr;
     }
-    Tracked& added = by_name[topic];
+    Tracked& added = by_name[std::string(topic)];
     added.counters = std::make_shared<Counters>(shards.size());
     return &added;
   }
@@ -188,7 +193,7 @@ struct TopicService::Impl {
     if (dropped) generation.fetch_add(1, std::memory_order_acq_rel);
   }
 
-  std::shared_ptr<Counters> CountersOf(const std::string& topic) {
+  std::shared_ptr<Counters> CountersOf(std::string_view topic) {
     std::lock_guard lock(by_name_mu);
     Tracked* tracked = FindOrAddLocked(topic);
     return tracked ? tracked->counters : nullptr;
@@ -196,7 +201,7 @@ struct TopicService::Impl {
 
   // Counts a publish of `topic`: on a shard thread without the mutex once that shard has seen
   // the topic.
-  void CountPublished(const std::string& topic) {
+  void CountPublished(std::string_view topic) {
     const auto shard = shards.CurrentShard();
     counters->AddPublished(shard);
     if (!shard) {
@@ -207,7 +212,7 @@ struct TopicService::Impl {
   }
 
   // `topic`'s counters through a shard's cache (null: none). REQUIRES: on that shard.
-  Counters* CachedCounters(ShardCounterCache& cache, const std::string& topic) {
+  Counters* CachedCounters(ShardCounterCache& cache, std::string_view topic) {
     const auto current = generation.load(std::memory_order_acquire);
     if (cache.generation != current) {
       cache.by_name.clear();
@@ -216,7 +221,15 @@ struct TopicService::Impl {
     if (auto it = cache.by_name.find(topic); it != cache.by_name.end()) return it->second.get();
     auto counters = CountersOf(topic);
     if (!counters) return nullptr;
-    return cache.by_name.emplace(topic, std::move(counters)).first->second.get();
+    return cache.by_name.emplace(std::string(topic), std::move(counters)).first->second.get();
+  }
+
+  // Whether a message on `topic` could reach a listener: one here subscribed to it (or a
+  // pattern subscription, which may match), or another member through the cluster publisher.
+  bool MayBeHeard(std::string_view topic) const {
+    const bool here = snapshot.Read(
+        [&](const Registry& r) { return !r.patterns.empty() || r.by_topic.contains(topic); });
+    return here || (cluster_publisher && (!reaches_others || reaches_others()));
   }
 
   // Plain subscriptions keep their topic's counters.
@@ -284,20 +297,30 @@ TopicService::TopicService(runtime::ShardSet& shards, std::shared_ptr<spdlog::lo
 
 TopicService::~TopicService() = default;
 
-std::int64_t TopicService::Publish(std::string_view topic, std::string payload,
+std::int64_t TopicService::Publish(std::string_view topic, std::string_view payload,
                                    std::string_view publisher_id) {
-  return Publish(Message{std::string(topic), std::move(payload), std::string(publisher_id)});
+  impl_->CountPublished(topic);
+  // Nobody to hear it: counted, and neither copied nor stamped (a sequence is taken only by a
+  // message that reaches a listener, in PublishLocal, so none is skipped).
+  if (!impl_->MayBeHeard(topic)) return 0;
+  return Send(Message{std::string(topic), std::string(payload), std::string(publisher_id)});
 }
 
 std::int64_t TopicService::Publish(Message message) {
   impl_->CountPublished(message.topic);
+  return Send(std::move(message));
+}
+
+std::int64_t TopicService::Send(Message message) {
   if (message.publish_time_ms == 0) message.publish_time_ms = WallMs();
   if (impl_->cluster_publisher) return impl_->cluster_publisher(std::move(message));
   return PublishLocal(std::move(message));
 }
 
-void TopicService::SetClusterPublisher(std::function<std::int64_t(Message)> publisher) {
+void TopicService::SetClusterPublisher(std::function<std::int64_t(Message)> publisher,
+                                       std::function<bool()> reaches_others) {
   impl_->cluster_publisher = std::move(publisher);
+  impl_->reaches_others = std::move(reaches_others);
 }
 
 std::int64_t TopicService::PublishLocal(Message in) {

@@ -1,4 +1,5 @@
-// Each shard thread records its index in a thread_local so CurrentShard() is one load.
+// Each shard thread records its index in a thread_local (shard_set.h's detail) so
+// CurrentShard() is two loads.
 // A thread belongs to at most one ShardSet at a time (true for members and tests alike).
 #include "tessera/runtime/shard_set.h"
 
@@ -12,10 +13,6 @@
 #include "tessera/runtime/idle_poll.h"
 
 namespace tessera::runtime {
-namespace {
-thread_local const ShardSet* tls_owner = nullptr;
-thread_local std::size_t tls_shard = 0;
-}  // namespace
 
 std::size_t DefaultShardCount() {
   const std::size_t hardware = std::thread::hardware_concurrency();
@@ -39,12 +36,12 @@ void ShardSet::Start() {
     shard.io.restart();
     shard.work.emplace(shard.io.get_executor());
     shard.thread = std::thread([this, &shard, i] {
-      tls_owner = this;
-      tls_shard = i;
+      detail::tls_shard_owner = this;
+      detail::tls_shard_index = i;
       const std::string name = "shard-" + std::to_string(i);  // as top -H and gdb show it
       pthread_setname_np(pthread_self(), name.c_str());
       Run(shard, idle_poll_);
-      tls_owner = nullptr;
+      detail::tls_shard_owner = nullptr;
     });
   }
 }
@@ -110,11 +107,6 @@ void ShardSet::Stop() {
   for (auto& shard : shards_) {
     if (shard->thread.joinable()) shard->thread.join();
   }
-}
-
-std::optional<std::size_t> ShardSet::CurrentShard() const {
-  if (tls_owner != this) return std::nullopt;
-  return tls_shard;
 }
 
 void ShardSet::InvokeOnAll(std::function<void(std::size_t)> fn) {

@@ -3,6 +3,7 @@
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -306,4 +307,71 @@ TEST_CASE("Unsubscribe releases the listener at once, though a shard still cache
   shards.InvokeOn(0, [&] { after.set_value(topics.Publish("held", "y", "p")); });
   CHECK(after.get_future().get() == 0);
   shards.Stop();
+}
+
+TEST_CASE("A publish nobody can hear is counted but skips no sequence and no cluster publisher",
+          "[topic]") {
+  ShardSet shards(2);
+  shards.Start();
+  TopicService topics(shards, NullLogger());
+  std::atomic<bool> others{false};
+  std::vector<Message> sent;  // what reached the cluster publisher (called on this thread)
+  topics.SetClusterPublisher(
+      [&](Message m) {
+        sent.push_back(m);
+        return topics.PublishLocal(std::move(m));
+      },
+      [&] { return others.load(); });
+  // On a shard and off one alike: nobody here, no other member: 0, counted, not handed on.
+  CHECK(topics.Publish("t", "unheard-1", "p") == 0);
+  std::promise<std::int64_t> on_shard;
+  shards.InvokeOn(1, [&] { on_shard.set_value(topics.Publish("t", "unheard-2", "p")); });
+  CHECK(on_shard.get_future().get() == 0);
+  CHECK(sent.empty());
+  CHECK(topics.Stats().published == 2);
+  auto by_topic = topics.StatsByTopic();
+  REQUIRE(by_topic.size() == 1);
+  CHECK(by_topic[0].first == "t");
+  CHECK(by_topic[0].second.published == 2);
+
+  // A subscriber: heard, stamped, and its sequence is the first (the unheard took none).
+  Inbox inbox;
+  std::vector<Message> got;
+  topics.Subscribe("t", ListenerOptions{.shard = 0}, [&](const Message& m, std::string_view) {
+    std::lock_guard lock(inbox.mutex);
+    got.push_back(m);
+    inbox.payloads.push_back(m.payload);
+    inbox.changed.notify_all();
+  });
+  CHECK(topics.Publish("t", "heard", "pub-9") == 1);
+  REQUIRE(inbox.WaitFor(1));
+  CHECK(got[0].payload == "heard");
+  CHECK(got[0].publisher_id == "pub-9");
+  CHECK(got[0].sequence == 1);
+  CHECK(got[0].publish_time_ms > 0);
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].payload == "heard");
+
+  // A pattern subscription may match any name: a publish to another topic goes through.
+  topics.PatternSubscribe("u*", ListenerOptions{.shard = 1}, inbox.Listener(shards));
+  CHECK(topics.Publish("u1", "by-pattern", "p") == 1);
+  CHECK(topics.Publish("v1", "no-match", "p") == 0);
+  REQUIRE(inbox.WaitFor(2));
+  CHECK(sent.size() == 3);  // both went to the cluster publisher: a pattern is listening
+
+  // Other members: every message goes to the cluster publisher, heard here or not.
+  TopicService lonely(shards, NullLogger());
+  std::vector<std::string> handed;
+  lonely.SetClusterPublisher([&](Message m) {
+    handed.push_back(m.payload);
+    return std::int64_t{7};  // what the cluster publisher says is what Publish returns
+  });                        // no reaches_others: assumed to reach others
+  CHECK(lonely.Publish("x", "m1", "p") == 7);
+  others = true;
+  CHECK(topics.Publish("w", "to-others", "p") == 0);
+  CHECK(handed == std::vector<std::string>{"m1"});
+  REQUIRE(sent.size() == 4);
+  CHECK(sent[3].payload == "to-others");
+  CHECK(sent[3].topic == "w");
+  Drain(shards);
 }

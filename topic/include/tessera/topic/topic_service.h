@@ -95,16 +95,23 @@ class TopicService {
 
   // Hands `payload` to every matching listener (posted to each listener's shard). Returns the
   // number of listeners it was queued for (listeners whose queue was full are not counted).
-  std::int64_t Publish(std::string_view topic, std::string payload, std::string_view publisher_id);
+  // A message nobody can hear (no subscription here to the topic, no pattern subscription
+  // here, and the cluster publisher reaches no other member) is counted as published and
+  // returns 0 without being copied.
+  std::int64_t Publish(std::string_view topic, std::string_view payload,
+                       std::string_view publisher_id);
   // The same for a message built elsewhere (publisher id and publish time kept, a sequence and
   // a missing publish time filled in).
   std::int64_t Publish(Message message);
   // Delivers `message` to this member's listeners only, as Publish does without a cluster
   // publisher. Returns the number of listeners it was queued for.
   std::int64_t PublishLocal(Message message);
-  // Installs the cluster publisher (see above); it returns what Publish returns. Call before
+  // Installs the cluster publisher (see above); it returns what Publish returns.
+  // `reaches_others` says whether a message published now could leave this member (there are
+  // other members); without it, every message is handed to the publisher. Call before
   // publishing starts; REQUIRES: not called concurrently with Publish.
-  void SetClusterPublisher(std::function<std::int64_t(Message)> publisher);
+  void SetClusterPublisher(std::function<std::int64_t(Message)> publisher,
+                           std::function<bool()> reaches_others = {});
 
   // Subscribes `listener` to the exact topic name. Returns an id for Unsubscribe.
   SubscriptionId Subscribe(std::string topic, ListenerOptions options, MessageListener listener);
@@ -134,6 +141,9 @@ class TopicService {
   std::vector<std::pair<std::string, TopicStats>> StatsByTopic() const;
 
  private:
+  // Stamps and hands on a counted message: to the cluster publisher, or PublishLocal.
+  std::int64_t Send(Message message);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

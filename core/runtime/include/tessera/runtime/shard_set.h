@@ -27,6 +27,16 @@ namespace tessera::runtime {
 
 namespace asio = boost::asio;
 
+class ShardSet;
+
+namespace detail {
+// The ShardSet and index of the shard whose thread this is (set by that thread; null and 0 on
+// any other thread). In the header so that CurrentShard, called several times per request,
+// inlines to two thread-local loads.
+inline thread_local const ShardSet* tls_shard_owner = nullptr;
+inline thread_local std::size_t tls_shard_index = 0;
+}  // namespace detail
+
 // The shard count a member uses when none is configured: one per hardware thread less one,
 // at least 1. The core left over serves what runs beside the shards and competes with them
 // when it has no core of its own: the kernel's network processing, the member's other
@@ -81,7 +91,10 @@ class ShardSet {
   }
 
   // Index of the shard whose thread is calling, or nullopt on any other thread.
-  std::optional<std::size_t> CurrentShard() const;
+  std::optional<std::size_t> CurrentShard() const {
+    if (detail::tls_shard_owner != this) return std::nullopt;
+    return detail::tls_shard_index;
+  }
   bool OnShard(std::size_t shard) const { return CurrentShard() == shard; }
 
   // Runs fn on `shard`'s thread later (always posts, never inline).
