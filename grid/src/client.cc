@@ -94,6 +94,7 @@ void Client::Impl::Stop() {
       if (peer.conn) conns.push_back(std::move(peer.conn));
     }
     peers.clear();
+    owner_index.clear();
     owner_connections.clear();
     ++routing_version;
   }

@@ -54,9 +54,9 @@ Result<Client::Impl::Routed> Client::Impl::Target(map::MapOp op, std::string_vie
       const std::uint32_t partition = partitioner->PartitionOf(key);
       routed.partition = static_cast<std::int32_t>(partition);
       if (owner_connections_version != routing_version) RebuildOwnerConnections();
-      if (partition < owner_connections.size()) {
-        const auto& conn = owner_connections[partition];
-        if (conn && conn->is_open()) {
+      if (partition < owner_index.size() && owner_index[partition] != kNoOwner) {
+        const auto& conn = owner_connections[owner_index[partition]];
+        if (conn->is_open()) {
           routed.conn = conn;
           return routed;
         }
@@ -70,10 +70,16 @@ Result<Client::Impl::Routed> Client::Impl::Target(map::MapOp op, std::string_vie
 }
 
 void Client::Impl::RebuildOwnerConnections() {
-  owner_connections.assign(owner_of.size(), nullptr);
+  owner_connections.clear();
+  std::map<std::string_view, std::uint16_t> index_of;  // by member address
+  for (const auto& [address, peer] : peers) {
+    if (!peer.conn || owner_connections.size() == kNoOwner) continue;
+    index_of.emplace(address, static_cast<std::uint16_t>(owner_connections.size()));
+    owner_connections.push_back(peer.conn);
+  }
+  owner_index.assign(owner_of.size(), kNoOwner);
   for (std::size_t p = 0; p < owner_of.size(); ++p) {
-    auto it = peers.find(owner_of[p]);
-    if (it != peers.end()) owner_connections[p] = it->second.conn;
+    if (auto it = index_of.find(owner_of[p]); it != index_of.end()) owner_index[p] = it->second;
   }
   owner_connections_version = routing_version;
 }
