@@ -223,7 +223,7 @@ void ClientConnection::OnResponse(wire::Message message) {
     return;
   }
   auto entry = pending_.extract(it);
-  pending_count_.fetch_sub(1);
+  pending_count_.store(pending_.size(), std::memory_order_relaxed);
   PendingCall call = std::move(entry.mapped());
   if (spare_entries_.size() < kSpareEntries) spare_entries_.push_back(std::move(entry));
   if (message.error) {
@@ -252,7 +252,7 @@ void ClientConnection::OnConnectionClosed() {
 void ClientConnection::FailAllPending(const Error& reason) {
   auto pending = std::move(pending_);
   pending_.clear();
-  pending_count_.store(0);
+  pending_count_.store(0, std::memory_order_relaxed);
   for (auto& [call_id, call] : pending) {
     call.callback(
         base::Fail(reason.code(), reason.message() + " before the reply to " +
@@ -351,7 +351,7 @@ void ClientConnection::StartCall(std::uint64_t call_id, wire::Service service, s
     entry.mapped() = std::move(call);
     pending_.insert(std::move(entry));
   }
-  pending_count_.fetch_add(1);
+  pending_count_.store(pending_.size(), std::memory_order_relaxed);
   ArmTimeoutTick();
   connection_->SendFrame(std::move(frame));  // if closing, on_closed fails the call
 }
@@ -375,7 +375,7 @@ void ClientConnection::OnTimeoutTick() {
     if (it->second.deadline <= now) {
       expired.push_back(std::move(it->second));
       it = pending_.erase(it);
-      pending_count_.fetch_sub(1);
+      pending_count_.store(pending_.size(), std::memory_order_relaxed);
     } else {
       ++it;
     }

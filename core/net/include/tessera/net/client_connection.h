@@ -158,7 +158,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   std::atomic<std::uint32_t> version_{wire::kProtocolVersion};
   std::atomic<bool> closed_by_us_{false};
   std::atomic<std::uint64_t> next_call_id_{1};
-  std::atomic<std::size_t> pending_count_{0};
+  std::atomic<std::size_t> pending_count_{0};  // pending_.size(), stored by the io thread
 
   // io-thread state.
   std::optional<boost::asio::ip::tcp::socket> connecting_socket_;
