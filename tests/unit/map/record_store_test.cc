@@ -1,9 +1,12 @@
 #include "tessera/map/record_store.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 using tessera::map::DecodeDuration;
 using tessera::map::EncodeDuration;
@@ -65,8 +68,9 @@ TEST_CASE("RecordStore finds every entry after first-in first-out churn in a ful
           "[map][store]") {
   // A stream's pattern: the oldest key goes as a new one comes, at the table's highest load
   // (0.8 of 2^19 slots), where some probe runs are longer than a slot's distance field holds
-  // (63): deletions then move entries of long runs back, and each must stay findable.
-  RecordStore store;
+  // (63): deletions then move entries of long runs back, and each must stay findable. (A store
+  // of its own picks a threshold between 0.7 and 0.8: this one is given the highest.)
+  RecordStore store(800);
   constexpr int kLive = 419'000;
   constexpr int kTurns = 150'000;
   auto key = [](int i) { return "event-" + std::to_string(i) + "@orders#3"; };
@@ -312,4 +316,43 @@ TEST_CASE("A replica keeps the entry's last-update time and hits from the owner"
   CHECK(again.record->last_update_ms() == 19'000);
   CHECK(again.record->creation_ms() == 7'500);
   CHECK(again.record->hits() == 9);
+}
+
+TEST_CASE("Stores double their tables at loads between 70% and 80%, not all at the same size",
+          "[map][store]") {
+  // 200 stores (the partitions of a map) filled at the same pace: each doubles from 1,024 to
+  // 2,048 slots at its own size, within [0.7, 0.8] of 1,024, and the sizes are spread.
+  constexpr int kStores = 200;
+  std::vector<std::unique_ptr<RecordStore>> stores;
+  for (int s = 0; s < kStores; ++s) stores.push_back(std::make_unique<RecordStore>());
+  std::vector<std::size_t> grew_at(kStores, 0);  // entries held when the 2,048-slot table came
+  for (int n = 0; n < 1'000; ++n) {
+    for (int s = 0; s < kStores; ++s) {
+      RecordStore& store = *stores[s];
+      const std::size_t before = store.capacity();
+      store.Write("s" + std::to_string(s) + "-k" + std::to_string(n), "v", 1);
+      if (before == 1'024 && store.capacity() == 2'048) grew_at[s] = store.size() - 1;
+    }
+  }
+  std::size_t low = 1'024;
+  std::size_t high = 0;
+  for (int s = 0; s < kStores; ++s) {
+    INFO("store " << s << " permille " << stores[s]->grow_load_permille());
+    REQUIRE(grew_at[s] > 0);
+    CHECK(stores[s]->grow_load_permille() >= 700);
+    CHECK(stores[s]->grow_load_permille() <= 800);
+    // The insert that would have passed the store's load made the table double.
+    CHECK(grew_at[s] * 1'000 <= 1'024 * std::size_t{stores[s]->grow_load_permille()});
+    CHECK((grew_at[s] + 1) * 1'000 > 1'024 * std::size_t{stores[s]->grow_load_permille()});
+    low = std::min(low, grew_at[s]);
+    high = std::max(high, grew_at[s]);
+  }
+  CHECK(low >= 716);                   // 70% of 1,024
+  CHECK(high <= 819);                  // 80%
+  CHECK(high - low >= 60);             // spread over most of the range, not one size
+  for (int s = 0; s < kStores; ++s) {  // and every entry is still there
+    for (int n = 0; n < 1'000; n += 97) {
+      REQUIRE(stores[s]->Find("s" + std::to_string(s) + "-k" + std::to_string(n)) != nullptr);
+    }
+  }
 }

@@ -141,6 +141,9 @@ class UndoLog {
 class RecordStore {
  public:
   RecordStore();
+  // A store that doubles its table past exactly this load (per mille; tests that need the
+  // highest load). REQUIRES: 500 <= grow_load_permille <= 800.
+  explicit RecordStore(std::uint16_t grow_load_permille);
   ~RecordStore();
   RecordStore(const RecordStore&) = delete;
   RecordStore& operator=(const RecordStore&) = delete;
@@ -165,6 +168,10 @@ class RecordStore {
   // The largest distance of an entry from its home slot: how long the table's probe runs
   // get (a diagnostic; linear probing at load <= 0.8 keeps it small but not bounded).
   std::size_t LongestProbe() const;
+  // The load (per mille) past which an insert doubles the table: between 700 and 800, fixed
+  // per store and different between stores, so that the partitions of a map filling at the
+  // same pace do not all rehash at once.
+  std::uint16_t grow_load_permille() const { return grow_load_permille_; }
 
   struct WriteResult {
     Record* record;
@@ -261,6 +268,8 @@ class RecordStore {
   static constexpr std::size_t kNpos = static_cast<std::size_t>(-1);
 
   std::vector<Slot> slots_;
+  // The load (per mille, 700-800) past which this store doubles its table (record_store.cc).
+  std::uint16_t grow_load_permille_;
   std::size_t size_ = 0;
   std::int64_t block_bytes_ = 0;
   std::size_t sweep_cursor_ = 0;
