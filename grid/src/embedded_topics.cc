@@ -15,7 +15,9 @@ base::Result<void> EmbeddedTopics::Publish(const std::string& topic,
     std::lock_guard lock(mu_);
     if (stopped_) return base::Fail(base::ErrorCode::kShuttingDown, "the member is shut down");
   }
-  for (auto& payload : payloads) topics_.Publish(topic, std::move(payload), publisher_id_);
+  for (auto& payload : payloads) {
+    topics_.Publish(topic::Message{topic, std::move(payload), publisher_id_});  // moved, not copied
+  }
   return {};
 }
 

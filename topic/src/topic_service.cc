@@ -308,6 +308,7 @@ std::int64_t TopicService::Publish(std::string_view topic, std::string_view payl
 
 std::int64_t TopicService::Publish(Message message) {
   impl_->CountPublished(message.topic);
+  if (!impl_->MayBeHeard(message.topic)) return 0;
   return Send(std::move(message));
 }
 

@@ -327,12 +327,13 @@ TEST_CASE("A publish nobody can hear is counted but skips no sequence and no clu
   std::promise<std::int64_t> on_shard;
   shards.InvokeOn(1, [&] { on_shard.set_value(topics.Publish("t", "unheard-2", "p")); });
   CHECK(on_shard.get_future().get() == 0);
+  CHECK(topics.Publish(Message{"t", "unheard-3", "p"}) == 0);  // a message built elsewhere too
   CHECK(sent.empty());
-  CHECK(topics.Stats().published == 2);
+  CHECK(topics.Stats().published == 3);
   auto by_topic = topics.StatsByTopic();
   REQUIRE(by_topic.size() == 1);
   CHECK(by_topic[0].first == "t");
-  CHECK(by_topic[0].second.published == 2);
+  CHECK(by_topic[0].second.published == 3);
 
   // A subscriber: heard, stamped, and its sequence is the first (the unheard took none).
   Inbox inbox;

@@ -101,7 +101,7 @@ class TopicService {
   std::int64_t Publish(std::string_view topic, std::string_view payload,
                        std::string_view publisher_id);
   // The same for a message built elsewhere (publisher id and publish time kept, a sequence and
-  // a missing publish time filled in).
+  // a missing publish time filled in; one nobody can hear is counted and dropped alike).
   std::int64_t Publish(Message message);
   // Delivers `message` to this member's listeners only, as Publish does without a cluster
   // publisher. Returns the number of listeners it was queued for.
