@@ -11,6 +11,14 @@
 // within a few tens of ms, each rehash stalling the shard about a millisecond at 13k entries
 // (the putIfAbsent 50x16 benchmark's p99 doubled in the run that crossed 3.55 M entries).
 //
+// A table of 1,024 slots or more grows incrementally (Redis's answer to the same stall): the
+// doubled table takes inserts at once, and each Write or Erase first moves the entries of at
+// least 16 slots of the old table, finishing the probe run it is in. The move starts at an
+// empty slot and takes runs whole, so the runs left in the old table are intact and a lookup
+// there probes as usual; a key is in exactly one of the two tables. Lookups try first the
+// table that holds more of the entries. An idle store's growth finishes through the sweeper.
+// (Each rehash of ~13k entries stalled its shard about a millisecond; a step moves ~12.)
+//
 // Slots carry 10 bits of the key hash and the entry's distance from its home slot in the
 // pointer's unused top 16 bits (user-space pointers fit in 48 bits on x86-64 and AArch64), so
 // a probe compares tags before touching a block (a false match once in 1,024 probes of other
@@ -142,7 +150,7 @@ RecordStore::RecordStore(std::uint16_t grow_load_permille)
 RecordStore::~RecordStore() { Clear(); }
 
 std::int64_t RecordStore::memory_bytes() const {
-  return block_bytes_ + static_cast<std::int64_t>(slots_.size() * sizeof(Slot));
+  return block_bytes_ + static_cast<std::int64_t>((slots_.size() + old_.size()) * sizeof(Slot));
 }
 
 std::uint64_t RecordStore::Hash(std::string_view key) {
@@ -178,48 +186,75 @@ std::int64_t BlockCost(const void* block) {
 }
 }  // namespace
 
-std::size_t RecordStore::IndexOf(std::string_view key, std::uint64_t hash) const {
-  const std::size_t mask = slots_.size() - 1;
+std::size_t RecordStore::IndexIn(const Table& table, std::string_view key, std::uint64_t hash) {
+  const std::size_t mask = table.size() - 1;
   const std::uint64_t tag = hash >> kTagShift;
   for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
-    const Slot s = slots_[i];
+    const Slot s = table[i];
     if (s == 0) return kNpos;
     if ((s >> kTagShift) == tag && SlotRecord(s)->key() == key) return i;
   }
 }
 
-Record* RecordStore::Find(std::string_view key) {
-  const std::size_t i = IndexOf(key, Hash(key));
-  if (i == kNpos) return nullptr;
-  if (undo_ != nullptr) SaveForUndo(key);  // the caller may change it through the pointer
-  return SlotRecord(slots_[i]);
+RecordStore::Position RecordStore::Locate(std::string_view key, std::uint64_t hash) {
+  if (old_.empty()) {
+    const std::size_t i = IndexIn(slots_, key, hash);
+    return i == kNpos ? Position{} : Position{&slots_, i};
+  }
+  // Growing: the table holding more of the entries first.
+  Table* first = old_size_ * 2 > size_ ? &old_ : &slots_;
+  Table* second = first == &old_ ? &slots_ : &old_;
+  if (const std::size_t i = IndexIn(*first, key, hash); i != kNpos) return {first, i};
+  if (const std::size_t i = IndexIn(*second, key, hash); i != kNpos) return {second, i};
+  return {};
 }
 
-const Record* RecordStore::Find(std::string_view key) const {
-  const std::size_t i = IndexOf(key, Hash(key));
-  return i == kNpos ? nullptr : SlotRecord(slots_[i]);
+Record* RecordStore::Find(std::string_view key) {
+  const Position at = Locate(key, Hash(key));
+  if (at.table == nullptr) return nullptr;
+  Record* r = SlotRecord((*at.table)[at.index]);
+  if (undo_ != nullptr) SaveForUndo(key);  // the caller may change it through the pointer
+  return r;
+}
+
+const Record* RecordStore::Find(std::string_view key) const { return FindConst(key); }
+
+const Record* RecordStore::FindConst(std::string_view key) const {
+  const std::uint64_t hash = Hash(key);
+  if (const std::size_t i = IndexIn(slots_, key, hash); i != kNpos) return SlotRecord(slots_[i]);
+  if (old_.empty()) return nullptr;
+  const std::size_t i = IndexIn(old_, key, hash);
+  return i == kNpos ? nullptr : SlotRecord(old_[i]);
 }
 
 std::uint64_t RecordStore::Prefetch(std::string_view key) const {
   const std::uint64_t hash = Hash(key);
   __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]);
+  if (!old_.empty()) __builtin_prefetch(&old_[hash & (old_.size() - 1)]);
   return hash;
 }
 
-void RecordStore::PrefetchRecord(std::uint64_t hash) const {
-  const std::size_t mask = slots_.size() - 1;
+namespace {
+// PrefetchRecord in one table: whether a slot with the hash's tag was found (and fetched).
+bool PrefetchIn(const std::vector<std::uint64_t>& table, std::uint64_t hash) {
+  const std::size_t mask = table.size() - 1;
   const std::uint64_t tag = hash >> kTagShift;
   for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
-    const Slot s = slots_[i];
-    if (s == 0) return;
+    const std::uint64_t s = table[i];
+    if (s == 0) return false;
     if ((s >> kTagShift) == tag) {
       // The header and the key that follows it may span two lines.
-      const char* block = reinterpret_cast<const char*>(SlotRecord(s));
+      const char* block = reinterpret_cast<const char*>(s & kPointerMask);
       __builtin_prefetch(block);
       __builtin_prefetch(block + 63);
-      return;
+      return true;
     }
   }
+}
+}  // namespace
+
+void RecordStore::PrefetchRecord(std::uint64_t hash) const {
+  if (!PrefetchIn(slots_, hash) && !old_.empty()) PrefetchIn(old_, hash);
 }
 
 void RecordStore::InsertSlot(Slot slot, std::uint64_t hash) {
@@ -230,23 +265,26 @@ void RecordStore::InsertSlot(Slot slot, std::uint64_t hash) {
   slots_[i] = WithDistance(slot, distance);
 }
 
-std::size_t RecordStore::DistanceAt(std::size_t index) const {
-  const Slot s = slots_[index];
+std::size_t RecordStore::DistanceAt(const Table& table, std::size_t index) {
+  const Slot s = table[index];
   const std::size_t stored = (s & kDistanceMask) >> kDistanceShift;
   if (stored < kDistanceSaturated) return stored;
-  const std::size_t mask = slots_.size() - 1;
+  const std::size_t mask = table.size() - 1;
   return (index - (Hash(SlotRecord(s)->key()) & mask)) & mask;
 }
 
 std::size_t RecordStore::LongestProbe() const {
   std::size_t longest = 0;
-  for (std::size_t i = 0; i < slots_.size(); ++i) {
-    if (slots_[i] != 0) longest = std::max(longest, DistanceAt(i));
+  for (const Table* table : {&slots_, &old_}) {
+    for (std::size_t i = 0; i < table->size(); ++i) {
+      if ((*table)[i] != 0) longest = std::max(longest, DistanceAt(*table, i));
+    }
   }
   return longest;
 }
 
 void RecordStore::Rehash(std::size_t new_capacity) {
+  FinishMove();
   std::vector<Slot> old(new_capacity, 0);
   old.swap(slots_);
   // Each entry's key is hashed again to place it: its record is fetched a few slots ahead,
@@ -266,15 +304,73 @@ void RecordStore::Rehash(std::size_t new_capacity) {
 
 void RecordStore::GrowIfNeeded() {
   // Keep the load at or below the store's threshold (<= 0.8) after the coming insert.
-  if ((size_ + 1) * 1000 > slots_.size() * grow_load_permille_) Rehash(slots_.size() * 2);
+  if ((size_ + 1) * 1000 <= slots_.size() * grow_load_permille_) return;
+  // (A growth under way moves at least 16 slots per insert and is done long before the new
+  // table fills; FinishMove is for safety only.)
+  FinishMove();
+  if (slots_.size() < kMoveMinCapacity) {
+    Rehash(slots_.size() * 2);
+  } else {
+    StartMove(slots_.size() * 2);
+  }
+}
+
+void RecordStore::StartMove(std::size_t new_capacity) {
+  old_ = std::move(slots_);
+  slots_.assign(new_capacity, 0);
+  old_size_ = size_;
+  // Runs are taken whole from an empty slot on (there is one: the load is below 1).
+  move_next_ = 0;
+  while (old_[move_next_] != 0) ++move_next_;
+  move_left_ = old_.size();
+  sweep_cursor_ = 0;  // a pass under way starts again once every entry is in the new table
+  pass_min_deadline_ = Record::kNoDeadline;
+  EndMoveIfEmpty();
+}
+
+std::size_t RecordStore::MoveStep(std::size_t min_slots) {
+  if (old_.empty()) return 0;
+  const std::size_t mask = old_.size() - 1;
+  constexpr std::size_t kAhead = 8;  // records fetched ahead, as in Rehash
+  std::size_t visited = 0;
+  while (move_left_ > 0 && old_size_ > 0) {
+    const Slot s = old_[move_next_];
+    if (s == 0) {
+      if (visited >= min_slots) break;  // between runs
+    } else {
+      if (const Slot ahead = old_[(move_next_ + kAhead) & mask]; ahead != 0) {
+        __builtin_prefetch(SlotRecord(ahead));
+        __builtin_prefetch(reinterpret_cast<const char*>(SlotRecord(ahead)) + 64);
+      }
+      old_[move_next_] = 0;
+      InsertSlot(s, Hash(SlotRecord(s)->key()));
+      --old_size_;
+    }
+    move_next_ = (move_next_ + 1) & mask;
+    --move_left_;
+    ++visited;
+  }
+  EndMoveIfEmpty();
+  return visited;
+}
+
+void RecordStore::FinishMove() {
+  while (!old_.empty()) MoveStep(old_.size());
+}
+
+void RecordStore::EndMoveIfEmpty() {
+  if (old_.empty() || old_size_ > 0) return;
+  Table().swap(old_);
+  move_left_ = 0;
 }
 
 RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_view value,
                                             base::Millis now_ms) {
   if (undo_ != nullptr) SaveForUndo(key);
+  MoveStep(kMoveSlotsPerStep);
   const std::uint64_t hash = Hash(key);
-  const std::size_t index = IndexOf(key, hash);
-  if (index == kNpos) {
+  const Position at = Locate(key, hash);
+  if (at.table == nullptr) {
     GrowIfNeeded();
     auto block = Allocate(key, value);
     block->last_access_ms_ = now_ms;
@@ -285,7 +381,8 @@ RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_vi
     ++size_;
     return {r, true, ValueKind::kPlain, {}};
   }
-  Record* r = SlotRecord(slots_[index]);
+  Slot& slot = (*at.table)[at.index];
+  Record* r = SlotRecord(slot);
   const base::Millis creation = r->creation_ms();
   std::string previous_value;  // only another kind's: a plain overwrite copies nothing
   if (r->kind() != ValueKind::kPlain) previous_value.assign(r->value());
@@ -297,8 +394,7 @@ RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_vi
     block_bytes_ += BlockCost(fresh) - BlockCost(r);
     std::unique_ptr<Record, BlockFree> old(r);
     // Same key, same slot: the tag and distance stay.
-    slots_[index] =
-        (slots_[index] & ~kPointerMask) | (MakeSlot(block.release(), hash) & kPointerMask);
+    slot = (slot & ~kPointerMask) | (MakeSlot(block.release(), hash) & kPointerMask);
     r = fresh;
   } else if (!value.empty()) {
     std::memcpy(r->Bytes() + r->key_size_, value.data(), value.size());
@@ -328,43 +424,56 @@ void RecordStore::NoteDeadline(const Record& r) {
   noted_min_deadline_ = std::min(noted_min_deadline_, deadline);
 }
 
-void RecordStore::EraseAt(std::size_t index) {
-  std::unique_ptr<Record, BlockFree> victim(SlotRecord(slots_[index]));
+void RecordStore::EraseAt(Table& table, std::size_t index) {
+  std::unique_ptr<Record, BlockFree> victim(SlotRecord(table[index]));
   block_bytes_ -= BlockCost(victim.get());
-  const std::size_t mask = slots_.size() - 1;
+  const std::size_t mask = table.size() - 1;
+  // The sweep's cursor is in slots_ (no pass runs while old_ has entries).
+  const bool sweeping = sweep_running_ && &table == &slots_;
   std::size_t hole = index;
-  for (std::size_t j = (index + 1) & mask; slots_[j] != 0; j = (j + 1) & mask) {
+  for (std::size_t j = (index + 1) & mask; table[j] != 0; j = (j + 1) & mask) {
     // The entry at j may move into the hole unless its home lies cyclically in (hole, j],
-    // that is unless it sits fewer slots from home than from the hole.
-    const std::size_t distance = DistanceAt(j);
+    // that is unless it sits fewer slots from home than from the hole. (In old_ the run
+    // stays within itself: the move's visited slots are empty and never part of a run.)
+    const std::size_t distance = DistanceAt(table, j);
     const std::size_t shift = (j - hole) & mask;
     if (distance < shift) continue;
     // An entry the sweep under way has not reached moves behind its cursor: its deadline
     // counts as seen.
-    if (sweep_running_ && hole < sweep_cursor_ && j >= sweep_cursor_) {
-      pass_min_deadline_ = std::min(pass_min_deadline_, SlotRecord(slots_[j])->ExpiryDeadline());
+    if (sweeping && hole < sweep_cursor_ && j >= sweep_cursor_) {
+      pass_min_deadline_ = std::min(pass_min_deadline_, SlotRecord(table[j])->ExpiryDeadline());
     }
-    slots_[hole] = WithDistance(slots_[j], distance - shift);
+    table[hole] = WithDistance(table[j], distance - shift);
     hole = j;
   }
-  slots_[hole] = 0;
+  table[hole] = 0;
   --size_;
+  if (&table == &old_) {
+    --old_size_;
+    EndMoveIfEmpty();
+  }
 }
 
 bool RecordStore::Erase(std::string_view key) {
   if (undo_ != nullptr) SaveForUndo(key);
-  const std::size_t index = IndexOf(key, Hash(key));
-  if (index == kNpos) return false;
-  EraseAt(index);
+  MoveStep(kMoveSlotsPerStep);
+  const Position at = Locate(key, Hash(key));
+  if (at.table == nullptr) return false;
+  EraseAt(*at.table, at.index);
   if (slots_.size() > kMinCapacity && size_ * 10 < slots_.size()) Rehash(slots_.size() / 2);
   return true;
 }
 
 void RecordStore::Clear() {
-  for (Slot& s : slots_) {
-    if (s != 0) std::unique_ptr<Record, BlockFree> victim(SlotRecord(s));
-    s = 0;
+  for (Table* table : {&slots_, &old_}) {
+    for (Slot& s : *table) {
+      if (s != 0) std::unique_ptr<Record, BlockFree> victim(SlotRecord(s));
+      s = 0;
+    }
   }
+  Table().swap(old_);
+  old_size_ = 0;
+  move_left_ = 0;
   if (slots_.size() > kMinCapacity) std::vector<Slot>(kMinCapacity, 0).swap(slots_);
   size_ = 0;
   block_bytes_ = 0;
@@ -372,17 +481,20 @@ void RecordStore::Clear() {
 }
 
 void RecordStore::ForEach(const std::function<void(const Record&)>& fn) const {
-  for (Slot s : slots_) {
-    if (s != 0) fn(*SlotRecord(s));
+  for (const Table* table : {&old_, &slots_}) {
+    for (Slot s : *table) {
+      if (s != 0) fn(*SlotRecord(s));
+    }
   }
 }
 
 void RecordStore::EraseIf(const std::function<bool(const Record&)>& fn) {
+  FinishMove();
   // Backward shift can move an unvisited entry into the current slot, so re-check it; an
   // entry that wraps from the front to the back is examined again, which is harmless.
   for (std::size_t i = 0; i < slots_.size();) {
     if (slots_[i] != 0 && fn(*SlotRecord(slots_[i]))) {
-      EraseAt(i);
+      EraseAt(slots_, i);
     } else {
       ++i;
     }
@@ -399,14 +511,16 @@ void RecordStore::ShrinkIfSparse() {
 
 const Record* RecordStore::SampleOldest(int samples, std::string_view exclude) {
   const Record* oldest = nullptr;
-  const std::size_t mask = slots_.size() - 1;
   for (int n = 0; n < samples; ++n) {
     random_state_ ^= random_state_ << 13;  // xorshift64: cheap and good enough for sampling
     random_state_ ^= random_state_ >> 7;
     random_state_ ^= random_state_ << 17;
+    // While growing, each table in proportion to the entries it holds.
+    const Table& table = old_size_ > 0 && (random_state_ >> 32) % size_ < old_size_ ? old_ : slots_;
+    const std::size_t mask = table.size() - 1;
     std::size_t i = random_state_ & mask;
     for (std::size_t probe = 0; probe <= mask; ++probe, i = (i + 1) & mask) {
-      const Slot s = slots_[i];
+      const Slot s = table[i];
       if (s == 0 || SlotRecord(s)->key() == exclude) continue;
       const Record* r = SlotRecord(s);
       if (oldest == nullptr || r->last_access_ms() < oldest->last_access_ms()) oldest = r;
@@ -419,6 +533,11 @@ const Record* RecordStore::SampleOldest(int samples, std::string_view exclude) {
 RecordStore::SweepResult RecordStore::SweepExpired(
     base::Millis now_ms, std::size_t budget, const std::function<void(const Record&)>& on_expired) {
   SweepResult result;
+  if (growing()) {
+    result.examined = MoveStep(std::min(budget, kSweepMoveSlots));
+    result.wrapped = !SweepDue(now_ms);
+    return result;
+  }
   if (!sweep_running_) {
     if (!SweepDue(now_ms)) {
       result.wrapped = true;
@@ -448,7 +567,7 @@ RecordStore::SweepResult RecordStore::SweepExpired(
     const Record* r = SlotRecord(s);
     if (r->ExpiredAt(now_ms)) {
       on_expired(*r);
-      EraseAt(sweep_cursor_);  // a later entry may shift into this slot: look again
+      EraseAt(slots_, sweep_cursor_);  // a later entry may shift into this slot: look again
       ++result.expired;
     } else {
       pass_min_deadline_ = std::min(pass_min_deadline_, r->ExpiryDeadline());
@@ -488,7 +607,7 @@ void UndoLog::RollBack() {
   for (auto& [store, stats] : stats_) store->stats_ = stats;
   // Back to the table size each store had (the batch's inserts may have grown it).
   for (auto& [store, capacity] : stores_) {
-    if (store->slots_.size() > capacity) store->Rehash(capacity);
+    if (store->slots_.size() > capacity) store->Rehash(capacity);  // (finishes a growth first)
   }
   stores_.clear();
   entries_.clear();
@@ -513,9 +632,7 @@ void RecordStore::SaveForUndo(std::string_view key) {
   if (at != log.seen_.end() && at->first == this && at->second == key) return;
   log.seen_.insert(at, {this, std::string(key)});
   std::unique_ptr<Record, UndoLog::BlockFree> before;
-  const std::size_t index = IndexOf(key, Hash(key));
-  if (index != kNpos) {
-    const Record* current = SlotRecord(slots_[index]);
+  if (const Record* current = FindConst(key); current != nullptr) {
     auto copy = Allocate(current->key(), current->value());
     *copy = *current;  // the whole header: times, TTL, version, hits
     before.reset(copy.release());
@@ -533,7 +650,7 @@ void RecordStore::SaveStatsForUndo() {
 
 void RecordStore::RestoreFromUndo(std::string_view key,
                                   std::unique_ptr<Record, UndoLog::BlockFree> before) {
-  if (const std::size_t index = IndexOf(key, Hash(key)); index != kNpos) EraseAt(index);
+  if (const Position at = Locate(key, Hash(key)); at.table != nullptr) EraseAt(*at.table, at.index);
   if (!before) return;
   GrowIfNeeded();
   Record* r = before.release();

@@ -356,3 +356,210 @@ TEST_CASE("Stores double their tables at loads between 70% and 80%, not all at t
     }
   }
 }
+
+namespace {
+std::string GrowthKey(int i) { return "grow-" + std::to_string(i); }
+
+// Fills `store` (a fresh one) until a growth from 1,024 to 2,048 slots begins; returns the
+// keys written (0..n-1).
+int FillUntilGrowing(RecordStore& store) {
+  int n = 0;
+  while (!store.growing()) {
+    REQUIRE(n < 2'000);
+    store.Write(GrowthKey(n), "v" + std::to_string(n), 1);
+    ++n;
+  }
+  return n;
+}
+}  // namespace
+
+TEST_CASE("A large table grows a few probe runs per write and every entry stays findable",
+          "[map][store]") {
+  // Below 1,024 slots a table doubles at once; from there the doubled table takes the inserts
+  // and the old one's entries move over at least 16 slots (whole runs) per write.
+  RecordStore store(800);
+  const int filled = FillUntilGrowing(store);
+  CHECK(filled == 820);  // the insert past 80% of 1,024 began it; 512 slots rehashed at once
+  CHECK(store.capacity() == 2'048);
+  CHECK(store.size() == 820u);
+  const std::size_t to_move = store.entries_to_move();
+  CHECK(to_move == 819u);  // the new entry went into the new table
+  int writes = 0;
+  int next = filled;
+  std::size_t previous = to_move;
+  while (store.growing()) {
+    REQUIRE(writes < 200);
+    store.Write(GrowthKey(next), "v" + std::to_string(next), 2);
+    ++next;
+    ++writes;
+    const std::size_t now = store.entries_to_move();
+    CHECK(now < previous);             // progress on every write
+    CHECK(previous - now <= 16 + 64);  // a step, not the whole table
+    previous = now;
+    // Every entry, wherever it is now, is found with its value; an absent key is not.
+    for (int i = 0; i < next; i += 7) {
+      const Record* r = store.Find(GrowthKey(i));
+      REQUIRE(r != nullptr);
+      CHECK(r->value() == "v" + std::to_string(i));
+    }
+    CHECK(store.Find(GrowthKey(next + 1)) == nullptr);
+  }
+  CHECK(writes >= 1'024 / (16 + 64));
+  CHECK(store.entries_to_move() == 0u);
+  CHECK(store.size() == static_cast<std::size_t>(next));
+  for (int i = 0; i < next; ++i) REQUIRE(store.Find(GrowthKey(i)) != nullptr);
+}
+
+TEST_CASE("A growing store gives the same results as one that rehashed at once", "[map][store]") {
+  // The fast path (incremental growth) against the plain one (a table that never grows in
+  // steps: stores below 1,024 slots, modelled by a reference map) under random writes,
+  // overwrites with other sizes, erases, TTLs and sweeps, through several growths.
+  RecordStore store;
+  std::map<std::string, std::string> reference;
+  std::mt19937 rng(7);
+  int growing_steps = 0;
+  for (int step = 0; step < 60'000; ++step) {
+    const std::string key = "key-" + std::to_string(rng() % 20'000);
+    const unsigned action = rng() % 10;
+    if (action < 2) {
+      CHECK(store.Erase(key) == (reference.erase(key) == 1));
+    } else {
+      const std::string value(rng() % 30, static_cast<char>('a' + step % 26));
+      store.Write(key, value, step);
+      reference[key] = value;
+    }
+    if (store.growing()) ++growing_steps;
+    if (step % 997 == 0) {  // spot checks mid-growth
+      for (int probe = 0; probe < 50; ++probe) {
+        const std::string k = "key-" + std::to_string(rng() % 20'000);
+        const Record* r = store.Find(k);
+        const auto it = reference.find(k);
+        REQUIRE((r != nullptr) == (it != reference.end()));
+        if (r != nullptr) CHECK(r->value() == it->second);
+      }
+    }
+  }
+  CHECK(growing_steps > 100);  // the run went through growths, not around them
+  REQUIRE(store.size() == reference.size());
+  std::size_t visited = 0;
+  store.ForEach([&](const Record& r) {
+    ++visited;
+    auto it = reference.find(std::string(r.key()));
+    REQUIRE(it != reference.end());
+    CHECK(r.value() == it->second);
+  });
+  CHECK(visited == reference.size());
+}
+
+TEST_CASE("A growing store lists, samples, erases by predicate and accounts both tables",
+          "[map][store]") {
+  RecordStore store(800);
+  const int filled = FillUntilGrowing(store);
+  store.Write(GrowthKey(filled), "v", 2);  // one step: entries in both tables now
+  const int n = filled + 1;
+  REQUIRE(store.growing());
+  REQUIRE(store.entries_to_move() > 0);
+  REQUIRE(store.entries_to_move() < store.size());
+  // Both tables' slots are counted while both exist.
+  CHECK(store.memory_bytes() >= static_cast<std::int64_t>((2'048 + 1'024) * sizeof(void*)));
+  std::size_t listed = 0;
+  store.ForEach([&listed](const Record&) { ++listed; });
+  CHECK(listed == static_cast<std::size_t>(n));
+  // Sampling finds entries of either table and never the excluded key.
+  for (int i = 0; i < 200; ++i) {
+    const Record* r = store.SampleOldest(5, GrowthKey(0));
+    REQUIRE(r != nullptr);
+    CHECK(r->key() != GrowthKey(0));
+  }
+  // EraseIf sees every entry once (it finishes the growth first).
+  std::size_t seen = 0;
+  store.EraseIf([&seen](const Record& r) {
+    ++seen;
+    return r.key().back() == '3';
+  });
+  CHECK(seen >= static_cast<std::size_t>(n));
+  CHECK_FALSE(store.growing());
+  for (int i = 0; i < n; ++i) {
+    CHECK((store.Find(GrowthKey(i)) == nullptr) == (GrowthKey(i).back() == '3'));
+  }
+  store.Clear();
+  CHECK(store.size() == 0);
+  CHECK_FALSE(store.growing());
+  CHECK(store.Find(GrowthKey(1)) == nullptr);
+}
+
+TEST_CASE("The sweeper finishes an idle store's growth and then sweeps as before", "[map][store]") {
+  RecordStore store(800);
+  for (int i = 0; i < 819; ++i) {
+    Record* r = store.Write(GrowthKey(i), "v", 1).record;
+    if (i % 2 == 0) store.SetTtl(*r, 10, 1);
+  }
+  FullSweep(store, 1);  // the next pass is due at 11
+  REQUIRE_FALSE(store.SweepDue(5));
+  store.Write(GrowthKey(819), "v", 1);  // begins a growth
+  REQUIRE(store.growing());
+  // Nothing can have expired at 5, but the growth gives the sweeper work.
+  CHECK(store.SweepDue(5));
+  std::size_t calls = 0;
+  while (store.growing()) {
+    REQUIRE(calls < 100);
+    auto r = store.SweepExpired(5, 64, [](const Record&) { FAIL("nothing has expired at 5"); });
+    CHECK(r.examined >= 1);
+    CHECK(r.expired == 0u);
+    CHECK(r.wrapped == !store.growing());
+    ++calls;
+  }
+  CHECK(calls >= 1'024 / (64 + 64));  // a bounded step per call
+  CHECK_FALSE(store.SweepDue(5));
+  CHECK(store.size() == 820u);
+  // Then expiry works as without a growth: the half with a TTL goes at 11.
+  auto [examined, expired] = FullSweep(store, 11);
+  CHECK(examined == 820u);
+  CHECK(expired == 410u);
+  CHECK(store.size() == 410u);
+}
+
+TEST_CASE("An undo log rolls back a batch that began or continued a growth", "[map][store][tx]") {
+  using tessera::map::UndoLog;
+  RecordStore store(800);
+  for (int i = 0; i < 819; ++i) store.Write(GrowthKey(i), "v" + std::to_string(i), 1);
+  REQUIRE_FALSE(store.growing());
+  REQUIRE(store.capacity() == 1'024);
+  const auto memory_before = store.memory_bytes();
+  {
+    UndoLog log;
+    store.AttachUndo(log);
+    store.Write(GrowthKey(5'000), "begins the growth", 2);
+    REQUIRE(store.growing());
+    store.Erase(GrowthKey(3));
+    store.Write(GrowthKey(4), "changed", 2);
+    log.RollBack();
+  }
+  CHECK_FALSE(store.growing());
+  CHECK(store.capacity() == 1'024);
+  CHECK(store.size() == 819u);
+  CHECK(store.memory_bytes() == memory_before);
+  CHECK(store.Find(GrowthKey(5'000)) == nullptr);
+  for (int i = 0; i < 819; ++i) {
+    const Record* r = store.Find(GrowthKey(i));
+    REQUIRE(r != nullptr);
+    CHECK(r->value() == "v" + std::to_string(i));
+  }
+  // A batch in the middle of a growth: rolled back, the entries are as before and the growth
+  // goes on to its end.
+  store.Write(GrowthKey(819), "v819", 3);
+  REQUIRE(store.growing());
+  {
+    UndoLog log;
+    store.AttachUndo(log);
+    store.Erase(GrowthKey(10));
+    store.Write(GrowthKey(11), "changed", 3);
+    store.Write(GrowthKey(6'000), "new", 3);
+    log.RollBack();
+  }
+  CHECK(store.Find(GrowthKey(6'000)) == nullptr);
+  REQUIRE(store.Find(GrowthKey(10)) != nullptr);
+  CHECK(store.Find(GrowthKey(11))->value() == "v11");
+  for (int i = 820; store.growing(); ++i) store.Write(GrowthKey(i), "v", 4);
+  for (int i = 0; i < 820; ++i) REQUIRE(store.Find(GrowthKey(i)) != nullptr);
+}

@@ -4,7 +4,10 @@
 // Layout (see record_store.cc for the reasoning): every entry is ONE heap block, a 48-byte
 // Record header followed by the key bytes and the value bytes. The store indexes the blocks
 // with an open-addressing hash table (power-of-two capacity, linear probing, load <= 0.8,
-// deletion by backward shift so there are no tombstones). Each slot is one 64-bit word: the
+// deletion by backward shift so there are no tombstones). A table of 1,024 slots or more grows
+// incrementally: the doubled table takes new entries at once and the old one's entries move
+// over a few probe runs per write (Redis's incremental rehash), so no single write pays for
+// moving them all. Each slot is one 64-bit word: the
 // block pointer with 10 hash bits and the entry's distance from its home slot in its unused
 // top bits, so most probes that miss never touch the block, and a deletion's backward shift
 // reads no block at all. For 1M entries with 16-byte keys and 100-byte values this costs about
@@ -149,12 +152,26 @@ class RecordStore {
   RecordStore& operator=(const RecordStore&) = delete;
 
   std::size_t size() const { return size_; }
+  // The table's slots (while it grows: the new table's).
   std::size_t capacity() const { return slots_.size(); }
-  // Bytes the entries cost: usable size + malloc chunk header of every block, plus the table.
+  // Bytes the entries cost: usable size + malloc chunk header of every block, plus the table
+  // (while it grows: both tables).
   std::int64_t memory_bytes() const;
 
+  // Growth. A table of kMoveMinCapacity slots or more that must double does not rehash at
+  // once: the doubled table takes inserts from then on, and the entries of the old table move
+  // to it at least kMoveSlotsPerStep of its slots (whole probe runs) per Write or Erase, and
+  // at most kSweepMoveSlots per SweepExpired call (so an idle store finishes through the
+  // sweeper). Lookups consult both tables meanwhile. Smaller tables rehash in one go.
+  static constexpr std::size_t kMoveMinCapacity = 1'024;
+  static constexpr std::size_t kMoveSlotsPerStep = 16;
+  static constexpr std::size_t kSweepMoveSlots = 1'024;
+  // Whether a growth is under way, and how many entries it has yet to move.
+  bool growing() const { return !old_.empty(); }
+  std::size_t entries_to_move() const { return old_size_; }
+
   // The entry for `key` (expired or not), or nullptr. The pointer stays valid until the next
-  // Write/Erase/Clear of the store.
+  // Write/Erase/Clear of the store (a growth moves slots, never blocks).
   Record* Find(std::string_view key);
   const Record* Find(std::string_view key) const;
   // A hint: starts fetching the table's slots where `key` would be, so that an operation
@@ -198,7 +215,8 @@ class RecordStore {
 
   // Calls fn(record) for every entry (expired or not). fn must not modify the store.
   void ForEach(const std::function<void(const Record&)>& fn) const;
-  // Calls fn(record) for every entry; fn returns true to erase the entry.
+  // Calls fn(record) for every entry; fn returns true to erase the entry. Finishes a growth
+  // under way first.
   void EraseIf(const std::function<bool(const Record&)>& fn);
 
   // Sampled LRU: among up to `samples` entries picked at random positions, the one with the
@@ -219,17 +237,23 @@ class RecordStore {
   // SetMaxIdle, and at the latest kMaxSweepRestMs after the last pass ended. A store whose
   // entries expire in a week (inbox markers) or never is not read again until then. A pass
   // under way goes on to its end.
+  //
+  // While the table grows, a call moves up to min(budget, kSweepMoveSlots) slots' entries
+  // instead (`examined` counts the slots; wrapped stays false until the growth is done and no
+  // pass is due); a pass under way when the growth began starts again afterwards.
   static constexpr base::Millis kMaxSweepRestMs = 60'000;
   SweepResult SweepExpired(base::Millis now_ms, std::size_t budget,
                            const std::function<void(const Record&)>& on_expired);
-  // Whether SweepExpired at `now_ms` would examine anything (a pass is under way or due).
+  // Whether SweepExpired at `now_ms` would do anything (a growth or a pass is under way, or a
+  // pass is due).
   bool SweepDue(base::Millis now_ms) const {
-    return sweep_running_ || (size_ > 0 && now_ms >= next_sweep_ms_);
+    return growing() || sweep_running_ || (size_ > 0 && now_ms >= next_sweep_ms_);
   }
 
   // Transactions: saves entries in `log` before they change, until the log commits or rolls
   // back (UndoLog). REQUIRES: no other log is attached; only Find, Write, Erase and stats()
-  // are used while one is (Clear, EraseIf and SweepExpired are not undoable).
+  // are used while one is (Clear, EraseIf and SweepExpired are not undoable). A rollback
+  // also gives back the table size the store had (finishing a growth the batch began).
   void AttachUndo(UndoLog& log);
 
   // Counters kept by the operations (map_ops); `entries` and `memory_bytes` are filled by
@@ -253,12 +277,28 @@ class RecordStore {
   static Record* SlotRecord(Slot s);
   static std::unique_ptr<Record, BlockFree> Allocate(std::string_view key, std::string_view value);
 
-  std::size_t IndexOf(std::string_view key, std::uint64_t hash) const;  // npos if absent
-  void InsertSlot(Slot slot, std::uint64_t hash);   // hash: Hash() of the slot's key
-  std::size_t DistanceAt(std::size_t index) const;  // of the entry in slots_[index]
-  void EraseAt(std::size_t index);
-  void Rehash(std::size_t new_capacity);
+  using Table = std::vector<Slot>;
+  // Where a key's entry is: its table (slots_ or old_) and index there; table null if absent.
+  struct Position {
+    Table* table = nullptr;
+    std::size_t index = 0;
+  };
+  static std::size_t IndexIn(const Table& table, std::string_view key,
+                             std::uint64_t hash);  // npos if absent
+  Position Locate(std::string_view key, std::uint64_t hash);
+  const Record* FindConst(std::string_view key) const;
+  void InsertSlot(Slot slot, std::uint64_t hash);  // into slots_; hash: Hash() of the slot's key
+  static std::size_t DistanceAt(const Table& table, std::size_t index);  // of table[index]'s entry
+  void EraseAt(Table& table, std::size_t index);
+  void Rehash(std::size_t new_capacity);  // at once (finishing a growth under way first)
   void GrowIfNeeded();
+  // Incremental growth (see kMoveMinCapacity): StartMove makes the doubled table; MoveStep
+  // moves the entries of at least `min_slots` old slots, stopping at the end of a probe run,
+  // and returns the slots visited; FinishMove moves the rest.
+  void StartMove(std::size_t new_capacity);
+  std::size_t MoveStep(std::size_t min_slots);
+  void FinishMove();
+  void EndMoveIfEmpty();
   void ShrinkIfSparse();  // after bulk removals: back to a load of at least 40%
   void SaveForUndo(std::string_view key);
   void SaveStatsForUndo();
@@ -267,7 +307,15 @@ class RecordStore {
   friend class UndoLog;
   static constexpr std::size_t kNpos = static_cast<std::size_t>(-1);
 
-  std::vector<Slot> slots_;
+  Table slots_;
+  // While the table grows: the old table, holding the entries not moved yet in whole probe
+  // runs (the move began at an empty slot and visits the slots in order from there, taking
+  // each run whole, so the runs left are intact and lookups in old_ stay correct); empty
+  // otherwise.
+  Table old_;
+  std::size_t old_size_ = 0;   // entries still in old_
+  std::size_t move_next_ = 0;  // the next slot of old_ to move (the start of a run or empty)
+  std::size_t move_left_ = 0;  // slots of old_ not visited yet
   // The load (per mille, 700-800) past which this store doubles its table (record_store.cc).
   std::uint16_t grow_load_permille_;
   std::size_t size_ = 0;
