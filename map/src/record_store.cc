@@ -141,8 +141,10 @@ std::uint16_t GrowLoadPermille(const void* address) {
 
 RecordStore::RecordStore() : slots_(kMinCapacity, 0), grow_load_permille_(GrowLoadPermille(this)) {}
 
-RecordStore::RecordStore(std::uint16_t grow_load_permille)
-    : slots_(kMinCapacity, 0), grow_load_permille_(grow_load_permille) {
+RecordStore::RecordStore(std::uint16_t grow_load_permille, bool grow_in_steps)
+    : slots_(kMinCapacity, 0),
+      grow_load_permille_(grow_load_permille),
+      grow_in_steps_(grow_in_steps) {
   TESSERA_CHECK(grow_load_permille >= 500 && grow_load_permille <= 800,
                 "RecordStore load threshold out of range");
 }
@@ -220,11 +222,9 @@ Record* RecordStore::Find(std::string_view key) {
 const Record* RecordStore::Find(std::string_view key) const { return FindConst(key); }
 
 const Record* RecordStore::FindConst(std::string_view key) const {
-  const std::uint64_t hash = Hash(key);
-  if (const std::size_t i = IndexIn(slots_, key, hash); i != kNpos) return SlotRecord(slots_[i]);
-  if (old_.empty()) return nullptr;
-  const std::size_t i = IndexIn(old_, key, hash);
-  return i == kNpos ? nullptr : SlotRecord(old_[i]);
+  // Locate changes nothing; the same order of tables.
+  const Position at = const_cast<RecordStore*>(this)->Locate(key, Hash(key));
+  return at.table == nullptr ? nullptr : SlotRecord((*at.table)[at.index]);
 }
 
 std::uint64_t RecordStore::Prefetch(std::string_view key) const {
@@ -308,7 +308,7 @@ void RecordStore::GrowIfNeeded() {
   // (A growth under way moves at least 16 slots per insert and is done long before the new
   // table fills; FinishMove is for safety only.)
   FinishMove();
-  if (slots_.size() < kMoveMinCapacity) {
+  if (!grow_in_steps_ || slots_.size() < kMoveMinCapacity) {
     Rehash(slots_.size() * 2);
   } else {
     StartMove(slots_.size() * 2);
@@ -359,7 +359,10 @@ void RecordStore::FinishMove() {
 }
 
 void RecordStore::EndMoveIfEmpty() {
-  if (old_.empty() || old_size_ > 0) return;
+  if (old_.empty()) return;
+  TESSERA_CHECK(old_size_ == 0 || move_left_ > 0,
+                "a table growth visited every slot but left entries behind");
+  if (old_size_ > 0) return;
   Table().swap(old_);
   move_left_ = 0;
 }
@@ -511,20 +514,40 @@ void RecordStore::ShrinkIfSparse() {
 
 const Record* RecordStore::SampleOldest(int samples, std::string_view exclude) {
   const Record* oldest = nullptr;
-  for (int n = 0; n < samples; ++n) {
+  auto next_random = [this] {
     random_state_ ^= random_state_ << 13;  // xorshift64: cheap and good enough for sampling
     random_state_ ^= random_state_ >> 7;
     random_state_ ^= random_state_ << 17;
-    // While growing, each table in proportion to the entries it holds.
-    const Table& table = old_size_ > 0 && (random_state_ >> 32) % size_ < old_size_ ? old_ : slots_;
+    return random_state_;
+  };
+  constexpr int kDraws = 8;
+  for (int n = 0; n < samples && size_ > 0; ++n) {
+    // While growing, each table in proportion to the entries it holds, and in the old table
+    // a position among the slots not moved yet. A sample draws random slots until one holds
+    // an entry (scanning on from an empty slot instead would pick the first entry after a
+    // stretch of empty ones far more often than the others: a growing table has such
+    // stretches), and scans only after kDraws misses.
+    const bool in_old = old_size_ > 0 && (next_random() >> 32) % size_ < old_size_;
+    const Table& table = in_old ? old_ : slots_;
     const std::size_t mask = table.size() - 1;
-    std::size_t i = random_state_ & mask;
-    for (std::size_t probe = 0; probe <= mask; ++probe, i = (i + 1) & mask) {
-      const Slot s = table[i];
-      if (s == 0 || SlotRecord(s)->key() == exclude) continue;
-      const Record* r = SlotRecord(s);
-      if (oldest == nullptr || r->last_access_ms() < oldest->last_access_ms()) oldest = r;
-      break;
+    const std::size_t span = in_old ? move_left_ : table.size();
+    const std::size_t base = in_old ? move_next_ : 0;
+    auto usable = [&](std::size_t at) {
+      const Slot s = table[(base + at) & mask];
+      return s != 0 && SlotRecord(s)->key() != exclude ? SlotRecord(s) : nullptr;
+    };
+    const Record* r = nullptr;
+    std::size_t at = 0;
+    for (int draw = 0; draw < kDraws && r == nullptr; ++draw) {
+      at = next_random() % span;
+      r = usable(at);
+    }
+    for (std::size_t probe = 1; r == nullptr && probe < span; ++probe) {
+      at = at + 1 == span ? 0 : at + 1;
+      r = usable(at);
+    }
+    if (r != nullptr && (oldest == nullptr || r->last_access_ms() < oldest->last_access_ms())) {
+      oldest = r;
     }
   }
   return oldest;
@@ -534,8 +557,8 @@ RecordStore::SweepResult RecordStore::SweepExpired(
     base::Millis now_ms, std::size_t budget, const std::function<void(const Record&)>& on_expired) {
   SweepResult result;
   if (growing()) {
-    result.examined = MoveStep(std::min(budget, kSweepMoveSlots));
-    result.wrapped = !SweepDue(now_ms);
+    result.examined = MoveStep(budget);
+    result.wrapped = true;  // the sweeper may go on to other stores (see the header)
     return result;
   }
   if (!sweep_running_) {

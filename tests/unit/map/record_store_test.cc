@@ -410,85 +410,152 @@ TEST_CASE("A large table grows a few probe runs per write and every entry stays 
   for (int i = 0; i < next; ++i) REQUIRE(store.Find(GrowthKey(i)) != nullptr);
 }
 
-TEST_CASE("A growing store gives the same results as one that rehashed at once", "[map][store]") {
-  // The fast path (incremental growth) against the plain one (a table that never grows in
-  // steps: stores below 1,024 slots, modelled by a reference map) under random writes,
-  // overwrites with other sizes, erases, TTLs and sweeps, through several growths.
-  RecordStore store;
-  std::map<std::string, std::string> reference;
+TEST_CASE("A growing store gives the same results as one that rehashes at once", "[map][store]") {
+  // The fast path (growth in steps) against the plain one (the same threshold, rehashing at
+  // once) under the same random writes, overwrites with other sizes, erases, TTLs and sweeps,
+  // through several growths: the same entries, the same lookups, the same expirations.
+  RecordStore stepped(750);
+  RecordStore plain(750, /*grow_in_steps=*/false);
   std::mt19937 rng(7);
   int growing_steps = 0;
+  std::size_t stepped_expired = 0, plain_expired = 0;
   for (int step = 0; step < 60'000; ++step) {
     const std::string key = "key-" + std::to_string(rng() % 20'000);
     const unsigned action = rng() % 10;
     if (action < 2) {
-      CHECK(store.Erase(key) == (reference.erase(key) == 1));
+      REQUIRE(stepped.Erase(key) == plain.Erase(key));
     } else {
       const std::string value(rng() % 30, static_cast<char>('a' + step % 26));
-      store.Write(key, value, step);
-      reference[key] = value;
+      const auto a = stepped.Write(key, value, step);
+      const auto b = plain.Write(key, value, step);
+      REQUIRE(a.inserted == b.inserted);
+      if (action == 9) {  // expires 500 ms of steps later
+        stepped.SetTtl(*a.record, 500, step);
+        plain.SetTtl(*b.record, 500, step);
+      }
     }
-    if (store.growing()) ++growing_steps;
-    if (step % 997 == 0) {  // spot checks mid-growth
+    if (stepped.growing()) ++growing_steps;
+    REQUIRE(stepped.size() == plain.size());
+    if (step % 50 == 0) {  // the sweeper's ticks, with a small budget
+      std::vector<std::string> gone_stepped, gone_plain;
+      for (int tick = 0; tick < 4; ++tick) {
+        stepped.SweepExpired(step, 64,
+                             [&](const Record& r) { gone_stepped.emplace_back(r.key()); });
+        plain.SweepExpired(step, 64, [&](const Record& r) { gone_plain.emplace_back(r.key()); });
+      }
+      stepped_expired += gone_stepped.size();
+      plain_expired += gone_plain.size();
+      // Whatever each removed had expired, and is gone; the other may remove it later.
+      for (const auto& k : gone_stepped) CHECK(stepped.Find(k) == nullptr);
+      for (const auto& k : gone_plain) CHECK(plain.Find(k) == nullptr);
+      // Bring them level: a key one sweep removed and the other did not is erased there too
+      // (both had it, expired).
+      for (const auto& k : gone_stepped) {
+        const Record* r = plain.Find(k);
+        if (r != nullptr) {
+          CHECK(r->ExpiredAt(step));
+          plain.Erase(k);
+        }
+      }
+      for (const auto& k : gone_plain) {
+        const Record* r = stepped.Find(k);
+        if (r != nullptr) {
+          CHECK(r->ExpiredAt(step));
+          stepped.Erase(k);
+        }
+      }
+      REQUIRE(stepped.size() == plain.size());
+    }
+    if (step % 997 == 0) {  // lookups, mid-growth or not
       for (int probe = 0; probe < 50; ++probe) {
         const std::string k = "key-" + std::to_string(rng() % 20'000);
-        const Record* r = store.Find(k);
-        const auto it = reference.find(k);
-        REQUIRE((r != nullptr) == (it != reference.end()));
-        if (r != nullptr) CHECK(r->value() == it->second);
+        const Record* a = stepped.Find(k);
+        const Record* b = plain.Find(k);
+        REQUIRE((a != nullptr) == (b != nullptr));
+        if (a != nullptr) {
+          CHECK(a->value() == b->value());
+          CHECK(a->View() == b->View());
+        }
       }
     }
   }
-  CHECK(growing_steps > 100);  // the run went through growths, not around them
-  REQUIRE(store.size() == reference.size());
+  CHECK(growing_steps > 100);    // the run went through growths, not around them
+  CHECK(stepped_expired > 300);  // and through sweeps that expired entries
+  CHECK(plain_expired > 300);
+  REQUIRE(stepped.size() == plain.size());
   std::size_t visited = 0;
-  store.ForEach([&](const Record& r) {
+  stepped.ForEach([&](const Record& r) {
     ++visited;
-    auto it = reference.find(std::string(r.key()));
-    REQUIRE(it != reference.end());
-    CHECK(r.value() == it->second);
+    const Record* other = plain.Find(r.key());
+    REQUIRE(other != nullptr);
+    CHECK(r.value() == other->value());
+    CHECK(r.View() == other->View());
   });
-  CHECK(visited == reference.size());
+  CHECK(visited == plain.size());
 }
 
 TEST_CASE("A growing store lists, samples, erases by predicate and accounts both tables",
           "[map][store]") {
   RecordStore store(800);
   const int filled = FillUntilGrowing(store);
-  store.Write(GrowthKey(filled), "v", 2);  // one step: entries in both tables now
-  const int n = filled + 1;
+  REQUIRE(store.entries_to_move() == static_cast<std::size_t>(filled - 1));
+  int n = filled;
+  // Writes until about half has moved: entries in both tables.
+  while (store.entries_to_move() > 400) {
+    store.Write(GrowthKey(n), "v", 2);
+    ++n;
+  }
   REQUIRE(store.growing());
-  REQUIRE(store.entries_to_move() > 0);
-  REQUIRE(store.entries_to_move() < store.size());
-  // Both tables' slots are counted while both exist.
-  CHECK(store.memory_bytes() >= static_cast<std::int64_t>((2'048 + 1'024) * sizeof(void*)));
   std::size_t listed = 0;
   store.ForEach([&listed](const Record&) { ++listed; });
   CHECK(listed == static_cast<std::size_t>(n));
-  // Sampling finds entries of either table and never the excluded key.
-  for (int i = 0; i < 200; ++i) {
-    const Record* r = store.SampleOldest(5, GrowthKey(0));
+  // Sampling spreads over the entries of both tables: no entry comes up far more often than
+  // the others (from the emptied half of the old table, a scan would land on one entry).
+  std::map<std::string, int> picked;
+  constexpr int kSamples = 4'000;
+  for (int i = 0; i < kSamples; ++i) {
+    const Record* r = store.SampleOldest(1, GrowthKey(0));
     REQUIRE(r != nullptr);
     CHECK(r->key() != GrowthKey(0));
+    ++picked[std::string(r->key())];
   }
-  // EraseIf sees every entry once (it finishes the growth first).
+  int most = 0;
+  for (const auto& [key, count] : picked) most = std::max(most, count);
+  CHECK(most < kSamples / 50);
+  CHECK(picked.size() > static_cast<std::size_t>(n) / 2);
+  // The old table's slots are counted until the growth ends.
+  const auto while_growing = store.memory_bytes();
   std::size_t seen = 0;
-  store.EraseIf([&seen](const Record& r) {
+  store.EraseIf([&seen](const Record&) {  // erases nothing; finishes the growth first
     ++seen;
-    return r.key().back() == '3';
+    return false;
   });
   CHECK(seen >= static_cast<std::size_t>(n));
   CHECK_FALSE(store.growing());
+  CHECK(while_growing - store.memory_bytes() == static_cast<std::int64_t>(1'024 * sizeof(void*)));
+  store.EraseIf([](const Record& r) { return r.key().back() == '3'; });
   for (int i = 0; i < n; ++i) {
     CHECK((store.Find(GrowthKey(i)) == nullptr) == (GrowthKey(i).back() == '3'));
   }
-  store.Clear();
-  CHECK(store.size() == 0);
-  CHECK_FALSE(store.growing());
-  CHECK(store.Find(GrowthKey(1)) == nullptr);
 }
 
-TEST_CASE("The sweeper finishes an idle store's growth and then sweeps as before", "[map][store]") {
+TEST_CASE("A store cleared in the middle of a growth is empty and fills again", "[map][store]") {
+  RecordStore store(800);
+  const auto empty = store.memory_bytes();
+  const int filled = FillUntilGrowing(store);
+  REQUIRE(store.growing());
+  store.Clear();
+  CHECK_FALSE(store.growing());
+  CHECK(store.size() == 0u);
+  CHECK(store.memory_bytes() == empty);
+  CHECK(store.Find(GrowthKey(filled / 2)) == nullptr);
+  const int again = FillUntilGrowing(store);
+  CHECK(again == filled);
+  for (int i = 0; i < again; ++i) REQUIRE(store.Find(GrowthKey(i)) != nullptr);
+}
+
+TEST_CASE("The sweeper finishes an idle store's growth and resumes its pass afterwards",
+          "[map][store]") {
   RecordStore store(800);
   for (int i = 0; i < 819; ++i) {
     Record* r = store.Write(GrowthKey(i), "v", 1).record;
@@ -496,27 +563,39 @@ TEST_CASE("The sweeper finishes an idle store's growth and then sweeps as before
   }
   FullSweep(store, 1);  // the next pass is due at 11
   REQUIRE_FALSE(store.SweepDue(5));
-  store.Write(GrowthKey(819), "v", 1);  // begins a growth
-  REQUIRE(store.growing());
-  // Nothing can have expired at 5, but the growth gives the sweeper work.
-  CHECK(store.SweepDue(5));
+  // A pass begins at 11 and stops at its budget; then a write begins a growth.
+  std::size_t expired = 0;
+  auto first = store.SweepExpired(11, 64, [&expired](const Record&) { ++expired; });
+  REQUIRE_FALSE(first.wrapped);
+  REQUIRE(expired > 0);
+  int n = 819;
+  while (!store.growing()) {
+    REQUIRE(n < 1'000);
+    store.Write(GrowthKey(n++), "v", 11);
+  }
+  // The growth gives the sweeper work even with nothing expired (at 5 nothing would be due).
+  CHECK(store.SweepDue(11));
   std::size_t calls = 0;
   while (store.growing()) {
     REQUIRE(calls < 100);
-    auto r = store.SweepExpired(5, 64, [](const Record&) { FAIL("nothing has expired at 5"); });
-    CHECK(r.examined >= 1);
-    CHECK(r.expired == 0u);
-    CHECK(r.wrapped == !store.growing());
+    auto r = store.SweepExpired(11, 64, [&expired](const Record&) { ++expired; });
+    CHECK(r.examined >= 64);  // a step of about the budget
+    CHECK(r.examined <= 64 + 64);
+    CHECK(r.expired == 0u);  // moving, not sweeping
+    CHECK(r.wrapped);        // so a sweeper goes on to other stores
     ++calls;
   }
-  CHECK(calls >= 1'024 / (64 + 64));  // a bounded step per call
-  CHECK_FALSE(store.SweepDue(5));
-  CHECK(store.size() == 820u);
-  // Then expiry works as without a growth: the half with a TTL goes at 11.
-  auto [examined, expired] = FullSweep(store, 11);
-  CHECK(examined == 820u);
-  CHECK(expired == 410u);
-  CHECK(store.size() == 410u);
+  CHECK(calls >= 1'024 / (64 + 64));
+  // The pass that was under way starts again and removes the rest of the expired half.
+  CHECK(store.SweepDue(11));
+  auto [examined, rest] = FullSweep(store, 11);
+  CHECK(examined >= static_cast<std::size_t>(n) - expired);
+  CHECK(expired + rest == 410u);
+  CHECK(store.size() == static_cast<std::size_t>(n) - 410u);
+  for (int i = 0; i < n; ++i) {
+    CHECK((store.Find(GrowthKey(i)) == nullptr) == (i % 2 == 0 && i < 819));
+  }
+  CHECK_FALSE(store.SweepDue(11));
 }
 
 TEST_CASE("An undo log rolls back a batch that began or continued a growth", "[map][store][tx]") {

@@ -146,7 +146,9 @@ class RecordStore {
   RecordStore();
   // A store that doubles its table past exactly this load (per mille; tests that need the
   // highest load). REQUIRES: 500 <= grow_load_permille <= 800.
-  explicit RecordStore(std::uint16_t grow_load_permille);
+  // `grow_in_steps` false: the table always rehashes at once (the plain path, for tests that
+  // compare the two).
+  explicit RecordStore(std::uint16_t grow_load_permille, bool grow_in_steps = true);
   ~RecordStore();
   RecordStore(const RecordStore&) = delete;
   RecordStore& operator=(const RecordStore&) = delete;
@@ -160,12 +162,12 @@ class RecordStore {
 
   // Growth. A table of kMoveMinCapacity slots or more that must double does not rehash at
   // once: the doubled table takes inserts from then on, and the entries of the old table move
-  // to it at least kMoveSlotsPerStep of its slots (whole probe runs) per Write or Erase, and
-  // at most kSweepMoveSlots per SweepExpired call (so an idle store finishes through the
-  // sweeper). Lookups consult both tables meanwhile. Smaller tables rehash in one go.
+  // to it: the entries of at least kMoveSlotsPerStep of its slots, and of the rest of the
+  // probe run the last of them is in, per Write or Erase, and of about the sweep's budget per
+  // SweepExpired call (so an idle store finishes through the sweeper). Lookups consult both
+  // tables meanwhile. Smaller tables rehash in one go.
   static constexpr std::size_t kMoveMinCapacity = 1'024;
   static constexpr std::size_t kMoveSlotsPerStep = 16;
-  static constexpr std::size_t kSweepMoveSlots = 1'024;
   // Whether a growth is under way, and how many entries it has yet to move.
   bool growing() const { return !old_.empty(); }
   std::size_t entries_to_move() const { return old_size_; }
@@ -225,7 +227,7 @@ class RecordStore {
   const Record* SampleOldest(int samples, std::string_view exclude);
 
   struct SweepResult {
-    std::size_t examined = 0;  // entries looked at
+    std::size_t examined = 0;  // entries looked at (while growing: slots moved)
     std::size_t expired = 0;   // entries removed
     bool wrapped = false;      // no pass is under way after this call (it ended, or none was due)
   };
@@ -238,9 +240,10 @@ class RecordStore {
   // entries expire in a week (inbox markers) or never is not read again until then. A pass
   // under way goes on to its end.
   //
-  // While the table grows, a call moves up to min(budget, kSweepMoveSlots) slots' entries
-  // instead (`examined` counts the slots; wrapped stays false until the growth is done and no
-  // pass is due); a pass under way when the growth began starts again afterwards.
+  // While the table grows, a call moves the entries of at least `budget` slots (and of the
+  // rest of the run the last is in) instead, examines nothing and returns wrapped = true, so
+  // that a sweeper visiting many stores goes on to the others and comes back; `examined`
+  // counts the slots. A pass under way when the growth began starts again afterwards.
   static constexpr base::Millis kMaxSweepRestMs = 60'000;
   SweepResult SweepExpired(base::Millis now_ms, std::size_t budget,
                            const std::function<void(const Record&)>& on_expired);
@@ -318,6 +321,7 @@ class RecordStore {
   std::size_t move_left_ = 0;  // slots of old_ not visited yet
   // The load (per mille, 700-800) past which this store doubles its table (record_store.cc).
   std::uint16_t grow_load_permille_;
+  bool grow_in_steps_ = true;
   std::size_t size_ = 0;
   std::int64_t block_bytes_ = 0;
   std::size_t sweep_cursor_ = 0;
