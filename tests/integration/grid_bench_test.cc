@@ -151,11 +151,54 @@ TEST_CASE("grid-bench over RESP runs the same mix against a member's RESP port",
   auto view = m->GetEntryView(*it).value();
   REQUIRE(view);
   CHECK(view->second.ttl_ms == 60000);
+  // tx3 over RESP: MULTI, three SETs in one partition, EXEC, counted as one operation.
+  auto tx = run({"--ops", "tx3=100", "--keys", "300", "--connections", "2", "--pipeline", "4"});
+  CHECK(tx["errors"] == 0);
+  CHECK(tx["unfinished"] == 0);
+  CHECK(tx["ops_by_kind"]["tx3"].get<std::uint64_t>() > 0);
+  std::size_t batches = 0;
+  for (int i = 0; i < 300; ++i) {
+    const std::string key =
+        "k" + std::string(15 - std::to_string(i).size(), '0') + std::to_string(i);
+    auto a = m->Get(key + ":a@" + key).value();
+    if (!a) continue;  // no batch picked this key
+    // A committed block wrote all three of its keys.
+    auto b = m->Get(key + ":b@" + key).value();
+    REQUIRE(b);
+    CHECK(a->size() == 100);
+    CHECK(b->size() == 100);
+    CHECK(m->Get(key).value().has_value());
+    ++batches;
+  }
+  CHECK(batches > 0);
   client->Shutdown();
   // What RESP mode does not run is refused, naming it.
-  auto refused = RunProcess(GRID_BENCH_PATH, {"--redis", resp, "--ops", "tx3=100"}, 30s);
+  auto refused = RunProcess(GRID_BENCH_PATH, {"--redis", resp, "--ops", "remove=100"}, 30s);
   CHECK(refused.exit_code == 1);
-  CHECK(refused.err.find("drop tx3") != std::string::npos);
+  CHECK(refused.err.find("drop remove") != std::string::npos);
+}
+
+TEST_CASE("grid-bench tx3 and tx3NoId commit three keys of one partition per batch",
+          "[tools][bench]") {
+  auto node = NodeProcess::StartOrFail();
+  for (const std::string op : {"tx3", "tx3NoId"}) {
+    const std::string map = "tx-" + op;
+    auto doc = RunBench(*node, {"--ops", op + "=100", "--keys", "200", "--pipeline", "4",
+                                "--duration", "1", "--map", map});
+    CHECK(doc["errors"] == 0);
+    CHECK(doc["ops_by_kind"][op].get<std::uint64_t>() > 0);
+    auto client = ConnectOrFail(*node);
+    auto m = client->GetMap(map);
+    const auto keys = m->KeySet().value();
+    REQUIRE_FALSE(keys.empty());
+    CHECK(keys.size() % 3 == 0);  // whole batches only
+    for (const auto& key : keys) {
+      if (key.find('@') != std::string::npos) continue;
+      CHECK(m->Get(key + ":a@" + key).value().has_value());
+      CHECK(m->Get(key + ":b@" + key).value().has_value());
+    }
+    client->Shutdown();
+  }
 }
 
 TEST_CASE("grid-bench rejects bad flags with exit code 2", "[tools][bench]") {

@@ -22,10 +22,11 @@ po::options_description Describe() {
       ("secret", po::value<std::string>()->default_value(""), "cluster secret")                   //
       ("map", po::value<std::string>()->default_value("bench"), "map to load")                    //
       ("ops", po::value<std::string>()->default_value("get=50,set=50"),
-       "op mix: get, set, put, putIfAbsentTtl (fresh keys), remove, tx3 (3-set transaction)")  //
-      ("keys", po::value<std::int64_t>()->default_value(100000), "key space size")             //
-      ("key-size", po::value<std::size_t>()->default_value(16), "bytes per key")               //
-      ("value-size", po::value<std::size_t>()->default_value(100), "bytes per value")          //
+       "op mix: get, set, put, putIfAbsentTtl (fresh keys), remove, tx3 (3-set transaction), "
+       "tx3NoId (the same without a deduplication id)")                                //
+      ("keys", po::value<std::int64_t>()->default_value(100000), "key space size")     //
+      ("key-size", po::value<std::size_t>()->default_value(16), "bytes per key")       //
+      ("value-size", po::value<std::size_t>()->default_value(100), "bytes per value")  //
       ("ttl", po::value<base::Millis>(),
        "TTL in ms for putIfAbsentTtl (default 60000) and, if given, set/put")                   //
       ("connections", po::value<int>()->default_value(1), "clients (one connection each)")      //
@@ -66,12 +67,12 @@ po::options_description Describe() {
 
 Result<OpKind> ParseOpName(std::string_view name) {
   for (OpKind kind : {OpKind::kGet, OpKind::kSet, OpKind::kPut, OpKind::kPutIfAbsentTtl,
-                      OpKind::kRemove, OpKind::kTx3}) {
+                      OpKind::kRemove, OpKind::kTx3, OpKind::kTx3NoId}) {
     if (OpKindName(kind) == name) return kind;
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown op '" + std::string(name) +
-                  "' in --ops: use get, set, put, putIfAbsentTtl, remove, tx3");
+                  "' in --ops: use get, set, put, putIfAbsentTtl, remove, tx3, tx3NoId");
 }
 
 Result<OpWeight> ParseOpItem(std::string_view item) {
@@ -177,6 +178,8 @@ std::string_view OpKindName(OpKind kind) {
       return "remove";
     case OpKind::kTx3:
       return "tx3";
+    case OpKind::kTx3NoId:
+      return "tx3NoId";
   }
   return "?";
 }

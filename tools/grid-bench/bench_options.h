@@ -15,9 +15,12 @@
 
 namespace tessera::tools::bench {
 
-// tx3: a partition transaction of three sets (the key and two keys in its partition).
-enum class OpKind { kGet, kSet, kPut, kPutIfAbsentTtl, kRemove, kTx3 };
-inline constexpr std::size_t kOpKinds = 6;
+// tx3: a partition transaction of three sets (the key and two keys in its partition), with a
+// random id (the default Transaction: the owner remembers it, and a retry is applied once);
+// tx3NoId: the same batch without an id (no deduplication marker; what RESP's MULTI/EXEC
+// promises, so the two compare like for like).
+enum class OpKind { kGet, kSet, kPut, kPutIfAbsentTtl, kRemove, kTx3, kTx3NoId };
+inline constexpr std::size_t kOpKinds = 7;
 std::string_view OpKindName(OpKind kind);
 
 struct OpWeight {

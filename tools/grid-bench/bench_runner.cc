@@ -162,8 +162,10 @@ void Connection::Issue(Clock::time_point start) {
       map_->ExecuteAsync(std::move(request), std::move(done));
       break;
     }
-    case OpKind::kTx3: {
+    case OpKind::kTx3:
+    case OpKind::kTx3NoId: {
       grid::Transaction tx(key);
+      if (kind == OpKind::kTx3NoId) tx.WithId("");
       tx.Set(map_->name(), key, value_, write)
           .Set(map_->name(), key + ":a@" + key, value_, write)
           .Set(map_->name(), key + ":b@" + key, value_, write);

@@ -129,6 +129,8 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   struct Pending {
     OpKind kind;
     Clock::time_point start;
+    int replies;  // top-level replies the operation gets (a MULTI block: one per command)
+    bool failed = false;
   };
 
   std::string KeyOf(std::int64_t i) const { return BenchKey(options_.key_size, i); }
@@ -157,11 +159,19 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
           KeyOf(std::uniform_int_distribution<std::int64_t>(0, options_.keys - 1)(random_));
       if (kind == OpKind::kGet) {
         PutCommand(out_, {"GET", key});
+      } else if (kind == OpKind::kTx3 || kind == OpKind::kTx3NoId) {
+        // The native run's batch: three sets in one partition (`x@key` lands with `key`).
+        PutCommand(out_, {"MULTI"});
+        AddSet(out_, key, /*fresh=*/false);
+        AddSet(out_, key + ":a@" + key, /*fresh=*/false);
+        AddSet(out_, key + ":b@" + key, /*fresh=*/false);
+        PutCommand(out_, {"EXEC"});
+        pending_.push_back({kind, start, 5});
       } else {
         AddSet(out_, key, /*fresh=*/false);
       }
     }
-    pending_.push_back({kind, start});
+    if (kind != OpKind::kTx3 && kind != OpKind::kTx3NoId) pending_.push_back({kind, start, 1});
     if (!write_posted_) {
       write_posted_ = true;
       asio::post(io_, [self = shared_from_this()] {
@@ -200,15 +210,21 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   void OnReplies() {
     for (;;) {
       std::string failure;
-      const int r = NextReply(failure);
+      int r = NextReply(failure);
       if (r == 0) break;
       if (pending_.empty()) return Break("a reply to no command");
-      const Pending p = pending_.front();
-      pending_.pop_front();
-      const auto now = Clock::now();
-      if (r < 0) {
+      Pending& front = pending_.front();
+      if (r < 0 && !front.failed) {
+        front.failed = true;
         ++outcome_.errors;
         if (outcome_.first_error.empty()) outcome_.first_error = failure;
+      }
+      if (--front.replies > 0) continue;  // the rest of a MULTI block's replies
+      const Pending p = front;
+      pending_.pop_front();
+      const auto now = Clock::now();
+      if (p.failed) {
+        r = -1;  // counted once, above
       } else if (p.start >= window_start_ && now <= window_end_) {
         outcome_.latency_ns.Record(
             std::chrono::duration_cast<std::chrono::nanoseconds>(now - p.start).count());
@@ -224,21 +240,44 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
     Compact();
   }
 
-  // 1: a reply was consumed; -1: an error reply (its text in `failure`); 0: not complete yet.
+  // 1: a reply was consumed; -1: an error reply (its text in `failure`), or an array (EXEC's)
+  // holding one, or a null array (an aborted EXEC); 0: not complete yet.
   int NextReply(std::string& failure) {
-    const auto end = in_.find("\r\n", pos_);
+    std::size_t at = pos_;
+    const int r = ReplyAt(at, failure);
+    if (r != 0) pos_ = at;
+    return r;
+  }
+
+  // NextReply from `at` (moved past the reply when it is complete).
+  int ReplyAt(std::size_t& at, std::string& failure) {
+    const auto end = in_.find("\r\n", at);
     if (end == std::string::npos) return 0;
-    const char kind = in_[pos_];
-    if (kind == '$') {
+    const char kind = in_[at];
+    if (kind == '$' || kind == '*') {
       long long length = 0;
-      std::from_chars(in_.data() + pos_ + 1, in_.data() + end, length);
-      const std::size_t next = end + 2 + (length < 0 ? 0 : static_cast<std::size_t>(length) + 2);
-      if (in_.size() < next) return 0;
-      pos_ = next;
-      return 1;
+      std::from_chars(in_.data() + at + 1, in_.data() + end, length);
+      if (kind == '$') {
+        const std::size_t next = end + 2 + (length < 0 ? 0 : static_cast<std::size_t>(length) + 2);
+        if (in_.size() < next) return 0;
+        at = next;
+        return 1;
+      }
+      at = end + 2;
+      if (length < 0) {
+        failure = "EXEC aborted (null reply)";
+        return -1;
+      }
+      int result = 1;
+      for (long long i = 0; i < length; ++i) {
+        const int r = ReplyAt(at, failure);
+        if (r == 0) return 0;
+        if (r < 0) result = -1;
+      }
+      return result;
     }
-    const std::size_t line_start = pos_ + 1;
-    pos_ = end + 2;
+    const std::size_t line_start = at + 1;
+    at = end + 2;
     if (kind == '+' || kind == ':') return 1;
     failure = kind == '-' ? in_.substr(line_start, end - line_start)
                           : "unexpected RESP reply '" +
@@ -292,9 +331,11 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
 
 Result<BenchReport> RunRespBench(const BenchOptions& options) {
   for (const auto& w : options.mix) {
-    if (w.kind != OpKind::kGet && w.kind != OpKind::kSet && w.kind != OpKind::kPutIfAbsentTtl) {
-      return Fail(ErrorCode::kBadRequest, "--redis runs get, set and putIfAbsentTtl only; drop " +
-                                              std::string(OpKindName(w.kind)) + " from --ops");
+    if (w.kind != OpKind::kGet && w.kind != OpKind::kSet && w.kind != OpKind::kPutIfAbsentTtl &&
+        w.kind != OpKind::kTx3 && w.kind != OpKind::kTx3NoId) {
+      return Fail(ErrorCode::kBadRequest,
+                  "--redis runs get, set, putIfAbsentTtl and tx3 only; drop " +
+                      std::string(OpKindName(w.kind)) + " from --ops");
     }
   }
   const auto colon = options.redis.rfind(':');
