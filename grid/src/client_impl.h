@@ -220,6 +220,7 @@ struct Client::Impl : public Invoker,
                               Clock::time_point deadline, Callback done);
 
   Result<map::MapResult> InvokeSync(map::MapRequest request) override;
+  Result<map::MapResult> InvokeSyncKept(const map::MapRequest& request) override;
 
   // --- entry listeners: registered on every member, since each member reports the events of
   // the partitions it owns (client_listeners.cc) ---------------------------------------------

@@ -247,6 +247,10 @@ void Client::Impl::RetryAfter(std::chrono::milliseconds delay, RetryFn fn) {
 }
 
 Result<map::MapResult> Client::Impl::InvokeSync(map::MapRequest request) {
+  return InvokeSyncKept(request);
+}
+
+Result<map::MapResult> Client::Impl::InvokeSyncKept(const map::MapRequest& request) {
   auto deadline = Clock::now() + options.call_timeout;
   for (;;) {
     auto target = Target(request, deadline);

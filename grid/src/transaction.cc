@@ -3,10 +3,10 @@
 // member and the client share one implementation.
 #include "tessera/grid/transaction.h"
 
-#include <fmt/format.h>
+#include <pthread.h>
 
-#include <unistd.h>
-
+#include <atomic>
+#include <mutex>
 #include <random>
 
 #include "transaction_runner.h"
@@ -18,20 +18,33 @@ namespace {
 // within the id TTL would answer a batch with another's result). Each thread's generator is
 // seeded once with 256 bits from the OS's random source; reading std::random_device per id
 // cost ~100 us of CPU each on this hardware (RDSEED retries), more than the transaction.
+// A fork() copies the generators' state, so the child reseeds: a counter its atfork handler
+// bumps (a getpid() per id was a system call each).
+std::atomic<std::uint64_t> forks{0};
+
 std::string RandomTransactionId() {
+  static std::once_flag watch_forks;
+  std::call_once(watch_forks, [] {
+    pthread_atfork(nullptr, nullptr, [] { forks.fetch_add(1, std::memory_order_relaxed); });
+  });
   auto seeded = [] {
     std::random_device os;
     std::seed_seq seed{os(), os(), os(), os(), os(), os(), os(), os()};
     return std::mt19937_64(seed);
   };
   thread_local std::mt19937_64 random = seeded();
-  thread_local pid_t seeded_in = getpid();
-  if (const pid_t pid = getpid(); pid != seeded_in) {  // a fork() copied the state: reseed
+  thread_local std::uint64_t seeded_at = forks.load(std::memory_order_relaxed);
+  if (const auto now = forks.load(std::memory_order_relaxed); now != seeded_at) {
     random = seeded();
-    seeded_in = pid;
+    seeded_at = now;
   }
-  const std::uint64_t high = random(), low = random();
-  return fmt::format("{:016x}{:016x}", high, low);
+  std::string id(32, '0');  // 32 hex digits
+  constexpr char kDigits[] = "0123456789abcdef";
+  for (int half = 0; half < 2; ++half) {
+    std::uint64_t bits = random();
+    for (int i = 15; i >= 0; --i, bits >>= 4) id[half * 16 + i] = kDigits[bits & 15];
+  }
+  return id;
 }
 }  // namespace
 
@@ -39,6 +52,7 @@ Transaction::Transaction(std::string partition_key) {
   request_.op = map::MapOp::kTransact;
   request_.key = std::move(partition_key);
   request_.transaction_id = RandomTransactionId();
+  request_.transaction.reserve(4);  // most batches are short: no reallocation moving requests
 }
 
 Transaction& Transaction::Add(map::MapOp op, std::string map, std::string key) {
@@ -167,7 +181,7 @@ Transaction& Transaction::WithId(std::string id) {
 
 base::Result<TransactionResult> RunTransaction(Invoker& invoker, const Transaction& transaction) {
   if (transaction.error()) return std::unexpected(*transaction.error());
-  auto result = invoker.InvokeSync(transaction.request());
+  auto result = invoker.InvokeSyncKept(transaction.request());
   if (!result) return std::unexpected(result.error());
   TransactionResult out;
   out.committed = result->flag;

@@ -169,7 +169,7 @@ void Connection::Issue(Clock::time_point start) {
       tx.Set(map_->name(), key, value_, write)
           .Set(map_->name(), key + ":a@" + key, value_, write)
           .Set(map_->name(), key + ":b@" + key, value_, write);
-      map_->ExecuteAsync(tx.request(), std::move(done));
+      map_->ExecuteAsync(std::move(tx).request(), std::move(done));
       break;
     }
   }

@@ -2,7 +2,11 @@
 // same all-or-nothing semantics, results and errors either way.
 #include "tessera/grid/transaction.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "tessera/grid/client.h"
 #include "tessera/grid/member.h"
@@ -99,4 +103,51 @@ TEST_CASE("A client's transaction has the embedded member's semantics", "[grid][
   ExerciseTransactions(**client);
   (*client)->Shutdown();
   member.Shutdown();
+}
+
+TEST_CASE("Transactions get distinct random ids and a forked child draws new ones", "[grid][tx]") {
+  // An id is 128 random bits in 32 hex digits; two Transactions never share one, including
+  // across fork() (the child's generator would otherwise repeat the parent's ids: a retry
+  // of one batch would be answered with the other's result).
+  Transaction first("p");
+  Transaction second("p");
+  CHECK(first.id().size() == 32);
+  CHECK(first.id().find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(first.id() != second.id());
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    Transaction in_child("p");
+    const std::string& id = in_child.id();
+    const auto written = write(fds[1], id.data(), id.size());
+    _exit(written == static_cast<ssize_t>(id.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  Transaction in_parent("p");
+  std::string child_id(32, '\0');
+  std::size_t got = 0;
+  while (got < child_id.size()) {
+    const auto n = read(fds[0], child_id.data() + got, child_id.size() - got);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  REQUIRE(got == 32);
+  CHECK(child_id != in_parent.id());
+  CHECK(child_id.find_first_not_of("0123456789abcdef") == std::string::npos);
+  // A Transaction about to go gives its request up whole (for an asynchronous call).
+  Transaction batch("cust-1");
+  batch.Set("orders", "o-1@cust-1", "v").Get("orders", "o-1@cust-1");
+  const std::string id = batch.id();
+  map::MapRequest request = std::move(batch).request();
+  CHECK(request.op == map::MapOp::kTransact);
+  CHECK(request.transaction_id == id);
+  REQUIRE(request.transaction.size() == 2);
+  CHECK(request.transaction[0].request.key == "o-1@cust-1");
 }

@@ -48,6 +48,11 @@ class Invoker {
   // Blocking form with the instance's call timeout. Errors: kTimeout, kConnectionFailed, and
   // whatever the operation reports. REQUIRES: not called from a shard or client I/O thread.
   virtual base::Result<map::MapResult> InvokeSync(map::MapRequest request) = 0;
+  // The same for a request the caller keeps (Instance::Transact's Transaction, which may be
+  // sent again). The client reads it where it is; the default copies it.
+  virtual base::Result<map::MapResult> InvokeSyncKept(const map::MapRequest& request) {
+    return InvokeSync(map::MapRequest(request));
+  }
 
   // Entry listeners: `listener` is called on an event thread (not a shard thread), in event
   // order per key. It may block briefly; it delays later events of this instance while it does.

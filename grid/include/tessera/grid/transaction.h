@@ -87,8 +87,10 @@ class Transaction {
 
   const std::string& id() const { return request_.transaction_id; }
   std::size_t size() const { return request_.transaction.size(); }
-  // The request Instance::Transact sends; its first builder error, if any.
-  const map::MapRequest& request() const { return request_; }
+  // The request Instance::Transact sends (moved out of a Transaction about to go: for an
+  // asynchronous call through Map::ExecuteAsync); its first builder error, if any.
+  const map::MapRequest& request() const& { return request_; }
+  map::MapRequest request() && { return std::move(request_); }
   const std::optional<base::Error>& error() const { return error_; }
 
  private:
