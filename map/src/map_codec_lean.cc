@@ -11,8 +11,12 @@ using base::ErrorCode;
 using base::Fail;
 
 constexpr std::uint8_t kTtl = 1, kMaxIdle = 2, kKeepTtl = 4, kEntries = 8, kKeys = 16,
-                       kIntArgs = 32;
-constexpr std::uint8_t kHasValue = 1, kFlag = 2, kResultEntries = 4;
+                       kIntArgs = 32, kTx = 64, kExpected = 128;
+constexpr std::uint8_t kHasValue = 1, kFlag = 2, kResultEntries = 4, kResults = 8, kConflict = 16;
+// The smallest lean result: flags and count.
+constexpr std::size_t kMinResultBytes = 9;
+// The smallest operation of a lean transaction: op, flags, three empty strings, precondition.
+constexpr std::size_t kMinTxOpBytes = 15;
 
 template <typename T>
 void Put(std::string& out, T value) {
@@ -116,6 +120,39 @@ bool KeyedOp(MapOp op) {
   }
 }
 
+// An operation a lean transaction may carry (TxOpFits checks its fields).
+bool LeanTxOp(MapOp op) {
+  switch (op) {
+    case MapOp::kReplaceIfSame:
+    case MapOp::kRemoveIfSame:
+    case MapOp::kSetTtl:
+    case MapOp::kGetEntryView:
+      return true;
+    default:
+      return KeyedOp(op);
+  }
+}
+
+// Whether a request sets nothing but its op, map name, key, value, expected, options and
+// transaction fields (what a lean transaction's operations and the batch itself carry).
+bool OnlyKeyedFields(const MapRequest& r) {
+  return r.processor.empty() && r.predicate.kind() == Predicate::Kind::kTrue &&
+         r.projection == Projection::kEntries && r.entries.empty() && r.keys.empty() &&
+         r.argument.fields().empty() && r.argument.type_name().empty();
+}
+
+bool LeanTransaction(const MapRequest& r) {
+  if (!OnlyKeyedFields(r) || !r.expected.empty() || r.transaction.empty()) return false;
+  for (const TxOp& op : r.transaction) {
+    const MapRequest& q = op.request;
+    if (!LeanTxOp(q.op) || !OnlyKeyedFields(q) || !q.transaction.empty() ||
+        !q.transaction_id.empty() || op.condition > TxCondition::kVersionEquals) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool IntArguments(const record::GenericRecord& argument) {
   if (!argument.type_name().empty() || argument.fields().size() > 255) return false;
   for (const auto& field : argument.fields()) {
@@ -127,6 +164,9 @@ bool IntArguments(const record::GenericRecord& argument) {
 }  // namespace
 
 bool LeanEncodable(const MapRequest& r, std::uint32_t protocol_version) {
+  if (r.op == MapOp::kTransact) {
+    return protocol_version >= wire::kLeanTxProtocolVersion && LeanTransaction(r);
+  }
   if (protocol_version < wire::kLeanProtocolVersion || !r.expected.empty() ||
       !r.processor.empty() || r.predicate.kind() != Predicate::Kind::kTrue ||
       r.projection != Projection::kEntries || !r.transaction.empty() || !r.transaction_id.empty()) {
@@ -158,21 +198,79 @@ std::uint8_t PutHead(std::string& out, MapOp op, std::uint8_t more_flags, std::s
   return flags;
 }
 
+// The batch of a lean transaction, after its head.
+void PutTransaction(std::string& out, const MapRequest& r) {
+  PutString(out, r.transaction_id);
+  Put(out, static_cast<std::uint32_t>(r.transaction.size()));
+  for (const TxOp& op : r.transaction) {
+    const MapRequest& q = op.request;
+    PutHead(out, q.op, q.expected.empty() ? 0 : kExpected, q.map_name, q.key, q.value, q.options);
+    Put(out, static_cast<std::uint8_t>(op.condition));
+    if (op.condition == TxCondition::kValueEquals) PutString(out, op.condition_value);
+    if (op.condition == TxCondition::kVersionEquals) Put(out, op.condition_version);
+    if (!q.expected.empty()) PutString(out, q.expected);
+  }
+}
+
+std::size_t TransactionSize(const MapRequest& r) {
+  std::size_t n = 8 + r.transaction_id.size();
+  for (const TxOp& op : r.transaction) {
+    const MapRequest& q = op.request;
+    n += 2 + 12 + q.map_name.size() + q.key.size() + q.value.size() + 16 + 1 + 12 +
+         op.condition_value.size() + 4 + q.expected.size();
+  }
+  return n;
+}
+
+// Reads a lean transaction's batch into `r` (its head read already).
+void GetTransaction(Reader& in, MapRequest& r) {
+  in.GetString(r.transaction_id);
+  r.transaction.resize(in.GetCount<std::uint32_t>(kMinTxOpBytes));
+  constexpr std::uint8_t kOpFlags = kTtl | kMaxIdle | kKeepTtl | kExpected;
+  for (TxOp& op : r.transaction) {
+    if (!in.ok()) return;
+    MapRequest& q = op.request;
+    q.op = static_cast<MapOp>(in.Get<std::uint8_t>());
+    const auto flags = in.Get<std::uint8_t>();
+    in.GetString(q.map_name);
+    in.GetString(q.key);
+    in.GetString(q.value);
+    if (flags & kTtl) q.options.ttl_ms = in.Get<std::int64_t>();
+    if (flags & kMaxIdle) q.options.max_idle_ms = in.Get<std::int64_t>();
+    q.options.keep_ttl = (flags & kKeepTtl) != 0;
+    const auto condition = in.Get<std::uint8_t>();
+    op.condition = static_cast<TxCondition>(condition);
+    if (op.condition == TxCondition::kValueEquals) in.GetString(op.condition_value);
+    if (op.condition == TxCondition::kVersionEquals) {
+      op.condition_version = in.Get<std::int64_t>();
+    }
+    if (flags & kExpected) {
+      in.GetString(q.expected);
+      if (q.expected.empty()) in.Bad();  // sent without its bit
+    }
+    if ((flags & ~kOpFlags) != 0 || !LeanTxOp(q.op) ||
+        condition > static_cast<std::uint8_t>(TxCondition::kVersionEquals)) {
+      in.Bad();
+    }
+  }
+}
+
 }  // namespace
 
 std::string EncodeLeanRequest(const MapRequest& r, std::size_t room) {
   std::string out;
   std::size_t size = 2 + 12 + r.map_name.size() + r.key.size() + r.value.size() + 16;
+  if (r.op == MapOp::kTransact) size += TransactionSize(r);
   if (!r.entries.empty()) size += EntriesSize(r.entries);
   for (const auto& k : r.keys) size += 4 + k.size();
   for (const auto& f : r.argument.fields()) size += 12 + f.name.size();
   out.reserve(room + size + 5);  // one allocation, room included
   out.resize(room);
-  const std::uint8_t flags =
-      PutHead(out, r.op,
-              (r.entries.empty() ? 0 : kEntries) | (r.keys.empty() ? 0 : kKeys) |
-                  (r.argument.fields().empty() ? 0 : kIntArgs),
-              r.map_name, r.key, r.value, r.options);
+  const std::uint8_t flags = PutHead(
+      out, r.op,
+      (r.entries.empty() ? 0 : kEntries) | (r.keys.empty() ? 0 : kKeys) |
+          (r.argument.fields().empty() ? 0 : kIntArgs) | (r.op == MapOp::kTransact ? kTx : 0),
+      r.map_name, r.key, r.value, r.options);
   if (flags & kEntries) PutEntries(out, r.entries);
   if (flags & kKeys) {
     Put(out, static_cast<std::uint32_t>(r.keys.size()));
@@ -185,6 +283,7 @@ std::string EncodeLeanRequest(const MapRequest& r, std::size_t room) {
       Put(out, f.value.AsInt64());
     }
   }
+  if (flags & kTx) PutTransaction(out, r);
   return out;
 }
 
@@ -277,15 +376,18 @@ base::Result<void> DecodeLeanRequestInto(std::string_view bytes, MapRequest& r) 
       if (r.argument.fields().size() != n) in.Bad();  // twice the same name: not ours
     }
   }
+  if (flags & kTx) GetTransaction(in, r);
   if (!in.ok() || !in.rest().empty()) {
     return Fail(ErrorCode::kBadRequest, "malformed lean map request (" +
                                             std::to_string(bytes.size()) +
                                             " bytes): its fields do not add up to its length");
   }
   constexpr std::uint8_t kKeyedFlags = kTtl | kMaxIdle | kKeepTtl;
-  const bool fits = KeyedOp(r.op) ? (flags & ~kKeyedFlags) == 0
-                                  : r.op == MapOp::kStreamAppend &&
-                                        (flags & ~(kKeyedFlags | kEntries | kKeys | kIntArgs)) == 0;
+  const bool fits =
+      KeyedOp(r.op)                  ? (flags & ~kKeyedFlags) == 0
+      : r.op == MapOp::kTransact     ? (flags & ~(kKeyedFlags | kTx)) == 0 && (flags & kTx) != 0
+      : r.op == MapOp::kStreamAppend ? (flags & ~(kKeyedFlags | kEntries | kKeys | kIntArgs)) == 0
+                                     : false;
   if (!fits) {
     return Fail(ErrorCode::kBadRequest, "lean map request with operation " +
                                             std::to_string(static_cast<int>(r.op)) + " or flags " +
@@ -295,20 +397,60 @@ base::Result<void> DecodeLeanRequestInto(std::string_view bytes, MapRequest& r) 
   return {};
 }
 
-std::optional<std::string> EncodeLeanResult(const MapResult& r, std::size_t room) {
-  if (r.processor_result || !r.processor_results.empty() || r.view || !(r.stats == MapStats{}) ||
-      !r.results.empty() || r.conflict) {
-    return std::nullopt;
-  }
-  std::string out;
-  out.reserve(room + 9 + (r.value ? r.value->size() : 0) +
-              (r.entries.empty() ? 0 : EntriesSize(r.entries)));
-  out.resize(room);
-  Put(out, static_cast<std::uint8_t>((r.value ? kHasValue : 0) | (r.flag ? kFlag : 0) |
-                                     (r.entries.empty() ? 0 : kResultEntries)));
+namespace {
+
+// A result the lean encoding carries: no processor results, entry view or statistics.
+bool LeanResult(const MapResult& r) {
+  return !r.processor_result && r.processor_results.empty() && !r.view && r.stats == MapStats{};
+}
+
+void PutResult(std::string& out, const MapResult& r) {
+  Put(out,
+      static_cast<std::uint8_t>((r.value ? kHasValue : 0) | (r.flag ? kFlag : 0) |
+                                (r.entries.empty() ? 0 : kResultEntries) |
+                                (r.results.empty() ? 0 : kResults) | (r.conflict ? kConflict : 0)));
   Put(out, r.count);
   if (!r.entries.empty()) PutEntries(out, r.entries);
+  if (!r.results.empty()) {
+    Put(out, static_cast<std::uint32_t>(r.results.size()));
+    for (const MapResult& nested : r.results) {  // each as a string: its length, then it
+      const std::size_t at = out.size();
+      Put(out, std::uint32_t{0});
+      PutResult(out, nested);
+      const auto length = static_cast<std::uint32_t>(out.size() - at - 4);
+      for (std::size_t i = 0; i < 4; ++i) out[at + i] = static_cast<char>(length >> (8 * i));
+    }
+  }
+  if (r.conflict) {
+    Put(out, r.conflict->index);
+    PutString(out, r.conflict->map_name);
+    PutString(out, r.conflict->key);
+    PutString(out, r.conflict->found);
+  }
   if (r.value) out += *r.value;
+}
+
+std::size_t ResultSize(const MapResult& r) {
+  std::size_t n = kMinResultBytes + (r.value ? r.value->size() : 0) +
+                  (r.entries.empty() ? 0 : EntriesSize(r.entries));
+  for (const MapResult& nested : r.results) n += 4 + ResultSize(nested);
+  if (r.conflict) {
+    n += 16 + r.conflict->map_name.size() + r.conflict->key.size() + r.conflict->found.size();
+  }
+  return n;
+}
+
+}  // namespace
+
+std::optional<std::string> EncodeLeanResult(const MapResult& r, std::size_t room) {
+  if (!LeanResult(r)) return std::nullopt;
+  for (const MapResult& nested : r.results) {  // a transaction's: one level
+    if (!LeanResult(nested) || !nested.results.empty() || nested.conflict) return std::nullopt;
+  }
+  std::string out;
+  out.reserve(room + ResultSize(r));
+  out.resize(room);
+  PutResult(out, r);
   return out;
 }
 
@@ -322,7 +464,26 @@ base::Result<MapResult> DecodeLeanResultOf(std::string_view bytes, std::string* 
   const auto flags = in.Get<std::uint8_t>();
   r.count = in.Get<std::int64_t>();
   if (flags & kResultEntries) in.GetEntries(r.entries);
-  if (!in.ok() || (flags & ~(kHasValue | kFlag | kResultEntries)) != 0 ||
+  if (flags & kResults) {
+    const std::size_t n = in.GetCount<std::uint32_t>(4 + kMinResultBytes);
+    r.results.reserve(n);
+    for (std::size_t i = 0; i < n && in.ok(); ++i) {
+      const std::string_view nested = in.GetView();
+      if (!in.ok()) break;
+      auto decoded = DecodeLeanResultOf(nested, nullptr);
+      if (!decoded) return decoded;
+      if (!decoded->results.empty() || decoded->conflict) in.Bad();  // one level only
+      r.results.push_back(std::move(*decoded));
+    }
+  }
+  if (flags & kConflict) {
+    TxConflict& conflict = r.conflict.emplace();
+    conflict.index = in.Get<std::uint32_t>();
+    in.GetString(conflict.map_name);
+    in.GetString(conflict.key);
+    in.GetString(conflict.found);
+  }
+  if (!in.ok() || (flags & ~(kHasValue | kFlag | kResultEntries | kResults | kConflict)) != 0 ||
       (!(flags & kHasValue) && !in.rest().empty())) {
     return Fail(ErrorCode::kBadRequest,
                 "malformed lean map result (" + std::to_string(bytes.size()) + " bytes)");

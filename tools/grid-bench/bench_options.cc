@@ -33,10 +33,10 @@ po::options_description Describe() {
       ("pipeline", po::value<int>()->default_value(1), "in-flight async calls per connection")  //
       ("io-threads", po::value<int>()->default_value(1),
        "client I/O threads the connections share (0: one per connection)")  //
-      ("protocol", po::value<int>()->default_value(3),
+      ("protocol", po::value<int>()->default_value(4),
        "highest native protocol version to offer: 2 sends get/set/put/putIfAbsent/remove as "
-       "lean frames when the member speaks it, 3 stream appends too, 1 uses Cap'n Proto "
-       "frames only")                                                                   //
+       "lean frames when the member speaks it, 3 stream appends too, 4 partition "
+       "transactions too, 1 uses Cap'n Proto frames only")                              //
       ("duration", po::value<double>()->default_value(10), "measured seconds")          //
       ("warmup", po::value<double>()->default_value(1), "unmeasured seconds first")     //
       ("timeout", po::value<int>()->default_value(5000), "connect/call timeout in ms")  //
@@ -110,7 +110,7 @@ Result<void> CheckRanges(const BenchOptions& o) {
   if (!(o.duration_s > 0) || o.duration_s > 86400) return bad("--duration must be > 0 seconds");
   if (!(o.warmup_s >= 0) || o.warmup_s > 3600) return bad("--warmup must be >= 0 seconds");
   if (o.client.call_timeout.count() < 1) return bad("--timeout must be at least 1 ms");
-  if (o.protocol < 1 || o.protocol > 3) return bad("--protocol must be 1, 2 or 3");
+  if (o.protocol < 1 || o.protocol > 4) return bad("--protocol must be 1, 2, 3 or 4");
   if (o.reliable && o.topic.empty()) return bad("--reliable needs --topic");
   if (!o.redis.empty() && !o.topic.empty()) return bad("--redis does not run topics");
   if (!o.stream.empty() && !o.topic.empty()) return bad("use either --stream or --topic");

@@ -209,11 +209,12 @@ std::vector<Setting> Settings() {
        }},
       {"max-protocol",
        "highest native protocol version to answer clients with: 2 lets them send map "
-       "operations as lean frames, 3 stream appends too, 1 keeps every connection on version 1 "
-       "(default 3)",
+       "operations as lean frames, 3 stream appends too, 4 partition transactions too, 1 keeps "
+       "every connection on version 1 (default 4)",
        [](NodeConfig& c, const std::string& text) -> Result<void> {
-         if (text != "1" && text != "2" && text != "3") {
-           return Fail(ErrorCode::kBadRequest, "'max-protocol' is '" + text + "'; use 1, 2 or 3");
+         if (text != "1" && text != "2" && text != "3" && text != "4") {
+           return Fail(ErrorCode::kBadRequest,
+                       "'max-protocol' is '" + text + "'; use 1, 2, 3 or 4");
          }
          c.member.max_protocol_version = static_cast<std::uint32_t>(text[0] - '0');
          return {};

@@ -202,6 +202,9 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
     std::vector<grid::AppendResult> appends;  // stream appends (lean from version 3)
     base::ErrorCode too_big{};
     std::uint64_t append_lean_frames = 0;  // lean frames while appending (requests + answers)
+    // Transactions (lean from version 4): committed, sent again, a conflict, a processor.
+    std::optional<grid::TransactionResult> tx, tx_again, tx_conflict, tx_processor;
+    std::uint64_t tx_lean_frames = 0;
   };
   auto run = [&](std::uint32_t version, const std::string& name) {
     auto options = To(member);
@@ -237,6 +240,26 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
     auto batch =
         stream->AppendAll({{"k", "1", ""}, {"k", "2", ""}, {"k", "3", ""}, {"k", "4", ""}});
     s.too_big = batch ? base::ErrorCode{} : batch.error().code();
+    REQUIRE(m->Set("v@p", "old"));
+    grid::Transaction tx("p");
+    tx.Set(name, "k@p", "v", grid::WithTtl(60000))
+        .IfAbsent()
+        .ReplaceIfSame(name, "v@p", "old", "new")
+        .Get(name, "k@p")
+        .SetTtl(name, "v@p", 30000)
+        .Delete(name, "none@p");
+    const auto tx_before = wire::LeanFramesEncoded();
+    s.tx = (*client)->Transact(tx).value();
+    s.tx_lean_frames = wire::LeanFramesEncoded() - tx_before;
+    s.tx_again = (*client)->Transact(tx).value();  // the same id: the first result
+    grid::Transaction conflict("p");
+    conflict.Set(name, "w@p", "x").Set(name, "k@p", "y").IfValue("other");
+    s.tx_conflict = (*client)->Transact(conflict).value();
+    grid::Transaction processor("p");
+    processor.Set(name, "n@p", record::GenericRecord::Build().Int64("n", 1).Done().Encode())
+        .ExecuteOnKey(name, "n@p", "increment",
+                      record::GenericRecord::Build().String("field", "n").Int64("delta", 2).Done());
+    s.tx_processor = (*client)->Transact(processor).value();
     return s;
   };
   const Seen plain = run(1, "plain");
@@ -273,4 +296,33 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
   CHECK(lean.appends[3].offset == 1);
   CHECK(lean.too_big == plain.too_big);
   CHECK(lean.too_big == base::ErrorCode::kBadRequest);
+  // Transactions travel lean from version 4 only: the request and its answer.
+  const Seen three = run(3, "three");
+  CHECK(plain.tx_lean_frames == 0);
+  CHECK(three.tx_lean_frames == 0);
+  CHECK(lean.tx_lean_frames == 2);
+  for (const Seen* s : {&plain, &three, &lean}) {
+    REQUIRE(s->tx);
+    CHECK(s->tx->committed);
+    REQUIRE(s->tx->results.size() == 5);
+    CHECK(s->tx->results[1].flag);                                      // replaced
+    CHECK(s->tx->results[2].value == std::optional<std::string>("v"));  // read its own write
+    CHECK(s->tx->results[3].flag);                                      // TTL set
+    CHECK_FALSE(s->tx->results[4].flag);                                // nothing to delete
+    REQUIRE(s->tx_again);
+    CHECK(s->tx_again->committed);
+    CHECK(s->tx_again->results.size() == 5);
+    CHECK(s->tx_again->results[2].value == std::optional<std::string>("v"));
+    REQUIRE(s->tx_conflict);
+    CHECK_FALSE(s->tx_conflict->committed);
+    CHECK(s->tx_conflict->conflict == map::TxConflict{1,
+                                                      s == &plain   ? "plain"
+                                                      : s == &three ? "three"
+                                                                    : "lean",
+                                                      "k@p", "value of 1 bytes, version 1"});
+    REQUIRE(s->tx_processor);
+    CHECK(s->tx_processor->committed);
+    REQUIRE(s->tx_processor->results.size() == 2);
+    CHECK(s->tx_processor->results[1].processor_result->GetInt64("value") == 3);
+  }
 }

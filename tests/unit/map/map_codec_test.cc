@@ -542,3 +542,165 @@ TEST_CASE("Damaged lean payloads are refused without crashing", "[map][codec][le
   CHECK(decoded < 50);
   CHECK_FALSE(tessera::map::DecodeLeanResult(std::string("\x08", 1) + std::string(8, '\0')));
 }
+
+namespace {
+// A batch with every operation and precondition a lean transaction carries.
+MapRequest LeanableTransaction() {
+  MapRequest rq;
+  rq.op = MapOp::kTransact;
+  rq.key = "cust-9";
+  rq.transaction_id = "0123456789abcdef0123456789abcdef";
+  auto add = [&rq](MapOp op, std::string key, std::string value = {}) -> TxOp& {
+    TxOp& op_ = rq.transaction.emplace_back();
+    op_.request.op = op;
+    op_.request.map_name = "orders";
+    op_.request.key = std::move(key);
+    op_.request.value = std::move(value);
+    return op_;
+  };
+  TxOp& set = add(MapOp::kSet, "o-1@cust-9", std::string("pending\0", 8));
+  set.request.options.ttl_ms = 60'000;
+  set.condition = TxCondition::kAbsent;
+  add(MapOp::kPutIfAbsent, "o-2@cust-9", "x").request.options.max_idle_ms = 0;
+  TxOp& replace = add(MapOp::kReplaceIfSame, "o-3@cust-9", "new");
+  replace.request.expected = "old";
+  replace.condition = TxCondition::kValueEquals;
+  replace.condition_value = "old";
+  add(MapOp::kRemoveIfSame, "o-4@cust-9").request.expected = "gone";
+  add(MapOp::kSetTtl, "o-5@cust-9").request.options.ttl_ms = 5;
+  TxOp& get = add(MapOp::kGet, "o-6@cust-9");
+  get.condition = TxCondition::kVersionEquals;
+  get.condition_version = 7;
+  add(MapOp::kGetEntryView, "o-7@cust-9").condition = TxCondition::kPresent;
+  add(MapOp::kDelete, "cust-9").request.options.keep_ttl = true;
+  return rq;
+}
+}  // namespace
+
+TEST_CASE("Lean transactions and their results round-trip like Cap'n Proto ones (version 4)",
+          "[map][codec][lean][tx]") {
+  const MapRequest rq = LeanableTransaction();
+  CHECK(LeanEncodable(rq, tessera::wire::kLeanTxProtocolVersion));
+  CHECK_FALSE(LeanEncodable(rq, tessera::wire::kLeanEntriesProtocolVersion));
+  // The lean path decodes to what the plain one does: the same request, field by field (its
+  // Cap'n Proto encoding is compared, which covers every field).
+  const std::string lean = EncodeLeanRequest(rq);
+  auto back = DecodeLeanRequest(lean);
+  REQUIRE(back);
+  CHECK(EncodeRequest(*back) == EncodeRequest(rq));
+  REQUIRE(back->transaction.size() == rq.transaction.size());
+  CHECK(back->transaction[0].request.value == std::string("pending\0", 8));
+  CHECK(back->transaction[0].request.options.ttl_ms == 60'000);
+  CHECK(back->transaction[1].request.options.max_idle_ms == 0);
+  CHECK(back->transaction[2].request.expected == "old");
+  CHECK(back->transaction[2].condition_value == "old");
+  CHECK(back->transaction[5].condition_version == 7);
+  CHECK(back->transaction[7].request.options.keep_ttl);
+  // Into a request that held one before: the same.
+  MapRequest reused = rq;
+  REQUIRE(DecodeLeanRequestInto(lean, reused));
+  CHECK(EncodeRequest(reused) == EncodeRequest(rq));
+  // Without an id, and after room for a frame's header.
+  MapRequest no_id = rq;
+  no_id.transaction_id.clear();
+  const std::string with_room = EncodeLeanRequest(no_id, 21);
+  REQUIRE(with_room.substr(0, 21) == std::string(21, '\0'));
+  auto no_id_back = DecodeLeanRequest(std::string_view(with_room).substr(21));
+  REQUIRE(no_id_back);
+  CHECK(EncodeRequest(*no_id_back) == EncodeRequest(no_id));
+
+  // What it does not carry stays with Cap'n Proto: entry processors, an empty batch, a batch
+  // in a batch, fields a keyed operation does not have.
+  auto refused = [&rq](auto change) {
+    MapRequest r = rq;
+    change(r);
+    return !LeanEncodable(r, tessera::wire::kMaxProtocolVersion);
+  };
+  CHECK(refused([](MapRequest& r) { r.transaction[3].request.op = MapOp::kExecuteOnKey; }));
+  CHECK(refused([](MapRequest& r) { r.transaction[3].request.processor = "increment"; }));
+  CHECK(refused([](MapRequest& r) { r.transaction.clear(); }));
+  CHECK(refused([](MapRequest& r) { r.transaction[0].request.transaction_id = "x"; }));
+  CHECK(refused([](MapRequest& r) { r.transaction[1].request.keys.push_back("k"); }));
+  CHECK(refused([](MapRequest& r) { r.expected = "x"; }));
+
+  // Results: a committed batch's, with values, flags and counts, and a conflict's.
+  MapResult result;
+  result.flag = true;
+  result.results.resize(4);
+  result.results[0].value = "old";
+  result.results[1].flag = true;
+  result.results[2].count = -4;
+  result.results[3].value = std::string("\0\1", 2);
+  result.results[3].entries = {{"a", "b"}};
+  for (const MapResult& r : {result, [] {
+                               MapResult c;
+                               c.conflict = TxConflict{3, "orders", "o-4@cust-9", "absent"};
+                               return c;
+                             }()}) {
+    auto encoded = EncodeLeanResult(r);
+    REQUIRE(encoded);
+    auto decoded = DecodeLeanResult(*encoded);
+    REQUIRE(decoded);
+    CHECK(EncodeResult(*decoded) == EncodeResult(r));
+    auto taken = DecodeLeanResult(std::string(*encoded));
+    REQUIRE(taken);
+    CHECK(EncodeResult(*taken) == EncodeResult(r));
+  }
+  // A result a lean frame cannot carry: then the Cap'n Proto frame (EncodeResult).
+  MapResult with_processor = result;
+  with_processor.results[1].processor_result = GenericRecord::Build().Int64("v", 1).Done();
+  CHECK_FALSE(EncodeLeanResult(with_processor));
+  MapResult with_view = result;
+  with_view.results[2].view = EntryView{};
+  CHECK_FALSE(EncodeLeanResult(with_view));
+}
+
+TEST_CASE("Damaged lean transactions are refused, naming the problem", "[map][codec][lean][tx]") {
+  const MapRequest rq = LeanableTransaction();
+  const std::string good = EncodeLeanRequest(rq);
+  for (std::size_t cut = 0; cut < good.size(); ++cut) {
+    auto r = DecodeLeanRequest(good.substr(0, cut));
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == ErrorCode::kBadRequest);
+  }
+  CHECK_FALSE(DecodeLeanRequest(good + "x"));
+  // The first operation starts after the head (op, flags, three strings), the id and the
+  // count: its op, then its flags.
+  const std::size_t first = 2 + (4 + 0) + (4 + rq.key.size()) + 4 + (4 + 32) + 4;
+  std::string bad_op = good;
+  bad_op[first] = static_cast<char>(MapOp::kQuery);
+  CHECK_FALSE(DecodeLeanRequest(bad_op));
+  std::string bad_flags = good;
+  bad_flags[first + 1] = static_cast<char>(bad_flags[first + 1] | 8);  // entries: not here
+  CHECK_FALSE(DecodeLeanRequest(bad_flags));
+  // A transaction's bit on another operation.
+  std::string not_tx = good;
+  not_tx[0] = static_cast<char>(MapOp::kSet);
+  auto refused = DecodeLeanRequest(not_tx);
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message(), Catch::Contains("cannot carry"));
+  // A forged count is refused before anything is reserved.
+  std::string huge = good;
+  huge[first - 1] = '\x7f';
+  CHECK_FALSE(DecodeLeanRequest(huge));
+  // An unknown precondition code (after the first operation's head: its strings and TTL).
+  MapRequest one;
+  one.op = MapOp::kTransact;
+  one.key = "p";
+  TxOp& op = one.transaction.emplace_back();
+  op.request.op = MapOp::kSet;
+  op.request.key = "k@p";
+  std::string bytes = EncodeLeanRequest(one);
+  bytes.back() = '\x09';  // the last byte is the precondition
+  CHECK_FALSE(DecodeLeanRequest(bytes));
+  // Nested results go one level deep only.
+  MapResult inner;
+  inner.flag = true;
+  MapResult outer;
+  outer.results = {inner};
+  std::string lean = *EncodeLeanResult(outer);
+  // Make the nested result claim results of its own: its flags byte follows the outer
+  // flags, count, result count and length.
+  lean[1 + 8 + 4 + 4] = static_cast<char>(lean[1 + 8 + 4 + 4] | 8);
+  CHECK_FALSE(DecodeLeanResult(lean));
+}

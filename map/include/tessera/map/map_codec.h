@@ -34,14 +34,25 @@ base::Result<EntryEvent> DecodeEvent(std::string_view bytes);
 // get, set, put, putIfAbsent, remove, delete, containsKey, replace, with the map name, key,
 // value and write options only. Version 3 adds the stream append (kStreamAppend) with its
 // entries (events), keys (event ids) and integer arguments (the stream's limits), and results
-// with entries (offsets). Little-endian, no Cap'n Proto; a string is a u32 length + bytes:
+// with entries (offsets). Version 4 adds the partition transaction (kTransact) whose
+// operations are keyed ones, replaceIfSame, removeIfSame, setTtl or getEntryView with any
+// precondition (not entry processors), and results with nested results and a conflict.
+// Little-endian, no Cap'n Proto; a string is a u32 length + bytes:
 //   request: op (1 byte), flags (1: bit 0 ttl, bit 1 max-idle, bit 2 keep_ttl, bit 3
-//            entries, bit 4 keys, bit 5 integer arguments), then map name, key and value,
-//            then ttl_ms and max_idle_ms as i64 when their bit is set, then, when set and
-//            never empty: entries (u32 count, then key and value each), keys (u32 count,
-//            then each), arguments (u8 count, then name and i64 value each);
-//   result:  flags (1: bit 0 value present, bit 1 flag, bit 2 entries), count (i64), then
-//            the entries when set (u32 count, then both strings each), then the value bytes.
+//            entries, bit 4 keys, bit 5 integer arguments, bit 6 transaction, bit 7
+//            expected), then map name, key and value, then ttl_ms and max_idle_ms as i64
+//            when their bit is set, then, when set and never empty: entries (u32 count,
+//            then key and value each), keys (u32 count, then each), arguments (u8 count,
+//            then name and i64 value each); a transaction: its id, u32 count, then each
+//            operation as a request of its own without bits 3-6 (op, flags, strings,
+//            times), then its precondition (u8), the precondition's value (a string) for
+//            value-equals or version (i64) for version-equals, and `expected` (a string)
+//            when bit 7 is set;
+//   result:  flags (1: bit 0 value present, bit 1 flag, bit 2 entries, bit 3 results, bit
+//            4 conflict), count (i64), then the entries when set (u32 count, then both
+//            strings each), the results when set (u32 count, then each as a string holding
+//            a lean result), the conflict when set (u32 index, then map, key and found),
+//            then the value bytes.
 // LeanEncodable says whether a request fits the given negotiated version (a request with
 // anything else set does not); EncodeLeanResult returns nullopt for a result with more than
 // value, flag, count and entries (send it with EncodeResult then; a version-2 request never

@@ -21,8 +21,11 @@ inline constexpr std::uint32_t kLeanProtocolVersion = 2;
 // The version whose lean frames also carry entries, keys and integer arguments, and results
 // with entries (stream appends; map/map_codec.h).
 inline constexpr std::uint32_t kLeanEntriesProtocolVersion = 3;
+// The version whose lean frames also carry partition transactions (kTransact) and their
+// results (map/map_codec.h).
+inline constexpr std::uint32_t kLeanTxProtocolVersion = 4;
 // The highest version this build speaks.
-inline constexpr std::uint32_t kMaxProtocolVersion = 3;
+inline constexpr std::uint32_t kMaxProtocolVersion = 4;
 
 // Default maximum frame size (body bytes, without the 4-byte length prefix).
 inline constexpr std::size_t kDefaultMaxFrameBytes = 16 * 1024 * 1024;
