@@ -56,7 +56,8 @@ void NativeHandler::OnRequest(const std::shared_ptr<net::Connection>& connection
        request.op == native::kMapRemoveListener || request.op == native::kMapReplica)) {
     return ReplyError(connection, request, ErrorCode::kBadRequest,
                       "a lean frame carries map get, set, put, putIfAbsent, remove, delete, "
-                      "containsKey, replace and stream appends only; send " +
+                      "containsKey, replace, stream appends and partition transactions only; "
+                      "send " +
                           wire::ServiceName(request.service) + " op " + std::to_string(request.op) +
                           " as a version 1 frame");
   }
@@ -116,6 +117,9 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
         decltype(reused.entries)().swap(reused.entries);
         decltype(reused.keys)().swap(reused.keys);
       }
+      // Nor a large batch's operations (each a whole MapRequest).
+      if (reused.transaction.capacity() > 16)
+        decltype(reused.transaction)().swap(reused.transaction);
     }
   } release;
   if (request.lean && !reused_busy) {

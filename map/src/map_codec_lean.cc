@@ -17,6 +17,10 @@ constexpr std::uint8_t kHasValue = 1, kFlag = 2, kResultEntries = 4, kResults = 
 constexpr std::size_t kMinResultBytes = 9;
 // The smallest operation of a lean transaction: op, flags, three empty strings, precondition.
 constexpr std::size_t kMinTxOpBytes = 15;
+// The most operations a lean transaction carries (a larger batch goes as Cap'n Proto): a
+// decoded operation is a whole MapRequest (~550 bytes), so a forged count within a frame's
+// bytes could otherwise make the decoder build 37 times the frame.
+constexpr std::size_t kMaxLeanTxOps = 4'096;
 
 template <typename T>
 void Put(std::string& out, T value) {
@@ -120,7 +124,7 @@ bool KeyedOp(MapOp op) {
   }
 }
 
-// An operation a lean transaction may carry (TxOpFits checks its fields).
+// An operation a lean transaction may carry (LeanTransaction checks its fields).
 bool LeanTxOp(MapOp op) {
   switch (op) {
     case MapOp::kReplaceIfSame:
@@ -142,7 +146,10 @@ bool OnlyKeyedFields(const MapRequest& r) {
 }
 
 bool LeanTransaction(const MapRequest& r) {
-  if (!OnlyKeyedFields(r) || !r.expected.empty() || r.transaction.empty()) return false;
+  if (!OnlyKeyedFields(r) || !r.expected.empty() || r.transaction.empty() ||
+      r.transaction.size() > kMaxLeanTxOps) {
+    return false;
+  }
   for (const TxOp& op : r.transaction) {
     const MapRequest& q = op.request;
     if (!LeanTxOp(q.op) || !OnlyKeyedFields(q) || !q.transaction.empty() ||
@@ -225,7 +232,9 @@ std::size_t TransactionSize(const MapRequest& r) {
 // Reads a lean transaction's batch into `r` (its head read already).
 void GetTransaction(Reader& in, MapRequest& r) {
   in.GetString(r.transaction_id);
-  r.transaction.resize(in.GetCount<std::uint32_t>(kMinTxOpBytes));
+  const std::size_t n = in.GetCount<std::uint32_t>(kMinTxOpBytes);
+  if (n > kMaxLeanTxOps) return in.Bad();
+  r.transaction.resize(n);
   constexpr std::uint8_t kOpFlags = kTtl | kMaxIdle | kKeepTtl | kExpected;
   for (TxOp& op : r.transaction) {
     if (!in.ok()) return;
@@ -457,22 +466,25 @@ std::optional<std::string> EncodeLeanResult(const MapResult& r, std::size_t room
 namespace {
 
 // DecodeLeanResult of `bytes`; with `owner` (the string `bytes` views), the value takes the
-// owner's allocation instead of a copy.
-base::Result<MapResult> DecodeLeanResultOf(std::string_view bytes, std::string* owner) {
+// owner's allocation instead of a copy. `nested`: a transaction's operation's result, which
+// has no results or conflict of its own (refused before anything recurses: a forged chain of
+// nested results would otherwise recurse as deep as the frame is long).
+base::Result<MapResult> DecodeLeanResultOf(std::string_view bytes, std::string* owner,
+                                           bool nested = false) {
   Reader in(bytes);
   MapResult r;
   const auto flags = in.Get<std::uint8_t>();
+  if (nested && (flags & (kResults | kConflict)) != 0) in.Bad();
   r.count = in.Get<std::int64_t>();
   if (flags & kResultEntries) in.GetEntries(r.entries);
   if (flags & kResults) {
     const std::size_t n = in.GetCount<std::uint32_t>(4 + kMinResultBytes);
     r.results.reserve(n);
     for (std::size_t i = 0; i < n && in.ok(); ++i) {
-      const std::string_view nested = in.GetView();
+      const std::string_view nested_bytes = in.GetView();
       if (!in.ok()) break;
-      auto decoded = DecodeLeanResultOf(nested, nullptr);
+      auto decoded = DecodeLeanResultOf(nested_bytes, nullptr, /*nested=*/true);
       if (!decoded) return decoded;
-      if (!decoded->results.empty() || decoded->conflict) in.Bad();  // one level only
       r.results.push_back(std::move(*decoded));
     }
   }

@@ -14,6 +14,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <array>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
@@ -357,9 +358,9 @@ Result<BenchReport> RunTopicBench(const BenchOptions& options) {
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
             .count());
   };
-  // The subscriber (one listener thread) owns these; read after it is removed.
+  // The subscriber (one listener thread) owns the histogram; read after it is removed.
   LatencyHistogram received_latency;
-  std::uint64_t received = 0;
+  std::atomic<std::uint64_t> received{0};
   auto on_message = [&](const grid::TopicMessage& m) {
     std::uint64_t sent_ns = 0;
     if (m.payload.size() < sizeof sent_ns) return;
@@ -367,7 +368,7 @@ Result<BenchReport> RunTopicBench(const BenchOptions& options) {
     const auto sent = Clock::time_point(std::chrono::nanoseconds(sent_ns));
     if (sent < window_start || sent >= window_end) return;
     received_latency.Record(steady_ns() - sent_ns);
-    ++received;
+    received.fetch_add(1, std::memory_order_release);
   };
   auto plain_topic = (*subscriber)->GetTopic(options.topic);
   auto reliable_topic = (*subscriber)->GetReliableTopic(options.topic);
@@ -409,7 +410,12 @@ Result<BenchReport> RunTopicBench(const BenchOptions& options) {
         });
   }
   for (auto& t : threads) t.join();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the last messages arrive
+  // The last messages arrive: until all of the window's have, for at most 5 s (a fixed
+  // half second cut the last one off on a loaded machine).
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  while (received.load(std::memory_order_acquire) < published.load() && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   if (options.reliable) {
     reliable_topic->RemoveMessageListener(*id);
   } else {
@@ -419,7 +425,7 @@ Result<BenchReport> RunTopicBench(const BenchOptions& options) {
   (*subscriber)->Shutdown();
   BenchReport report;
   report.seconds = options.duration_s;
-  report.ops = received;
+  report.ops = received.load();
   report.latency_ns = received_latency;
   report.published = published.load();
   report.errors = errors.load();

@@ -205,6 +205,7 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
     // Transactions (lean from version 4): committed, sent again, a conflict, a processor.
     std::optional<grid::TransactionResult> tx, tx_again, tx_conflict, tx_processor;
     std::uint64_t tx_lean_frames = 0;
+    std::pair<base::Millis, base::Millis> tx_ttls{};  // the batch's set TTL and setTtl
   };
   auto run = [&](std::uint32_t version, const std::string& name) {
     auto options = To(member);
@@ -251,6 +252,8 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
     const auto tx_before = wire::LeanFramesEncoded();
     s.tx = (*client)->Transact(tx).value();
     s.tx_lean_frames = wire::LeanFramesEncoded() - tx_before;
+    s.tx_ttls = {m->GetEntryView("k@p").value()->second.ttl_ms,
+                 m->GetEntryView("v@p").value()->second.ttl_ms};
     s.tx_again = (*client)->Transact(tx).value();  // the same id: the first result
     grid::Transaction conflict("p");
     conflict.Set(name, "w@p", "x").Set(name, "k@p", "y").IfValue("other");
@@ -309,6 +312,7 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
     CHECK(s->tx->results[2].value == std::optional<std::string>("v"));  // read its own write
     CHECK(s->tx->results[3].flag);                                      // TTL set
     CHECK_FALSE(s->tx->results[4].flag);                                // nothing to delete
+    CHECK(s->tx_ttls == std::pair<base::Millis, base::Millis>{60000, 30000});
     REQUIRE(s->tx_again);
     CHECK(s->tx_again->committed);
     CHECK(s->tx_again->results.size() == 5);

@@ -596,10 +596,37 @@ TEST_CASE("Lean transactions and their results round-trip like Cap'n Proto ones 
   CHECK(back->transaction[2].condition_value == "old");
   CHECK(back->transaction[5].condition_version == 7);
   CHECK(back->transaction[7].request.options.keep_ttl);
-  // Into a request that held one before: the same.
+  // Into a request that held another batch before (more operations, other preconditions,
+  // values, options and fields): the same, nothing of the other left.
   MapRequest reused = rq;
+  for (TxOp& op : reused.transaction) {
+    op.condition = TxCondition::kVersionEquals;
+    op.condition_version = 99;
+    op.condition_value = "stale";
+    op.request.expected = "stale";
+    op.request.options.ttl_ms = 1;
+    op.request.options.keep_ttl = true;
+    op.request.value = "stale";
+  }
+  const TxOp first_op = reused.transaction[0];  // (not an element of the vector it grows)
+  reused.transaction.resize(12, first_op);
+  reused.transaction_id = "stale";
+  reused.options.ttl_ms = 3;
   REQUIRE(DecodeLeanRequestInto(lean, reused));
   CHECK(EncodeRequest(reused) == EncodeRequest(rq));
+  CHECK(reused.transaction[1].condition_value.empty());
+  CHECK_FALSE(reused.transaction[1].request.options.keep_ttl);
+  // At most 4,096 operations travel lean: a larger batch goes as Cap'n Proto, and a lean
+  // count above that is refused before the operations are built.
+  MapRequest big = rq;
+  big.transaction.resize(4'096, rq.transaction[1]);
+  CHECK(LeanEncodable(big, tessera::wire::kLeanTxProtocolVersion));
+  big.transaction.push_back(rq.transaction[1]);
+  CHECK_FALSE(LeanEncodable(big, tessera::wire::kLeanTxProtocolVersion));
+  std::string too_many = EncodeLeanRequest(big);  // the encoder itself has no limit
+  auto refused_count = DecodeLeanRequest(too_many);
+  REQUIRE_FALSE(refused_count);
+  CHECK(refused_count.error().code() == ErrorCode::kBadRequest);
   // Without an id, and after room for a frame's header.
   MapRequest no_id = rq;
   no_id.transaction_id.clear();
@@ -693,14 +720,36 @@ TEST_CASE("Damaged lean transactions are refused, naming the problem", "[map][co
   std::string bytes = EncodeLeanRequest(one);
   bytes.back() = '\x09';  // the last byte is the precondition
   CHECK_FALSE(DecodeLeanRequest(bytes));
-  // Nested results go one level deep only.
-  MapResult inner;
-  inner.flag = true;
-  MapResult outer;
-  outer.results = {inner};
-  std::string lean = *EncodeLeanResult(outer);
-  // Make the nested result claim results of its own: its flags byte follows the outer
-  // flags, count, result count and length.
-  lean[1 + 8 + 4 + 4] = static_cast<char>(lean[1 + 8 + 4 + 4] | 8);
-  CHECK_FALSE(DecodeLeanResult(lean));
+  // Nested results go one level deep only: a well-formed result of a result of a result is
+  // refused.
+  const std::string leaf = *EncodeLeanResult(MapResult{});  // flags and count: 9 bytes
+  auto wrap = [](const std::string& inner) {
+    std::string out(1, '\x08');  // flags: results
+    out.append(8, '\0');         // count
+    out.append("\x01\0\0\0", 4);
+    const auto length = static_cast<std::uint32_t>(inner.size());
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(length >> (8 * i)));
+    return out + inner;
+  };
+  REQUIRE(DecodeLeanResult(wrap(leaf)));  // one level: fine
+  CHECK_FALSE(DecodeLeanResult(wrap(wrap(leaf))));
+  // A forged chain of 200,000 results nested in each other (3.4 MB, within a frame) is
+  // refused at the second level, not followed down (that recursion would overflow the stack).
+  const std::string innermost = *EncodeLeanResult(MapResult{});  // flags and count: 9 bytes
+  constexpr int kLevels = 200'000;
+  constexpr std::size_t kHeader = 1 + 8 + 4 + 4;  // flags, count, one result, its length
+  std::string chain;
+  chain.reserve(kLevels * kHeader + innermost.size());
+  for (int level = kLevels; level >= 1; --level) {  // outermost first
+    chain.push_back(8);                             // flags: results
+    chain.append(8, '\0');                          // count
+    chain.append("\x01\0\0\0", 4);                  // one result
+    const auto length =  // what follows this header: the levels inside, then the innermost
+        static_cast<std::uint32_t>((level - 1) * kHeader + innermost.size());
+    for (int i = 0; i < 4; ++i) chain.push_back(static_cast<char>(length >> (8 * i)));
+  }
+  chain += innermost;
+  auto deep = DecodeLeanResult(chain);
+  REQUIRE_FALSE(deep);
+  CHECK(deep.error().code() == ErrorCode::kBadRequest);
 }

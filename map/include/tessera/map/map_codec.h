@@ -54,9 +54,11 @@ base::Result<EntryEvent> DecodeEvent(std::string_view bytes);
 //            a lean result), the conflict when set (u32 index, then map, key and found),
 //            then the value bytes.
 // LeanEncodable says whether a request fits the given negotiated version (a request with
-// anything else set does not); EncodeLeanResult returns nullopt for a result with more than
-// value, flag, count and entries (send it with EncodeResult then; a version-2 request never
-// has a result with entries). Decoding fails with kBadRequest naming the problem.
+// anything else set does not, nor a transaction of more than 4,096 operations);
+// EncodeLeanResult returns nullopt for a result with more than value, flag, count, entries
+// and a transaction's results and conflict (send it with EncodeResult then; a version-2
+// request never has a result with entries, nor one before version 4 results or a conflict).
+// Decoding fails with kBadRequest naming the problem.
 bool LeanEncodable(const MapRequest& request, std::uint32_t protocol_version);
 // `room`: zero bytes before the encoding, in the same allocation (a frame's header, filled in
 // place by wire::SealLeanFrame).
