@@ -205,6 +205,19 @@ std::uint8_t PutHead(std::string& out, MapOp op, std::uint8_t more_flags, std::s
   return flags;
 }
 
+// Reads what PutHead wrote into `r`'s op, map name, key, value and options; returns the flags.
+std::uint8_t GetHead(Reader& in, MapRequest& r) {
+  r.op = static_cast<MapOp>(in.Get<std::uint8_t>());
+  const auto flags = in.Get<std::uint8_t>();
+  in.GetString(r.map_name);
+  in.GetString(r.key);
+  in.GetString(r.value);
+  if (flags & kTtl) r.options.ttl_ms = in.Get<std::int64_t>();
+  if (flags & kMaxIdle) r.options.max_idle_ms = in.Get<std::int64_t>();
+  r.options.keep_ttl = (flags & kKeepTtl) != 0;
+  return flags;
+}
+
 // The batch of a lean transaction, after its head.
 void PutTransaction(std::string& out, const MapRequest& r) {
   PutString(out, r.transaction_id);
@@ -239,14 +252,7 @@ void GetTransaction(Reader& in, MapRequest& r) {
   for (TxOp& op : r.transaction) {
     if (!in.ok()) return;
     MapRequest& q = op.request;
-    q.op = static_cast<MapOp>(in.Get<std::uint8_t>());
-    const auto flags = in.Get<std::uint8_t>();
-    in.GetString(q.map_name);
-    in.GetString(q.key);
-    in.GetString(q.value);
-    if (flags & kTtl) q.options.ttl_ms = in.Get<std::int64_t>();
-    if (flags & kMaxIdle) q.options.max_idle_ms = in.Get<std::int64_t>();
-    q.options.keep_ttl = (flags & kKeepTtl) != 0;
+    const std::uint8_t flags = GetHead(in, q);
     const auto condition = in.Get<std::uint8_t>();
     op.condition = static_cast<TxCondition>(condition);
     if (op.condition == TxCondition::kValueEquals) in.GetString(op.condition_value);
@@ -352,14 +358,7 @@ base::Result<void> DecodeLeanRequestInto(std::string_view bytes, MapRequest& r) 
   auto keys = std::move(r.keys);
   auto argument = std::move(r.argument);
   r.Clear();
-  r.op = static_cast<MapOp>(in.Get<std::uint8_t>());
-  const auto flags = in.Get<std::uint8_t>();
-  in.GetString(r.map_name);
-  in.GetString(r.key);
-  in.GetString(r.value);
-  if (flags & kTtl) r.options.ttl_ms = in.Get<std::int64_t>();
-  if (flags & kMaxIdle) r.options.max_idle_ms = in.Get<std::int64_t>();
-  r.options.keep_ttl = (flags & kKeepTtl) != 0;
+  const std::uint8_t flags = GetHead(in, r);
   if (flags & kEntries) {
     r.entries = std::move(entries);
     in.GetEntries(r.entries);

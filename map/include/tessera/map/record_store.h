@@ -229,7 +229,9 @@ class RecordStore {
   struct SweepResult {
     std::size_t examined = 0;  // entries looked at (while growing: slots moved)
     std::size_t expired = 0;   // entries removed
-    bool wrapped = false;      // no pass is under way after this call (it ended, or none was due)
+    // No pass is under way after this call (it ended, or none was due); while the table
+    // grows, always true (SweepExpired).
+    bool wrapped = false;
   };
   // Incremental expiry scan: resumes at the store's cursor, examines up to `budget` entries,
   // erases those expired at `now_ms` after calling on_expired(record) for each.
