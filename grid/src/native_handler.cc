@@ -135,6 +135,22 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
     if (!r) return ReplyError(connection, request, r.error().code(), r.error().message());
     decoded = &owned.emplace(std::move(*r));
   }
+  // What a lean payload may carry depends on the version the connection agreed (grid-node
+  // --max-protocol is then a switch that holds even for a client sending more than agreed).
+  if (request.lean) {
+    const std::uint32_t version = connection->protocol_version();
+    const std::uint32_t needed = decoded->op == map::MapOp::kTransact ? wire::kLeanTxProtocolVersion
+                                 : decoded->op == map::MapOp::kStreamAppend
+                                     ? wire::kLeanEntriesProtocolVersion
+                                     : wire::kLeanProtocolVersion;
+    if (version < needed) {
+      return ReplyError(connection, request, ErrorCode::kBadRequest,
+                        "a lean " + std::string(map::MapOpName(decoded->op)) +
+                            " needs protocol version " + std::to_string(needed) +
+                            " and this connection agreed on version " + std::to_string(version) +
+                            "; send it as a Cap'n Proto frame");
+    }
+  }
   if (static_cast<std::uint16_t>(decoded->op) != request.op) {
     return ReplyError(
         connection, request, ErrorCode::kBadRequest,

@@ -211,6 +211,7 @@ void Server::State::OnHello(const std::shared_ptr<Connection>& connection, wire:
   const bool lean = version >= wire::kLeanProtocolVersion;
   connection->set_peer_hello(hello);
   connection->set_accept_lean(lean);
+  connection->set_protocol_version(lean ? version : 1);
   wire::HelloReply reply = MakeHelloReply(true);
   if (lean) reply.protocol_version = version;
   connection->Send(wire::Message::MakeHelloReply(std::move(reply)));

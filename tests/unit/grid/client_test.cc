@@ -1,6 +1,7 @@
 // The shared instance: a Client talking to a Member over real loopback sockets.
 #include "tessera/grid/client.h"
 
+#include <spdlog/spdlog.h>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -10,6 +11,8 @@
 #include <thread>
 
 #include "tessera/grid/member.h"
+#include "tessera/map/map_codec.h"
+#include "tessera/net/client_connection.h"
 #include "tessera/wire/frame_codec.h"
 
 using namespace tessera;
@@ -329,4 +332,80 @@ TEST_CASE("Lean frames and Cap'n Proto frames give a client the same answers", "
     REQUIRE(s->tx_processor->results.size() == 2);
     CHECK(s->tx_processor->results[1].processor_result->GetInt64("value") == 3);
   }
+}
+
+TEST_CASE("A member refuses lean payloads beyond the version its connection agreed on",
+          "[grid][client]") {
+  // A client that agreed on version 3 (or 2) and sends a lean transaction (or stream append)
+  // anyway gets a clear error, and nothing is applied: --max-protocol holds as a switch.
+  Member member(Served());
+  REQUIRE(member.Start());
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  std::thread loop([&io] { io.run(); });
+  struct StopLoop {  // also when a REQUIRE ends the test early
+    boost::asio::io_context& io;
+    std::thread& loop;
+    ~StopLoop() {
+      io.stop();
+      loop.join();
+    }
+  } stop_loop{io, loop};
+  auto connect = [&](std::uint32_t version) {
+    net::ClientOptions o;
+    o.port = member.native_port();
+    o.hello.cluster_name = "test";
+    o.hello.secret = "s3cret";
+    o.hello.max_protocol_version = version;
+    auto c = net::ClientConnection::Connect(io, o, spdlog::default_logger());
+    INFO((c ? std::string() : c.error().ToString()));
+    REQUIRE(c);
+    REQUIRE((*c)->protocol_version() == version);
+    return *c;
+  };
+  auto call = [](net::ClientConnection& c, const map::MapRequest& rq) {
+    std::promise<base::Result<wire::Message>> answer;
+    auto header = wire::Message::MakeRequest(0, 0, wire::Service::kMap,
+                                             static_cast<std::uint16_t>(rq.op), {});
+    c.CallLean(std::move(header), map::EncodeLeanRequest(rq, wire::kLeanFramePrefixBytes),
+               std::chrono::steady_clock::now() + std::chrono::seconds(5), std::chrono::seconds(5),
+               [&answer](base::Result<wire::Message> r) { answer.set_value(std::move(r)); });
+    return answer.get_future().get();
+  };
+  map::MapRequest tx;
+  tx.op = map::MapOp::kTransact;
+  tx.key = "p";
+  auto& op = tx.transaction.emplace_back();
+  op.request.op = map::MapOp::kSet;
+  op.request.map_name = "orders";
+  op.request.key = "k@p";
+  op.request.value = "v";
+  map::MapRequest append;
+  append.op = map::MapOp::kStreamAppend;
+  append.map_name = "events";
+  append.key = "k";
+  append.entries = {{"k", "e"}};
+  auto client = Client::Connect(To(member));
+  REQUIRE(client);
+  auto orders = (*client)->GetMap("orders");
+  auto three = connect(3);
+  auto refused = call(*three, tx);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == base::ErrorCode::kBadRequest);
+  CHECK_THAT(refused.error().message(), Catch::Contains("needs protocol version 4"));
+  CHECK_THAT(refused.error().message(), Catch::Contains("agreed on version 3"));
+  CHECK_FALSE(orders->Get("k@p").value().has_value());  // nothing applied
+  auto two = connect(2);
+  auto refused_append = call(*two, append);
+  REQUIRE_FALSE(refused_append);
+  CHECK_THAT(refused_append.error().message(), Catch::Contains("needs protocol version 3"));
+  auto four = connect(4);
+  auto applied = call(*four, tx);
+  REQUIRE(applied);  // the same payload where version 4 was agreed
+  CHECK(orders->Get("k@p").value() == std::optional<std::string>("v"));
+  (*client)->Shutdown();
+  three->Close();
+  two->Close();
+  four->Close();
+  member.Shutdown();
 }

@@ -92,6 +92,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The peer negotiated protocol version 2: its lean frames are read from now on (socket's
   // thread: the server's hello handler, the client's hello reply handler).
   void set_accept_lean(bool accept) { decoder_.set_accept_lean(accept); }
+  // The protocol version agreed with the peer in the hello (1 before it), for handlers that
+  // check what a version allows (set on the socket's thread before its requests are read).
+  std::uint32_t protocol_version() const { return protocol_version_; }
+  void set_protocol_version(std::uint32_t version) { protocol_version_ = version; }
 
   class Passkey {
     friend class Connection;
@@ -127,6 +131,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool close_begun_ = false;
   bool finished_ = false;
   std::optional<wire::Hello> peer_hello_;
+  std::uint32_t protocol_version_ = 1;
   std::vector<wire::Message> batch_;  // DeliverFrames' frames decoded ahead (capacity kept)
 
   std::atomic<bool> closing_{false};
