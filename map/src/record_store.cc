@@ -370,7 +370,7 @@ void RecordStore::EndMoveIfEmpty() {
 RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_view value,
                                             base::Millis now_ms) {
   if (undo_ != nullptr) SaveForUndo(key);
-  MoveStep(kMoveSlotsPerStep);
+  if (growing()) MoveStep(kMoveSlotsPerStep);  // (no call on the common path)
   const std::uint64_t hash = Hash(key);
   const Position at = Locate(key, hash);
   if (at.table == nullptr) {
@@ -459,7 +459,7 @@ void RecordStore::EraseAt(Table& table, std::size_t index) {
 
 bool RecordStore::Erase(std::string_view key) {
   if (undo_ != nullptr) SaveForUndo(key);
-  MoveStep(kMoveSlotsPerStep);
+  if (growing()) MoveStep(kMoveSlotsPerStep);  // (no call on the common path)
   const Position at = Locate(key, Hash(key));
   if (at.table == nullptr) return false;
   EraseAt(*at.table, at.index);
