@@ -132,7 +132,18 @@ bool Connection::Send(const wire::Message& message) {
 bool Connection::SendFrame(std::string frame) {
   std::lock_guard lock(outbox_mutex_);
   if (closing_.load()) return false;
-  outbox_.push_back(std::move(frame));
+  if (frame.size() > kCoalesceFrameBytes) {
+    outbox_.push_back(std::move(frame));
+    coalescing_ = false;
+  } else {
+    if (!coalescing_ || outbox_.back().size() + frame.size() > kCoalesceBufferBytes) {
+      outbox_.push_back(std::move(spare_));
+      spare_.clear();
+      outbox_.back().clear();
+      coalescing_ = true;
+    }
+    outbox_.back().append(frame);
+  }
   if (!flush_posted_) {
     flush_posted_ = true;
     asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Flush(); });
@@ -145,24 +156,36 @@ void Connection::Flush() {
     std::lock_guard lock(outbox_mutex_);
     flush_posted_ = false;
     if (write_in_flight_ || finished_) return;  // OnWritten flushes what is queued meanwhile
+    if (!writing_.empty()) {  // written: keep the first buffer's storage for the next batch
+      if (spare_.capacity() < writing_.front().capacity() &&
+          writing_.front().capacity() <= kCoalesceBufferBytes * 2) {
+        spare_.swap(writing_.front());
+      }
+      writing_.clear();
+    }
     writing_.swap(outbox_);
+    coalescing_ = false;
   }
   if (writing_.empty()) {
     if (close_begun_) Finish();
     return;
   }
-  std::vector<asio::const_buffer> buffers;
-  buffers.reserve(writing_.size());
-  for (const std::string& frame : writing_) buffers.push_back(asio::buffer(frame));
   write_in_flight_ = true;
-  asio::async_write(socket_, buffers,
+  if (writing_.size() == 1) {
+    asio::async_write(socket_, asio::buffer(writing_.front()),
+                      [self = shared_from_this()](const boost::system::error_code& error,
+                                                  std::size_t) { self->OnWritten(error); });
+    return;
+  }
+  buffers_.clear();
+  for (const std::string& frame : writing_) buffers_.push_back(asio::buffer(frame));
+  asio::async_write(socket_, buffers_,
                     [self = shared_from_this()](const boost::system::error_code& error,
                                                 std::size_t) { self->OnWritten(error); });
 }
 
 void Connection::OnWritten(const boost::system::error_code& error) {
   write_in_flight_ = false;
-  writing_.clear();
   if (finished_) return;
   if (error) {
     log_->debug("write to {} failed: {}", remote_address_, error.message());

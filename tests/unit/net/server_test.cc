@@ -326,6 +326,58 @@ TEST_CASE("1000 pipelined calls on one connection are all answered", "[net]") {
   CHECK(f.handler.requests() == kCalls);
 }
 
+// Connection copies small frames into one write buffer per batch (up to
+// kCoalesceFrameBytes each, kCoalesceBufferBytes per buffer) and writes larger ones from their
+// own strings: sizes around both limits, interleaved, must arrive whole and in order, both
+// ways (the echo server's responses are batched the same way).
+TEST_CASE("Pipelined frames of mixed sizes around the coalescing limits arrive whole and in order",
+          "[net]") {
+  Fixture f;
+  auto client = f.Connect();
+  REQUIRE(client.has_value());
+  const std::vector<std::size_t> sizes = {0,
+                                          1,
+                                          100,
+                                          Connection::kCoalesceFrameBytes - 40,
+                                          Connection::kCoalesceFrameBytes,
+                                          Connection::kCoalesceFrameBytes + 1,
+                                          Connection::kCoalesceBufferBytes - 100,
+                                          Connection::kCoalesceBufferBytes + 7,
+                                          300 * 1024};
+  constexpr int kCalls = 3000;
+  std::vector<std::string> sent(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    // Mostly small frames (many fill a coalescing buffer), with every size now and then.
+    const std::size_t size = i % 7 == 0 ? sizes[(i / 7) % sizes.size()] : 20 + i % 300;
+    sent[i].resize(size);
+    for (std::size_t b = 0; b < size; ++b) sent[i][b] = static_cast<char>('a' + (i + b) % 26);
+  }
+  std::mutex mutex;
+  std::vector<std::string> answers(kCalls);
+  std::atomic<int> done{0};
+  std::atomic<int> failed{0};
+  std::promise<void> all_done;
+  for (int i = 0; i < kCalls; ++i) {
+    (*client)->Call(Echo(sent[i]), std::chrono::seconds(20),
+                    [&mutex, &answers, &failed, &done, &all_done, i](Result<Message> result) {
+                      if (result) {
+                        std::lock_guard lock(mutex);
+                        answers[i] = std::move(result->payload);
+                      } else {
+                        failed.fetch_add(1);
+                      }
+                      if (done.fetch_add(1) + 1 == kCalls) all_done.set_value();
+                    });
+  }
+  REQUIRE(all_done.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  CHECK(failed.load() == 0);
+  std::lock_guard lock(mutex);
+  int wrong = 0;
+  for (int i = 0; i < kCalls; ++i) wrong += answers[i] != sent[i] ? 1 : 0;
+  CHECK(wrong == 0);
+  CHECK(f.handler.requests() == kCalls);
+}
+
 TEST_CASE("Event frames pushed by the server reach the client's event handler", "[net]") {
   Fixture f;
   std::promise<Message> event;

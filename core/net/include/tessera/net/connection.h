@@ -48,6 +48,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   using BatchHandler =
       std::function<void(const std::shared_ptr<Connection>&, std::span<const wire::Message>)>;
   static constexpr std::size_t kMaxBatchFrames = 32;
+  // Frames up to this size are copied into the write buffer of their batch (one contiguous
+  // write for many small frames); larger ones are written from their own string, gathered.
+  static constexpr std::size_t kCoalesceFrameBytes = 4 * 1024;
+  // A coalescing buffer takes frames until it holds this much; then the next one starts.
+  static constexpr std::size_t kCoalesceBufferBytes = 64 * 1024;
 
   struct Handlers {
     MessageHandler on_message;
@@ -126,7 +131,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Handlers handlers_;
   wire::FrameDecoder decoder_;
   std::vector<char> read_buffer_;
-  std::vector<std::string> writing_;  // frames of the write in flight
+  std::vector<std::string> writing_;               // frames of the write in flight
+  std::vector<boost::asio::const_buffer> buffers_;  // writing_'s, for the gathered write
   bool write_in_flight_ = false;
   bool close_begun_ = false;
   bool finished_ = false;
@@ -136,8 +142,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   std::atomic<bool> closing_{false};
   std::mutex outbox_mutex_;
-  std::vector<std::string> outbox_;  // guarded by outbox_mutex_
-  bool flush_posted_ = false;        // guarded by outbox_mutex_
+  // Guarded by outbox_mutex_: the frames queued for the next write. Small frames are copied
+  // into one buffer (outbox_.back() while coalescing_), so a batch of them leaves as one
+  // contiguous write; larger ones keep their own string (no copy).
+  std::vector<std::string> outbox_;
+  bool coalescing_ = false;
+  std::string spare_;  // a written buffer's storage, reused for the next batch
+  bool flush_posted_ = false;
 };
 
 }  // namespace tessera::net
