@@ -188,7 +188,7 @@ struct Client::Impl : public Invoker,
   static wire::Message Encode(const map::MapRequest& request, std::int32_t partition,
                               std::uint32_t protocol_version);
 
-  static Result<map::MapResult> Decode(Result<wire::Message> response);
+  static Result<map::MapResult> Decode(Result<wire::Message>&& response);
 
   // Whether a failed call is sent again (within its deadline): never sent (connection failed),
   // no member took it (not owner), or a read or a transaction with an id whose connection was

@@ -98,7 +98,7 @@ wire::Message Client::Impl::Encode(const map::MapRequest& request, std::int32_t 
                                     map::EncodeRequest(request));
 }
 
-Result<map::MapResult> Client::Impl::Decode(Result<wire::Message> response) {
+Result<map::MapResult> Client::Impl::Decode(Result<wire::Message>&& response) {
   if (!response) return std::unexpected(response.error());
   return response->lean ? map::DecodeLeanResult(std::move(response->payload))
                         : map::DecodeResult(response->payload);
@@ -150,7 +150,7 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
     return;
   }
   auto on_reply = [weak, request, deadline,
-                   done = std::move(done)](Result<wire::Message> r) mutable {
+                   done = std::move(done)](Result<wire::Message>&& r) mutable {
     auto result = Decode(std::move(r));
     auto self = weak.lock();
     if (result || !self || Clock::now() >= deadline || !Retryable(result.error(), *request)) {
@@ -188,7 +188,7 @@ struct KeyedReply {
   std::uint32_t body_size = 0;
   Invoker::Callback done;
 
-  void operator()(Result<wire::Message> reply) {
+  void operator()(Result<wire::Message>&& reply) {
     auto result = Client::Impl::Decode(std::move(reply));
     auto self = weak.lock();
     if (result || !self || Clock::now() >= deadline) return done(std::move(result));

@@ -92,9 +92,17 @@ class Connection {
     return fmt::format("{}{:0>{}}", fresh_prefix_, fresh_counter_++, width);
   }
   OpKind NextOp();
-  // Issues one call, started at `start`, whose completion issues the next (see the file
+  struct Op {
+    OpKind kind;
+    std::string key;
+  };
+  // The next operation to issue. Only one thread draws at a time (no lock): Drive draws the
+  // window's first `pipeline` operations before it issues any, and from then on only their
+  // completions draw, on the client's I/O thread.
+  Op Draw();
+  // Issues `op`, started at `start`; its completion draws and issues the next (see the file
   // comment).
-  void Issue(Clock::time_point start);
+  void Issue(Op op, Clock::time_point start);
   void Drain();
 
   const BenchOptions& options_;
@@ -106,7 +114,6 @@ class Connection {
   std::string value_;
   std::mt19937_64 random_;
   int total_weight_ = 0;
-  std::mutex issue_mutex_;  // random_ and fresh_counter_: driver and I/O thread both issue
   std::shared_ptr<State> state_;
 };
 
@@ -128,18 +135,19 @@ Result<void> Connection::Preload() {
 
 OpKind Connection::NextOp() { return PickOp(options_.mix, total_weight_, random_); }
 
-void Connection::Issue(Clock::time_point start) {
-  OpKind kind;
-  std::string key;
-  {
-    std::lock_guard lock(issue_mutex_);
-    kind = NextOp();
-    key = kind == OpKind::kPutIfAbsentTtl
-              ? FreshKey()
-              : KeyOf(std::uniform_int_distribution<std::int64_t>(0, options_.keys - 1)(random_));
-  }
+Connection::Op Connection::Draw() {
+  const OpKind kind = NextOp();
+  return {kind, kind == OpKind::kPutIfAbsentTtl
+                    ? FreshKey()
+                    : KeyOf(std::uniform_int_distribution<std::int64_t>(0, options_.keys - 1)(
+                          random_))};
+}
+
+void Connection::Issue(Op op, Clock::time_point start) {
+  const OpKind kind = op.kind;
+  std::string key = std::move(op.key);
   auto done = [this, state = state_, kind, start](Result<map::MapResult> r) {
-    if (auto next = state->Complete(kind, start, r)) Issue(*next);
+    if (auto next = state->Complete(kind, start, r)) Issue(Draw(), *next);
   };
   grid::WriteOptions write;
   if (options_.ttl_given) write.ttl_ms = options_.ttl_ms;
@@ -189,7 +197,9 @@ void Connection::Drive(Clock::time_point window_start, Clock::time_point window_
     state_->window_end = window_end;
     state_->in_flight = options_.pipeline;
   }
-  for (int i = 0; i < options_.pipeline; ++i) Issue(Clock::now());
+  std::vector<Op> first;
+  for (int i = 0; i < options_.pipeline; ++i) first.push_back(Draw());
+  for (auto& op : first) Issue(std::move(op), Clock::now());
   Drain();
 }
 

@@ -157,7 +157,7 @@ void ClientConnection::OnTcpConnected(const boost::system::error_code& error) {
   connection_->Send(wire::Message::MakeHello(options_.hello));
 }
 
-void ClientConnection::OnMessage(wire::Message message) {
+void ClientConnection::OnMessage(wire::Message&& message) {
   if (connect_done_) {
     OnHelloReply(std::move(message));
     return;
@@ -211,7 +211,7 @@ void ClientConnection::FinishConnect(base::Result<std::shared_ptr<ClientConnecti
   done(std::move(result));
 }
 
-void ClientConnection::OnResponse(wire::Message message) {
+void ClientConnection::OnResponse(wire::Message&& message) {
   auto it = pending_.find(message.call_id);
   if (it == pending_.end()) {
     if (message.call_id == 0 && message.error) {
@@ -224,13 +224,16 @@ void ClientConnection::OnResponse(wire::Message message) {
   }
   auto entry = pending_.extract(it);
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
-  PendingCall call = std::move(entry.mapped());
-  if (spare_entries_.size() < kSpareEntries) spare_entries_.push_back(std::move(entry));
+  // Called from the extracted entry (which the callback's own calls cannot reach), then
+  // emptied and kept for a later call.
+  CallCallback& callback = entry.mapped().callback;
   if (message.error) {
-    call.callback(std::unexpected(std::move(*message.error)));
+    callback(std::unexpected(std::move(*message.error)));
   } else {
-    call.callback(std::move(message));
+    callback(std::move(message));
   }
+  callback = nullptr;
+  if (spare_entries_.size() < kSpareEntries) spare_entries_.push_back(std::move(entry));
 }
 
 void ClientConnection::OnConnectionClosed() {
@@ -306,9 +309,9 @@ void ClientConnection::CallLean(wire::Message header, std::string frame,
   SendCall(header, std::move(frame), deadline, timeout, std::move(callback));
 }
 
-void ClientConnection::SendCall(const wire::Message& header, std::string frame,
+void ClientConnection::SendCall(const wire::Message& header, std::string&& frame,
                                 std::chrono::steady_clock::time_point deadline,
-                                std::chrono::milliseconds timeout, CallCallback callback) {
+                                std::chrono::milliseconds timeout, CallCallback&& callback) {
   if (frame.size() - wire::kFrameHeaderBytes > options_.max_frame_bytes) {
     auto failure =
         base::Fail(ErrorCode::kBadRequest,
@@ -331,8 +334,9 @@ void ClientConnection::SendCall(const wire::Message& header, std::string frame,
 }
 
 void ClientConnection::StartCall(std::uint64_t call_id, wire::Service service, std::uint16_t op,
-                                 std::string frame, std::chrono::steady_clock::time_point deadline,
-                                 std::chrono::milliseconds timeout, CallCallback callback) {
+                                 std::string&& frame,
+                                 std::chrono::steady_clock::time_point deadline,
+                                 std::chrono::milliseconds timeout, CallCallback&& callback) {
   if (!open_.load() || !connection_) {
     auto failure =
         base::Fail(ErrorCode::kConnectionFailed, "not connected to " + address_ + " for " +
@@ -341,14 +345,18 @@ void ClientConnection::StartCall(std::uint64_t call_id, wire::Service service, s
     asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
     return;
   }
-  PendingCall call{std::move(callback), deadline, timeout, service, op};
   if (spare_entries_.empty()) {
-    pending_.emplace(call_id, std::move(call));
-  } else {  // a finished call's entry, reused
+    pending_.emplace(call_id, PendingCall{std::move(callback), deadline, timeout, service, op});
+  } else {  // a finished call's entry, reused (its callback is empty)
     auto entry = std::move(spare_entries_.back());
     spare_entries_.pop_back();
     entry.key() = call_id;
-    entry.mapped() = std::move(call);
+    PendingCall& call = entry.mapped();
+    call.callback = std::move(callback);
+    call.deadline = deadline;
+    call.timeout = timeout;
+    call.service = service;
+    call.op = op;
     pending_.insert(std::move(entry));
   }
   pending_count_.store(pending_.size(), std::memory_order_relaxed);

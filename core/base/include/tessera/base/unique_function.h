@@ -51,6 +51,10 @@ class UniqueFunction<R(Args...), kInlineBytes> {
 
   UniqueFunction(UniqueFunction&& other) noexcept { TakeFrom(other); }
   UniqueFunction& operator=(UniqueFunction&& other) noexcept {
+    if (ops_ == nullptr) {  // nothing held, so `other` cannot live inside it: one relocation
+      TakeFrom(other);
+      return *this;
+    }
     // `other` may live inside the callable this one holds: taken before that is destroyed.
     UniqueFunction taken(std::move(other));
     Reset();

@@ -131,18 +131,20 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
 
   void BeginConnect(const boost::asio::ip::tcp::endpoint& endpoint, ConnectCallback done);
   void OnTcpConnected(const boost::system::error_code& error);
-  void OnMessage(wire::Message message);
+  void OnMessage(wire::Message&& message);
   void OnHelloReply(wire::Message message);
-  void OnResponse(wire::Message message);
+  void OnResponse(wire::Message&& message);
   void OnConnectionClosed();
   void FinishConnect(base::Result<std::shared_ptr<ClientConnection>> result);
   // Call's and CallLean's common end: the size check, then StartCall on the I/O thread.
-  void SendCall(const wire::Message& header, std::string frame,
+  // (The callback is passed on by reference down to where it is kept: each move of a
+  // UniqueFunction relocates the whole callable.)
+  void SendCall(const wire::Message& header, std::string&& frame,
                 std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
-                CallCallback callback);
-  void StartCall(std::uint64_t call_id, wire::Service service, std::uint16_t op, std::string frame,
-                 std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
-                 CallCallback callback);
+                CallCallback&& callback);
+  void StartCall(std::uint64_t call_id, wire::Service service, std::uint16_t op,
+                 std::string&& frame, std::chrono::steady_clock::time_point deadline,
+                 std::chrono::milliseconds timeout, CallCallback&& callback);
   // Deadlines: one timer per connection ticks every kTimeoutTick while calls are pending and
   // fails those past their deadline (a timer per call cost a timerfd syscall per call).
   void ArmTimeoutTick();
