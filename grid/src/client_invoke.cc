@@ -177,6 +177,9 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
 
 namespace {
 
+// InvokeKeyed's scratch frame keeps at most this much between calls.
+constexpr std::size_t kScratchFrameBytes = 64 * 1024;
+
 // The answer to a lean keyed call (InvokeKeyed): the result to the caller, or, when it is
 // retryable within the deadline, the request decoded from the body kept for it, sent again
 // the way any call is. A struct rather than a lambda so that it stays within the connection
@@ -218,15 +221,19 @@ void Client::Impl::InvokeKeyed(map::MapOp op, const std::string& map_name, std::
   if (!target || !target->conn->lean()) {  // through a MapRequest, as any call
     return Invoker::InvokeKeyed(op, map_name, key, value, write_options, std::move(done));
   }
-  std::string frame =
-      map::EncodeLeanKeyed(op, map_name, key, value, write_options, wire::kLeanFramePrefixBytes);
+  // Built in this thread's scratch frame, which the connection copies into its write buffer
+  // (on the io thread, where completions issue the next call: no allocation for the frame).
+  thread_local std::string frame;
+  map::EncodeLeanKeyedInto(frame, op, map_name, key, value, write_options,
+                           wire::kLeanFramePrefixBytes);
   const std::size_t body_size = frame.size() - wire::kLeanFramePrefixBytes;
   KeyedReply reply{weak_from_this(), deadline, std::make_unique_for_overwrite<char[]>(body_size),
                    static_cast<std::uint32_t>(body_size), std::move(done)};
   std::memcpy(reply.body.get(), frame.data() + wire::kLeanFramePrefixBytes, body_size);
-  target->conn->CallLean(wire::Message::MakeRequest(0, target->partition, wire::Service::kMap,
-                                                    static_cast<std::uint16_t>(op), {}),
-                         std::move(frame), deadline, options.call_timeout, std::move(reply));
+  target->conn->CallLeanCopy(wire::Message::MakeRequest(0, target->partition, wire::Service::kMap,
+                                                        static_cast<std::uint16_t>(op), {}),
+                             frame, deadline, options.call_timeout, std::move(reply));
+  if (frame.capacity() > kScratchFrameBytes) std::string().swap(frame);  // not a big value's
 }
 
 void Client::Impl::RetryOrShutDown(const std::weak_ptr<Impl>& weak,

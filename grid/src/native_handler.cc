@@ -22,6 +22,9 @@ static_assert(native::kClusterMessage == membership::kClusterMessageOp);
 
 namespace {
 
+// A lean response's scratch frame keeps at most this much between responses.
+constexpr std::size_t kScratchFrameBytes = 64 * 1024;
+
 // The request's routing header without its payload, to answer after the payload moved on.
 Message Header(const Message& request) {
   Message header;
@@ -164,11 +167,14 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
       connection->Send(Message::MakeErrorResponse(header, result.error()));
       return;
     }
-    if (header.lean) {  // a lean answer when it fits one, built in its frame
+    if (header.lean) {  // a lean answer when it fits one, built in a scratch frame
+      // (this shard thread's; the connection copies it into its write buffer)
+      thread_local std::string frame;
       Message response_header = Message::MakeResponse(header, {});
-      auto frame = map::EncodeLeanResult(*result, wire::kLeanFramePrefixBytes);
-      if (frame && wire::SealLeanFrame(response_header, *frame)) {
-        connection->SendFrame(std::move(*frame));
+      if (map::EncodeLeanResultInto(frame, *result, wire::kLeanFramePrefixBytes) &&
+          wire::SealLeanFrame(response_header, frame)) {
+        connection->SendFrameCopy(frame);
+        if (frame.capacity() > kScratchFrameBytes) std::string().swap(frame);
         return;
       }
     }

@@ -305,10 +305,17 @@ std::string EncodeLeanRequest(const MapRequest& r, std::size_t room) {
 std::string EncodeLeanKeyed(MapOp op, std::string_view map_name, std::string_view key,
                             std::string_view value, const WriteOptions& options, std::size_t room) {
   std::string out;
+  EncodeLeanKeyedInto(out, op, map_name, key, value, options, room);
+  return out;
+}
+
+void EncodeLeanKeyedInto(std::string& out, MapOp op, std::string_view map_name,
+                         std::string_view key, std::string_view value, const WriteOptions& options,
+                         std::size_t room) {
+  out.clear();
   out.reserve(room + 2 + 12 + map_name.size() + key.size() + value.size() + 16);
   out.resize(room);
   PutHead(out, op, 0, map_name, key, value, options);
-  return out;
 }
 
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes) {
@@ -451,15 +458,21 @@ std::size_t ResultSize(const MapResult& r) {
 }  // namespace
 
 std::optional<std::string> EncodeLeanResult(const MapResult& r, std::size_t room) {
-  if (!LeanResult(r)) return std::nullopt;
-  for (const MapResult& nested : r.results) {  // a transaction's: one level
-    if (!LeanResult(nested) || !nested.results.empty() || nested.conflict) return std::nullopt;
-  }
   std::string out;
+  if (!EncodeLeanResultInto(out, r, room)) return std::nullopt;
+  return out;
+}
+
+bool EncodeLeanResultInto(std::string& out, const MapResult& r, std::size_t room) {
+  if (!LeanResult(r)) return false;
+  for (const MapResult& nested : r.results) {  // a transaction's: one level
+    if (!LeanResult(nested) || !nested.results.empty() || nested.conflict) return false;
+  }
+  out.clear();
   out.reserve(room + ResultSize(r));
   out.resize(room);
   PutResult(out, r);
-  return out;
+  return true;
 }
 
 namespace {

@@ -292,35 +292,57 @@ void ClientConnection::Call(wire::Message request, std::chrono::steady_clock::ti
 void ClientConnection::CallLean(wire::Message header, std::string frame,
                                 std::chrono::steady_clock::time_point deadline,
                                 std::chrono::milliseconds timeout, CallCallback callback) {
+  if (!SealLean(header, frame, callback)) return;
+  SendCall(header, std::move(frame), deadline, timeout, std::move(callback));
+}
+
+void ClientConnection::CallLeanCopy(wire::Message header, std::string& frame,
+                                    std::chrono::steady_clock::time_point deadline,
+                                    std::chrono::milliseconds timeout, CallCallback callback) {
+  if (!SealLean(header, frame, callback)) return;
+  if (!io_.get_executor().running_in_this_thread()) {
+    SendCall(header, std::string(frame), deadline, timeout, std::move(callback));
+    return;
+  }
+  if (!FitsFrame(header, frame.size(), callback)) return;
+  if (RegisterCall(header.call_id, header.service, header.op, deadline, timeout,
+                   std::move(callback))) {
+    connection_->SendFrameCopy(frame);  // if closing, on_closed fails the call
+  }
+}
+
+bool ClientConnection::SealLean(wire::Message& header, std::string& frame, CallCallback& callback) {
   header.kind = wire::MessageKind::kRequest;
   header.call_id = next_call_id_.fetch_add(1);
   header.lean = true;
-  if (!lean() || !wire::SealLeanFrame(header, frame)) {
-    auto failure = base::Fail(
-        ErrorCode::kBadRequest,
-        OperationName(header.service, header.op) + " request built as a lean frame " +
-            (lean() ? "cannot be one (shorter than its header or too long)"
-                    : "on a connection to " + address_ +
-                          " that negotiated protocol version 1; encode it for version 1 (check "
-                          "lean())"));
-    asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
-    return;
-  }
-  SendCall(header, std::move(frame), deadline, timeout, std::move(callback));
+  if (lean() && wire::SealLeanFrame(header, frame)) return true;
+  auto failure = base::Fail(
+      ErrorCode::kBadRequest,
+      OperationName(header.service, header.op) + " request built as a lean frame " +
+          (lean() ? "cannot be one (shorter than its header or too long)"
+                  : "on a connection to " + address_ +
+                        " that negotiated protocol version 1; encode it for version 1 (check "
+                        "lean())"));
+  asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
+  return false;
+}
+
+bool ClientConnection::FitsFrame(const wire::Message& header, std::size_t frame_bytes,
+                                 CallCallback& callback) {
+  if (frame_bytes - wire::kFrameHeaderBytes <= options_.max_frame_bytes) return true;
+  auto failure =
+      base::Fail(ErrorCode::kBadRequest,
+                 OperationName(header.service, header.op) + " request of " +
+                     std::to_string(frame_bytes) + " bytes exceeds the maximum frame size of " +
+                     std::to_string(options_.max_frame_bytes) + " bytes; send smaller values");
+  asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
+  return false;
 }
 
 void ClientConnection::SendCall(const wire::Message& header, std::string&& frame,
                                 std::chrono::steady_clock::time_point deadline,
                                 std::chrono::milliseconds timeout, CallCallback&& callback) {
-  if (frame.size() - wire::kFrameHeaderBytes > options_.max_frame_bytes) {
-    auto failure =
-        base::Fail(ErrorCode::kBadRequest,
-                   OperationName(header.service, header.op) + " request of " +
-                       std::to_string(frame.size()) + " bytes exceeds the maximum frame size of " +
-                       std::to_string(options_.max_frame_bytes) + " bytes; send smaller values");
-    asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
-    return;
-  }
+  if (!FitsFrame(header, frame.size(), callback)) return;
   if (io_.get_executor().running_in_this_thread()) {  // no hand-off (a completion's next call)
     StartCall(header.call_id, header.service, header.op, std::move(frame), deadline, timeout,
               std::move(callback));
@@ -337,13 +359,21 @@ void ClientConnection::StartCall(std::uint64_t call_id, wire::Service service, s
                                  std::string&& frame,
                                  std::chrono::steady_clock::time_point deadline,
                                  std::chrono::milliseconds timeout, CallCallback&& callback) {
+  if (RegisterCall(call_id, service, op, deadline, timeout, std::move(callback))) {
+    connection_->SendFrame(std::move(frame));  // if closing, on_closed fails the call
+  }
+}
+
+bool ClientConnection::RegisterCall(std::uint64_t call_id, wire::Service service, std::uint16_t op,
+                                    std::chrono::steady_clock::time_point deadline,
+                                    std::chrono::milliseconds timeout, CallCallback&& callback) {
   if (!open_.load() || !connection_) {
     auto failure =
         base::Fail(ErrorCode::kConnectionFailed, "not connected to " + address_ + " for " +
                                                      OperationName(service, op) +
                                                      "; the connection is closed, reconnect");
     asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
-    return;
+    return false;
   }
   if (spare_entries_.empty()) {
     pending_.emplace(call_id, PendingCall{std::move(callback), deadline, timeout, service, op});
@@ -361,7 +391,7 @@ void ClientConnection::StartCall(std::uint64_t call_id, wire::Service service, s
   }
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
   ArmTimeoutTick();
-  connection_->SendFrame(std::move(frame));  // if closing, on_closed fails the call
+  return true;
 }
 
 void ClientConnection::ArmTimeoutTick() {

@@ -132,8 +132,20 @@ bool Connection::Send(const wire::Message& message) {
 bool Connection::SendFrame(std::string frame) {
   std::lock_guard lock(outbox_mutex_);
   if (closing_.load()) return false;
+  Enqueue(frame, &frame);
+  return true;
+}
+
+bool Connection::SendFrameCopy(std::string_view frame) {
+  std::lock_guard lock(outbox_mutex_);
+  if (closing_.load()) return false;
+  Enqueue(frame, nullptr);
+  return true;
+}
+
+void Connection::Enqueue(std::string_view frame, std::string* owned) {
   if (frame.size() > kCoalesceFrameBytes) {
-    outbox_.push_back(std::move(frame));
+    outbox_.push_back(owned != nullptr ? std::move(*owned) : std::string(frame));
     coalescing_ = false;
   } else {
     if (!coalescing_ || outbox_.back().size() + frame.size() > kCoalesceBufferBytes) {
@@ -148,7 +160,6 @@ bool Connection::SendFrame(std::string frame) {
     flush_posted_ = true;
     asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Flush(); });
   }
-  return true;
 }
 
 void Connection::Flush() {

@@ -126,3 +126,42 @@ TEST_CASE(
   current = nullptr;
   CHECK(live == 0);
 }
+
+// The client reuses a finished call's entry, whose callback is empty, for the next call: the
+// assignment into an empty UniqueFunction is its own path (one relocation).
+TEST_CASE("Assigning into an empty UniqueFunction takes the callable, inline or on the heap",
+          "[base][function]") {
+  int live = 0;
+  {
+    UniqueFunction<int(int), 64> slot;
+    std::array<char, 200> big_capture{};
+    big_capture[0] = 5;
+    for (int round = 0; round < 3; ++round) {
+      UniqueFunction<int(int), 64> small = [c = Counted(&live), round](int x) { return x + round; };
+      UniqueFunction<int(int), 64> big = [c = Counted(&live), big_capture](int x) {
+        return x * big_capture[0];
+      };
+      CHECK(live == 2);
+      slot = std::move(small);  // slot is empty here
+      CHECK_FALSE(small);       // NOLINT(bugprone-use-after-move): moved-from is empty
+      CHECK(live == 2);
+      CHECK(slot(10) == 10 + round);
+      slot = nullptr;  // as a finished entry
+      CHECK(live == 1);
+      slot = std::move(big);
+      CHECK_FALSE(big);  // NOLINT(bugprone-use-after-move)
+      CHECK(live == 1);
+      CHECK(slot(3) == 15);
+      slot = nullptr;
+      CHECK(live == 0);
+    }
+    // An empty one assigned to itself or from another empty one stays empty.
+    UniqueFunction<int(int), 64> empty;
+    auto& alias = slot;
+    slot = std::move(alias);
+    CHECK_FALSE(slot);
+    slot = std::move(empty);
+    CHECK_FALSE(slot);
+  }
+  CHECK(live == 0);
+}

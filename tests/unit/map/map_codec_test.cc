@@ -258,6 +258,7 @@ TEST_CASE("A transaction and its result survive a round trip, bad ones are rejec
 TEST_CASE("Lean map requests and results round-trip the hot keyed operations",
           "[map][codec][lean]") {
   using tessera::map::MapOp;
+  std::string scratch;
   for (MapOp op : {MapOp::kGet, MapOp::kSet, MapOp::kPut, MapOp::kPutIfAbsent, MapOp::kRemove,
                    MapOp::kDelete, MapOp::kContainsKey, MapOp::kReplace}) {
     MapRequest rq;
@@ -283,6 +284,10 @@ TEST_CASE("Lean map requests and results round-trip the hot keyed operations",
     // The client's async calls encode the same bytes from the fields themselves.
     CHECK(tessera::map::EncodeLeanKeyed(op, rq.map_name, rq.key, rq.value, rq.options, 21) ==
           std::string(21, '\0') + bytes);
+    // And so into a scratch buffer that held a longer frame before (its bytes replaced).
+    scratch.assign(1000, 'x');
+    tessera::map::EncodeLeanKeyedInto(scratch, op, rq.map_name, rq.key, rq.value, rq.options, 21);
+    CHECK(scratch == std::string(21, '\0') + bytes);
     // The prefetch hint reads the same map name and key, without decoding the rest.
     auto peeked = tessera::map::PeekLeanKey(bytes);
     REQUIRE(peeked);
@@ -313,6 +318,15 @@ TEST_CASE("Lean map requests and results round-trip the hot keyed operations",
   auto with_room = tessera::map::EncodeLeanResult(result, 21);
   REQUIRE(with_room);
   CHECK(*with_room == std::string(21, '\0') + *lean);
+  // A member's responses are encoded into a scratch buffer: the same bytes over what it held,
+  // and a result lean frames cannot carry leaves it as it was.
+  std::string out(500, 'x');
+  REQUIRE(tessera::map::EncodeLeanResultInto(out, result, 21));
+  CHECK(out == *with_room);
+  MapResult with_view;
+  with_view.view = tessera::map::EntryView{};
+  CHECK_FALSE(tessera::map::EncodeLeanResultInto(out, with_view, 21));
+  CHECK(out == *with_room);
 }
 
 TEST_CASE("What the lean encoding cannot carry stays with Cap'n Proto", "[map][codec][lean]") {

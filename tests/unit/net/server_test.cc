@@ -574,6 +574,47 @@ TEST_CASE("A lean request built in its frame is answered like one Call encodes",
     CHECK(answer->lean);
     CHECK(answer->payload == payload);
   }
+  // From a scratch buffer the caller keeps (CallLeanCopy): what was sent is what the buffer
+  // held at the call, though the next call overwrites it at once. Calls from this thread,
+  // then a chain of calls each issued from the previous one's reply on the io thread (copied
+  // into the write buffer, or for a 70,000-byte frame into a string of its own).
+  const std::vector<std::string> payloads = {"first", std::string(70'000, 'q'), "",
+                                             "third", std::string(5'000, 'r'),  "last"};
+  std::string scratch;
+  auto fill = [&scratch](const std::string& payload) {
+    scratch.assign(tessera::wire::kLeanFramePrefixBytes, '\0');
+    scratch += payload;
+  };
+  for (const auto& payload : payloads) {
+    std::promise<Result<Message>> answer;
+    fill(payload);
+    (*client)->CallLeanCopy(
+        Echo("not sent"), scratch, std::chrono::steady_clock::now() + std::chrono::seconds(5),
+        std::chrono::seconds(5), [&answer](Result<Message> r) { answer.set_value(std::move(r)); });
+    fill("overwritten");
+    auto got = answer.get_future().get();
+    REQUIRE(got.has_value());
+    CHECK(got->payload == payload);
+  }
+  std::vector<std::string> chained;
+  std::promise<void> chain_done;
+  std::function<void(std::size_t)> issue = [&](std::size_t i) {
+    fill(payloads[i]);
+    (*client)->CallLeanCopy(Echo("not sent"), scratch,
+                            std::chrono::steady_clock::now() + std::chrono::seconds(5),
+                            std::chrono::seconds(5), [&, i](Result<Message> r) {
+                              chained.push_back(r ? r->payload : "error: " + r.error().message());
+                              if (i + 1 < payloads.size()) {
+                                issue(i + 1);
+                              } else {
+                                chain_done.set_value();
+                              }
+                            });
+    fill("overwritten");
+  };
+  issue(0);
+  REQUIRE(chain_done.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK(chained == payloads);
   // On a connection that did not negotiate lean frames it is refused, not sent.
   auto v1 = f.Connect();
   REQUIRE(v1.has_value());

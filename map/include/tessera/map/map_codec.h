@@ -70,6 +70,10 @@ std::string EncodeLeanRequest(const MapRequest& request, std::size_t room = 0);
 std::string EncodeLeanKeyed(MapOp op, std::string_view map_name, std::string_view key,
                             std::string_view value, const WriteOptions& options,
                             std::size_t room = 0);
+// The same into `out` (replaced; its capacity is reused: a caller's scratch buffer).
+void EncodeLeanKeyedInto(std::string& out, MapOp op, std::string_view map_name,
+                         std::string_view key, std::string_view value, const WriteOptions& options,
+                         std::size_t room = 0);
 base::Result<MapRequest> DecodeLeanRequest(std::string_view bytes);
 // The same into `request` (cleared first), which keeps its strings' capacity, its entries'
 // and event ids' strings, and its integer arguments when the next request has the same names
@@ -87,6 +91,9 @@ struct LeanKey {
 };
 std::optional<LeanKey> PeekLeanKey(std::string_view bytes);
 std::optional<std::string> EncodeLeanResult(const MapResult& result, std::size_t room = 0);
+// The same into `out` (replaced; its capacity is reused); false, and `out` untouched, where
+// EncodeLeanResult gives nullopt.
+bool EncodeLeanResultInto(std::string& out, const MapResult& result, std::size_t room = 0);
 base::Result<MapResult> DecodeLeanResult(std::string_view bytes);
 // The same from bytes the caller gives up (a frame's payload): the value keeps their
 // allocation (what is before it is erased) instead of being copied into one of its own.

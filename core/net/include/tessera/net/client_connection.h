@@ -93,6 +93,13 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   void CallLean(wire::Message header, std::string frame,
                 std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
                 CallCallback callback);
+  // The same from a buffer the caller keeps and reuses (a scratch frame): it is sealed in place
+  // and copied, into the connection's write buffer when called on the io thread (no
+  // allocation for a frame of up to Connection::kCoalesceFrameBytes), else into a string
+  // handed to the io thread.
+  void CallLeanCopy(wire::Message header, std::string& frame,
+                    std::chrono::steady_clock::time_point deadline,
+                    std::chrono::milliseconds timeout, CallCallback callback);
   // Blocking Call. REQUIRES: not on the io thread; another thread runs the io_context.
   base::Result<wire::Message> CallSync(wire::Message request, std::chrono::milliseconds timeout);
 
@@ -142,6 +149,15 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   void SendCall(const wire::Message& header, std::string&& frame,
                 std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
                 CallCallback&& callback);
+  // CallLean's and CallLeanCopy's checks: false (and the failure posted to the callback) when
+  // the connection is not lean or the frame cannot be sealed.
+  bool SealLean(wire::Message& header, std::string& frame, CallCallback& callback);
+  // SendCall's size check: false (and the failure posted) when the frame is too big.
+  bool FitsFrame(const wire::Message& header, std::size_t frame_bytes, CallCallback& callback);
+  // Registers the call on the io thread: false (and the failure posted) when closed.
+  bool RegisterCall(std::uint64_t call_id, wire::Service service, std::uint16_t op,
+                    std::chrono::steady_clock::time_point deadline,
+                    std::chrono::milliseconds timeout, CallCallback&& callback);
   void StartCall(std::uint64_t call_id, wire::Service service, std::uint16_t op,
                  std::string&& frame, std::chrono::steady_clock::time_point deadline,
                  std::chrono::milliseconds timeout, CallCallback&& callback);

@@ -79,6 +79,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool Send(const wire::Message& message);
   // Queues an already encoded frame (wire::EncodeFrame output). Any thread.
   bool SendFrame(std::string frame);
+  // The same from bytes the caller keeps (a reused buffer): copied into the write buffer (a
+  // frame of up to kCoalesceFrameBytes) or into a string of its own.
+  bool SendFrameCopy(std::string_view frame);
 
   // Stops reading, writes the frames already queued (up to kCloseLinger), then closes the
   // socket and calls on_closed. Idempotent. Any thread.
@@ -114,7 +117,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadSome();
   void OnRead(const boost::system::error_code& error, std::size_t bytes);
   void DeliverFrames();
-  void ScheduleFlush();
+  // Queues a frame (outbox_mutex_ held): `owned` is taken when the frame is too big to copy
+  // into the batch's buffer; without it, `frame` is copied either way.
+  void Enqueue(std::string_view frame, std::string* owned);
   void Flush();
   void OnWritten(const boost::system::error_code& error);
   void BeginClose();
@@ -131,7 +136,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Handlers handlers_;
   wire::FrameDecoder decoder_;
   std::vector<char> read_buffer_;
-  std::vector<std::string> writing_;               // frames of the write in flight
+  std::vector<std::string> writing_;                // frames of the write in flight
   std::vector<boost::asio::const_buffer> buffers_;  // writing_'s, for the gathered write
   bool write_in_flight_ = false;
   bool close_begun_ = false;
