@@ -3,6 +3,8 @@
 // call never sent (kConnectionFailed), one no member took (kNotOwner), and a read whose
 // connection was lost (kMemberLeft; reading twice is harmless). A write whose connection was
 // lost is reported as kMemberLeft: it may or may not have been applied.
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -41,6 +43,26 @@ bool IsRead(map::MapOp op) {
     default:
       return false;
   }
+}
+
+// An asynchronous call's deadline, `timeout` from now, read from the coarse monotonic clock
+// (about 5 ns a read here, where steady_clock::now() costs about 24 ns: a tenth of a
+// pipelined call's client CPU went to reading clocks). That clock is steady_clock's
+// (CLOCK_MONOTONIC) as of the last tick, behind it by at most its resolution, which is added:
+// a call never fails before its timeout, and at most the resolution (4 ms at 250 Hz) later
+// than it would with the precise clock.
+Clock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
+  static const std::chrono::nanoseconds resolution = [] {
+    timespec res{};
+    clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+    return std::chrono::seconds(res.tv_sec) + std::chrono::nanoseconds(res.tv_nsec);
+  }();
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+             std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec) +
+             resolution)) +
+         timeout;
 }
 
 }  // namespace
@@ -129,7 +151,7 @@ void Client::Impl::Invoke(map::MapRequest request, Callback done) {
 }
 
 void Client::Impl::InvokeShared(std::shared_ptr<const map::MapRequest> request, Callback done) {
-  InvokeUntil(std::move(request), Clock::now() + options.call_timeout, std::move(done));
+  InvokeUntil(std::move(request), DeadlineAfter(options.call_timeout), std::move(done));
 }
 
 void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
@@ -216,7 +238,7 @@ static_assert(sizeof(KeyedReply) <= 128, "KeyedReply must fit CallCallback's inl
 void Client::Impl::InvokeKeyed(map::MapOp op, const std::string& map_name, std::string_view key,
                                std::string_view value, const map::WriteOptions& write_options,
                                Callback done) {
-  const auto deadline = Clock::now() + options.call_timeout;
+  const auto deadline = DeadlineAfter(options.call_timeout);
   auto target = Target(op, key, deadline);
   if (!target || !target->conn->lean()) {  // through a MapRequest, as any call
     return Invoker::InvokeKeyed(op, map_name, key, value, write_options, std::move(done));

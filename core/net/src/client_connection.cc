@@ -53,11 +53,12 @@ ClientConnection::~ClientConnection() {
   // The connection's on_closed, which fails the pending calls, no longer reaches this object:
   // answer them here (on the io thread, as every callback), or their callers wait forever.
   if (pending_.empty()) return;
+  std::vector<PendingCall> taken;
+  pending_.TakeAll(taken);
   std::vector<std::pair<CallCallback, std::string>> calls;  // with the operation's name
-  for (auto& [call_id, call] : pending_) {
+  for (auto& call : taken) {
     calls.emplace_back(std::move(call.callback), OperationName(call.service, call.op));
   }
-  pending_.clear();
   asio::post(io_, [calls = std::move(calls), address = address_]() mutable {
     for (auto& [callback, operation] : calls) {
       callback(base::Fail(ErrorCode::kMemberLeft,
@@ -212,8 +213,8 @@ void ClientConnection::FinishConnect(base::Result<std::shared_ptr<ClientConnecti
 }
 
 void ClientConnection::OnResponse(wire::Message&& message) {
-  auto it = pending_.find(message.call_id);
-  if (it == pending_.end()) {
+  PendingCall call;
+  if (!pending_.Take(message.call_id, call)) {
     if (message.call_id == 0 && message.error) {
       log_->warn("member {} reported: {}", address_, message.error->ToString());
       close_reason_ = *message.error;
@@ -222,18 +223,12 @@ void ClientConnection::OnResponse(wire::Message&& message) {
     }
     return;
   }
-  auto entry = pending_.extract(it);
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
-  // Called from the extracted entry (which the callback's own calls cannot reach), then
-  // emptied and kept for a later call.
-  CallCallback& callback = entry.mapped().callback;
   if (message.error) {
-    callback(std::unexpected(std::move(*message.error)));
+    call.callback(std::unexpected(std::move(*message.error)));
   } else {
-    callback(std::move(message));
+    call.callback(std::move(message));
   }
-  callback = nullptr;
-  if (spare_entries_.size() < kSpareEntries) spare_entries_.push_back(std::move(entry));
 }
 
 void ClientConnection::OnConnectionClosed() {
@@ -253,10 +248,10 @@ void ClientConnection::OnConnectionClosed() {
 }
 
 void ClientConnection::FailAllPending(const Error& reason) {
-  auto pending = std::move(pending_);
-  pending_.clear();
+  std::vector<PendingCall> pending;
+  pending_.TakeAll(pending);
   pending_count_.store(0, std::memory_order_relaxed);
-  for (auto& [call_id, call] : pending) {
+  for (auto& call : pending) {
     call.callback(
         base::Fail(reason.code(), reason.message() + " before the reply to " +
                                       OperationName(call.service, call.op) +
@@ -375,20 +370,7 @@ bool ClientConnection::RegisterCall(std::uint64_t call_id, wire::Service service
     asio::post(io_, [callback = std::move(callback), failure] { callback(failure); });
     return false;
   }
-  if (spare_entries_.empty()) {
-    pending_.emplace(call_id, PendingCall{std::move(callback), deadline, timeout, service, op});
-  } else {  // a finished call's entry, reused (its callback is empty)
-    auto entry = std::move(spare_entries_.back());
-    spare_entries_.pop_back();
-    entry.key() = call_id;
-    PendingCall& call = entry.mapped();
-    call.callback = std::move(callback);
-    call.deadline = deadline;
-    call.timeout = timeout;
-    call.service = service;
-    call.op = op;
-    pending_.insert(std::move(entry));
-  }
+  pending_.Insert(call_id, PendingCall{std::move(callback), deadline, timeout, service, op});
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
   ArmTimeoutTick();
   return true;
@@ -409,15 +391,8 @@ void ClientConnection::ArmTimeoutTick() {
 void ClientConnection::OnTimeoutTick() {
   const auto now = std::chrono::steady_clock::now();
   std::vector<PendingCall> expired;
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->second.deadline <= now) {
-      expired.push_back(std::move(it->second));
-      it = pending_.erase(it);
-      pending_count_.store(pending_.size(), std::memory_order_relaxed);
-    } else {
-      ++it;
-    }
-  }
+  pending_.TakeIf([now](const PendingCall& call) { return call.deadline <= now; }, expired);
+  pending_count_.store(pending_.size(), std::memory_order_relaxed);
   if (!pending_.empty()) ArmTimeoutTick();
   for (auto& call : expired) {
     call.callback(base::Fail(ErrorCode::kTimeout, "no reply from " + address_ + " within " +

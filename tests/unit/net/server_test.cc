@@ -1,8 +1,10 @@
 // Server and ClientConnection over real sockets on 127.0.0.1 (ephemeral ports).
 #include <catch2/catch.hpp>
+#include <deque>
 #include <future>
 
 #include "net_test_support.h"
+#include "tessera/net/call_table.h"
 
 using namespace tessera::net;
 using namespace tessera::net::testing;
@@ -626,4 +628,68 @@ TEST_CASE("A lean request built in its frame is answered like one Call encodes",
   auto still = (*v1)->CallSync(Echo("still serves"), std::chrono::seconds(5));
   REQUIRE(still.has_value());
   CHECK(still->payload == "still serves");
+}
+
+// ClientConnection's pending calls by id (call_table.h): ids in sequence land in their own
+// slots; an id whose slot is taken by a call still pending goes to the overflow map; the
+// array grows and shrinks with what is in flight, and nothing is lost on the way.
+TEST_CASE("A call table keeps every id through collisions, growth and shrinking", "[net]") {
+  tessera::net::CallTable<std::string> table;
+  std::string out;
+  CHECK(table.Find(1) == nullptr);
+  CHECK_FALSE(table.Take(1, out));
+  // A call pending throughout while many others come and go, 20 in flight at a time: their
+  // ids pass its slot again and again.
+  table.Insert(1, "long");
+  std::uint64_t next = 2;
+  std::deque<std::uint64_t> in_flight;
+  std::size_t most_slots = 0;
+  std::size_t overflowed = 0;
+  for (int round = 0; round < 10'000; ++round) {
+    while (in_flight.size() < 20) {
+      table.Insert(next, "call " + std::to_string(next));
+      in_flight.push_back(next++);
+    }
+    const std::uint64_t id = in_flight.front();
+    in_flight.pop_front();
+    REQUIRE(table.Find(id) != nullptr);
+    REQUIRE(table.Take(id, out));
+    REQUIRE(out == "call " + std::to_string(id));
+    CHECK_FALSE(table.Take(id, out));  // taken once
+    most_slots = std::max(most_slots, table.slot_count());
+    overflowed += table.overflow_count();
+  }
+  CHECK(overflowed > 0);  // ids did land on the long call's slot
+  CHECK(table.size() == 1 + in_flight.size());
+  REQUIRE(table.Find(1) != nullptr);
+  CHECK(*table.Find(1) == "long");
+  CHECK(most_slots <= 256);  // 21 in flight: the array stays small
+  // A burst of 5,000 in flight grows it; draining them shrinks it again.
+  for (int i = 0; i < 5'000; ++i) {
+    table.Insert(next, "burst " + std::to_string(next));
+    in_flight.push_back(next++);
+  }
+  CHECK(table.slot_count() >= 10'000);
+  std::vector<std::string> expired;  // the timeout tick: take those past their deadline
+  table.TakeIf([](const std::string& v) { return v.rfind("burst", 0) == 0 && v.back() == '7'; },
+               expired);
+  CHECK(expired.size() == 500);
+  for (const auto& e : expired) CHECK(e.back() == '7');
+  for (std::uint64_t id : in_flight) {
+    const std::string expected = (id + 5'000 >= next ? "burst " : "call ") + std::to_string(id);
+    if (expected.back() == '7' && expected.rfind("burst", 0) == 0) {
+      CHECK(table.Find(id) == nullptr);
+      continue;
+    }
+    REQUIRE(table.Take(id, out));
+    CHECK(out == expected);
+  }
+  CHECK(table.size() == 1);
+  CHECK(table.slot_count() <= 64);
+  CHECK(*table.Find(1) == "long");
+  std::vector<std::string> all;
+  table.TakeAll(all);
+  CHECK(all == std::vector<std::string>{"long"});
+  CHECK(table.empty());
+  CHECK(table.slot_count() == tessera::net::CallTable<std::string>::kMinSlots);
 }

@@ -28,6 +28,7 @@
 
 #include "tessera/base/error.h"
 #include "tessera/base/unique_function.h"
+#include "tessera/net/call_table.h"
 #include "tessera/net/connection.h"
 #include "tessera/wire/message.h"
 
@@ -188,11 +189,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   std::shared_ptr<Connection> connection_;
   wire::HelloReply hello_reply_;
   std::optional<base::Error> close_reason_;  // e.g. the member's protocol error report
-  std::unordered_map<std::uint64_t, PendingCall> pending_;
-  // Entries of pending_ whose calls finished, kept for the next calls (up to kSpareEntries):
-  // a pipelined call then allocates no map node.
-  static constexpr std::size_t kSpareEntries = 128;
-  std::vector<std::unordered_map<std::uint64_t, PendingCall>::node_type> spare_entries_;
+  CallTable<PendingCall> pending_;           // by call id
 };
 
 }  // namespace tessera::net
