@@ -18,6 +18,7 @@
 // that result without applying anything. Only committed batches leave a marker, so a batch
 // that failed its preconditions runs afresh when sent again.
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "map_service_impl.h"
@@ -25,6 +26,9 @@
 
 namespace tessera::map {
 namespace {
+
+// How many of a batch's operations RunTransaction prefetches.
+constexpr std::size_t kPrefetchTxOps = 16;
 
 const std::string& TransactionIdMap() {
   static const std::string name(kTransactionIdMap);
@@ -88,6 +92,28 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
                                                          const MapRequest& request,
                                                          std::vector<ReplicaUpdate>* replica_out) {
   const base::Millis now = clock.NowMs();
+  // The batch's entries are fetched into the cache together before any runs: with random
+  // keys each lookup otherwise waits for its table slot and then its entry in turn (a third
+  // of a member's time on 3-operation batches). Slots first, then entries found by them.
+  std::array<std::uint64_t, kPrefetchTxOps> hashes;
+  std::array<const RecordStore*, kPrefetchTxOps> stores;
+  const std::size_t prefetched = std::min(request.transaction.size(), kPrefetchTxOps);
+  std::size_t n = 0;
+  const ShardState& state = *states[shard];
+  for (std::size_t i = 0; i < prefetched; ++i) {  // stores that exist (none is created here)
+    const MapRequest& op = request.transaction[i].request;
+    const MapTable* table =
+        state.last != nullptr && state.last->name == op.map_name ? state.last : nullptr;
+    if (table == nullptr) {
+      auto it = state.maps.find(op.map_name);
+      if (it == state.maps.end()) continue;
+      table = it->second.get();
+    }
+    const RecordStore* store = table->stores.Find(partition_id / shards.size());
+    if (store == nullptr) continue;
+    stores[n] = store;
+    hashes[n++] = store->Prefetch(op.key);
+  }
   std::string id_key;
   if (!request.transaction_id.empty()) {
     id_key = request.transaction_id + "@" + request.key;
@@ -101,6 +127,8 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
                 request.transaction_id, first.error().message());
     }
   }
+
+  for (std::size_t i = 0; i < n; ++i) stores[i]->PrefetchRecord(hashes[i]);
 
   struct Step {
     MapTable* table;
