@@ -47,6 +47,39 @@ Message Echo(std::string payload) {
   return Message::MakeRequest(0, 3, Service::kMap, kEchoOp, std::move(payload));
 }
 
+// Sends one echo call per payload, all pipelined on `client`, and waits for every answer: the
+// answers in call order (empty for a failed call) and how many failed.
+struct EchoAnswers {
+  std::vector<std::string> payloads;
+  int failed = 0;
+};
+EchoAnswers EchoAll(ClientConnection& client, const std::vector<std::string>& payloads,
+                    std::chrono::seconds timeout) {
+  const int calls = static_cast<int>(payloads.size());
+  std::mutex mutex;
+  EchoAnswers answers;
+  answers.payloads.resize(payloads.size());
+  std::atomic<int> done{0};
+  std::atomic<int> failed{0};
+  std::promise<void> all_done;
+  for (int i = 0; i < calls; ++i) {
+    client.Call(Echo(payloads[i]), timeout,
+                [&mutex, &answers, &failed, &done, &all_done, calls, i](Result<Message> result) {
+                  if (result) {
+                    std::lock_guard lock(mutex);
+                    answers.payloads[i] = std::move(result->payload);
+                  } else {
+                    failed.fetch_add(1);
+                  }
+                  if (done.fetch_add(1) + 1 == calls) all_done.set_value();
+                });
+  }
+  REQUIRE(all_done.get_future().wait_for(timeout + std::chrono::seconds(10)) ==
+          std::future_status::ready);
+  answers.failed = failed.load();
+  return answers;
+}
+
 }  // namespace
 
 TEST_CASE("A client with the right cluster name and secret is accepted", "[net]") {
@@ -304,27 +337,11 @@ TEST_CASE("1000 pipelined calls on one connection are all answered", "[net]") {
   auto client = f.Connect();
   REQUIRE(client.has_value());
   constexpr int kCalls = 1000;
-  std::mutex mutex;
-  std::vector<std::string> answers(kCalls);
-  std::atomic<int> done{0};
-  std::atomic<int> failed{0};
-  std::promise<void> all_done;
-  for (int i = 0; i < kCalls; ++i) {
-    (*client)->Call(Echo("payload-" + std::to_string(i)), std::chrono::seconds(10),
-                    [&mutex, &answers, &failed, &done, &all_done, i](Result<Message> result) {
-                      if (result) {
-                        std::lock_guard lock(mutex);
-                        answers[i] = result->payload;
-                      } else {
-                        failed.fetch_add(1);
-                      }
-                      if (done.fetch_add(1) + 1 == kCalls) all_done.set_value();
-                    });
-  }
-  REQUIRE(all_done.get_future().wait_for(std::chrono::seconds(20)) == std::future_status::ready);
-  CHECK(failed.load() == 0);
-  std::lock_guard lock(mutex);
-  for (int i = 0; i < kCalls; ++i) CHECK(answers[i] == "payload-" + std::to_string(i));
+  std::vector<std::string> sent;
+  for (int i = 0; i < kCalls; ++i) sent.push_back("payload-" + std::to_string(i));
+  const EchoAnswers answers = EchoAll(**client, sent, std::chrono::seconds(10));
+  CHECK(answers.failed == 0);
+  for (int i = 0; i < kCalls; ++i) CHECK(answers.payloads[i] == sent[i]);
   CHECK(f.handler.requests() == kCalls);
 }
 
@@ -354,28 +371,10 @@ TEST_CASE("Pipelined frames of mixed sizes around the coalescing limits arrive w
     sent[i].resize(size);
     for (std::size_t b = 0; b < size; ++b) sent[i][b] = static_cast<char>('a' + (i + b) % 26);
   }
-  std::mutex mutex;
-  std::vector<std::string> answers(kCalls);
-  std::atomic<int> done{0};
-  std::atomic<int> failed{0};
-  std::promise<void> all_done;
-  for (int i = 0; i < kCalls; ++i) {
-    (*client)->Call(Echo(sent[i]), std::chrono::seconds(20),
-                    [&mutex, &answers, &failed, &done, &all_done, i](Result<Message> result) {
-                      if (result) {
-                        std::lock_guard lock(mutex);
-                        answers[i] = std::move(result->payload);
-                      } else {
-                        failed.fetch_add(1);
-                      }
-                      if (done.fetch_add(1) + 1 == kCalls) all_done.set_value();
-                    });
-  }
-  REQUIRE(all_done.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
-  CHECK(failed.load() == 0);
-  std::lock_guard lock(mutex);
+  const EchoAnswers answers = EchoAll(**client, sent, std::chrono::seconds(20));
+  CHECK(answers.failed == 0);
   int wrong = 0;
-  for (int i = 0; i < kCalls; ++i) wrong += answers[i] != sent[i] ? 1 : 0;
+  for (int i = 0; i < kCalls; ++i) wrong += answers.payloads[i] != sent[i] ? 1 : 0;
   CHECK(wrong == 0);
   CHECK(f.handler.requests() == kCalls);
 }
