@@ -6,6 +6,7 @@
 #include <string>
 
 #include "op_support.h"
+#include "tessera/base/cycle_clock.h"
 #include "tessera/map/redis_hash.h"
 
 namespace tessera::map {
@@ -355,15 +356,15 @@ base::Result<MapResult> ExecuteOnStore(RecordStore& store, const MapRequest& req
                                        OpContext& ctx) {
   const LatencyKind kind = LatencyKindOf(request.op);
   if (kind == LatencyKind::kNone) return Dispatch(store, request, ctx);
-  const auto start = std::chrono::steady_clock::now();
+  // In CycleClock ticks while in the store (StatsOf converts them): two steady_clock reads
+  // per operation were 5% of a member's CPU.
+  const std::uint64_t start = base::CycleClock::Now();
   auto result = Dispatch(store, request, ctx);
-  const std::int64_t ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
+  const auto ticks = static_cast<std::int64_t>(base::CycleClock::Now() - start);
   MapStats& stats = store.stats();
-  if (kind == LatencyKind::kGet) stats.get_latency_ns += ns;
-  if (kind == LatencyKind::kPut) stats.put_latency_ns += ns;
-  if (kind == LatencyKind::kRemove) stats.remove_latency_ns += ns;
+  if (kind == LatencyKind::kGet) stats.get_latency_ns += ticks;
+  if (kind == LatencyKind::kPut) stats.put_latency_ns += ticks;
+  if (kind == LatencyKind::kRemove) stats.remove_latency_ns += ticks;
   return result;
 }
 

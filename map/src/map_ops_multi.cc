@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "op_support.h"
+#include "tessera/base/cycle_clock.h"
 #include "tessera/map/map_ops.h"
 #include "tessera/map/merge.h"
 
@@ -217,6 +218,11 @@ RecordStore::SweepResult SweepStore(RecordStore& store, OpContext& ctx, std::siz
 
 MapStats StatsOf(const RecordStore& store, base::Millis now_ms) {
   MapStats stats = store.stats();
+  // A store keeps its latency totals in CycleClock ticks (ExecuteOnStore); reported in ns.
+  for (std::int64_t* total :
+       {&stats.get_latency_ns, &stats.put_latency_ns, &stats.remove_latency_ns}) {
+    *total = base::CycleClock::ToNanos(static_cast<std::uint64_t>(*total));
+  }
   stats.entries = 0;
   store.ForEach([&stats, now_ms](const Record& r) {
     if (!r.ExpiredAt(now_ms)) ++stats.entries;

@@ -1,4 +1,5 @@
 #include "tessera/base/clock.h"
+#include "tessera/base/cycle_clock.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -55,4 +56,27 @@ TEST_CASE("ManualClock reads both times as it reads each", "[base]") {
   both = clock.NowAndWallMs();
   CHECK(both.now_ms == 525);
   CHECK(both.wall_ms == clock.WallMs());
+}
+
+// The map's per-operation latency totals are kept in CycleClock ticks and converted when read:
+// a converted span must be the time that passed (within a scheduler's slack), and sums of
+// spans convert like the spans.
+TEST_CASE("CycleClock ticks convert to the nanoseconds that passed", "[base][clock]") {
+  using tessera::base::CycleClock;
+  const auto steady_start = std::chrono::steady_clock::now();
+  const std::uint64_t start = CycleClock::Now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const std::uint64_t end = CycleClock::Now();
+  const auto steady_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now() - steady_start)
+                             .count();
+  REQUIRE(end > start);
+  const std::int64_t ns = CycleClock::ToNanos(end - start);
+  CHECK(ns >= 29'000'000);             // at least the sleep (a 3% allowance for the rate)
+  CHECK(ns <= steady_ns * 103 / 100);  // at most what steady_clock saw around it
+  // A sum of spans converts to the sum of their conversions.
+  const std::int64_t twice = CycleClock::ToNanos(2 * (end - start));
+  CHECK(twice >= 2 * ns - 2'000'000);
+  CHECK(twice <= 2 * ns + 2'000'000);
+  CHECK(CycleClock::ToNanos(0) == 0);
 }

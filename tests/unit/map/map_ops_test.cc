@@ -1,6 +1,7 @@
 #include "tessera/map/map_ops.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 
 #include "map_test_util.h"
 
@@ -214,12 +215,16 @@ TEST_CASE("requests are validated", "[map][ops]") {
 
 TEST_CASE("stats count gets, hits, misses, puts and removes", "[map][ops][stats]") {
   StoreFixture f;
+  const auto start = std::chrono::steady_clock::now();
   f.Put("a", "1");
   f.Put("b", "2");
   f.Get("a");
   f.Get("zzz");
   f.Run(Rq(MapOp::kRemove, "b"));
   const auto stats = f.Run(Rq(MapOp::kStats)).stats;
+  const auto elapsed_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
   CHECK(stats.entries == 1);
   CHECK(stats.puts == 2);
   CHECK(stats.gets == 2);
@@ -230,4 +235,8 @@ TEST_CASE("stats count gets, hits, misses, puts and removes", "[map][ops][stats]
   CHECK(stats.memory_bytes == f.store.memory_bytes());
   CHECK(stats.get_latency_ns > 0);
   CHECK(stats.put_latency_ns > 0);
+  CHECK(stats.remove_latency_ns > 0);
+  // Nanoseconds (a store counts CycleClock ticks; the stats convert them): the operations'
+  // latencies add up to no more than the time they all took.
+  CHECK(stats.get_latency_ns + stats.put_latency_ns + stats.remove_latency_ns <= elapsed_ns);
 }

@@ -1,0 +1,25 @@
+#pragma once
+// CycleClock: a cheap counter of elapsed time, for measurements taken on every operation and
+// read rarely (a map's per-operation latency totals). Now() reads the CPU's time-stamp counter
+// where it ticks at a constant rate whatever the core's speed or sleep state (x86-64 with an
+// invariant TSC): about 10 ns a read on the development VM, against 24 ns for
+// steady_clock::now(), which two reads per map operation made 5% of a member's CPU. Elsewhere
+// Now() is steady_clock's nanoseconds. ToNanos converts a count of ticks (a difference of
+// Now()s, or a sum of them) at read time, with the rate measured against steady_clock since the
+// process first used the clock: no calibration delay, and nothing to configure. Thread-safe.
+
+#include <cstdint>
+
+namespace tessera::base {
+
+class CycleClock {
+ public:
+  static std::uint64_t Now();
+  // Nanoseconds in `ticks` (which count time since the clock's first use, so the rate, taken
+  // over that same time, is precise to a few nanoseconds over it).
+  static std::int64_t ToNanos(std::uint64_t ticks);
+  // Whether Now() reads the time-stamp counter (else steady_clock nanoseconds).
+  static bool counts_cycles();
+};
+
+}  // namespace tessera::base
