@@ -137,10 +137,9 @@ OpKind Connection::NextOp() { return PickOp(options_.mix, total_weight_, random_
 
 Connection::Op Connection::Draw() {
   const OpKind kind = NextOp();
-  return {kind, kind == OpKind::kPutIfAbsentTtl
-                    ? FreshKey()
-                    : KeyOf(std::uniform_int_distribution<std::int64_t>(0, options_.keys - 1)(
-                          random_))};
+  return {kind, kind == OpKind::kPutIfAbsentTtl ? FreshKey()
+                                                : KeyOf(std::uniform_int_distribution<std::int64_t>(
+                                                      0, options_.keys - 1)(random_))};
 }
 
 void Connection::Issue(Op op, Clock::time_point start) {
