@@ -184,7 +184,11 @@ namespace {
 std::pair<std::size_t, std::size_t> FullSweep(RecordStore& store, std::int64_t now) {
   std::size_t examined = 0, expired = 0;
   for (int calls = 0; calls < 1000; ++calls) {
+    // While the table grows a call moves slots and returns wrapped (for a sweeper to go on to
+    // other stores and come back); the pass goes on once the growth is done.
+    const bool moving = store.growing();
     auto r = store.SweepExpired(now, 64, [](const Record&) {});
+    if (moving) continue;
     examined += r.examined;
     expired += r.expired;
     if (r.wrapped) break;
