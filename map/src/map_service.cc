@@ -678,14 +678,19 @@ std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapReque
 void MapService::PrefetchKeys(std::span<const KeyRef> keys) const {
   const auto shard = shards_.CurrentShard();
   if (!shard || keys.size() < 2) return;
-  const ShardState& state = *impl_->states[*shard];
+  impl_->PrefetchKeys(*shard, keys, std::nullopt);
+}
+
+void MapService::Impl::PrefetchKeys(std::size_t shard, std::span<const MapService::KeyRef> keys,
+                                    std::optional<std::uint32_t> partition) const {
+  const ShardState& state = *states[shard];
   std::array<const RecordStore*, kMaxPrefetchKeys> stores;
   std::array<std::uint64_t, kMaxPrefetchKeys> hashes;
   std::size_t n = 0;
   const MapTable* table = nullptr;
   for (const KeyRef& ref : keys.first(std::min(keys.size(), kMaxPrefetchKeys))) {
-    const std::uint32_t partition_id = impl_->partitioner.PartitionOf(ref.key);
-    if (shards_.ShardOfPartition(partition_id) != *shard || !impl_->IsLocal(partition_id)) {
+    const std::uint32_t partition_id = partition ? *partition : partitioner.PartitionOf(ref.key);
+    if (!partition && (shards.ShardOfPartition(partition_id) != shard || !IsLocal(partition_id))) {
       continue;
     }
     if (table == nullptr || table->name != ref.map_name) {
@@ -697,7 +702,7 @@ void MapService::PrefetchKeys(std::span<const KeyRef> keys) const {
       }
       if (table == nullptr) continue;
     }
-    const RecordStore* store = table->stores.Find(partition_id / shards_.size());
+    const RecordStore* store = table->stores.Find(partition_id / shards.size());
     if (store == nullptr) continue;
     hashes[n] = store->Prefetch(ref.key);
     stores[n++] = store;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <unordered_map>
 
 #include "listener_registry.h"
@@ -216,6 +217,12 @@ struct MapService::Impl {
 
   MapTable& TableOn(std::size_t shard, const std::string& name);
   RecordStore& StoreOf(MapTable& table, std::uint32_t partition_id);
+  // MapService::PrefetchKeys on `shard` (the calling thread's): the keys' table slots, then
+  // their entries, in stores that exist (none is created). With `partition`, every key is in
+  // it and this shard serves it (a transaction's operations); without, the keys of other
+  // shards' or members' partitions are skipped. At most kMaxPrefetchKeys.
+  void PrefetchKeys(std::size_t shard, std::span<const MapService::KeyRef> keys,
+                    std::optional<std::uint32_t> partition) const;
   void Refresh(MapTable& table);
   OpContext ContextFor(MapTable& table, std::uint32_t partition_id,
                        std::vector<EntryEvent>* events);

@@ -27,9 +27,6 @@
 namespace tessera::map {
 namespace {
 
-// How many of a batch's operations RunTransaction prefetches.
-constexpr std::size_t kPrefetchTxOps = 16;
-
 const std::string& TransactionIdMap() {
   static const std::string name(kTransactionIdMap);
   return name;
@@ -94,26 +91,13 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
   const base::Millis now = clock.NowMs();
   // The batch's entries are fetched into the cache together before any runs: with random
   // keys each lookup otherwise waits for its table slot and then its entry in turn (a third
-  // of a member's time on 3-operation batches). Slots first, then entries found by them.
-  std::array<std::uint64_t, kPrefetchTxOps> hashes;
-  std::array<const RecordStore*, kPrefetchTxOps> stores;
-  const std::size_t prefetched = std::min(request.transaction.size(), kPrefetchTxOps);
-  std::size_t n = 0;
-  const ShardState& state = *states[shard];
-  for (std::size_t i = 0; i < prefetched; ++i) {  // stores that exist (none is created here)
-    const MapRequest& op = request.transaction[i].request;
-    const MapTable* table =
-        state.last != nullptr && state.last->name == op.map_name ? state.last : nullptr;
-    if (table == nullptr) {
-      auto it = state.maps.find(op.map_name);
-      if (it == state.maps.end()) continue;
-      table = it->second.get();
-    }
-    const RecordStore* store = table->stores.Find(partition_id / shards.size());
-    if (store == nullptr) continue;
-    stores[n] = store;
-    hashes[n++] = store->Prefetch(op.key);
+  // of a member's time on 3-operation batches).
+  std::array<KeyRef, kMaxPrefetchKeys> keys;
+  const std::size_t prefetched = std::min(request.transaction.size(), keys.size());
+  for (std::size_t i = 0; i < prefetched; ++i) {
+    keys[i] = {request.transaction[i].request.map_name, request.transaction[i].request.key};
   }
+  PrefetchKeys(shard, std::span(keys.data(), prefetched), partition_id);
   std::string id_key;
   if (!request.transaction_id.empty()) {
     id_key = request.transaction_id + "@" + request.key;
@@ -127,8 +111,6 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
                 request.transaction_id, first.error().message());
     }
   }
-
-  for (std::size_t i = 0; i < n; ++i) stores[i]->PrefetchRecord(hashes[i]);
 
   struct Step {
     MapTable* table;

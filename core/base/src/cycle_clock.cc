@@ -49,8 +49,6 @@ const Origin& TheOrigin() {
 
 }  // namespace
 
-bool CycleClock::counts_cycles() { return TheOrigin().tsc; }
-
 std::uint64_t CycleClock::Now() {
   static const bool tsc = TheOrigin().tsc;
   return ReadCounter(tsc);

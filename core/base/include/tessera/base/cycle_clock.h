@@ -18,8 +18,6 @@ class CycleClock {
   // Nanoseconds in `ticks` (which count time since the clock's first use, so the rate, taken
   // over that same time, is precise to a few nanoseconds over it).
   static std::int64_t ToNanos(std::uint64_t ticks);
-  // Whether Now() reads the time-stamp counter (else steady_clock nanoseconds).
-  static bool counts_cycles();
 };
 
 }  // namespace tessera::base
