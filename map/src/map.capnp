@@ -106,6 +106,11 @@ struct MapResult {
   results @11 :List(MapResult);          # transact: each operation's result (committed)
   hasConflict @12 :Bool;                 # whether conflict is set
   conflict @13 :TxConflict;              # transact: the failed precondition (not committed)
+  stored @14 :Bool;                      # set in a result kept in a map (EncodeStoredResult) and
+                                         # in each of its results, read by no one: in canonical
+                                         # form it keeps a word in every struct of a list (a
+                                         # reader charges a list of empty structs a word per
+                                         # element against a limit set by the message's size)
 }
 
 struct EntryEvent {

@@ -349,17 +349,28 @@ std::string EncodeResult(const MapResult& r) {
   return Finish(message);
 }
 
+namespace {
+void MarkStored(wire::MapResult::Builder out) {
+  out.setStored(true);
+  if (out.hasResults()) {
+    for (auto part : out.getResults()) MarkStored(part);
+  }
+}
+}  // namespace
+
 std::string EncodeStoredResult(const MapResult& r) {
   tessera::wire::ScratchBuilder scratch(ResultBytes(r));
   capnp::MessageBuilder& message = scratch.message();
-  ResultToWire(r, message.initRoot<wire::MapResult>());
+  auto root = message.initRoot<wire::MapResult>();
+  ResultToWire(r, root);
+  MarkStored(root);
   const kj::Array<capnp::word> canonical =
       capnp::canonicalize(message.getRoot<wire::MapResult>().asReader());
-  // The flat format of one segment: its segment table (count - 1 = 0, size in words), then
-  // the canonical words.
+  // The flat format of one segment: its segment table (count - 1 = 0, then the segment's size
+  // in words, as little-endian uint32), then the canonical words.
   const auto words = static_cast<std::uint32_t>(canonical.size());
   std::string out(sizeof(capnp::word) + canonical.asBytes().size(), '\0');
-  std::memcpy(out.data() + sizeof(std::uint32_t), &words, sizeof words);
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<char>((words >> (8 * i)) & 0xff);
   std::memcpy(out.data() + sizeof(capnp::word), canonical.asBytes().begin(),
               canonical.asBytes().size());
   return out;

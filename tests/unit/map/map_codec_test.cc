@@ -270,15 +270,25 @@ TEST_CASE("A result kept as a marker reads back as a reply's encoding does in fe
   full.results[0].value = "old";
   full.results[1].count = 3;
   full.conflict = TxConflict{1, "orders", "k@p", "absent"};
-  MapResult three_sets;  // what a 3-set transaction's id marker holds
+  MapResult three_sets;  // what a 3-set transaction's id marker holds: sets answer nothing
   three_sets.flag = true;
   three_sets.results.resize(3);
-  for (MapResult& part : three_sets.results) part.flag = true;
+  // A batch of the most operations a member takes, each answering nothing: a reader charges
+  // a list of empty structs a word per element against its limit (the message's size), so
+  // the stored form must not shrink them to nothing.
+  MapResult many_sets;
+  many_sets.flag = true;
+  many_sets.results.resize(1000);
+  MapResult mixed;  // a list whose elements have different sizes
+  mixed.flag = true;
+  mixed.results.resize(4);
+  mixed.results[2].value = "x";
+  mixed.results[3].count = 1;
   MapResult conflict;
   conflict.conflict = TxConflict{0, "m", "", ""};
   const MapResult empty;
-  for (const MapResult* r :
-       std::initializer_list<const MapResult*>{&full, &three_sets, &conflict, &empty}) {
+  for (const MapResult* r : std::initializer_list<const MapResult*>{&full, &three_sets, &many_sets,
+                                                                    &mixed, &conflict, &empty}) {
     const std::string stored = EncodeStoredResult(*r);
     auto back = DecodeResult(stored);
     REQUIRE(back);

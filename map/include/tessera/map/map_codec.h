@@ -26,11 +26,13 @@ base::Result<MapRequest> DecodeRequest(std::string_view bytes);
 
 std::string EncodeResult(const MapResult& result);
 base::Result<MapResult> DecodeResult(std::string_view bytes);
-// The same result in its smallest form, for results kept in a map (a transaction id's marker):
-// canonical Cap'n Proto, whose structs end at their last non-zero field. DecodeResult (of
-// this build or an earlier one: any Cap'n Proto reader) reads it as it reads EncodeResult's.
-// A 3-operation transaction's result: 112 bytes against 344. Costs a second pass over the
-// message, so replies use EncodeResult.
+// The same result in a compact form, for results kept in a map (a transaction id's marker):
+// canonical Cap'n Proto, whose structs end at their last non-zero field, with the `stored`
+// bit set in each so that no struct in a list is empty (a reader charges an empty one a word
+// against its limit, which follows the message's size: a thousand of them would not be
+// read). DecodeResult, of this build or an earlier one, reads it as it reads EncodeResult's.
+// A transaction of three sets: 112 bytes against 344. Costs a second pass over the message,
+// so replies use EncodeResult.
 std::string EncodeStoredResult(const MapResult& result);
 
 std::string EncodeEvent(const EntryEvent& event);
