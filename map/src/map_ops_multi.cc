@@ -216,13 +216,17 @@ RecordStore::SweepResult SweepStore(RecordStore& store, OpContext& ctx, std::siz
   });
 }
 
-MapStats StatsOf(const RecordStore& store, base::Millis now_ms) {
+MapStats ReportedStats(const RecordStore& store) {
   MapStats stats = store.stats();
-  // A store keeps its latency totals in CycleClock ticks (ExecuteOnStore); reported in ns.
   for (std::int64_t* total :
        {&stats.get_latency_ns, &stats.put_latency_ns, &stats.remove_latency_ns}) {
     *total = base::CycleClock::ToNanos(static_cast<std::uint64_t>(*total));
   }
+  return stats;
+}
+
+MapStats StatsOf(const RecordStore& store, base::Millis now_ms) {
+  MapStats stats = ReportedStats(store);
   stats.entries = 0;
   store.ForEach([&stats, now_ms](const Record& r) {
     if (!r.ExpiredAt(now_ms)) ++stats.entries;

@@ -749,7 +749,7 @@ std::optional<std::vector<std::pair<std::string, MapStats>>> MapService::LocalMa
             const auto p =
                 static_cast<std::uint32_t>(table->stores.LocalAt(i) * impl->shards.size() + shard);
             if (store == nullptr || !impl->IsLocal(p)) continue;
-            MapStats part = store->stats();
+            MapStats part = ReportedStats(*store);
             part.entries = static_cast<std::int64_t>(store->size());
             part.memory_bytes = static_cast<std::int64_t>(store->memory_bytes());
             AddStats(sum, part);

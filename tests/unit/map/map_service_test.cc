@@ -3,8 +3,10 @@
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <map>
 #include <mutex>
@@ -74,6 +76,29 @@ TEST_CASE("MapService fans out multi-partition operations and merges", "[map][se
   CHECK(stats.memory_bytes > 300 * 48);
   CHECK(f.Run(ServiceFixture::Rq(MapOp::kClear, "people")).count == 300);
   CHECK(f.Run(ServiceFixture::Rq(MapOp::kSize, "people")).count == 0);
+}
+
+TEST_CASE("A member's per-map stats report latency totals in nanoseconds as the stats op does",
+          "[map][service]") {
+  ServiceFixture f(2);
+  for (int i = 0; i < 2000; ++i) {
+    f.Run(ServiceFixture::Rq(MapOp::kSet, "timed", "k" + std::to_string(i), "v"));
+    f.Run(ServiceFixture::Rq(MapOp::kGet, "timed", "k" + std::to_string(i)));
+  }
+  const MapStats op = f.Run(ServiceFixture::Rq(MapOp::kStats, "timed")).stats;
+  const auto local = f.service.LocalMapStats();
+  REQUIRE(local);
+  const auto it = std::find_if(local->begin(), local->end(),
+                               [](const auto& entry) { return entry.first == "timed"; });
+  REQUIRE(it != local->end());
+  const MapStats& metrics = it->second;
+  REQUIRE(op.put_latency_ns > 0);
+  REQUIRE(op.get_latency_ns > 0);
+  // The same totals read twice (no operation between): equal up to the rate's rounding, not
+  // off by the counter's frequency (ticks are not nanoseconds).
+  CHECK(std::abs(metrics.put_latency_ns - op.put_latency_ns) <= op.put_latency_ns / 100 + 1000);
+  CHECK(std::abs(metrics.get_latency_ns - op.get_latency_ns) <= op.get_latency_ns / 100 + 1000);
+  CHECK(metrics.puts == 2000);
 }
 
 TEST_CASE("MapService validates requests", "[map][service]") {

@@ -102,7 +102,11 @@ void MergeResult(MapOp op, MapResult& into, MapResult&& part);
 // expired ones, counting expirations and appending Expired events to ctx.events.
 RecordStore::SweepResult SweepStore(RecordStore& store, OpContext& ctx, std::size_t budget);
 
-// The store's statistics with `entries` (live entries) and `memory_bytes` filled in.
+// The store's counters as they are reported: its latency totals, which it keeps in
+// base::CycleClock ticks (ExecuteOnStore), in nanoseconds. Every reader of a store's stats
+// outside the store goes through this (or StatsOf).
+MapStats ReportedStats(const RecordStore& store);
+// ReportedStats with `entries` (live entries) and `memory_bytes` filled in.
 MapStats StatsOf(const RecordStore& store, base::Millis now_ms);
 // Adds `part`'s counts and sizes to `into`.
 void AddStats(MapStats& into, const MapStats& part);
