@@ -364,16 +364,7 @@ std::string EncodeStoredResult(const MapResult& r) {
   auto root = message.initRoot<wire::MapResult>();
   ResultToWire(r, root);
   MarkStored(root);
-  const kj::Array<capnp::word> canonical =
-      capnp::canonicalize(message.getRoot<wire::MapResult>().asReader());
-  // The flat format of one segment: its segment table (count - 1 = 0, then the segment's size
-  // in words, as little-endian uint32), then the canonical words.
-  const auto words = static_cast<std::uint32_t>(canonical.size());
-  std::string out(sizeof(capnp::word) + canonical.asBytes().size(), '\0');
-  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<char>((words >> (8 * i)) & 0xff);
-  std::memcpy(out.data() + sizeof(capnp::word), canonical.asBytes().begin(),
-              canonical.asBytes().size());
-  return out;
+  return tessera::wire::CanonicalFlatString(message);
 }
 
 base::Result<MapResult> DecodeResult(std::string_view bytes) {

@@ -7,6 +7,7 @@
 //     so a small message costs no allocation (and no zeroing) of its first segment.
 //   - AppendFlat: the message in the standard flat format (segment table, then the segments)
 //     appended to a string: one copy, where messageToFlatArray + a string cost two.
+//   - CanonicalFlatString: the message in canonical form, for values that are stored.
 //   - AlignedWords: bytes as the word-aligned array a reader needs: the bytes themselves when
 //     they are aligned (a string's heap buffer is), else a copy in this thread's reusable buffer.
 //
@@ -36,6 +37,17 @@ class ScratchBuilder {
   bool owns_scratch_ = false;
   std::optional<capnp::MallocMessageBuilder> builder_;
 };
+
+// The root struct of `message` in Cap'n Proto's canonical form (one segment, objects in
+// preorder, each struct without its trailing zero data words and null pointers), in the flat
+// format: a one-segment table, then the words capnp::canonicalize gives. For values kept for a
+// long time (a transaction id's marker holds one), where the form's smaller size pays.
+// A message of one segment whose pointers are structs, lists of structs and lists of bytes
+// (Data, Text) is copied in one pass; capnp::canonicalize (a copy, a second pass that checks
+// it, two allocations: about three times the cost for a small result) handles any other.
+// `copied`, when given, says which of the two wrote it (true: the one-pass copy).
+// REQUIRES: the root is a struct.
+std::string CanonicalFlatString(capnp::MessageBuilder& message, bool* copied = nullptr);
 
 // Appends `message` to `out` in the flat format capnp::messageToFlatArray produces.
 void AppendFlat(capnp::MessageBuilder& message, std::string& out);
