@@ -292,7 +292,9 @@ std::size_t ResultBytes(const MapResult& r) {
   return bytes;
 }
 
-void ResultToWire(const MapResult& r, wire::MapResult::Builder out) {
+// `stored`: for EncodeStoredResult, which sets MapResult.stored in every struct.
+void ResultToWire(const MapResult& r, wire::MapResult::Builder out, bool stored = false) {
+  if (stored) out.setStored(true);
   out.setHasValue(r.value.has_value());
   if (r.value) out.setValue(ToData(*r.value));
   out.setFlag(r.flag);
@@ -318,7 +320,7 @@ void ResultToWire(const MapResult& r, wire::MapResult::Builder out) {
   if (!(r.stats == MapStats{})) StatsToWire(r.stats, out.initStats());
   if (!r.results.empty()) {
     auto parts = out.initResults(static_cast<unsigned>(r.results.size()));
-    for (unsigned i = 0; i < parts.size(); ++i) ResultToWire(r.results[i], parts[i]);
+    for (unsigned i = 0; i < parts.size(); ++i) ResultToWire(r.results[i], parts[i], stored);
   }
   out.setHasConflict(r.conflict.has_value());
   if (r.conflict) {
@@ -349,21 +351,10 @@ std::string EncodeResult(const MapResult& r) {
   return Finish(message);
 }
 
-namespace {
-void MarkStored(wire::MapResult::Builder out) {
-  out.setStored(true);
-  if (out.hasResults()) {
-    for (auto part : out.getResults()) MarkStored(part);
-  }
-}
-}  // namespace
-
 std::string EncodeStoredResult(const MapResult& r) {
   tessera::wire::ScratchBuilder scratch(ResultBytes(r));
   capnp::MessageBuilder& message = scratch.message();
-  auto root = message.initRoot<wire::MapResult>();
-  ResultToWire(r, root);
-  MarkStored(root);
+  ResultToWire(r, message.initRoot<wire::MapResult>(), /*stored=*/true);
   return tessera::wire::CanonicalFlatString(message);
 }
 

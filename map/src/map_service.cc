@@ -95,10 +95,11 @@ void MapService::Impl::Refresh(MapTable& table) {
 }
 
 OpContext MapService::Impl::ContextFor(MapTable& table, std::uint32_t partition_id,
-                                       std::vector<EntryEvent>* events) {
+                                       std::vector<EntryEvent>* events,
+                                       const base::Clock::Times* given) {
   Refresh(table);
   OpContext ctx;
-  const auto times = clock.NowAndWallMs();
+  const auto times = given != nullptr ? *given : clock.NowAndWallMs();
   ctx.now_ms = times.now_ms;
   ctx.wall_ms = times.wall_ms;
   ctx.config = table.config;

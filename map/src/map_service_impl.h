@@ -224,8 +224,10 @@ struct MapService::Impl {
   void PrefetchKeys(std::size_t shard, std::span<const MapService::KeyRef> keys,
                     std::optional<std::uint32_t> partition) const;
   void Refresh(MapTable& table);
-  OpContext ContextFor(MapTable& table, std::uint32_t partition_id,
-                       std::vector<EntryEvent>* events);
+  // `times`: the operation's clock readings when the caller has them (a transaction reads the
+  // clock once for all its operations); else read here.
+  OpContext ContextFor(MapTable& table, std::uint32_t partition_id, std::vector<EntryEvent>* events,
+                       const base::Clock::Times* times = nullptr);
   // Runs `request` on the partition's store. With `replica_out`, also appends the resulting
   // state of every key it changed (for the backups).
   base::Result<MapResult> RunOnPartition(std::size_t shard, std::uint32_t partition_id,

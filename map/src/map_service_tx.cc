@@ -88,7 +88,8 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
                                                          std::uint32_t partition_id,
                                                          const MapRequest& request,
                                                          std::vector<ReplicaUpdate>* replica_out) {
-  const base::Millis now = clock.NowMs();
+  const base::Clock::Times times = clock.NowAndWallMs();  // one reading for every operation
+  const base::Millis now = times.now_ms;
   // The batch's entries are fetched into the cache together before any runs: with random
   // keys each lookup otherwise waits for its table slot and then its entry in turn (a third
   // of a member's time on 3-operation batches).
@@ -138,8 +139,7 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
     RecordStore& store = StoreOf(table, partition_id);
     store.AttachUndo(undo);
     Step& step = steps.emplace_back(Step{&table, {}});
-    OpContext ctx = ContextFor(table, partition_id, &step.events);
-    ctx.now_ms = now;
+    OpContext ctx = ContextFor(table, partition_id, &step.events, &times);
     if (replica_out != nullptr) ctx.events = &step.events;
     ctx.maps = &sides;
     ctx.follow_ups = &follow_ups;
