@@ -115,6 +115,10 @@ struct ShardState {
   // kStreamReads with wait_ms parked here, by key (the sub-stream's meta key); the shard's own
   // (map_service_waits.cc).
   std::unordered_map<std::string, std::vector<std::shared_ptr<StreamWaiter>>> waiters;
+  // The undo log of the transaction running here, kept so its buffers serve the next one
+  // (map_service_tx.cc); one started while it is in use gets a log of its own.
+  UndoLog undo;
+  bool undo_in_use = false;
 };
 
 // Counts requests in flight so Stop() can wait for them. Enter/Leave are one atomic each on

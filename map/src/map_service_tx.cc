@@ -19,6 +19,7 @@
 // that failed its preconditions runs afresh when sent again.
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 
 #include "map_service_impl.h"
@@ -123,7 +124,20 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
   };
   std::vector<Step> steps;
   steps.reserve(request.transaction.size() + 1);
-  UndoLog undo;
+  ShardState& state = *states[shard];
+  std::optional<UndoLog> own_undo;
+  if (state.undo_in_use) own_undo.emplace();
+  UndoLog& undo = own_undo ? *own_undo : state.undo;
+  struct ReleaseUndo {  // declared before `sides`, so it runs after DropAtEnd
+    UndoLog& undo;
+    ShardState& state;
+    bool shared;
+    ~ReleaseUndo() {
+      undo.RollBack();  // (nothing left after a Commit; an exception's way out otherwise)
+      if (shared) state.undo_in_use = false;
+    }
+  } release_undo{undo, state, !own_undo};
+  state.undo_in_use = true;
   // Other maps an operation keeps data in (a spilled hash's fields): they join the undo log
   // and their changes are replicated with the batch's.
   ShardPartitionMaps sides(*this, shard, partition_id, now, replica_out != nullptr, &undo);

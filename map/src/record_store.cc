@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 
@@ -215,7 +216,7 @@ Record* RecordStore::Find(std::string_view key) {
   const Position at = Locate(key, Hash(key));
   if (at.table == nullptr) return nullptr;
   Record* r = SlotRecord((*at.table)[at.index]);
-  if (undo_ != nullptr) SaveForUndo(key);  // the caller may change it through the pointer
+  if (undo_ != nullptr) SaveForUndo(key, r);  // the caller may change it through the pointer
   return r;
 }
 
@@ -369,10 +370,12 @@ void RecordStore::EndMoveIfEmpty() {
 
 RecordStore::WriteResult RecordStore::Write(std::string_view key, std::string_view value,
                                             base::Millis now_ms) {
-  if (undo_ != nullptr) SaveForUndo(key);
   if (growing()) MoveStep(kMoveSlotsPerStep);  // (no call on the common path)
   const std::uint64_t hash = Hash(key);
   const Position at = Locate(key, hash);
+  if (undo_ != nullptr) {
+    SaveForUndo(key, at.table != nullptr ? SlotRecord((*at.table)[at.index]) : nullptr);
+  }
   if (at.table == nullptr) {
     GrowIfNeeded();
     auto block = Allocate(key, value);
@@ -458,9 +461,11 @@ void RecordStore::EraseAt(Table& table, std::size_t index) {
 }
 
 bool RecordStore::Erase(std::string_view key) {
-  if (undo_ != nullptr) SaveForUndo(key);
   if (growing()) MoveStep(kMoveSlotsPerStep);  // (no call on the common path)
   const Position at = Locate(key, Hash(key));
+  if (undo_ != nullptr) {
+    SaveForUndo(key, at.table != nullptr ? SlotRecord((*at.table)[at.index]) : nullptr);
+  }
   if (at.table == nullptr) return false;
   EraseAt(*at.table, at.index);
   if (slots_.size() > kMinCapacity && size_ * 10 < slots_.size()) Rehash(slots_.size() / 2);
@@ -645,17 +650,19 @@ void RecordStore::AttachUndo(UndoLog& log) {
   log.stores_.emplace_back(this, slots_.size());
 }
 
-void RecordStore::SaveForUndo(std::string_view key) {
+void RecordStore::SaveForUndo(std::string_view key, const Record* current) {
   UndoLog& log = *undo_;
-  const std::pair<const RecordStore*, std::string_view> wanted{this, key};
-  auto at = std::lower_bound(
-      log.seen_.begin(), log.seen_.end(), wanted, [](const auto& a, const auto& b) {
-        return a.first < b.first || (a.first == b.first && a.second < b.second);
-      });
-  if (at != log.seen_.end() && at->first == this && at->second == key) return;
-  log.seen_.insert(at, {this, std::string(key)});
+  const auto& entries = log.entries_;
+  auto at = std::lower_bound(log.seen_.begin(), log.seen_.end(), key,
+                             [this, &entries](std::uint32_t i, std::string_view k) {
+                               const UndoLog::Saved& e = entries[i];
+                               return std::less<const RecordStore*>()(e.store, this) ||
+                                      (e.store == this && e.key < k);
+                             });
+  if (at != log.seen_.end() && entries[*at].store == this && entries[*at].key == key) return;
+  log.seen_.insert(at, static_cast<std::uint32_t>(entries.size()));
   std::unique_ptr<Record, UndoLog::BlockFree> before;
-  if (const Record* current = FindConst(key); current != nullptr) {
+  if (current != nullptr) {
     auto copy = Allocate(current->key(), current->value());
     *copy = *current;  // the whole header: times, TTL, version, hits
     before.reset(copy.release());

@@ -306,6 +306,57 @@ TEST_CASE("An undo log rolls a store back exactly, and a committed one keeps the
   CHECK(store.size() == 100);
 }
 
+TEST_CASE("One undo log serves transaction after transaction (as a shard keeps one)",
+          "[map][store][tx]") {
+  using tessera::map::UndoLog;
+  RecordStore a;
+  RecordStore b;
+  for (int i = 0; i < 10; ++i) {
+    a.Write("k" + std::to_string(i), "a" + std::to_string(i), 10);
+    b.Write("k" + std::to_string(i), "b" + std::to_string(i), 10);
+  }
+  UndoLog log;
+  // The same key in two stores, b's first and then a's; below, a's first (so one of the two
+  // orders has the other store's entry where a lookup by key alone would stop).
+  b.AttachUndo(log);
+  a.AttachUndo(log);
+  b.Write("k5", "y", 15);
+  a.Write("k5", "x", 15);
+  log.RollBack();
+  CHECK(a.Find("k5")->value() == "a5");
+  CHECK(b.Find("k5")->value() == "b5");
+  // Rolled back: two stores, the same key in both, a key changed twice, an insert.
+  a.AttachUndo(log);
+  b.AttachUndo(log);
+  a.Write("k1", "x", 20);
+  b.Write("k1", "y", 20);
+  a.Write("k1", "xx", 21);  // saved once: the first change's "before" comes back
+  b.Erase("k2");
+  a.Write("fresh", "z", 20);
+  log.RollBack();
+  CHECK(a.Find("k1")->value() == "a1");
+  CHECK(b.Find("k1")->value() == "b1");
+  CHECK(b.Find("k2")->value() == "b2");
+  CHECK(a.Find("fresh") == nullptr);
+  // Committed with the same log: nothing of the first transaction is undone again.
+  a.AttachUndo(log);
+  a.Write("k1", "kept", 30);
+  b.AttachUndo(log);
+  b.Erase("k3");
+  log.Commit();
+  // Rolled back once more: only this transaction's changes go.
+  b.AttachUndo(log);
+  b.Write("k4", "gone", 40);
+  a.AttachUndo(log);
+  a.Erase("k1");
+  log.RollBack();
+  CHECK(a.Find("k1")->value() == "kept");
+  CHECK(b.Find("k3") == nullptr);
+  CHECK(b.Find("k4")->value() == "b4");
+  CHECK(a.size() == 10);
+  CHECK(b.size() == 9);
+}
+
 TEST_CASE("A replica keeps the entry's last-update time and hits from the owner", "[map][store]") {
   RecordStore store;
   auto w = store.Write("k", "v", 10'000);

@@ -112,7 +112,8 @@ class RecordStore;
 // the transaction (a write, an erase, or handing out a mutable Record from Find, through
 // which hits, access times and TTLs change), and its counters before their first change.
 // RollBack puts every saved entry and counter back, so the stores end exactly as they were;
-// Commit forgets them. Either detaches the log from every store it saw.
+// Commit forgets them. Either detaches the log from every store it saw, and leaves the log
+// ready for the next transaction with its buffers kept (a shard keeps one log for all of its).
 // Shard: used on one shard, with stores of that shard only.
 class UndoLog {
  public:
@@ -135,9 +136,10 @@ class UndoLog {
     std::unique_ptr<Record, BlockFree> before;  // null: the key was absent
   };
   std::vector<Saved> entries_;
-  std::vector<std::pair<RecordStore*, MapStats>> stats_;          // first-touch counters per store
-  std::vector<std::pair<const RecordStore*, std::string>> seen_;  // sorted, for lookups
-  std::vector<std::pair<RecordStore*, std::size_t>> stores_;      // attached, capacity then
+  std::vector<std::pair<RecordStore*, MapStats>> stats_;  // first-touch counters per store
+  // entries_ by (store, key), for lookups: indexes into entries_.
+  std::vector<std::uint32_t> seen_;
+  std::vector<std::pair<RecordStore*, std::size_t>> stores_;  // attached, capacity then
   void Detach();
 };
 
@@ -305,7 +307,8 @@ class RecordStore {
   void FinishMove();
   void EndMoveIfEmpty();
   void ShrinkIfSparse();  // after bulk removals: back to a load of at least 40%
-  void SaveForUndo(std::string_view key);
+  // `current`: the entry under `key` now (nullptr: none), which the caller has located.
+  void SaveForUndo(std::string_view key, const Record* current);
   void SaveStatsForUndo();
   // Puts a saved entry back (after erasing whatever is under its key now).
   void RestoreFromUndo(std::string_view key, std::unique_ptr<Record, UndoLog::BlockFree> before);
