@@ -128,16 +128,6 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
   std::optional<UndoLog> own_undo;
   if (state.undo_in_use) own_undo.emplace();
   UndoLog& undo = own_undo ? *own_undo : state.undo;
-  struct ReleaseUndo {  // declared before `sides`, so it runs after DropAtEnd
-    UndoLog& undo;
-    ShardState& state;
-    bool shared;
-    ~ReleaseUndo() {
-      undo.RollBack();  // (nothing left after a Commit; an exception's way out otherwise)
-      if (shared) state.undo_in_use = false;
-    }
-  } release_undo{undo, state, !own_undo};
-  state.undo_in_use = true;
   // Other maps an operation keeps data in (a spilled hash's fields): they join the undo log
   // and their changes are replicated with the batch's.
   ShardPartitionMaps sides(*this, shard, partition_id, now, replica_out != nullptr, &undo);
@@ -145,6 +135,18 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
     ShardPartitionMaps& sides;
     ~DropAtEnd() { sides.DropEmpty(); }
   } drop_at_end{sides};
+  // Declared after DropAtEnd, so that on an exception's way out the log rolls back before
+  // DropEmpty frees a side map it may hold entries of. After a Commit it holds nothing.
+  struct ReleaseUndo {
+    UndoLog& undo;
+    ShardState& state;
+    bool shared;
+    ~ReleaseUndo() {
+      undo.RollBack();
+      if (shared) state.undo_in_use = false;
+    }
+  } release_undo{undo, state, !own_undo};
+  state.undo_in_use = true;
   std::vector<MapRequest> follow_ups;  // sent only if the batch commits
   MapResult out;
   out.results.reserve(request.transaction.size());

@@ -660,7 +660,6 @@ void RecordStore::SaveForUndo(std::string_view key, const Record* current) {
                                       (e.store == this && e.key < k);
                              });
   if (at != log.seen_.end() && entries[*at].store == this && entries[*at].key == key) return;
-  log.seen_.insert(at, static_cast<std::uint32_t>(entries.size()));
   std::unique_ptr<Record, UndoLog::BlockFree> before;
   if (current != nullptr) {
     auto copy = Allocate(current->key(), current->value());
@@ -668,6 +667,9 @@ void RecordStore::SaveForUndo(std::string_view key, const Record* current) {
     before.reset(copy.release());
   }
   log.entries_.push_back({this, std::string(key), std::move(before)});
+  // Indexed once saved (`at` is still the place: seen_ did not change), so an allocation
+  // that throws above leaves no index to an entry that is not there.
+  log.seen_.insert(at, static_cast<std::uint32_t>(log.entries_.size() - 1));
 }
 
 void RecordStore::SaveStatsForUndo() {
