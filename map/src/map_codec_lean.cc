@@ -491,7 +491,8 @@ base::Result<MapResult> DecodeLeanResultOf(std::string_view bytes, std::string* 
   if (flags & kResultEntries) in.GetEntries(r.entries);
   if (flags & kResults) {
     const std::size_t n = in.GetCount<std::uint32_t>(4 + kMinResultBytes);
-    r.results.reserve(n);
+    if (n > kMaxLeanTxOps) in.Bad();  // a lean transaction has at most that many operations
+    r.results.reserve(in.ok() ? n : 0);
     for (std::size_t i = 0; i < n && in.ok(); ++i) {
       const std::string_view nested_bytes = in.GetView();
       if (!in.ok()) break;

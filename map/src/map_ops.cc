@@ -279,6 +279,18 @@ base::Result<void> ValidateOptions(const MapRequest& rq) {
                 "max_idle_ms is negative (" + std::to_string(*o.max_idle_ms) +
                     "); use 0 for no idle limit or a positive number of milliseconds");
   }
+  if (o.ttl_ms && *o.ttl_ms > kMaxExpiryMs) {
+    return Fail(ErrorCode::kBadRequest, "ttl_ms is " + std::to_string(*o.ttl_ms) +
+                                            ", more than the longest TTL a map keeps (" +
+                                            std::to_string(kMaxExpiryMs) +
+                                            " ms, about 68 years); use 0 for no expiry");
+  }
+  if (o.max_idle_ms && *o.max_idle_ms > kMaxExpiryMs) {
+    return Fail(ErrorCode::kBadRequest, "max_idle_ms is " + std::to_string(*o.max_idle_ms) +
+                                            ", more than the longest idle limit a map keeps (" +
+                                            std::to_string(kMaxExpiryMs) +
+                                            " ms, about 68 years); use 0 for no limit");
+  }
   if (rq.op == MapOp::kSetTtl && !o.ttl_ms) {
     return Fail(ErrorCode::kBadRequest, "setTtl needs options.ttl_ms (0 removes the expiry)");
   }

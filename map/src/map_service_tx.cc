@@ -33,6 +33,17 @@ const std::string& TransactionIdMap() {
   return name;
 }
 
+// The key of a batch's marker: "<id>@<partition key>" (the form every build has written), or,
+// for an id that contains '@', "@<id's length>:<id>@<partition key>": otherwise id "a@b" with
+// key "c" and id "a" with key "b@c" (the same partition) would share a marker, and the second
+// batch would be answered with the first's result and not applied. An id without '@' cannot
+// start with '@', so the two forms never meet. Empty: no id, no marker.
+std::string MarkerKey(const std::string& id, const std::string& partition_key) {
+  if (id.empty()) return {};
+  if (id.find('@') == std::string::npos) return id + "@" + partition_key;
+  return "@" + std::to_string(id.size()) + ":" + id + "@" + partition_key;
+}
+
 std::string Describe(const Record* r) {
   if (r == nullptr) return "absent";
   return "value of " + std::to_string(r->value().size()) + " bytes, version " +
@@ -96,8 +107,7 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
   // of a member's time on 3-operation batches).
   // So is the id's marker, looked up first (a new key each time, in a table that keeps every
   // id for transaction_id_ttl_ms: a cache miss of its own).
-  std::string id_key;
-  if (!request.transaction_id.empty()) id_key = request.transaction_id + "@" + request.key;
+  const std::string id_key = MarkerKey(request.transaction_id, request.key);
   std::array<KeyRef, kMaxPrefetchKeys> keys;
   std::size_t prefetched = 0;
   if (!id_key.empty()) keys[prefetched++] = {TransactionIdMap(), id_key};

@@ -45,6 +45,8 @@
 namespace tessera::map {
 namespace {
 constexpr std::uint32_t kSecondsFlag = 0x8000'0000u;
+static_assert(kMaxExpiryMs == static_cast<base::Millis>(kSecondsFlag - 1) * 1000,
+              "kMaxExpiryMs (map_request.h) is the longest duration a record encodes");
 constexpr std::size_t kMinCapacity = 16;
 constexpr std::uint64_t kHashSeed = 0x7E55E7A11u;  // decorrelates from the partition hash
 constexpr int kDistanceShift = 48;

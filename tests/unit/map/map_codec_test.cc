@@ -823,3 +823,37 @@ TEST_CASE("Damaged lean transactions are refused, naming the problem", "[map][co
   REQUIRE_FALSE(deep);
   CHECK(deep.error().code() == ErrorCode::kBadRequest);
 }
+
+TEST_CASE("A request's entries are refused before they are copied when one has no key",
+          "[map][codec]") {
+  MapRequest put_all;
+  put_all.op = MapOp::kPutAll;
+  put_all.map_name = "m";
+  for (int i = 0; i < 100; ++i) put_all.entries.emplace_back("k" + std::to_string(i), "v");
+  REQUIRE(DecodeRequest(EncodeRequest(put_all)));
+  put_all.entries[57].first.clear();
+  auto refused = DecodeRequest(EncodeRequest(put_all));
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == ErrorCode::kBadRequest);
+  CHECK(refused.error().message() ==
+        "putAll needs a key for every entry; entry 57 of 100 has "
+        "an empty key");
+}
+
+TEST_CASE("A lean result holds at most as many results as a lean transaction has operations",
+          "[map][codec][lean]") {
+  MapResult most;
+  most.flag = true;
+  most.results.resize(4096);
+  auto bytes = tessera::map::EncodeLeanResult(most);
+  REQUIRE(bytes);
+  auto back = tessera::map::DecodeLeanResult(*bytes);
+  REQUIRE(back);
+  CHECK(back->results.size() == 4096);
+  most.results.resize(4097);  // only a forged reply has more: refused before any is decoded
+  bytes = tessera::map::EncodeLeanResult(most);
+  REQUIRE(bytes);
+  auto refused = tessera::map::DecodeLeanResult(*bytes);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == ErrorCode::kBadRequest);
+}

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <limits>
 
 #include "map_test_util.h"
 
@@ -211,6 +212,32 @@ TEST_CASE("requests are validated", "[map][ops]") {
   CHECK(no_key.error().code() == ErrorCode::kBadRequest);
   auto bad_op = Rq(static_cast<MapOp>(99), "k");
   CHECK(f.Try(bad_op).error().code() == ErrorCode::kBadRequest);
+}
+
+TEST_CASE("A TTL or idle limit longer than a map keeps is refused, the longest is kept",
+          "[map][ops][ttl]") {
+  using tessera::map::kMaxExpiryMs;
+  StoreFixture f;
+  f.Put("k", "before");
+  // INT64_MAX used to overflow the deadline: the entry expired at once.
+  for (const auto ttl : {std::numeric_limits<std::int64_t>::max(), kMaxExpiryMs + 1}) {
+    auto refused = f.Try(WithTtl(Rq(MapOp::kSet, "k", "v"), ttl));
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == ErrorCode::kBadRequest);
+    CHECK(refused.error().message().find("more than the longest TTL") != std::string::npos);
+  }
+  auto idle = Rq(MapOp::kSet, "k", "v");
+  idle.options.max_idle_ms = std::numeric_limits<std::int64_t>::max();
+  auto refused = f.Try(idle);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message().find("more than the longest idle limit") != std::string::npos);
+  CHECK(f.Get("k") == "before");  // nothing applied
+  // The longest is kept, and expires when it says.
+  f.Run(WithTtl(Rq(MapOp::kSet, "k", "v"), kMaxExpiryMs));
+  f.clock.Advance(kMaxExpiryMs - 1);
+  CHECK(f.Get("k") == "v");
+  f.clock.Advance(1);
+  CHECK_FALSE(f.Get("k").has_value());
 }
 
 TEST_CASE("stats count gets, hits, misses, puts and removes", "[map][ops][stats]") {

@@ -230,6 +230,24 @@ TEST_CASE("A batch sent again with the same id is applied once and gets the firs
   CHECK(f.Run(tx.request).results[0].processor_result->GetInt64("value") == 3);
 }
 
+TEST_CASE("Ids with '@' in them are not taken for another batch's id", "[map][tx]") {
+  ServiceFixture f(2);
+  // "a@b" with partition key "c" and "a" with partition key "b@c": one partition, and
+  // "<id>@<key>" would be "a@b@c" for both.
+  Tx first("c", "a@b");
+  first.Increment("counters", "n@c");
+  Tx second("b@c", "a");
+  second.Increment("counters", "n@c");
+  auto value = [](const MapResult& r) {
+    return r.results.at(0).processor_result->GetInt64("value");
+  };
+  CHECK(value(f.Run(first.request)) == 1);
+  CHECK(value(f.Run(second.request)) == 2);  // applied, not answered with the first's result
+  CHECK(value(f.Run(first.request)) == 1);   // each id still replays its own
+  CHECK(value(f.Run(second.request)) == 2);
+  CHECK(Get(f, "counters", "n@c") == "2");
+}
+
 TEST_CASE("Concurrent batches with version preconditions lose no update", "[map][tx]") {
   ServiceFixture f(3);
   f.Run(ServiceFixture::Rq(MapOp::kSet, "m", "n@p", "0"));

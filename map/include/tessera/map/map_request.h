@@ -138,6 +138,10 @@ inline constexpr std::int64_t kMaxStreamWaitMs = 2'000;
 // "put", "putIfAbsent", ... for logs and errors.
 std::string_view MapOpName(MapOp op);
 
+// The longest TTL or idle limit a map keeps: a record holds durations in whole seconds up to
+// 2^31 - 1 (record_store.cc), about 68 years. Longer ones are refused (ValidateRequest).
+inline constexpr base::Millis kMaxExpiryMs = 2'147'483'647LL * 1000;
+
 struct WriteOptions {
   std::optional<base::Millis> ttl_ms;       // see the TTL rule above
   std::optional<base::Millis> max_idle_ms;  // nullopt: map default; 0: no idle limit
