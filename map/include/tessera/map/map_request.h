@@ -10,6 +10,7 @@
 //   - options.ttl_ms unset: the map's default TTL applies (MapConfig::default_ttl_ms; 0 = none).
 //   - options.keep_ttl: the entry keeps its current expiry (new entries use the default).
 //   max_idle_ms follows the same rule: an entry not read or written for that long expires.
+//   Neither may exceed kMaxExpiryMs (about 68 years); a longer one is refused.
 //   Expiry is checked on every access; a background sweeper reclaims expired entries.
 
 #include <cstdint>
