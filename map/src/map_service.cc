@@ -626,6 +626,22 @@ bool MapOpWrites(MapOp op) {
 
 }  // namespace
 
+base::Result<void> MapService::Impl::CheckMarkerWrite(const MapRequest& request) {
+  if (request.op == MapOp::kTransact) {
+    for (const auto& op : request.transaction) {
+      if (auto ok = CheckMarkerWrite(op.request); !ok) return ok;
+    }
+    return {};
+  }
+  if (request.map_name != kTransactionIdMap || !MapOpWrites(request.op)) return {};
+  return Fail(ErrorCode::kBadRequest,
+              fmt::format("map '{}' holds the markers of committed transactions and only their "
+                          "transactions write it ({} refused: a marker set or removed by hand "
+                          "would answer another batch, or let one apply twice); read it, or "
+                          "send the transaction again with its id",
+                          kTransactionIdMap, MapOpName(request.op)));
+}
+
 base::Result<void> MapService::Impl::CheckQuorum(const MapRequest& request) const {
   if (request.op == MapOp::kTransact) {
     for (const auto& op : request.transaction) {

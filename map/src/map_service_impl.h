@@ -200,12 +200,17 @@ struct MapService::Impl {
                   "the map service is shutting down; retry on another member");
     }
     if (auto ok = ValidateRequest(request, &processors); !ok) return ok;
+    if (auto ok = CheckMarkerWrite(request); !ok) return ok;
     if (request.op == MapOp::kTransact) {
       if (auto ok = CheckTransaction(request); !ok) return ok;
     }
     if (any_quorum.load(std::memory_order_relaxed)) return CheckQuorum(request);
     return {};
   }
+  // Errors: kBadRequest when `request` (or an operation of its transaction) writes to the
+  // transaction id markers' map (kTransactionIdMap): only RunTransaction writes it, below
+  // Admit; reads and split-brain merges pass (map_service.cc).
+  static base::Result<void> CheckMarkerWrite(const MapRequest& request);
   // Errors: kNoQuorum when `request` writes to a map whose min_cluster_size this member's
   // cluster does not reach (map_service.cc).
   base::Result<void> CheckQuorum(const MapRequest& request) const;

@@ -12,6 +12,7 @@
 
 #include "command_util.h"
 #include "stream_util.h"
+#include "tessera/map/map_service.h"
 #include "tessera/map/redis_hash.h"
 #include "tessera/map/stream_format.h"
 #include "tessera/topic/glob.h"
@@ -247,7 +248,11 @@ void FlushDb(Connection& conn, Args args) {
   std::vector<std::string> names{conn.default_map()};
   if (EqualsIgnoreCase(args[0], "flushall")) {
     for (auto& name : conn.maps().MapNames()) {
-      if (name != conn.default_map()) names.push_back(std::move(name));
+      // The transaction id markers are written by their transactions only (they expire by
+      // themselves): the member refuses to clear them.
+      if (name != conn.default_map() && name != map::kTransactionIdMap) {
+        names.push_back(std::move(name));
+      }
     }
   }
   std::vector<map::MapRequest> requests;

@@ -248,6 +248,34 @@ TEST_CASE("Ids with '@' in them are not taken for another batch's id", "[map][tx
   CHECK(Get(f, "counters", "n@c") == "2");
 }
 
+TEST_CASE("Transaction id markers are written by their transactions only", "[map][tx]") {
+  ServiceFixture f(2);
+  Tx tx("p", "batch-1");
+  tx.Increment("counters", "c@p");
+  f.Run(tx.request);
+  const std::string markers(tessera::map::kTransactionIdMap);
+  // Readable: the marker is there.
+  CHECK(f.Run(ServiceFixture::Rq(MapOp::kContainsKey, markers, "batch-1@p")).flag);
+  // Not writable by hand: a forged marker would answer another batch, a removed one would let
+  // a retry apply twice.
+  for (const MapRequest& write : {ServiceFixture::Rq(MapOp::kSet, markers, "batch-2@p", "forged"),
+                                  ServiceFixture::Rq(MapOp::kRemove, markers, "batch-1@p"),
+                                  ServiceFixture::Rq(MapOp::kClear, markers, "")}) {
+    auto refused = f.service.ExecuteSync(write);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == ErrorCode::kBadRequest);
+    CHECK(refused.error().message().find("only their transactions write it") != std::string::npos);
+  }
+  Tx sneaky("p", "batch-3");
+  sneaky.Op(MapOp::kDelete, markers, "batch-1@p");
+  CHECK(f.service.ExecuteSync(sneaky.request).error().code() == ErrorCode::kBadRequest);
+  // The marker still replays its batch; a new id still runs.
+  CHECK(f.Run(tx.request).results[0].processor_result->GetInt64("value") == 1);
+  Tx other("p", "batch-2");
+  other.Increment("counters", "c@p");
+  CHECK(f.Run(other.request).results[0].processor_result->GetInt64("value") == 2);
+}
+
 TEST_CASE("Concurrent batches with version preconditions lose no update", "[map][tx]") {
   ServiceFixture f(3);
   f.Run(ServiceFixture::Rq(MapOp::kSet, "m", "n@p", "0"));

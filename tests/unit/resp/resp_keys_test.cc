@@ -91,6 +91,34 @@ TEST_CASE("DBSIZE, KEYS, FLUSHDB", "[resp][keys]") {
   CHECK(c.Call({"FLUSHDB", "bogus"}) == "-ERR syntax error\r\n");
 }
 
+TEST_CASE("FLUSHALL clears every map but the transaction id markers", "[resp][keys]") {
+  using tessera::map::MapOp;
+  using tessera::map::MapRequest;
+  TestServer server;
+  RespClient c(server.port());
+  CHECK(c.Call({"SET", "k", "v"}) == kOk);
+  MapRequest tx;  // a committed transaction with an id leaves a marker
+  tx.op = MapOp::kTransact;
+  tx.key = "p";
+  tx.transaction_id = "t-1";
+  auto& op = tx.transaction.emplace_back().request;
+  op.op = MapOp::kSet;
+  op.map_name = "orders";
+  op.key = "o-1@p";
+  op.value = "x";
+  REQUIRE(server.maps().ExecuteSync(tx));
+  CHECK(c.Call({"FLUSHALL"}) == kOk);
+  CHECK(c.Call({"DBSIZE"}) == Int(0));
+  MapRequest get;
+  get.op = MapOp::kGet;
+  get.map_name = "orders";
+  get.key = "o-1@p";
+  CHECK_FALSE(server.maps().ExecuteSync(get)->value.has_value());
+  // The marker stays (it expires by itself): the same transaction is not applied again.
+  REQUIRE(server.maps().ExecuteSync(tx));
+  CHECK_FALSE(server.maps().ExecuteSync(get)->value.has_value());
+}
+
 TEST_CASE("SCAN visits every key exactly once across cursor pages", "[resp][keys][scan]") {
   TestServer server;
   RespClient c(server.port());
