@@ -31,8 +31,9 @@ base::Result<MapResult> DecodeResult(std::string_view bytes);
 // bit set in each so that no struct in a list is empty (a reader charges an empty one a word
 // against its limit, which follows the message's size: a thousand of them would not be
 // read). DecodeResult, of this build or an earlier one, reads it as it reads EncodeResult's.
-// A transaction of three sets: 112 bytes against 344. Costs a second pass over the message,
-// so replies use EncodeResult.
+// A transaction of three sets: 112 bytes against 344. Costs the canonical copy
+// (wire::CanonicalFlatString: 272 ns against EncodeResult's 191 for three sets), so replies
+// use EncodeResult.
 std::string EncodeStoredResult(const MapResult& result);
 
 std::string EncodeEvent(const EntryEvent& event);
