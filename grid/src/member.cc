@@ -219,10 +219,10 @@ base::Result<void> Member::StartMembership() {
   impl_->membership->set_view_listener([this, self_address](const membership::ClusterView& view) {
     // The partition table as addresses, for routing, backups and migration.
     std::unordered_map<std::string, std::string> address;
-    std::vector<std::string> members;
+    std::vector<map::MapService::TableMember> members;
     for (const auto& m : view.members.members) {
       address[m.uuid] = m.address;
-      members.push_back(m.address);
+      members.push_back({m.address, m.uuid});
     }
     std::vector<std::vector<std::string>> replicas(options_.partition_count);
     for (std::uint32_t p = 0; p < view.partitions.partition_count() && p < replicas.size(); ++p) {
@@ -233,7 +233,7 @@ base::Result<void> Member::StartMembership() {
     }
     std::vector<std::string> others;
     for (const auto& m : members) {
-      if (m != self_address) others.push_back(m);
+      if (m.address != self_address) others.push_back(m.address);
     }
     std::vector<std::string> owners;
     for (const auto& r : replicas) owners.push_back(r.empty() ? std::string() : r.front());
@@ -377,6 +377,14 @@ std::string Member::MetricsText() const {
   sync(registry.RegisterCounter("tessera_member_forwarded_requests_total", {},
                                 "Keyed requests this member sent on to their owner"),
        static_cast<std::int64_t>(impl_->maps.ForwardedCount()));
+  const map::MapService::CopyCounters copies = impl_->maps.CopiesSent();
+  sync(registry.RegisterCounter("tessera_migration_partitions_sent_total", {},
+                                "Partition copies this member sent (migrations and resyncs)"),
+       static_cast<std::int64_t>(copies.partitions));
+  sync(registry.RegisterCounter("tessera_migration_bytes_sent_total", {},
+                                "Bytes of entries (keys and values) in the partition copies this "
+                                "member sent"),
+       static_cast<std::int64_t>(copies.bytes));
   registry
       .RegisterGauge("tessera_member_migrations_pending", {},
                      "Replicas here whose migration copy has not arrived")

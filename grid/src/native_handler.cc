@@ -203,14 +203,22 @@ void NativeHandler::ApplyReplica(const std::shared_ptr<net::Connection>& connect
   if (!updates) {
     return ReplyError(connection, request, updates.error().code(), updates.error().message());
   }
-  maps_.ApplyReplica(std::move(*updates), [connection, header = Header(request)](
-                                              base::Result<map::StalePartitions> stale) {
-    if (!stale) {
-      connection->Send(Message::MakeErrorResponse(header, stale.error()));
-      return;
-    }
-    connection->Send(Message::MakeResponse(header, map::EncodeReplicaAck(*stale)));
-  });
+  // Members name themselves "member <uuid>" in their hello (Member::StartRouter).
+  constexpr std::string_view kMemberPrefix = "member ";
+  std::string sender;
+  if (hello->client_name.starts_with(kMemberPrefix)) {
+    sender = hello->client_name.substr(kMemberPrefix.size());
+  }
+  maps_.ApplyReplica(
+      std::move(*updates),
+      [connection, header = Header(request)](base::Result<map::StalePartitions> stale) {
+        if (!stale) {
+          connection->Send(Message::MakeErrorResponse(header, stale.error()));
+          return;
+        }
+        connection->Send(Message::MakeResponse(header, map::EncodeReplicaAck(*stale)));
+      },
+      sender);
 }
 
 void NativeHandler::AddListener(const std::shared_ptr<net::Connection>& connection,

@@ -23,6 +23,8 @@
 //
 // Resync: a backup that did not acknowledge an update (timeout, lost connection) is sent the
 // whole partition again, every second until it confirms or the table no longer lists it.
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <iterator>
 
@@ -64,6 +66,13 @@ const std::string& MapService::Impl::Routing::Owner(std::uint32_t p) const {
 }
 
 void MapService::Impl::Route(MapRequest request, Callback done, int attempt) {
+  // A retried write is admitted again: the cluster may have lost its quorum while the request
+  // waited (for a moving partition, or an owner that stopped answering), and the table that
+  // ends the wait may make it local with no backups. Admitted once, it was applied there and
+  // confirmed, and the merge discarded it.
+  if (attempt > 0 && any_quorum.load(std::memory_order_relaxed)) {
+    if (auto ok = CheckQuorum(request); !ok) return done(std::unexpected(ok.error()));
+  }
   if (request.local_only && CurrentRouting() == nullptr) {
     // Another member sent this, so we are in a cluster, but our first table has not arrived
     // (see ExpectPartitionTable): our stores may still be empty.
@@ -380,7 +389,9 @@ void MapService::Impl::CopyPartition(std::size_t shard, std::uint32_t partition_
   std::size_t bytes = 0;
   auto updates = ExportPartition(shard, partition_id);
   if (resync) updates.front().kind = ReplicaUpdate::Kind::kResyncBegin;
+  copies_sent.fetch_add(1, std::memory_order_relaxed);
   for (auto& u : updates) {
+    copy_bytes_sent.fetch_add(u.key.size() + u.value.size(), std::memory_order_relaxed);
     bytes += u.key.size() + u.value.size() + 32;
     if (bytes > kCopyChunkBytes && !chunks.back().empty()) {
       chunks.emplace_back();
@@ -476,6 +487,26 @@ std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
   return out;
 }
 
+void MapService::Impl::SendDeferredCopies(std::size_t shard, std::uint32_t p) {
+  std::vector<std::string> to;
+  std::shared_ptr<const Routing> current;
+  {
+    std::lock_guard lock(ownership_mu);
+    to = std::move(deferred_copies[p]);
+    deferred_copies[p].clear();
+    current = routing;
+  }
+  if (to.empty() || !current || current->routing == nullptr) return;
+  if (log) log->info("partition {} arrived: copying it on to {}", p, fmt::join(to, ", "));
+  for (const auto& target : to) {
+    CopyPartition(shard, p, target, current->routing, [this, target, p](base::Result<void> ack) {
+      if (!ack && log) {
+        log->warn("copy of partition {} to {} failed: {}", p, target, ack.error().ToString());
+      }
+    });
+  }
+}
+
 void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
   const base::Millis now = SteadyMs();
   for (auto p = static_cast<std::uint32_t>(shard); p < partitioner.partition_count();
@@ -505,6 +536,7 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
       if (!f.pending.exchange(false)) continue;
       f.local.store(routing && routing->Owner(p) == routing->self);
     }
+    SendDeferredCopies(shard, p);  // what this member has is the best copy left
     NotifyOwnership(shard, {p});
     if (log) {
       log->warn(
@@ -517,7 +549,7 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
 }
 
 MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
-    std::size_t shard, const std::vector<ReplicaUpdate>& updates) {
+    std::size_t shard, const std::vector<ReplicaUpdate>& updates, bool from_outsider) {
   const base::Millis now = clock.NowMs();
   // Before the first table every partition counts as local, yet a joiner's copies may arrive
   // before its first table: only a member with a table can be a serving owner.
@@ -532,14 +564,18 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
     // older than ours: one that was paused or cut off and still acts as the owner, on its
     // stale copy. Applying it would overwrite what was written here meanwhile; it is refused,
     // so the sender's write fails (the caller retries against the owner of the current table).
-    if ((u.kind == ReplicaUpdate::Kind::kSet || u.kind == ReplicaUpdate::Kind::kDelete) &&
-        has_table && IsLocal(u.partition_id)) {
+    // The same for every write (and a clear from a write, which carries a version) from a
+    // sender this member's view does not list (ApplyReplica).
+    const bool write = u.kind == ReplicaUpdate::Kind::kSet ||
+                       u.kind == ReplicaUpdate::Kind::kDelete ||
+                       (u.kind == ReplicaUpdate::Kind::kClearPartition && u.version != 0);
+    if (write && has_table && (from_outsider || IsLocal(u.partition_id))) {
       refused.insert(u.partition_id);
       continue;
     }
     if ((u.kind == ReplicaUpdate::Kind::kResyncBegin ||
          u.kind == ReplicaUpdate::Kind::kResyncChunk) &&
-        has_table && IsLocal(u.partition_id)) {
+        has_table && (from_outsider || IsLocal(u.partition_id))) {
       ignoring.insert(u.partition_id);  // its sender's table is older than ours
     }
     if (ignoring.count(u.partition_id) != 0 && u.kind != ReplicaUpdate::Kind::kSet &&
@@ -626,6 +662,7 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
       }
     }
   }
+  for (auto p : completed) SendDeferredCopies(shard, p);
   if (!completed.empty()) NotifyOwnership(shard, std::move(completed));
   return {{stale.begin(), stale.end()}, {refused.begin(), refused.end()}};
 }
@@ -640,7 +677,7 @@ void MapService::ExpectPartitionTable() {
 }
 
 void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replicas,
-                                   const std::vector<std::string>& members, std::string self,
+                                   const std::vector<TableMember>& listed, std::string self,
                                    ClusterRouting* routing) {
   TESSERA_CHECK(replicas.size() == partitioner_.partition_count(),
                 "the partition table must list replicas for every partition");
@@ -654,9 +691,32 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   {
     std::lock_guard lock(impl_->ownership_mu);
     auto previous = impl_->routing;
+    std::vector<std::string> members;
+    std::unordered_map<std::string, std::string> ids;
+    for (const auto& m : listed) {
+      members.push_back(m.address);
+      ids[m.address] = m.id;
+    }
+    // Addresses whose process was replaced since the previous table (restarted at once, before
+    // the failure timeout removed it): the old process is gone with its data. It leaves the
+    // previous replica lists below, so its partitions count as a dead member's (the surviving
+    // replicas hold them and copy them on), and the new process is a new holder.
+    std::set<std::string> replaced;
+    if (previous) {
+      for (const auto& [address, id] : previous->ids) {
+        auto it = ids.find(address);
+        if (it != ids.end() && it->second != id) replaced.insert(address);
+      }
+    }
+    if (!replaced.empty() && impl_->log) {
+      impl_->log->warn(
+          "member(s) at {} restarted (new identity): their old processes' replicas are gone; "
+          "the surviving replicas take their partitions and copy them to the new holders",
+          fmt::join(replaced, ", "));
+    }
     auto next = std::make_shared<Impl::Routing>(
         Impl::Routing{std::move(replicas), std::move(self), routing,
-                      members.empty() ? std::string() : members.front()});
+                      members.empty() ? std::string() : members.front(), std::move(ids)});
     // A member that left its cluster (LeaveCluster) may have received a late copy from it
     // before this table: only copies from this table's cluster count. The partition then waits
     // for this cluster's copy, which starts by clearing what the other one left.
@@ -670,11 +730,24 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
         }
       }
     }
+    // The cluster's size before any flag: a shard that sees a partition lose its backups
+    // (a smaller cluster) sees the smaller size too, so a quorum map's write is not applied
+    // without backups under the old size.
+    impl_->cluster_size.store(members.size());
     const base::Millis now = SteadyMs();
     static const std::vector<std::string> kNone;
+    std::vector<std::string> survivors;  // the previous replicas of p without replaced ones
     for (std::uint32_t p = 0; p < next->replicas.size(); ++p) {
       const auto& after = next->replicas[p];
-      const auto& before = previous ? previous->replicas[p] : kNone;
+      const std::vector<std::string>* before_p = previous ? &previous->replicas[p] : &kNone;
+      if (!replaced.empty()) {
+        survivors.clear();
+        for (const auto& m : *before_p) {
+          if (!replaced.contains(m)) survivors.push_back(m);
+        }
+        before_p = &survivors;
+      }
+      const auto& before = *before_p;
       const bool owner = !after.empty() && after[0] == next->self;
       // Who copies the partition to new holders: its previous owner if alive, else the first
       // surviving previous replica. Without a previous table (this member just joined) some
@@ -693,8 +766,11 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       const bool data_elsewhere =
           previous ? !source.empty() && source != next->self : members.size() > 1;
       auto& f = impl_->flags[p];
+      // The source of new holders' copies that still waits for the partition itself keeps
+      // waiting (even when it holds no replica now), and copies on once it is here.
+      const bool awaiting_source = source == next->self && f.pending.load();
       if (!holder) {
-        f.pending.store(false);
+        if (!awaiting_source) f.pending.store(false);
         f.copy_arrived.store(false);
         f.versioned.store(false);
       } else if (!had && data_elsewhere && !f.copy_arrived.load() && !f.pending.load()) {
@@ -719,7 +795,8 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       } else if (!owner) {
         f.handoff_arrived.store(false);
         if (f.handoff_pending.exchange(false)) changed[shard].push_back(p);
-      } else if (f.handoff_pending.load() && !Contains(members, impl_->handoff_from[p])) {
+      } else if (f.handoff_pending.load() && (!Contains(members, impl_->handoff_from[p]) ||
+                                              replaced.contains(impl_->handoff_from[p]))) {
         f.handoff_pending.store(false);  // the member we waited for is gone
         changed[shard].push_back(p);
       }
@@ -729,17 +806,27 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       }
       if (owner && !f.pending.load()) f.versioned.store(true);
       f.has_backups.store(owner && after.size() > 1);
+      auto& deferred = impl_->deferred_copies[p];
       if (!source.empty() && source == next->self) {
         std::vector<std::string> to;
         for (const auto& m : after) {
           if (m != next->self && !Contains(before, m)) to.push_back(m);
         }
-        if (!to.empty()) copies.emplace_back(p, std::move(to));
+        if (!to.empty() && awaiting_source) {
+          // Still waiting for the partition ourselves: copy once it is here (ApplyOnShard).
+          for (auto& m : to) {
+            if (!Contains(deferred, m)) deferred.push_back(std::move(m));
+          }
+        } else if (!to.empty()) {
+          copies.emplace_back(p, std::move(to));
+        }
       }
+      // Deferred copies go only to members that still hold the partition.
+      std::erase_if(deferred, [&](const std::string& m) { return !Contains(after, m); });
+      if (!deferred.empty() && !awaiting_source) deferred.clear();  // another source now
     }
     self_address = next->self;
     impl_->routing = std::move(next);
-    impl_->cluster_size.store(members.size());
   }
   if (!foreign_copies.empty() && impl_->log) {
     impl_->log->warn(
@@ -784,7 +871,17 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
 }
 
 void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
-                              std::function<void(base::Result<StalePartitions>)> done) {
+                              std::function<void(base::Result<StalePartitions>)> done,
+                              const std::string& sender) {
+  // An owner's writes and resyncs from a member this member's view does not list: the sender
+  // was cut off or removed and acts on a table of its own (a bridge partition leaves two
+  // masters each counting the member in between as theirs). Applying them would let the
+  // sender confirm writes its old cluster never sees; they are refused, so it fails them.
+  bool from_outsider = false;
+  if (!sender.empty()) {
+    auto current = impl_->CurrentRouting();
+    from_outsider = current != nullptr && !current->HasMember(sender);
+  }
   std::vector<std::vector<ReplicaUpdate>> by_shard(shards_.size());
   for (auto& u : updates)
     by_shard[shards_.ShardOfPartition(u.partition_id)].push_back(std::move(u));
@@ -792,11 +889,11 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
   auto token = impl_->EnterRequest();
   using Outcome = Impl::ReplicaOutcome;
   shards_.MapReduce<Outcome>(
-      [impl = impl_.get(), parts, token](std::size_t shard) {
+      [impl = impl_.get(), parts, token, from_outsider](std::size_t shard) {
         if ((*parts)[shard].empty()) return Outcome{};
-        return impl->ApplyOnShard(shard, (*parts)[shard]);
+        return impl->ApplyOnShard(shard, (*parts)[shard], from_outsider);
       },
-      [done = std::move(done), token](std::vector<Outcome> per_shard) {
+      [done = std::move(done), token, from_outsider, sender](std::vector<Outcome> per_shard) {
         StalePartitions stale;
         std::vector<std::uint32_t> refused;
         for (auto& o : per_shard) {
@@ -806,6 +903,14 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
         if (!refused.empty()) {
           std::string list;
           for (auto p : refused) list += (list.empty() ? "" : ", ") + std::to_string(p);
+          if (from_outsider) {
+            return done(base::Fail(
+                ErrorCode::kNotOwner,
+                fmt::format("member {} is not in this member's cluster view: its writes of "
+                            "partition(s) {} are refused (it was cut off or removed, and acts "
+                            "on a partition table of its own)",
+                            sender, list)));
+          }
           return done(base::Fail(ErrorCode::kNotOwner,
                                  "this member serves partition(s) " + list +
                                      " as owner under a newer partition table; a write from "
@@ -822,6 +927,11 @@ std::vector<std::pair<std::string, RingCounters>> MapService::RingStats() const 
 
 std::uint64_t MapService::ForwardedCount() const {
   return impl_->forwarded.load(std::memory_order_relaxed);
+}
+
+MapService::CopyCounters MapService::CopiesSent() const {
+  return {impl_->copies_sent.load(std::memory_order_relaxed),
+          impl_->copy_bytes_sent.load(std::memory_order_relaxed)};
 }
 
 void MapService::Impl::NotifyOwnership(std::size_t shard, std::vector<std::uint32_t> partitions) {

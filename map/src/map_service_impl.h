@@ -191,6 +191,7 @@ struct MapService::Impl {
     flags = std::make_unique<PartitionFlags[]>(partitioner.partition_count());
     handoff_from.resize(partitioner.partition_count());
     copy_master.resize(partitioner.partition_count());
+    deferred_copies.resize(partitioner.partition_count());
   }
 
   // Whether a request may run: the service is not stopping and the request is well-formed.
@@ -283,7 +284,17 @@ struct MapService::Impl {
     std::string self;
     ClusterRouting* routing = nullptr;
     std::string master;  // the cluster's master (members[0]): copies say which cluster sent them
+    // Each listed member's identity by address (TableMember::id): a process restarted at the
+    // same address has a new one, and SetPartitionTable counts its old self as gone.
+    std::unordered_map<std::string, std::string> ids;
     const std::string& Owner(std::uint32_t p) const;
+    // Whether `id` is a listed member's identity.
+    bool HasMember(const std::string& id) const {
+      for (const auto& [address, listed] : ids) {
+        if (listed == id) return true;
+      }
+      return false;
+    }
   };
   // Set by ExpectPartitionTable: a cluster member, which serves nothing before its first table.
   std::atomic<bool> expects_table{false};
@@ -291,7 +302,9 @@ struct MapService::Impl {
   // any map's config asks for a quorum.
   std::atomic<std::size_t> cluster_size{1};
   std::atomic<bool> any_quorum{false};
-  std::atomic<std::uint64_t> forwarded{0};  // keyed requests sent on to their owner
+  std::atomic<std::uint64_t> forwarded{0};        // keyed requests sent on to their owner
+  std::atomic<std::uint64_t> copies_sent{0};      // partition copies (CopiesSent)
+  std::atomic<std::uint64_t> copy_bytes_sent{0};  // their entries' keys and values
   // Ring appends served here as owner (MapService::RingStats).
   void CountRingAppend(const MapRequest& request, const MapResult& result);
   mutable std::mutex ring_mu;
@@ -372,7 +385,9 @@ struct MapService::Impl {
     StalePartitions stale;
     std::vector<std::uint32_t> refused;
   };
-  ReplicaOutcome ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates);
+  // `from_outsider`: the sender is not in this member's view (MapService::ApplyReplica).
+  ReplicaOutcome ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates,
+                              bool from_outsider);
   // Stops waiting for migration copies of this shard's partitions pending for longer than the
   // limit (their source died or never knew): logs, and serves what the member has.
   void GiveUpStaleCopies(std::size_t shard);
@@ -408,6 +423,13 @@ struct MapService::Impl {
   // Per partition, the master named by the last migration copy that completed here (see
   // LeaveCluster); guarded by ownership_mu.
   std::vector<std::string> copy_master;
+  // Per partition, the new holders this member is to copy it to once its own copy arrived: a
+  // table made it the source while it still waited for the partition (its owner, or the
+  // member it was taking the partition from, died or restarted mid-migration); copying the
+  // empty replica would have been the new holders' whole copy. Guarded by ownership_mu.
+  std::vector<std::vector<std::string>> deferred_copies;
+  // Sends `p`'s deferred copies, if any (on p's shard, after its copy arrived or was given up).
+  void SendDeferredCopies(std::size_t shard, std::uint32_t p);
   // LeaveCluster ran and no table came since: copies that completed meanwhile count only if
   // they came from the cluster of the next table. Guarded by ownership_mu.
   bool left_cluster = false;

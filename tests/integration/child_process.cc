@@ -12,6 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <utility>  // before Asio's awaitable header (Boost 1.74)
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <regex>
@@ -246,6 +253,41 @@ membership::ClusterView WaitForMembers(const NodeProcess& node, std::size_t coun
     }
     std::this_thread::sleep_for(50ms);
   }
+}
+
+namespace asio = boost::asio;
+namespace bh = boost::beast::http;
+
+HttpReply HttpGet(std::uint16_t port, const std::string& target) {
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  socket.connect({asio::ip::make_address("127.0.0.1"), port});
+  bh::request<bh::string_body> req(bh::verb::get, target, 11);
+  req.set(bh::field::host, "127.0.0.1");
+  bh::write(socket, req);
+  boost::beast::flat_buffer buffer;
+  bh::response<bh::string_body> res;
+  bh::read(socket, buffer, res);
+  return {static_cast<int>(res.result_int()), std::string(res[bh::field::content_type]),
+          res.body()};
+}
+
+std::uint16_t HttpPortOf(const NodeProcess& node) {
+  std::smatch m;
+  const std::string& line = node.ready_line();
+  REQUIRE(std::regex_search(line, m, std::regex(R"(http 127\.0\.0\.1:([0-9]+))")));
+  return static_cast<std::uint16_t>(std::stoi(m[1]));
+}
+
+HttpReply WaitForStatus(std::uint16_t port, const std::string& target, int status,
+                        std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  HttpReply r = HttpGet(port, target);
+  while (r.status != status && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+    r = HttpGet(port, target);
+  }
+  return r;
 }
 
 }  // namespace tessera::integration

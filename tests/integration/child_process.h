@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -109,5 +110,20 @@ class TempFile {
 
 // A loopback port with nothing listening on it (bound, read back and closed).
 std::uint16_t UnusedPort();
+
+// HTTP/1.1 against a member's --http-port on 127.0.0.1.
+struct HttpReply {
+  int status = 0;
+  std::string content_type;
+  std::string body;
+  nlohmann::json Json() const { return nlohmann::json::parse(body); }
+};
+// One GET; throws (boost::system::system_error) when nothing answers on `port`.
+HttpReply HttpGet(std::uint16_t port, const std::string& target);
+// The HTTP port in `node`'s ready line; FAILs the test when it has none.
+std::uint16_t HttpPortOf(const NodeProcess& node);
+// Polls `target` until it answers `status` (bounded by `limit`); returns the last reply.
+HttpReply WaitForStatus(std::uint16_t port, const std::string& target, int status,
+                        std::chrono::milliseconds limit = 20s);
 
 }  // namespace tessera::integration

@@ -22,47 +22,6 @@ namespace tessera::integration {
 namespace {
 
 namespace asio = boost::asio;
-namespace bh = boost::beast::http;
-
-struct HttpReply {
-  int status = 0;
-  std::string content_type;
-  std::string body;
-  nlohmann::json Json() const { return nlohmann::json::parse(body); }
-};
-
-HttpReply HttpGet(std::uint16_t port, const std::string& target) {
-  asio::io_context io;
-  asio::ip::tcp::socket socket(io);
-  socket.connect({asio::ip::make_address("127.0.0.1"), port});
-  bh::request<bh::string_body> req(bh::verb::get, target, 11);
-  req.set(bh::field::host, "127.0.0.1");
-  bh::write(socket, req);
-  boost::beast::flat_buffer buffer;
-  bh::response<bh::string_body> res;
-  bh::read(socket, buffer, res);
-  return {static_cast<int>(res.result_int()), std::string(res[bh::field::content_type]),
-          res.body()};
-}
-
-std::uint16_t HttpPortOf(const NodeProcess& node) {
-  std::smatch m;
-  const std::string& line = node.ready_line();
-  REQUIRE(std::regex_search(line, m, std::regex(R"(http 127\.0\.0\.1:([0-9]+))")));
-  return static_cast<std::uint16_t>(std::stoi(m[1]));
-}
-
-// Polls `target` until it answers `status` (bounded); returns the last reply.
-HttpReply WaitForStatus(std::uint16_t port, const std::string& target, int status,
-                        std::chrono::milliseconds limit = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  HttpReply r = HttpGet(port, target);
-  while (r.status != status && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);
-    r = HttpGet(port, target);
-  }
-  return r;
-}
 
 std::vector<std::string> NodeArgs(std::vector<std::string> extra) {
   // Slow failure detection: a member frozen by the test stays listed for the whole check.

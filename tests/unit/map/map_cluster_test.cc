@@ -49,6 +49,18 @@ class Network {
     nodes_[address] = std::move(node);
     return ref;
   }
+  // The member's process dies and a new one starts at once at the same address, with empty
+  // stores and a new identity (the old one's calls in flight end on the old one). The table is
+  // the next Install's.
+  Node& Restart(const std::string& address) {
+    auto node = std::make_unique<Node>(*this, address);
+    Node& ref = *node;
+    std::lock_guard lock(mu_);
+    graveyard_.push_back(std::move(nodes_.at(address)));
+    nodes_[address] = std::move(node);
+    ++incarnation_[address];
+    return ref;
+  }
   // The member stops answering: calls to it fail as a dead peer's would.
   void Kill(const std::string& address) {
     std::lock_guard lock(mu_);
@@ -122,26 +134,30 @@ class Network {
   }
   // Computes the table for `members` (from the previous one) and installs it on each live
   // member, in the order given.
+  // The table is kept by member identity (address#incarnation, as membership keeps it by
+  // uuid) and installed as addresses.
   void Install(const std::vector<std::string>& members, const std::vector<std::string>& order,
                std::uint32_t backups = 1) {
-    table_ = tessera::partition::Rebalance(table_, members, 271, backups);
-    for (const auto& address : order) {
-      std::lock_guard lock(mu_);
-      nodes_.at(address)->service.SetPartitionTable(table_.replicas, members, address,
-                                                    nodes_.at(address)->routing.get());
-    }
+    std::lock_guard lock(mu_);
+    std::vector<std::string> ids;
+    for (const auto& address : members) ids.push_back(IdOf(address));
+    table_ = tessera::partition::Rebalance(table_, ids, 271, backups);
+    for (const auto& address : order) InstallLocked(address, members);
   }
   // Installs the table computed by the last Install on `address` too (a member the master's
   // push reached late).
   void InstallLate(const std::string& address, const std::vector<std::string>& members) {
     std::lock_guard lock(mu_);
-    nodes_.at(address)->service.SetPartitionTable(table_.replicas, members, address,
-                                                  nodes_.at(address)->routing.get());
+    InstallLocked(address, members);
   }
-  // The replicas (owner first) of `key`'s partition in the last table computed.
+  // The replicas (owner first) of `key`'s partition in the last table computed, as addresses.
   std::vector<std::string> ReplicasOf(const std::string& key) {
     std::lock_guard lock(mu_);
-    return table_.replicas[tessera::partition::Partitioner().PartitionOf(key)];
+    std::vector<std::string> addresses;
+    for (const auto& id : table_.replicas[tessera::partition::Partitioner().PartitionOf(key)]) {
+      addresses.push_back(id.substr(0, id.find('#')));
+    }
+    return addresses;
   }
   Node& node(const std::string& address) {
     std::lock_guard lock(mu_);
@@ -156,7 +172,24 @@ class Network {
   std::map<std::string, int> silent_;
   std::map<std::string, std::vector<std::function<void()>>> held_;
   std::map<std::string, std::vector<std::vector<ReplicaUpdate>>> recorded_;
+  std::vector<std::unique_ptr<Node>> graveyard_;  // restarted members' old processes
+  std::map<std::string, int> incarnation_;        // restarts, by address
   tessera::partition::PartitionTable table_;
+
+  std::string IdOf(const std::string& address) {
+    return address + "#" + std::to_string(incarnation_[address]);
+  }
+  void InstallLocked(const std::string& address, const std::vector<std::string>& members) {
+    std::vector<MapService::TableMember> listed;
+    for (const auto& m : members) listed.push_back({m, IdOf(m)});
+    std::vector<std::vector<std::string>> replicas;
+    for (const auto& ids : table_.replicas) {
+      auto& addresses = replicas.emplace_back();
+      for (const auto& id : ids) addresses.push_back(id.substr(0, id.find('#')));
+    }
+    nodes_.at(address)->service.SetPartitionTable(std::move(replicas), listed, address,
+                                                  nodes_.at(address)->routing.get());
+  }
 };
 
 class InMemoryRouting final : public ClusterRouting {
@@ -296,6 +329,59 @@ TEST_CASE("A member that joins during writes receives its partitions, nothing ac
   writer.join();
   for (const char* via : {"m1", "m2", "m3"}) Verify(net.node(via).service, acked);
   CHECK(net.node("m3").service.AwaitingPartitionCount() == 0);
+}
+
+TEST_CASE(
+    "A member restarted at its address before the failure timeout gets its partitions from the "
+    "survivors: nothing acked is lost, then or after a later death",
+    "[map][cluster][restart]") {
+  // A supervisor restarts a crashed member within a second: the master lists the new process
+  // in the old one's place in one table. Counted by address, the new, empty process looked
+  // like the old holder: nobody copied to it, it served its partitions empty once it gave up
+  // waiting, and a quarter of a 3-member cluster's data was gone.
+  Network net;
+  for (const char* m : {"m1", "m2", "m3"}) net.Add(m);
+  net.Install({"m1"}, {"m1"});
+  net.Install({"m1", "m2"}, {"m1", "m2"});
+  net.Install({"m1", "m2", "m3"}, {"m1", "m2", "m3"});
+  std::map<std::string, std::string> acked;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    SetAcked(net.node(i % 2 ? "m1" : "m3").service, key, "v" + std::to_string(i));
+    acked[key] = "v" + std::to_string(i);
+  }
+  const std::vector<std::string> all = {"m1", "m2", "m3"};
+  SECTION("the restarted member installs the table first") {
+    net.Restart("m2");
+    net.Install(all, {"m2", "m1", "m3"});
+  }
+  SECTION("the restarted member installs the table last") {
+    net.Restart("m2");
+    net.Install(all, {"m1", "m3", "m2"});
+  }
+  SECTION("two restarts in a row, the second before the first's copies were taken") {
+    net.Restart("m2");
+    net.Install(all, {"m1", "m3"});  // the first new process never got its table
+    net.Restart("m2");
+    net.Install(all, {"m2", "m1", "m3"});
+  }
+  for (const char* via : {"m1", "m2", "m3"}) Verify(net.node(via).service, acked);
+  for (int i = 0; i < 500 && net.node("m2").service.AwaitingPartitionCount() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(net.node("m2").service.AwaitingPartitionCount() == 0);
+  // The new process holds full replicas: the other two die in turn, and it serves everything.
+  net.Kill("m1");
+  net.Install({"m2", "m3"}, {"m2", "m3"});
+  for (int i = 0; i < 500 && net.node("m3").service.AwaitingPartitionCount() +
+                                     net.node("m2").service.AwaitingPartitionCount() >
+                                 0;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  net.Kill("m3");
+  net.Install({"m2"}, {"m2"});
+  Verify(net.node("m2").service, acked);
 }
 
 TEST_CASE("A joiner answers other members only once its table and copies are in",
@@ -623,7 +709,8 @@ TEST_CASE(
   auto table = [&](const std::string& other) {
     return std::vector<std::vector<std::string>>(271, {"self", other});
   };
-  service.SetPartitionTable(table("a"), {"a", "self"}, "self", &peers);  // master a
+  service.SetPartitionTable(table("a"), {{"a", "a"}, {"self", "self"}}, "self",
+                            &peers);  // master a
   REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "k", "ours")));
 
   auto batches = service.LeaveCluster();
@@ -636,8 +723,9 @@ TEST_CASE(
   CHECK(!service.OwnsPartition(p));
 
   Apply(service, CopyOf(p, "k", "stale", "a"));  // a late copy from the old cluster
-  service.SetPartitionTable(table("b"), {"b", "self"}, "self", &peers);  // joined b's cluster
-  CHECK(!service.OwnsPartition(p));                                      // waits for b's copy
+  service.SetPartitionTable(table("b"), {{"b", "b"}, {"self", "self"}}, "self",
+                            &peers);  // joined b's cluster
+  CHECK(!service.OwnsPartition(p));   // waits for b's copy
   Apply(service, CopyOf(p, "k", "fresh", "b"));
   CHECK(service.OwnsPartition(p));
   auto got = service.ExecuteSync(Rq(MapOp::kGet, "k"));
@@ -664,8 +752,8 @@ TEST_CASE(
   NoPeers peers;
   const std::uint32_t p = tessera::partition::Partitioner(271).PartitionOf("stock");
   // This member owns every partition; "a" (the old owner, now removed) was its backup's source.
-  service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self"}), {"self"}, "self",
-                            &peers);
+  service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self"}),
+                            {{"self", "self"}}, "self", &peers);
   REQUIRE(service.OwnsPartition(p));
   REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "stock", "38")));
   auto apply = [&](std::vector<ReplicaUpdate> updates) {
@@ -686,6 +774,89 @@ TEST_CASE(
   CHECK(got->value == "38");  // neither the stale set nor the stale delete was applied
   service.Stop();
   shards.Stop();
+}
+
+TEST_CASE("A backup refuses the writes of a member its view does not list, and takes its members'",
+          "[map][cluster][fence]") {
+  // A bridge partition: two masters each remove the other and keep the member between them.
+  // That member follows one view; the other master's writes must not be confirmed through it
+  // (it confirmed them, the master acknowledged them, and the merge discarded them).
+  tessera::base::SteadyClock clock;
+  EntryProcessorRegistry processors;
+  tessera::runtime::ShardSet shards{2};
+  shards.Start();
+  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
+                     spdlog::null_logger_mt("outsider"));
+  service.Start();
+  NoPeers peers;
+  const std::uint32_t p = tessera::partition::Partitioner(271).PartitionOf("k");
+  // "b" owns every partition, this member backs it up; "a" is not in this member's view.
+  service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"b", "self"}),
+                            {{"b", "uuid-b"}, {"self", "uuid-self"}}, "self", &peers);
+  auto apply = [&](std::vector<ReplicaUpdate> updates, const std::string& sender) {
+    std::promise<tessera::base::Result<StalePartitions>> done;
+    service.ApplyReplica(
+        std::move(updates),
+        [&](tessera::base::Result<StalePartitions> r) { done.set_value(std::move(r)); }, sender);
+    return done.get_future().get();
+  };
+  REQUIRE(apply(CopyOf(p, "k", "copied-from-b", "b"), "uuid-b"));  // the backup's first copy
+  REQUIRE(apply({{ReplicaUpdate::Kind::kSet, "orders", p, "k", "from-b", 0, 0, 2}}, "uuid-b"));
+  auto refused =
+      apply({{ReplicaUpdate::Kind::kSet, "orders", p, "k", "from-a", 0, 0, 3}}, "uuid-a");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == ErrorCode::kNotOwner);
+  CHECK(refused.error().message().find("uuid-a is not in this member's cluster view") !=
+        std::string::npos);
+  CHECK_FALSE(apply({{ReplicaUpdate::Kind::kDelete, "orders", p, "k", "", 0, 0, 3}}, "uuid-a"));
+  CHECK_FALSE(apply({{ReplicaUpdate::Kind::kClearPartition, "", p, "", "", 0, 0, 3}}, "uuid-a"));
+  // Its resync (clear, then entries) is ignored.
+  auto resync = CopyOf(p, "k", "resync-from-a", "a");
+  resync.front().kind = ReplicaUpdate::Kind::kResyncBegin;
+  CHECK(apply(resync, "uuid-a"));
+  // The backup's replica holds b's write only: promoted, it serves it.
+  service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self"}),
+                            {{"self", "uuid-self"}}, "self", &peers);
+  auto got = service.ExecuteSync(Rq(MapOp::kGet, "k"));
+  REQUIRE(got);
+  CHECK(got->value == "from-b");
+  service.Stop();
+  shards.Stop();
+}
+
+TEST_CASE(
+    "A quorum map's write waiting for its owner is admitted again: it is refused once the "
+    "cluster lost its quorum, not applied without backups",
+    "[map][cluster][quorum]") {
+  // The master cut off: a write admitted with 3 members waited for an owner it could not
+  // reach; the table that ended the wait left this member alone, owning the partition with no
+  // backups. The write was applied and acknowledged, and the merge discarded it.
+  Network net;
+  net.Add("m1");
+  net.Add("m2");
+  MapConfig quorum;
+  quorum.min_cluster_size = 2;
+  for (const char* m : {"m1", "m2"}) net.node(m).service.Configure("orders", quorum);
+  net.Install({"m1"}, {"m1"});
+  net.Install({"m1", "m2"}, {"m1", "m2"});
+  std::string key;
+  for (int i = 0; key.empty(); ++i) {
+    const std::string k = "k" + std::to_string(i);
+    if (net.ReplicasOf(k).front() == "m2") key = k;
+  }
+  net.Kill("m2");
+  std::promise<tessera::base::Result<MapResult>> done;
+  net.node("m1").service.Execute(
+      Rq(MapOp::kSet, key, "v"),
+      [&](tessera::base::Result<MapResult> r) { done.set_value(std::move(r)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // retrying towards m2
+  net.Install({"m1"}, {"m1"});  // m2 removed: m1 alone, below the quorum
+  auto result = done.get_future().get();
+  REQUIRE_FALSE(result);
+  CHECK(result.error().code() == ErrorCode::kNoQuorum);
+  auto got = net.node("m1").service.ExecuteSync(Rq(MapOp::kGet, key));
+  REQUIRE(got);
+  CHECK_FALSE(got->value.has_value());
 }
 
 namespace {

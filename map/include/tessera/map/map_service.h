@@ -214,6 +214,15 @@ class MapService {
   // from other members get kNotOwner. Without it, a member starts serving every partition,
   // as a standalone member does. Call before serving requests. Thread-safe.
   void ExpectPartitionTable();
+  // A live member as SetPartitionTable takes it: `address`, where its requests go, and `id`,
+  // the identity of its process (membership's uuid). A process restarted at the same address
+  // has a new id and none of its old self's data: the table change counts the old process as
+  // dead (its partitions stay with the replicas that survive it, which copy them to every new
+  // holder, the new process too), never as the holder of what it held.
+  struct TableMember {
+    std::string address;
+    std::string id;
+  };
   // Cluster: installs the partition table as member addresses (replicas[p] = owner, then
   // backups; `members` = the live members; `self` = this member's address). Partitions owned
   // here run here; keyed requests for others go to their owner through `routing`, whole-map
@@ -226,7 +235,7 @@ class MapService {
   // are answered kNotOwner: the sender retries.
   // REQUIRES: replicas.size() == partition count; `routing` outlives the service. Thread-safe.
   void SetPartitionTable(std::vector<std::vector<std::string>> replicas,
-                         const std::vector<std::string>& members, std::string self,
+                         const std::vector<TableMember>& members, std::string self,
                          ClusterRouting* routing);
   // Applies updates the owner of their partitions sent (backup writes, migration copies);
   // `done` runs once they are applied, on some shard thread, with the partitions whose replica
@@ -234,8 +243,13 @@ class MapService {
   // (set/delete) a partition this member serves as owner, so its sender acts on a stale table
   // (it was paused or cut off); those writes are not applied (the rest of the batch is), and
   // the sender fails the write instead of confirming it. Thread-safe.
+  // `sender`: the identity (TableMember::id) of the member that sent them, empty when unknown;
+  // a member this member's current table does not list gets kNotOwner for its writes
+  // (kSet, kDelete, a write's clear) and its resyncs are ignored: it was cut off or removed
+  // and must not confirm writes through this member (copies are still taken).
   void ApplyReplica(std::vector<ReplicaUpdate> updates,
-                    std::function<void(base::Result<StalePartitions>)> done);
+                    std::function<void(base::Result<StalePartitions>)> done,
+                    const std::string& sender = {});
   // Whether this member serves `partition` (true for all until SetPartitionTable).
   bool OwnsPartition(std::uint32_t partition) const;
   // Partition ownership changes: `hook(partition)` runs on the partition's shard after
@@ -274,6 +288,13 @@ class MapService {
   // Keyed requests this member sent on to another member (their partition's owner) since
   // start: clients that send each key to its owner keep this near zero.
   std::uint64_t ForwardedCount() const;
+  // Partition copies this member sent since start (migrations and resyncs): the partitions
+  // and the bytes of their entries (keys and values). Any thread.
+  struct CopyCounters {
+    std::uint64_t partitions = 0;
+    std::uint64_t bytes = 0;
+  };
+  CopyCounters CopiesSent() const;
   // Per ring (a reliable topic), what this member stored as the ring's owner since start:
   // messages stored, and messages the discard-newest policy dropped. Sorted by ring name.
   std::vector<std::pair<std::string, RingCounters>> RingStats() const;

@@ -1,0 +1,196 @@
+// A member SIGKILLed and started again at the same address, as a supervisor (systemd
+// Restart=always, a pod restarted in place) does within a second: the new process has none of
+// the old one's data, and the cluster must treat the old one as dead (its partitions stay with
+// their backups) and the new one as a joiner (it gets copies). Counted by address, the new
+// process was taken for the old holder and a quarter of a 3-member cluster's keys were gone.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <thread>
+
+#include "child_process.h"
+
+namespace tessera::integration {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kKeys = 10'000;
+constexpr base::Millis kFailureTimeoutMs = 3000;
+
+std::string Key(int i) { return "key-" + std::to_string(i); }
+std::string Value(int i) { return "value-" + std::to_string(i); }
+
+// A member with fixed native and HTTP ports, so it can be started again where it was.
+struct Slot {
+  std::uint16_t port = UnusedPort();
+  std::uint16_t http_port = UnusedPort();
+  std::vector<std::string> join;
+  std::unique_ptr<NodeProcess> node;
+
+  void Start() {
+    std::vector<std::string> args = {"--port",
+                                     std::to_string(port),
+                                     "--http-port",
+                                     std::to_string(http_port),
+                                     "--log-level",
+                                     "warn",
+                                     "--threads",
+                                     "2",
+                                     "--heartbeat-ms",
+                                     "200",
+                                     "--failure-timeout-ms",
+                                     std::to_string(kFailureTimeoutMs),
+                                     "--join-timeout-ms",
+                                     "1500"};
+    args.insert(args.end(), join.begin(), join.end());
+    auto started = NodeProcess::Start(args);
+    if (!started) FAIL(started.error().message());
+    node = std::move(*started);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+  std::string Uuid() const {
+    auto client = ConnectOrFail(*node);
+    auto info = client->FetchMemberInfoJson();
+    REQUIRE(info);
+    return nlohmann::json::parse(*info)["uuid"].get<std::string>();
+  }
+};
+
+// The bytes of partition copies `slot`'s member sent since it started (its /metrics).
+std::int64_t CopyBytesSent(const Slot& slot) {
+  const std::string metrics = HttpGet(slot.http_port, "/metrics").body;
+  const std::string name = "\ntessera_migration_bytes_sent_total ";
+  const auto at = metrics.find(name);
+  REQUIRE(at != std::string::npos);
+  return std::stoll(metrics.substr(at + name.size()));
+}
+
+// Waits until `via`'s view lists exactly `uuids`, then until its /health/safe says every
+// partition has all its replicas copied; returns how long that took. FAILs after 30 s.
+std::chrono::milliseconds WaitSafeWith(const Slot& via, const std::vector<std::string>& uuids) {
+  const auto start = Clock::now();
+  const auto deadline = start + 30s;
+  for (;;) {
+    auto client = grid::Client::Connect(ClientOptionsFor(*via.node));
+    if (client) {
+      auto view = (*client)->FetchClusterView();
+      bool listed = view && view->members.members.size() == uuids.size();
+      for (const auto& uuid : uuids) listed = listed && view->members.Find(uuid) != nullptr;
+      if (listed && HttpGet(via.http_port, "/health/safe").status == 200) break;
+    }
+    if (Clock::now() > deadline) {
+      FAIL("the cluster was not safe with the restarted member within 30 s: "
+           << HttpGet(via.http_port, "/health/safe").body);
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+}
+
+// Every key reads back with its value through `via` (a client that knows only that member),
+// and the map's size is the number of keys.
+void VerifyThrough(const Slot& via, const std::string& phase) {
+  INFO(phase << ", through " << via.address());
+  auto client = ConnectOrFail(*via.node);
+  auto map = client->GetMap("orders");
+  int missing = 0, wrong = 0;
+  for (int start = 0; start < kKeys; start += 1000) {
+    std::vector<std::string> keys;
+    for (int i = start; i < std::min(kKeys, start + 1000); ++i) keys.push_back(Key(i));
+    auto values = map->GetAll(keys);
+    REQUIRE(values);
+    for (int i = start; i < std::min(kKeys, start + 1000); ++i) {
+      auto it = values->find(Key(i));
+      missing += it == values->end();
+      wrong += it != values->end() && it->second != Value(i);
+    }
+  }
+  CHECK(missing == 0);
+  CHECK(wrong == 0);
+  auto size = map->Size();
+  REQUIRE(size);
+  CHECK(*size == kKeys);
+}
+
+// Three members (the first the master), 10,000 acknowledged writes, then the member at
+// `victim` is SIGKILLed and started again after `down` at the same address and ports.
+void RunRestart(int victim, std::chrono::milliseconds down) {
+  std::vector<Slot> slots(3);
+  slots[0].Start();
+  for (int i = 1; i < 3; ++i) {
+    slots[i].join = {"--join", slots[0].address()};
+    slots[i].Start();
+  }
+  WaitForMembers(*slots[0].node, 3);
+  {
+    auto client = ConnectOrFail(*slots[0].node);
+    auto map = client->GetMap("orders");
+    for (int start = 0; start < kKeys; start += 500) {
+      std::vector<std::pair<std::string, std::string>> entries;
+      for (int i = start; i < start + 500; ++i) entries.emplace_back(Key(i), Value(i));
+      REQUIRE(map->PutAll(entries));  // acknowledged: on the owner and its backup
+    }
+  }
+  const Slot& witness = slots[victim == 0 ? 1 : 0];
+  const std::string old_uuid = slots[victim].Uuid();
+  std::int64_t copied_before = 0;  // by the members that stay up
+  for (int i = 0; i < 3; ++i) copied_before += i == victim ? 0 : CopyBytesSent(slots[i]);
+  slots[victim].node->Stop(SIGKILL);
+  std::this_thread::sleep_for(down);
+  const auto restarted = Clock::now();
+  slots[victim].Start();
+  const std::string new_uuid = slots[victim].Uuid();
+  REQUIRE(new_uuid != old_uuid);
+  std::vector<std::string> uuids;
+  for (int i = 0; i < 3; ++i) uuids.push_back(i == victim ? new_uuid : slots[i].Uuid());
+  WaitSafeWith(witness, uuids);
+  const auto safe_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - restarted);
+  std::int64_t copied = -copied_before;
+  for (const auto& slot : slots) copied += CopyBytesSent(slot);
+  // Figures, not limits: docs/reliability.md reports them.
+  WARN("member " << victim << " restarted after " << down.count() << " ms: the cluster was safe "
+                 << safe_ms.count() << " ms after the new process started; " << copied
+                 << " bytes of entries copied");
+  for (const auto& slot : slots) VerifyThrough(slot, "after the restart");
+  // The new process holds full replicas: with the other two gone in turn it serves every key.
+  for (int other = 0; other < 3; ++other) {
+    if (other == victim) continue;
+    slots[other].node->Stop(SIGKILL);
+    std::vector<std::string> left;
+    for (int i = 0; i < 3; ++i) {
+      if (slots[i].node->running()) left.push_back(i == victim ? new_uuid : slots[i].Uuid());
+    }
+    WaitSafeWith(slots[victim], left);
+    VerifyThrough(slots[victim], "after the other members died");
+  }
+}
+
+}  // namespace
+
+// The table (its failure timeout was 5 s; here 3 s): 0.5 s and 2 s lost about a
+// quarter of the keys before, 4.5 s (after the timeout) lost none.
+TEST_CASE("A member SIGKILLed and restarted after 0.5 s at its address loses no acknowledged write",
+          "[tools][cluster][restart]") {
+  RunRestart(1, 500ms);
+}
+
+TEST_CASE("A member restarted after 2 s, before the failure timeout, loses no acknowledged write",
+          "[tools][cluster][restart]") {
+  RunRestart(1, 2000ms);
+}
+
+TEST_CASE("A member restarted after 4.5 s, after the failure timeout, loses no acknowledged write",
+          "[tools][cluster][restart]") {
+  RunRestart(1, 4500ms);
+}
+
+TEST_CASE(
+    "The master SIGKILLed and restarted after 0.5 s at its address loses no acknowledged write",
+    "[tools][cluster][restart]") {
+  RunRestart(0, 500ms);
+}
+
+}  // namespace tessera::integration
