@@ -132,12 +132,15 @@ class Cluster:
         argv += list(extra)
         return self._start(Proc(f"{kind}-{index}", argv, self.work))
 
-    def restart(self, proc, join=None):
-        """Starts `proc` again with its arguments (a new embedded member on a new port)."""
+    def restart(self, proc, join=None, same_address=False):
+        """Starts `proc` again with its arguments (a new embedded member on a new port, or
+        with `same_address` on the port it had)."""
         argv = [a for a in proc.argv]
         if "--join" in argv:
             i = argv.index("--join")
             del argv[i:i + 2]
+        if same_address:
+            argv[argv.index("--port") + 1] = proc.native.split(":")[1]
         if join is not None:
             argv += ["--join", join.native]
         proc.argv = argv
