@@ -168,6 +168,10 @@ std::shared_ptr<Map> Client::GetMap(const std::string& name) {
 
 void Client::Shutdown() { impl_->Stop(); }
 
+std::uint64_t Client::ClusterEpoch() const {
+  return impl_->cluster_epoch.load(std::memory_order_acquire);
+}
+
 namespace {
 // One blocking call on the client's current connection.
 Result<std::string> ClusterCall(Client::Impl& impl, std::uint16_t op,

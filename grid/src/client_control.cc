@@ -142,6 +142,13 @@ Client::Impl::ViewUpdate Client::Impl::ApplyView(const std::string& payload) {
   }
   {
     std::lock_guard lock(mu);
+    // A new master (a failover, a merge, or a restarted cluster after a reconnect), even in a
+    // view this client does not install: reservations made through it are checked again.
+    const std::string& master = view.members.members.front().uuid;
+    if (!view_master.empty() && view_master != master) {
+      cluster_epoch.fetch_add(1, std::memory_order_acq_rel);
+    }
+    view_master = master;
     std::pair<std::int64_t, std::int64_t> version{view.members.version, view.partitions.version};
     if (version < view_version) return ViewUpdate::kApplied;
     view_version = version;

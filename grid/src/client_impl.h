@@ -19,6 +19,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
@@ -299,7 +300,9 @@ struct Client::Impl : public Invoker,
   std::size_t next_address = 0;
   std::chrono::milliseconds reconnect_backoff{50};
   std::pair<std::int64_t, std::int64_t> view_version{0, 0};  // member list, table
-  std::vector<std::string> owner_of;  // partition -> owner address; empty without a view
+  std::string view_master;                      // the master's uuid in the last view seen
+  std::atomic<std::uint64_t> cluster_epoch{0};  // Client::ClusterEpoch: master changes seen
+  std::vector<std::string> owner_of;            // partition -> owner address; empty without a view
   std::vector<Address> view_addresses;
   std::vector<std::string> view_members;
   std::map<std::string, Peer> peers;  // by member address

@@ -215,8 +215,17 @@ base::Result<void> Member::StartMembership() {
       std::move(self), std::move(cluster), impl_->steady, log_);
   impl_->merger = std::make_unique<ClusterMerger>(impl_->maps, log_);
   impl_->membership->set_rejoin_listener(
-      [merger = impl_->merger.get()](const std::string& why) { merger->OnRejoin(why); });
+      [merger = impl_->merger.get(), impl = impl_.get()](const std::string& why) {
+        impl->cluster_epoch.fetch_add(1, std::memory_order_acq_rel);
+        merger->OnRejoin(why);
+      });
   impl_->membership->set_view_listener([this, self_address](const membership::ClusterView& view) {
+    if (const membership::MemberInfo* master = view.members.master()) {
+      if (!impl_->last_master.empty() && impl_->last_master != master->uuid) {
+        impl_->cluster_epoch.fetch_add(1, std::memory_order_acq_rel);
+      }
+      impl_->last_master = master->uuid;
+    }
     // The partition table as addresses, for routing, backups and migration.
     std::unordered_map<std::string, std::string> address;
     std::vector<map::MapService::TableMember> members;
@@ -542,6 +551,10 @@ std::shared_ptr<Stream> Member::GetStream(const std::string& name, StreamConfig 
 
 std::shared_ptr<Topic> Member::GetTopic(const std::string& name) {
   return std::make_shared<Topic>(name, impl_->embedded_topics);
+}
+
+std::uint64_t Member::ClusterEpoch() const {
+  return impl_->cluster_epoch.load(std::memory_order_acquire);
 }
 
 void Member::Shutdown() {

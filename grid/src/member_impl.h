@@ -45,6 +45,9 @@ struct Member::Impl {
 
   base::SteadyClock steady;
   const base::Clock* clock;
+  // Member::ClusterEpoch: rejoins and master changes seen (the membership's thread writes).
+  std::atomic<std::uint64_t> cluster_epoch{0};
+  std::string last_master;  // the membership's thread only
   runtime::ShardSet shards;
   map::MapService maps;
   EventExecutor events;

@@ -4,6 +4,7 @@ SIGCONT, network partitions through `grid-cli fault` (one member cut off, a brid
 master cut off), SIGTERM rolling restarts, and mixes of them.
 
 Every process started here is stopped by Cluster.stop (the runner calls it on every exit)."""
+import ctypes
 import json
 import os
 import random
@@ -13,6 +14,12 @@ import socket
 import subprocess
 import time
 import urllib.request
+
+
+def _die_with_parent():
+    """In the child before exec: SIGKILL it when the harness dies (a test runner's timeout
+    kills the harness with SIGKILL, and its members must not outlive it)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def free_ports(count):
@@ -65,7 +72,8 @@ class Node:
         log = open(self.log_path, "ab")
         log.write(("\n=== start %s at %.3f\n" % (" ".join(args), time.monotonic())).encode())
         log.flush()
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log,
+                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         log.close()
         line = self.proc.stdout.readline().decode()
         if "ready" not in line:

@@ -30,6 +30,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -294,6 +295,8 @@ def main():
     p.add_argument("--json", help="also write the summary here")
     p.add_argument("--keep", action="store_true", help="keep the work directory when valid")
     args = p.parse_args()
+    # SIGTERM (a test runner stopping the run) unwinds like an error: the members are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
     try:
         summary = run(args)
     except Exception as e:  # noqa: BLE001

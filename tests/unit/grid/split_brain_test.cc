@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cluster_test_util.h"
+#include "tessera/grid/id_generator.h"
 #include "tessera/grid/map.h"
 #include "tessera/grid/member.h"
 #include "tessera/grid/reliable_topic.h"
@@ -294,4 +295,45 @@ TEST_CASE("Split-brain figures: heal to one cluster, entries merged per second",
                               << "joining = "
                               << kEntries * 1000.0 / std::max<long>(1, ms(merged - joined))
                               << " entries/s");
+}
+
+TEST_CASE(
+    "Id generators created on both sides of a partition lease the same node id; after the "
+    "merge the merged side's generator takes a new one",
+    "[grid][split][ids]") {
+  // Each side increments its own copy of the node counter and finds the same lease free, so
+  // both sides' new generators get one node id. Event ids deduplicate stream appends and key
+  // inbox markers: a generator that kept it after the merge could repeat the other's ids.
+  Trio trio;
+  Member &a = *trio.a, &c = *trio.c;
+  auto before = tessera::grid::IdGenerator::Create(a);  // the counter and a lease exist
+  REQUIRE(before);
+  trio.Split();  // {a, b} | {c}
+  auto on_c = tessera::grid::IdGenerator::Create(c);
+  auto on_a = tessera::grid::IdGenerator::Create(a);
+  REQUIRE(on_c);
+  REQUIRE(on_a);
+  const std::set<std::uint32_t> split_nodes = {(*before)->node_id(), (*on_a)->node_id()};
+  INFO("nodes: before " << (*before)->node_id() << ", a " << (*on_a)->node_id() << ", c "
+                        << (*on_c)->node_id());
+  REQUIRE(split_nodes.count((*on_c)->node_id()) == 1);  // the collision this test is about
+  trio.Heal();
+  REQUIRE(WaitUntil(
+      [&] {
+        return AllList({trio.a.get(), trio.b.get(), &c}, 3);
+      },
+      std::chrono::seconds(10)));
+  REQUIRE(WaitUntil([&] { return c.map_service().AwaitingPartitionCount() == 0; }));
+  const std::int64_t id_c = (*on_c)->Next();  // checks its lease first: c merged
+  const std::int64_t id_a = (*on_a)->Next();
+  const std::int64_t id_before = (*before)->Next();
+  using tessera::grid::IdGenerator;
+  CHECK(IdGenerator::NodeOf(id_c) != IdGenerator::NodeOf(id_a));
+  CHECK(IdGenerator::NodeOf(id_c) != IdGenerator::NodeOf(id_before));
+  CHECK(IdGenerator::NodeOf(id_a) == (*on_a)->node_id());  // a did not merge: kept its lease
+  CHECK(IdGenerator::NodeOf(id_before) == (*before)->node_id());
+  // The new node id is leased to c's generator: a generator created now gets another one.
+  auto later = IdGenerator::Create(a);
+  REQUIRE(later);
+  CHECK((*later)->node_id() != IdGenerator::NodeOf(id_c));
 }

@@ -94,6 +94,7 @@ class Client final : public Instance {
   std::shared_ptr<Stream> GetStream(const std::string& name, StreamConfig config = {}) override;
   base::Result<TransactionResult> Transact(const Transaction& transaction) override;
   void Shutdown() override;
+  std::uint64_t ClusterEpoch() const override;
 
   // The connected member's view of the cluster: member list (oldest first, the first is the
   // master) and partition table. Errors: those of a call (kTimeout, kConnectionFailed, ...).

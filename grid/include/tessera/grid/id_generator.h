@@ -27,13 +27,25 @@
 //     within 7 days of each other. A restart creates a new generator with a new node id, so
 //     ids stay unique across process restarts, and across a restart of the whole cluster as
 //     long as its clock moved on by more than the 10 s a generator may run ahead.
+//   - The lease is checked again whenever the instance's ClusterEpoch changes (a split-brain
+//     merge or rejoin, a new master, a restarted cluster): the first Next after it reads the
+//     lease (one round trip) and, when another generator holds the node id now (both sides of
+//     a network partition leased it; the merge kept the other side's lease) or the lease is
+//     gone and cannot be taken back, reserves a new node id before it hands out an id. While
+//     the cluster cannot be reached the old node id is kept and the check is tried again at
+//     most once a second. Two generators created on the two sides of a partition can share a
+//     node id until the merge: their ids can repeat only within the same millisecond and
+//     sequence (docs/reliability.md).
 //
-// Thread-safety: Next is safe from any thread, lock-free.
+// Thread-safety: Next is safe from any thread; it is lock-free except for the check above,
+// which blocks (one call) and must not run on a member's shard thread.
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "tessera/base/error.h"
 
@@ -53,6 +65,9 @@ class IdGenerator {
   // one per node id found leased). Errors: those of the map calls (kTimeout,
   // kConnectionFailed, ...), kOverloaded when every node id is leased.
   static base::Result<std::unique_ptr<IdGenerator>> Create(Instance& instance);
+  // Create's result: a node id leased through `instance` by `holder`. REQUIRES: `instance`
+  // outlives the generator.
+  IdGenerator(std::uint32_t node_id, Instance& instance, std::string holder);
   // A generator with a given node id (tests; ids are unique only if no other generator in
   // the cluster uses the same node id). REQUIRES: node_id < 2^15.
   explicit IdGenerator(std::uint32_t node_id);
@@ -68,7 +83,7 @@ class IdGenerator {
   // the cluster. Waits only when more than 10 s ahead of the clock (above).
   std::int64_t Next();
 
-  std::uint32_t node_id() const { return node_id_; }
+  std::uint32_t node_id() const { return node_id_.load(std::memory_order_acquire); }
   // The parts of an id: Unix time in ms, and the node id of the generator that made it.
   static std::int64_t TimestampMsOf(std::int64_t id) { return (id >> 22) + kEpochMs; }
   static std::uint32_t NodeOf(std::int64_t id) {
@@ -79,8 +94,15 @@ class IdGenerator {
   // The generator's clock in ms since kEpochMs: steady + the largest wall - steady seen
   // (above).
   std::int64_t ClockMs();
+  // The lease check after a ClusterEpoch change (above).
+  void RecheckLease(std::uint64_t epoch);
 
-  std::uint32_t node_id_;
+  std::atomic<std::uint32_t> node_id_;
+  Instance* instance_ = nullptr;  // null: a fixed node id
+  std::string holder_;            // what the lease entry holds while it is ours
+  std::atomic<std::uint64_t> checked_epoch_{0};
+  std::mutex check_mu_;
+  std::chrono::steady_clock::time_point next_check_;  // after a failed check; check_mu_
   Clocks clocks_;
   std::atomic<std::int64_t> offset_ns_;  // the largest wall - steady seen, in ns
   // (milliseconds since kEpochMs << kSequenceBits) | sequence of the last id handed out.

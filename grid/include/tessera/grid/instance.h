@@ -5,6 +5,7 @@
 //
 // Thread-safety: safe to use from many threads at once.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -51,6 +52,11 @@ class Instance {
   virtual base::Result<TransactionResult> Transact(const Transaction& transaction) = 0;
   // Stops the instance: a member leaves, a client disconnects. Idempotent.
   virtual void Shutdown() = 0;
+  // Changes whenever this instance may have come to see another cluster's state: a member
+  // merged or rejoined after a split brain, or a new master (a failover, a merge, a restarted
+  // cluster a client reconnected to). What was reserved cluster-wide through the instance
+  // (IdGenerator's node id lease) is checked again when it changes. Any thread.
+  virtual std::uint64_t ClusterEpoch() const { return 0; }
 };
 
 }  // namespace tessera::grid

@@ -115,6 +115,7 @@ class Member final : public Instance {
   // Leaves the cluster gracefully (bounded by the failure timeout), then stops everything.
   base::Result<TransactionResult> Transact(const Transaction& transaction) override;
   void Shutdown() override;
+  std::uint64_t ClusterEpoch() const override;
 
   // The native port actually bound (useful with port 0), 0 if not listening.
   std::uint16_t native_port() const;
