@@ -143,6 +143,7 @@ struct ReplicaUpdate {
   updateAgeMs @8 :Int64;   # set/copy set: how long before sending the entry was last written
   hits @9 :Int64;          # set/copy set: its reads on the owner
   valueKind @10 :UInt8;    # set/copy set: ValueKind of the entry (0 plain)
+  entryVersion @11 :UInt32;  # set/copy set: the entry's version on the owner (0: not sent)
 }
 
 struct ReplicaUpdates {

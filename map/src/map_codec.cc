@@ -459,6 +459,7 @@ std::string EncodeReplicaUpdates(const std::vector<ReplicaUpdate>& updates) {
     out.setUpdateAgeMs(u.update_age_ms);
     out.setHits(u.hits);
     out.setValueKind(static_cast<std::uint8_t>(u.value_kind));
+    out.setEntryVersion(u.entry_version);
   }
   return Finish(message);
 }
@@ -483,7 +484,8 @@ base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view b
               {static_cast<ReplicaUpdate::Kind>(u.getKind()), FromText(u.getMapName()),
                u.getPartitionId(), FromData(u.getKey()), FromData(u.getValue()), u.getTtlLeftMs(),
                u.getMaxIdleMs(), u.getVersion(), std::max<std::int64_t>(0, u.getUpdateAgeMs()),
-               std::max<std::int64_t>(0, u.getHits()), static_cast<ValueKind>(u.getValueKind())});
+               std::max<std::int64_t>(0, u.getHits()), static_cast<ValueKind>(u.getValueKind()),
+               u.getEntryVersion()});
         }
         return out;
       });

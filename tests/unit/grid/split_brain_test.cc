@@ -298,7 +298,7 @@ TEST_CASE("Split-brain figures: heal to one cluster, entries merged per second",
 }
 
 TEST_CASE(
-    "Id generators created on both sides of a partition lease the same node id; after the "
+    "Id generators created on both sides of a partition lease the same node id, after the "
     "merge the merged side's generator takes a new one",
     "[grid][split][ids]") {
   // Each side increments its own copy of the node counter and finds the same lease free, so

@@ -61,6 +61,9 @@ class Record {
   // Reads are counted up to here (the top 2 bits of the count hold the kind).
   static constexpr std::uint32_t kMaxHits = (1u << 30) - 1;
   std::uint32_t version() const { return version_; }
+  // A replica of an entry written elsewhere takes the owner's version (ReplicaUpdate), so
+  // that versions compared across a failover or a migration (RESP WATCH) mean the same write.
+  void set_version(std::uint32_t version) { version_ = version; }
 
   // True once the TTL deadline or the idle deadline has been reached (at `now` exactly an
   // entry with ttl t written at w, w + t == now, is expired).

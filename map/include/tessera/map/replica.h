@@ -58,6 +58,10 @@ struct ReplicaUpdate {
   std::int64_t hits = 0;
   // kSet/kCopySet: what the value holds (map_request.h).
   ValueKind value_kind = ValueKind::kPlain;
+  // kSet/kCopySet: the entry's version on the owner (EntryView::version, what RESP WATCH
+  // compares), kept by the replica so a promoted backup or a new owner goes on counting from
+  // it; 0: not sent (a member of an earlier release), the replica counts its own writes.
+  std::uint32_t entry_version = 0;
 
   friend bool operator==(const ReplicaUpdate&, const ReplicaUpdate&) = default;
 };

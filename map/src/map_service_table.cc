@@ -1,0 +1,252 @@
+// MapService's partition table (map_service.h SetPartitionTable): what a new table changes on
+// this member. Per partition it decides, from the previous table and the next, whether this
+// member serves it, waits for its copy, waits for a work handoff, hands its work over, and
+// copies it to new holders (as its previous owner, its first surviving replica, or a source
+// that defers until its own copy arrived). Tables are compared by member identity: a process
+// restarted at the same address is the old one's death and a new holder.
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "map_service_impl.h"
+#include "tessera/base/check.h"
+
+namespace tessera::map {
+namespace {
+
+bool Contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+base::Millis SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void MapService::Impl::SendDeferredCopies(std::size_t shard, std::uint32_t p) {
+  std::vector<std::string> to;
+  std::shared_ptr<const Routing> current;
+  {
+    std::lock_guard lock(ownership_mu);
+    to = std::move(deferred_copies[p]);
+    deferred_copies[p].clear();
+    current = routing;
+  }
+  if (to.empty() || !current || current->routing == nullptr) return;
+  if (log) log->info("partition {} arrived: copying it on to {}", p, fmt::join(to, ", "));
+  for (const auto& target : to) {
+    CopyPartition(shard, p, target, current->routing, [this, target, p](base::Result<void> ack) {
+      if (!ack && log) {
+        log->warn("copy of partition {} to {} failed: {}", p, target, ack.error().ToString());
+      }
+    });
+  }
+}
+
+void MapService::ExpectPartitionTable() {
+  std::lock_guard lock(impl_->ownership_mu);
+  if (impl_->routing) return;
+  impl_->expects_table.store(true);
+  for (std::uint32_t p = 0; p < partitioner_.partition_count(); ++p) {
+    impl_->flags[p].local.store(false);
+  }
+}
+
+void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replicas,
+                                   const std::vector<TableMember>& listed, std::string self,
+                                   ClusterRouting* routing) {
+  TESSERA_CHECK(replicas.size() == partitioner_.partition_count(),
+                "the partition table must list replicas for every partition");
+  std::vector<std::pair<std::uint32_t, std::vector<std::string>>> copies;  // partition, to
+  std::vector<std::vector<std::uint32_t>> changed(shards_.size());         // ownership, by shard
+  // Partitions this member stopped owning whose new owner held them already: it waits for
+  // our kHandoff, sent once the ownership hook stopped our work (on the shard).
+  std::vector<std::vector<std::pair<std::uint32_t, std::string>>> handoffs(shards_.size());
+  std::string self_address;
+  std::vector<std::uint32_t> foreign_copies;
+  {
+    std::lock_guard lock(impl_->ownership_mu);
+    auto previous = impl_->routing;
+    std::vector<std::string> members;
+    std::unordered_map<std::string, std::string> ids;
+    for (const auto& m : listed) {
+      members.push_back(m.address);
+      ids[m.address] = m.id;
+    }
+    // Addresses whose process was replaced since the previous table (restarted at once, before
+    // the failure timeout removed it): the old process is gone with its data. It leaves the
+    // previous replica lists below, so its partitions count as a dead member's (the surviving
+    // replicas hold them and copy them on), and the new process is a new holder.
+    std::set<std::string> replaced;
+    if (previous) {
+      for (const auto& [address, id] : previous->ids) {
+        auto it = ids.find(address);
+        if (it != ids.end() && it->second != id) replaced.insert(address);
+      }
+    }
+    if (!replaced.empty() && impl_->log) {
+      impl_->log->warn(
+          "member(s) at {} restarted (new identity): their old processes' replicas are gone; "
+          "the surviving replicas take their partitions and copy them to the new holders",
+          fmt::join(replaced, ", "));
+    }
+    auto next = std::make_shared<Impl::Routing>(
+        Impl::Routing{std::move(replicas), std::move(self), routing,
+                      members.empty() ? std::string() : members.front(), std::move(ids)});
+    // A member that left its cluster (LeaveCluster) may have received a late copy from it
+    // before this table: only copies from this table's cluster count. The partition then waits
+    // for this cluster's copy, which starts by clearing what the other one left.
+    if (impl_->left_cluster) {
+      impl_->left_cluster = false;
+      for (std::uint32_t p = 0; p < next->replicas.size(); ++p) {
+        auto& f = impl_->flags[p];
+        if (f.copy_arrived.load() && impl_->copy_master[p] != next->master) {
+          f.copy_arrived.store(false);
+          foreign_copies.push_back(p);
+        }
+      }
+    }
+    // The cluster's size before any flag: a shard that sees a partition lose its backups
+    // (a smaller cluster) sees the smaller size too, so a quorum map's write is not applied
+    // without backups under the old size.
+    impl_->cluster_size.store(members.size());
+    const base::Millis now = SteadyMs();
+    static const std::vector<std::string> kNone;
+    std::vector<std::string> survivors;  // the previous replicas of p without replaced ones
+    for (std::uint32_t p = 0; p < next->replicas.size(); ++p) {
+      const auto& after = next->replicas[p];
+      const std::vector<std::string>* before_p = previous ? &previous->replicas[p] : &kNone;
+      if (!replaced.empty()) {
+        survivors.clear();
+        for (const auto& m : *before_p) {
+          if (!replaced.contains(m)) survivors.push_back(m);
+        }
+        before_p = &survivors;
+      }
+      const auto& before = *before_p;
+      const bool owner = !after.empty() && after[0] == next->self;
+      // Who copies the partition to new holders: its previous owner if alive, else the first
+      // surviving previous replica. Without a previous table (this member just joined) some
+      // member that had one will.
+      std::string source;
+      for (const auto& m : before) {
+        if (Contains(members, m)) {
+          source = m;
+          break;
+        }
+      }
+      // Leaving (not listed any more) while still holding the only copy: hand it over.
+      if (source.empty() && Contains(before, next->self)) source = next->self;
+      const bool holder = Contains(after, next->self);
+      const bool had = Contains(before, next->self);
+      const bool data_elsewhere =
+          previous ? !source.empty() && source != next->self : members.size() > 1;
+      auto& f = impl_->flags[p];
+      // The source of new holders' copies that still waits for the partition itself keeps
+      // waiting (even when it holds no replica now), and copies on once it is here.
+      const bool awaiting_source = source == next->self && f.pending.load();
+      if (!holder) {
+        if (!awaiting_source) f.pending.store(false);
+        f.copy_arrived.store(false);
+        f.versioned.store(false);
+      } else if (!had && data_elsewhere && !f.copy_arrived.load() && !f.pending.load()) {
+        f.pending.store(true);  // a new holder: wait for the copy (it may serve nothing before)
+        f.pending_since_ms.store(now);
+      }
+      const bool was_local = f.local.load();
+      f.local.store(owner && !f.pending.load());
+      const std::size_t shard = shards_.ShardOfPartition(p);
+      if (was_local != f.local.load()) changed[shard].push_back(p);
+      // Work handoff between two live holders of the partition (no copy orders them).
+      const std::string& previous_owner = before.empty() ? next->self : before[0];
+      const bool was_owner = previous_owner == next->self;
+      if (owner && !was_owner && had && Contains(members, previous_owner)) {
+        if (f.handoff_arrived.exchange(false) && impl_->handoff_from[p] == previous_owner) {
+          f.handoff_pending.store(false);
+        } else if (!f.handoff_pending.load()) {
+          f.handoff_since_ms.store(now);  // before the flag: GiveUpStaleCopies reads both
+          f.handoff_pending.store(true);
+          impl_->handoff_from[p] = previous_owner;
+        }
+      } else if (!owner) {
+        f.handoff_arrived.store(false);
+        if (f.handoff_pending.exchange(false)) changed[shard].push_back(p);
+      } else if (f.handoff_pending.load() && (!Contains(members, impl_->handoff_from[p]) ||
+                                              replaced.contains(impl_->handoff_from[p]))) {
+        f.handoff_pending.store(false);  // the member we waited for is gone
+        changed[shard].push_back(p);
+      }
+      if (was_owner && !owner && !after.empty() && Contains(before, after[0]) &&
+          Contains(members, after[0])) {
+        handoffs[shard].emplace_back(p, after[0]);
+      }
+      if (owner && !f.pending.load()) f.versioned.store(true);
+      f.has_backups.store(owner && after.size() > 1);
+      auto& deferred = impl_->deferred_copies[p];
+      if (!source.empty() && source == next->self) {
+        std::vector<std::string> to;
+        for (const auto& m : after) {
+          if (m != next->self && !Contains(before, m)) to.push_back(m);
+        }
+        if (!to.empty() && awaiting_source) {
+          // Still waiting for the partition ourselves: copy once it is here (ApplyOnShard).
+          for (auto& m : to) {
+            if (!Contains(deferred, m)) deferred.push_back(std::move(m));
+          }
+        } else if (!to.empty()) {
+          copies.emplace_back(p, std::move(to));
+        }
+      }
+      // Deferred copies go only to members that still hold the partition.
+      std::erase_if(deferred, [&](const std::string& m) { return !Contains(after, m); });
+      if (!deferred.empty() && !awaiting_source) deferred.clear();  // another source now
+    }
+    self_address = next->self;
+    impl_->routing = std::move(next);
+  }
+  if (!foreign_copies.empty() && impl_->log) {
+    impl_->log->warn(
+        "ignoring {} partition copies that came from the cluster this member left; "
+        "waiting for this cluster's",
+        foreign_copies.size());
+  }
+  // Before the copies are posted: on each shard, work stopped by the hook is over before the
+  // partition's copy leaves (posts to a shard run in order).
+  for (std::size_t shard = 0; shard < changed.size(); ++shard) {
+    if (!changed[shard].empty()) impl_->NotifyOwnership(shard, std::move(changed[shard]));
+    if (handoffs[shard].empty() || routing == nullptr) continue;
+    shards_.InvokeOn(shard, [impl = impl_.get(), routing, self_address,
+                             list = std::move(handoffs[shard]), token = impl_->EnterRequest()] {
+      for (const auto& [p, to] : list) {
+        if (impl->IsLocal(p)) continue;  // a later table gave it back: our work runs on
+        ReplicaUpdate u;
+        u.kind = ReplicaUpdate::Kind::kHandoff;
+        u.partition_id = p;
+        u.key = self_address;  // the sender: the receiver accepts only the owner it waits for
+        routing->SendReplica(to, {u}, [](const base::Result<StalePartitions>&) {});
+      }
+    });
+  }
+  if (copies.empty() || routing == nullptr) return;
+  if (impl_->log)
+    impl_->log->info("copying {} partition(s) to their new replica holders", copies.size());
+  for (auto& [p, to] : copies) {
+    const std::size_t shard = shards_.ShardOfPartition(p);
+    shards_.InvokeOn(shard, [impl = impl_.get(), shard, p = p, to = std::move(to), routing,
+                             token = impl_->EnterRequest()] {
+      for (const auto& target : to) {
+        impl->CopyPartition(shard, p, target, routing, [impl, target, p](base::Result<void> ack) {
+          if (!ack && impl->log) {
+            impl->log->warn("copy of partition {} to {} failed: {}", p, target,
+                            ack.error().ToString());
+          }
+        });
+      }
+    });
+  }
+}
+
+}  // namespace tessera::map
