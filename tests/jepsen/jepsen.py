@@ -67,7 +67,10 @@ def classify(error):
     """'fail' when the server certainly applied nothing, else 'info' (unknown)."""
     text = str(error)
     if isinstance(error, redis.exceptions.WatchError):
-        return "fail"
+        # A conflict ("Watched variable changed.") applied nothing; redis-py also raises it when
+        # the connection died around EXEC ("A ConnectionError occurred on while watching one or
+        # more keys"): the EXEC may have been applied.
+        return "fail" if "Watched variable changed" in text else "info"
     if isinstance(error, redis.exceptions.ResponseError):
         # kNoQuorum: refused before anything was applied (map_service.cc CheckQuorum).
         if "cluster members for writes" in text and "was not applied" in text:

@@ -715,6 +715,26 @@ class NoPeers final : public ClusterRouting {
   }
 };
 
+// One map service with its shards and no peers: a member whose table names others that never
+// answer (the tests feed it replica updates by hand).
+struct Solo {
+  explicit Solo(const std::string& name)
+      : service(shards, tessera::partition::Partitioner(271), clock, processors,
+                spdlog::null_logger_mt(name)) {
+    shards.Start();
+    service.Start();
+  }
+  ~Solo() {
+    service.Stop();
+    shards.Stop();
+  }
+  tessera::base::SteadyClock clock;
+  EntryProcessorRegistry processors;
+  tessera::runtime::ShardSet shards{2};
+  MapService service;
+  NoPeers peers;
+};
+
 std::vector<ReplicaUpdate> CopyOf(std::uint32_t p, const std::string& key, const std::string& value,
                                   const std::string& master) {
   return {{ReplicaUpdate::Kind::kClearPartition, "", p, "", "", 0, 0, 0},
@@ -734,14 +754,9 @@ TEST_CASE(
     "A member that left its cluster takes its data out, ignores a late copy from that "
     "cluster and serves the new cluster's",
     "[map][cluster][merge]") {
-  tessera::base::SteadyClock clock;
-  EntryProcessorRegistry processors;
-  tessera::runtime::ShardSet shards{2};
-  shards.Start();
-  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
-                     spdlog::null_logger_mt("left-cluster"));
-  service.Start();
-  NoPeers peers;
+  Solo solo("left-cluster");
+  MapService& service = solo.service;
+  NoPeers& peers = solo.peers;
   const std::uint32_t p = tessera::partition::Partitioner(271).PartitionOf("k");
   auto table = [&](const std::string& other) {
     return std::vector<std::vector<std::string>>(271, {"self", other});
@@ -768,8 +783,6 @@ TEST_CASE(
   auto got = service.ExecuteSync(Rq(MapOp::kGet, "k"));
   REQUIRE(got);
   CHECK(got->value == "fresh");
-  service.Stop();
-  shards.Stop();
 }
 
 TEST_CASE(
@@ -779,14 +792,9 @@ TEST_CASE(
   // A member paused past the failure timeout wakes still believing it owns its partitions and
   // sends its backups what it writes on its stale copy; the backup, promoted meanwhile, must
   // not let that overwrite what was written since (it turned a stock count back in a chaos run).
-  tessera::base::SteadyClock clock;
-  EntryProcessorRegistry processors;
-  tessera::runtime::ShardSet shards{2};
-  shards.Start();
-  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
-                     spdlog::null_logger_mt("fence"));
-  service.Start();
-  NoPeers peers;
+  Solo solo("fence");
+  MapService& service = solo.service;
+  NoPeers& peers = solo.peers;
   const std::uint32_t p = tessera::partition::Partitioner(271).PartitionOf("stock");
   // This member owns every partition; "a" (the old owner, now removed) was its backup's source.
   service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self"}),
@@ -809,8 +817,6 @@ TEST_CASE(
   auto got = service.ExecuteSync(Rq(MapOp::kGet, "stock"));
   REQUIRE(got);
   CHECK(got->value == "38");  // neither the stale set nor the stale delete was applied
-  service.Stop();
-  shards.Stop();
 }
 
 TEST_CASE("A backup refuses the writes of a member its view does not list, and takes its members'",
@@ -818,14 +824,9 @@ TEST_CASE("A backup refuses the writes of a member its view does not list, and t
   // A bridge partition: two masters each remove the other and keep the member between them.
   // That member follows one view; the other master's writes must not be confirmed through it
   // (it confirmed them, the master acknowledged them, and the merge discarded them).
-  tessera::base::SteadyClock clock;
-  EntryProcessorRegistry processors;
-  tessera::runtime::ShardSet shards{2};
-  shards.Start();
-  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
-                     spdlog::null_logger_mt("outsider"));
-  service.Start();
-  NoPeers peers;
+  Solo solo("outsider");
+  MapService& service = solo.service;
+  NoPeers& peers = solo.peers;
   const std::uint32_t p = tessera::partition::Partitioner(271).PartitionOf("k");
   // "b" owns every partition, this member backs it up; "a" is not in this member's view.
   service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"b", "self"}),
@@ -857,8 +858,6 @@ TEST_CASE("A backup refuses the writes of a member its view does not list, and t
   auto got = service.ExecuteSync(Rq(MapOp::kGet, "k"));
   REQUIRE(got);
   CHECK(got->value == "from-b");
-  service.Stop();
-  shards.Stop();
 }
 
 TEST_CASE(
