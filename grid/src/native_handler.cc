@@ -22,6 +22,14 @@ static_assert(native::kClusterMessage == membership::kClusterMessageOp);
 
 namespace {
 
+// A member's identity (its uuid) from its hello: members name themselves "member <uuid>"
+// (Member::StartRouter); empty for anything else.
+std::string MemberIdentity(const wire::Hello& hello) {
+  constexpr std::string_view kMemberPrefix = "member ";
+  if (!hello.client_name.starts_with(kMemberPrefix)) return {};
+  return hello.client_name.substr(kMemberPrefix.size());
+}
+
 // A lean response's scratch frame keeps at most this much between responses.
 constexpr std::size_t kScratchFrameBytes = 64 * 1024;
 
@@ -162,6 +170,15 @@ void NativeHandler::HandleMap(const std::shared_ptr<net::Connection>& connection
   // A member forwards only to the owner it knows; we run it here or say we are not the owner.
   const wire::Hello* hello = connection->peer_hello();
   decoded->local_only = hello != nullptr && hello->role == wire::Role::kMember;
+  if (decoded->local_only) {
+    const std::string sender = MemberIdentity(*hello);
+    if (!maps_.ListsMember(sender)) {
+      return ReplyError(connection, request, ErrorCode::kNotOwner,
+                        "member " + sender +
+                            " is not in this member's cluster view (one of us restarted or was "
+                            "cut off); it retries with the current partition table");
+    }
+  }
   auto reply = [connection](const Message& header, const base::Result<map::MapResult>& result) {
     if (!result) {
       connection->Send(Message::MakeErrorResponse(header, result.error()));
@@ -203,12 +220,7 @@ void NativeHandler::ApplyReplica(const std::shared_ptr<net::Connection>& connect
   if (!updates) {
     return ReplyError(connection, request, updates.error().code(), updates.error().message());
   }
-  // Members name themselves "member <uuid>" in their hello (Member::StartRouter).
-  constexpr std::string_view kMemberPrefix = "member ";
-  std::string sender;
-  if (hello->client_name.starts_with(kMemberPrefix)) {
-    sender = hello->client_name.substr(kMemberPrefix.size());
-  }
+  const std::string sender = MemberIdentity(*hello);
   maps_.ApplyReplica(
       std::move(*updates),
       [connection, header = Header(request)](base::Result<map::StalePartitions> stale) {

@@ -703,6 +703,12 @@ std::uint64_t MapService::ForwardedCount() const {
   return impl_->forwarded.load(std::memory_order_relaxed);
 }
 
+bool MapService::ListsMember(const std::string& id) const {
+  if (id.empty()) return true;
+  auto current = impl_->CurrentRouting();
+  return current == nullptr || current->HasMember(id);
+}
+
 MapService::CopyCounters MapService::CopiesSent() const {
   return {impl_->copies_sent.load(std::memory_order_relaxed),
           impl_->copy_bytes_sent.load(std::memory_order_relaxed)};

@@ -1,6 +1,8 @@
 // Split brain with real members on loopback: a network partition made with Member::BlockPeers
 // (every member of each side stops sending to the other side), writes on both sides, then the
 // heal; the smaller side merges into the larger and every map ends as its merge policy says.
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -17,6 +19,8 @@
 #include "tessera/grid/member.h"
 #include "tessera/grid/reliable_topic.h"
 #include "tessera/grid/stream.h"
+#include "tessera/map/map_codec.h"
+#include "tessera/net/client_connection.h"
 #include "tessera/record/generic_record.h"
 
 using tessera::base::ErrorCode;
@@ -336,4 +340,53 @@ TEST_CASE(
   auto later = IdGenerator::Create(a);
   REQUIRE(later);
   CHECK((*later)->node_id() != IdGenerator::NodeOf(id_c));
+}
+
+TEST_CASE(
+    "A member's map requests from a member its view does not list are refused, so a restarted "
+    "master's cluster of one cannot acknowledge writes for the old cluster",
+    "[grid][split][fence]") {
+  // A master restarted at its address formed a cluster of its own (its seeds redirected it to
+  // the master address: itself); the others still routed the old master's partitions to that
+  // address, and the new process, owning every partition of its one-member cluster, applied
+  // and acknowledged their writes, which the merge then discarded (a lost register write
+  // under kill-restart in tests/jepsen).
+  Member a(ClusterMember());
+  REQUIRE(a.Start());
+  REQUIRE(WaitUntil([&] { return AllList({&a}, 1); }));
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  std::thread runner([&] { io.run(); });
+  auto call_as = [&](const std::string& uuid) {
+    tessera::net::ClientOptions options;
+    options.port = a.native_port();
+    options.hello.cluster_name = "dev";
+    options.hello.role = tessera::wire::Role::kMember;
+    options.hello.client_name = "member " + uuid;
+    auto conn = tessera::net::ClientConnection::Connect(io, options, nullptr);
+    REQUIRE(conn);
+    tessera::map::MapRequest set;
+    set.op = tessera::map::MapOp::kSet;
+    set.map_name = "orders";
+    set.key = "k";
+    set.value = uuid;
+    tessera::wire::Message request;
+    request.service = tessera::wire::Service::kMap;
+    request.op = static_cast<std::uint16_t>(set.op);
+    request.payload = tessera::map::EncodeRequest(set);
+    auto reply = (*conn)->CallSync(std::move(request), std::chrono::seconds(5));
+    (*conn)->Close();
+    return reply;
+  };
+  auto refused = call_as("a-process-of-another-cluster");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == ErrorCode::kNotOwner);
+  CHECK(refused.error().message().find("is not in this member's cluster view") !=
+        std::string::npos);
+  CHECK(a.GetMap("orders")->Get("k")->has_value() == false);  // nothing applied
+  CHECK(call_as(a.uuid()));                                   // a listed member's request runs
+  CHECK(a.GetMap("orders")->Get("k")->value_or("") == a.uuid());
+  work.reset();
+  io.stop();
+  runner.join();
 }

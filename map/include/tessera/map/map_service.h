@@ -250,6 +250,13 @@ class MapService {
   void ApplyReplica(std::vector<ReplicaUpdate> updates,
                     std::function<void(base::Result<StalePartitions>)> done,
                     const std::string& sender = {});
+  // Whether the member whose identity (TableMember::id) is `id` is listed in this member's
+  // current table; true before the first table and for an empty `id`. A member's requests
+  // from one it does not list are refused (kNotOwner): a master restarted at its address may
+  // form a cluster of its own, and members that still route by the old table must not have it
+  // acknowledge their writes (its one-member cluster owns every partition, empty; the merge
+  // discards what it took). Any thread.
+  bool ListsMember(const std::string& id) const;
   // Whether this member serves `partition` (true for all until SetPartitionTable).
   bool OwnsPartition(std::uint32_t partition) const;
   // Partition ownership changes: `hook(partition)` runs on the partition's shard after
