@@ -480,12 +480,12 @@ base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view b
                         "unknown value kind " + std::to_string(u.getValueKind()) +
                             " in a replica update; upgrade every member to the same release");
           }
-          out.push_back(
-              {static_cast<ReplicaUpdate::Kind>(u.getKind()), FromText(u.getMapName()),
-               u.getPartitionId(), FromData(u.getKey()), FromData(u.getValue()), u.getTtlLeftMs(),
-               u.getMaxIdleMs(), u.getVersion(), std::max<std::int64_t>(0, u.getUpdateAgeMs()),
-               std::max<std::int64_t>(0, u.getHits()), static_cast<ValueKind>(u.getValueKind()),
-               u.getEntryVersion()});
+          out.push_back({static_cast<ReplicaUpdate::Kind>(u.getKind()), FromText(u.getMapName()),
+                         u.getPartitionId(), FromData(u.getKey()), FromData(u.getValue()),
+                         u.getTtlLeftMs(), u.getMaxIdleMs(), u.getVersion(),
+                         std::max<std::int64_t>(0, u.getUpdateAgeMs()),
+                         std::max<std::int64_t>(0, u.getHits()),
+                         static_cast<ValueKind>(u.getValueKind()), u.getEntryVersion()});
         }
         return out;
       });
