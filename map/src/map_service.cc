@@ -386,25 +386,45 @@ MapService::Impl::Parts MapService::Impl::SplitByShard(const MapRequest& request
 
 base::Result<MapResult> MapService::Impl::RunPartsOnShard(
     std::size_t shard, const MapRequest& request,
-    const std::vector<std::pair<std::uint32_t, MapRequest>>* parts,
-    std::vector<ReplicaUpdate>* replica_out) {
+    const std::vector<std::pair<std::uint32_t, MapRequest>>* parts, Written& written) {
   MapResult merged;
-  auto run = [this, shard, &merged, &request, replica_out](
+  // Whole-map ops on a map this shard never held find nothing; don't create it.
+  MapTable* table = nullptr;
+  if (parts == nullptr) {
+    auto existing = states[shard]->maps.find(request.map_name);
+    if (existing == states[shard]->maps.end()) return merged;
+    table = existing->second.get();
+  }
+  std::vector<std::uint32_t> partitions;
+  if (parts != nullptr) {
+    for (const auto& part : *parts) partitions.push_back(part.first);
+  } else {
+    for (std::size_t slot = 0; slot < table->stores.slot_count(); ++slot) {
+      if (table->stores.At(slot)) {
+        partitions.push_back(
+            static_cast<std::uint32_t>(table->stores.LocalAt(slot) * shards.size() + shard));
+      }
+    }
+  }
+  std::vector<bool> local;
+  written.table = OwnershipOf(partitions, local);
+  Ownership owned{true, written.table};
+  auto run = [this, shard, &merged, &request, &written, &owned](
                  std::uint32_t p, const MapRequest& rq) -> base::Result<void> {
-    auto part = RunOnPartition(shard, p, rq, HasBackups(p) ? replica_out : nullptr);
+    auto part = RunOnPartition(shard, p, rq, owned.HasBackups(p) ? &written.updates : nullptr);
     if (!part) return std::unexpected(part.error());
     MergeResult(request.op, merged, std::move(*part));
     return {};
   };
   if (parts != nullptr) {
-    for (const auto& [p, part] : *parts) {  // all or none of this shard's parts
-      if (!IsLocal(p)) {
+    for (std::size_t i = 0; i < parts->size(); ++i) {  // all or none of this shard's parts
+      if (!local[i]) {
         // The table moved (or the partition's copy has not arrived) since the keys were split
         // by owner: writing now would go to a store the copy is about to replace.
         return Fail(ErrorCode::kNotOwner,
                     fmt::format("partition {} is not served by this member now; the {} is "
                                 "retried with the current partition table",
-                                p, MapOpName(request.op)));
+                                partitions[i], MapOpName(request.op)));
       }
     }
     for (const auto& [p, part] : *parts) {
@@ -413,15 +433,9 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
     }
     return merged;
   }
-  // Whole-map ops on a map this shard never held find nothing; don't create it.
-  auto existing = states[shard]->maps.find(request.map_name);
-  if (existing == states[shard]->maps.end()) return merged;
-  MapTable& table = *existing->second;
-  for (std::size_t slot = 0; slot < table.stores.slot_count(); ++slot) {
-    const auto partition_id =
-        static_cast<std::uint32_t>(table.stores.LocalAt(slot) * shards.size() + shard);
-    if (!table.stores.At(slot) || !IsLocal(partition_id)) continue;  // another member's
-    auto ok = run(partition_id, request);
+  for (std::size_t i = 0; i < partitions.size(); ++i) {
+    if (!local[i]) continue;  // another member's
+    auto ok = run(partitions[i], request);
     if (!ok) return std::unexpected(ok.error());
   }
   return merged;
@@ -447,18 +461,18 @@ void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
   auto shared_request = std::make_shared<const MapRequest>(std::move(request));
   auto token = EnterRequest();
   // What the parts changed on partitions with backups; slot i is written only by shard i.
-  auto updates = std::make_shared<std::vector<std::vector<ReplicaUpdate>>>(shards.size());
+  auto updates = std::make_shared<std::vector<Written>>(shards.size());
   shards.MapReduce<base::Result<MapResult>>(
       [this, parts, shared_request, has_keys, token, updates](std::size_t shard) {
         return RunPartsOnShard(shard, *shared_request, has_keys ? &(*parts)[shard] : nullptr,
-                               &(*updates)[shard]);
+                               (*updates)[shard]);
       },
       [this, shared_request, done = std::move(done), token,
        updates](std::vector<base::Result<MapResult>> all) {
         MapResult merged;
-        std::vector<ReplicaUpdate> changed;
+        std::vector<Written> changed;
         for (auto& shard_updates : *updates) {
-          std::move(shard_updates.begin(), shard_updates.end(), std::back_inserter(changed));
+          if (!shard_updates.updates.empty()) changed.push_back(std::move(shard_updates));
         }
         for (auto& part : all) {
           if (!part) {
@@ -684,7 +698,7 @@ std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapReque
   if (request.local_only && !impl_->CurrentRouting()) return std::nullopt;
   const std::uint32_t partition_id = impl_->partitioner.PartitionOf(request.key);
   const std::size_t shard = shards_.ShardOfPartition(partition_id);
-  if (!shards_.OnShard(shard) || !impl_->IsLocal(partition_id) || impl_->HasBackups(partition_id)) {
+  if (!shards_.OnShard(shard) || !impl_->LocalWithoutBackups(partition_id)) {
     return std::nullopt;  // another shard or member, or backups to wait for: use Execute
   }
   if (auto ok = impl_->Admit(request); !ok) return std::unexpected(ok.error());

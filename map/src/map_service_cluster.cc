@@ -259,15 +259,17 @@ void MapService::Impl::ExecuteAcrossMembers(MapRequest request, Callback done, i
 
 void MapService::Impl::RunKeyedOnShard(std::size_t shard, std::uint32_t partition_id,
                                        MapRequest& request, Callback& done) {
-  if (!IsLocal(partition_id)) {  // the table moved while the request was on its way here
+  auto owned = OwnershipOf(partition_id);
+  if (!owned.local) {  // the table moved while the request was on its way here
     return Route(std::move(request), std::move(done), 1);
   }
   if (StreamReadWaits(request)) return WaitForStream(shard, partition_id, request, done);
-  if (!HasBackups(partition_id)) return done(RunOnPartition(shard, partition_id, request));
-  std::vector<ReplicaUpdate> updates;
-  auto result = RunOnPartition(shard, partition_id, request, &updates);
-  if (updates.empty()) return done(std::move(result));
-  ReplicateThen(std::move(updates), std::move(result), std::move(done));
+  if (!owned.HasBackups(partition_id)) return done(RunOnPartition(shard, partition_id, request));
+  std::vector<Written> written(1);
+  auto result = RunOnPartition(shard, partition_id, request, &written[0].updates);
+  if (written[0].updates.empty()) return done(std::move(result));
+  written[0].table = std::move(owned.table);
+  ReplicateThen(std::move(written), std::move(result), std::move(done));
 }
 
 void MapService::Impl::AppendUpdates(MapTable& table, std::uint32_t partition_id,
@@ -315,21 +317,24 @@ void MapService::Impl::AppendUpdates(MapTable& table, std::uint32_t partition_id
   }
 }
 
-void MapService::Impl::ReplicateThen(std::vector<ReplicaUpdate> updates,
-                                     base::Result<MapResult> result, Callback done) {
-  auto current = CurrentRouting();
+void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<MapResult> result,
+                                     Callback done) {
   std::map<std::string, std::vector<ReplicaUpdate>> by_backup;
-  if (current && current->routing) {
+  ClusterRouting* routing = nullptr;
+  // The caller skips waiting for the backups only when every map written is asynchronous (a
+  // transaction may write several).
+  bool all_async = true;
+  for (const auto& [table, updates] : written) {
+    if (!table || !table->routing) continue;
+    routing = table->routing;
     for (const auto& u : updates) {
-      const auto& replicas = current->replicas[u.partition_id];
+      const auto& replicas = table->replicas[u.partition_id];
       for (std::size_t i = 1; i < replicas.size(); ++i) by_backup[replicas[i]].push_back(u);
+      if (all_async && replicas.size() > 1) all_async = ConfigOf(u.map_name).async_backups;
     }
   }
   if (by_backup.empty()) return done(std::move(result));
-  // The caller skips waiting for the backups only when every map written is asynchronous (a
-  // transaction may write several).
-  auto async = [this](const ReplicaUpdate& u) { return ConfigOf(u.map_name).async_backups; };
-  if (async(updates.front()) && std::all_of(updates.begin(), updates.end(), async)) {
+  if (all_async) {
     done(std::move(result));
     done = [](base::Result<MapResult>) {};
     result = MapResult{};
@@ -349,7 +354,7 @@ void MapService::Impl::ReplicateThen(std::vector<ReplicaUpdate> updates,
   for (auto& [backup, list] : by_backup) {
     std::set<std::uint32_t> partitions;
     for (const auto& u : list) partitions.insert(u.partition_id);
-    current->routing->SendReplica(
+    routing->SendReplica(
         backup, std::move(list),
         [this, gather, backup = backup, partitions](base::Result<StalePartitions> ack) {
           // A backup that missed an update gets the whole partition again (until it confirms
@@ -508,7 +513,7 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
       continue;
     }
     {
-      std::lock_guard lock(ownership_mu);
+      OwnershipChange change(*this);
       if (!f.pending.exchange(false)) continue;
       f.local.store(routing && routing->Owner(p) == routing->self);
     }
@@ -525,11 +530,13 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
 }
 
 MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
-    std::size_t shard, const std::vector<ReplicaUpdate>& updates, bool from_outsider) {
+    std::size_t shard, const std::vector<ReplicaUpdate>& updates, const std::string& sender) {
   const base::Millis now = clock.NowMs();
   // Before the first table every partition counts as local, yet a joiner's copies may arrive
   // before its first table: only a member with a table can be a serving owner.
-  const bool has_table = CurrentRouting() != nullptr;
+  const auto current = CurrentRouting();
+  const bool has_table = current != nullptr;
+  const bool from_outsider = has_table && !sender.empty() && !current->HasMember(sender);
   std::set<std::uint32_t> ignoring;      // resyncs of partitions this member serves as owner
   std::vector<std::uint32_t> completed;  // copies that arrived: maybe served here from now on
   std::set<std::uint32_t> stale;
@@ -625,7 +632,7 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
       case ReplicaUpdate::Kind::kPartitionComplete: {
         // Atomic with SetPartitionTable: the copy may complete before this member installed
         // the table that made it a holder (copies and views travel on different connections).
-        std::lock_guard lock(ownership_mu);
+        OwnershipChange change(*this);
         auto& f = flags[u.partition_id];
         f.version.store(u.version);
         f.versioned.store(true);
@@ -641,7 +648,7 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
   }
   for (auto p : completed) SendDeferredCopies(shard, p);
   if (!completed.empty()) NotifyOwnership(shard, std::move(completed));
-  return {{stale.begin(), stale.end()}, {refused.begin(), refused.end()}};
+  return {{stale.begin(), stale.end()}, {refused.begin(), refused.end()}, from_outsider};
 }
 
 void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
@@ -651,11 +658,7 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
   // was cut off or removed and acts on a table of its own (a bridge partition leaves two
   // masters each counting the member in between as theirs). Applying them would let the
   // sender confirm writes its old cluster never sees; they are refused, so it fails them.
-  bool from_outsider = false;
-  if (!sender.empty()) {
-    auto current = impl_->CurrentRouting();
-    from_outsider = current != nullptr && !current->HasMember(sender);
-  }
+  // Checked on each shard as it applies (ApplyOnShard).
   std::vector<std::vector<ReplicaUpdate>> by_shard(shards_.size());
   for (auto& u : updates)
     by_shard[shards_.ShardOfPartition(u.partition_id)].push_back(std::move(u));
@@ -663,16 +666,18 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
   auto token = impl_->EnterRequest();
   using Outcome = Impl::ReplicaOutcome;
   shards_.MapReduce<Outcome>(
-      [impl = impl_.get(), parts, token, from_outsider](std::size_t shard) {
+      [impl = impl_.get(), parts, token, sender](std::size_t shard) {
         if ((*parts)[shard].empty()) return Outcome{};
-        return impl->ApplyOnShard(shard, (*parts)[shard], from_outsider);
+        return impl->ApplyOnShard(shard, (*parts)[shard], sender);
       },
-      [done = std::move(done), token, from_outsider, sender](std::vector<Outcome> per_shard) {
+      [done = std::move(done), token, sender](std::vector<Outcome> per_shard) {
         StalePartitions stale;
         std::vector<std::uint32_t> refused;
+        bool from_outsider = false;
         for (auto& o : per_shard) {
           stale.insert(stale.end(), o.stale.begin(), o.stale.end());
           refused.insert(refused.end(), o.refused.begin(), o.refused.end());
+          from_outsider = from_outsider || (o.from_outsider && !o.refused.empty());
         }
         if (!refused.empty()) {
           std::string list;

@@ -247,10 +247,12 @@ struct MapService::Impl {
 
   void ExecuteKeyed(MapRequest& request, Callback& done);
   void ExecuteFanOut(MapRequest& request, Callback& done);
+  struct Written;
+  // Runs `request` (its `parts` on this shard, or a whole-map op on every partition this shard
+  // serves) under one table; what it changed on partitions with backups goes to `written`.
   base::Result<MapResult> RunPartsOnShard(
       std::size_t shard, const MapRequest& request,
-      const std::vector<std::pair<std::uint32_t, MapRequest>>* parts,
-      std::vector<ReplicaUpdate>* replica_out);
+      const std::vector<std::pair<std::uint32_t, MapRequest>>* parts, Written& written);
   // Per shard: (partition id, the part of the request for that partition).
   using Parts = std::vector<std::vector<std::pair<std::uint32_t, MapRequest>>>;
   Parts SplitByShard(const MapRequest& request) const;
@@ -336,13 +338,63 @@ struct MapService::Impl {
   bool IsLocal(std::uint32_t partition) const {
     return flags[partition].local.load(std::memory_order_relaxed);
   }
-  bool HasBackups(std::uint32_t partition) const {
-    return flags[partition].has_backups.load(std::memory_order_relaxed);
-  }
   std::shared_ptr<const Routing> CurrentRouting() const {
     std::lock_guard lock(ownership_mu);
     return routing;
   }
+  // Whether this member serves a partition, with the table it serves it under, read together
+  // (both change under ownership_mu). A write goes to the backups of the table it ran under,
+  // never of a later one: when the partition moves, its new holders' copy comes from a holder
+  // of that table (which has the write, or refuses it as the partition's new owner or from a
+  // member that left), while a later table's new backup is about to be reset by that copy.
+  struct Ownership {
+    bool local = false;
+    std::shared_ptr<const Routing> table;  // null: not clustered
+    bool HasBackups(std::uint32_t partition) const {
+      return local && table && table->routing && table->replicas[partition].size() > 1;
+    }
+  };
+  Ownership OwnershipOf(std::uint32_t partition) const {
+    std::lock_guard lock(ownership_mu);
+    return {flags[partition].local.load(std::memory_order_relaxed), routing};
+  }
+  // Ownership of every partition in `partitions` under one table (RunPartsOnShard).
+  std::shared_ptr<const Routing> OwnershipOf(const std::vector<std::uint32_t>& partitions,
+                                             std::vector<bool>& local) const {
+    std::lock_guard lock(ownership_mu);
+    local.resize(partitions.size());
+    for (std::size_t i = 0; i < partitions.size(); ++i) local[i] = IsLocal(partitions[i]);
+    return routing;
+  }
+  // Served here with no backups, as one moment without the lock (MapService::ExecuteIfLocal):
+  // `local` and `has_backups` read between two equal even values of ownership_seq.
+  bool LocalWithoutBackups(std::uint32_t partition) const {
+    const std::uint64_t before = ownership_seq.load(std::memory_order_acquire);
+    if (before % 2 != 0) return false;
+    const bool yes = flags[partition].local.load(std::memory_order_relaxed) &&
+                     !flags[partition].has_backups.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return yes && ownership_seq.load(std::memory_order_relaxed) == before;
+  }
+  // Held while `local` or `has_backups` of any partition change: ownership_mu, with
+  // ownership_seq odd.
+  class OwnershipChange {
+   public:
+    explicit OwnershipChange(const Impl& impl)
+        : lock_(impl.ownership_mu), seq_(impl.ownership_seq) {
+      seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);
+    }
+    ~OwnershipChange() {
+      seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    }
+    OwnershipChange(const OwnershipChange&) = delete;
+    OwnershipChange& operator=(const OwnershipChange&) = delete;
+
+   private:
+    std::lock_guard<std::mutex> lock_;
+    std::atomic<std::uint64_t>& seq_;
+  };
   void Route(MapRequest request, Callback done, int attempt);
   void ForwardKeyed(std::uint32_t partition, MapRequest request, Callback done, int attempt);
   void RetryLater(MapRequest request, Callback done, int attempt);
@@ -365,10 +417,14 @@ struct MapService::Impl {
   // for their acks), then calls done.
   void RunKeyedOnShard(std::size_t shard, std::uint32_t partition_id, MapRequest& request,
                        Callback& done);
-  // Sends `updates` to the backups of their partitions, then calls done(result), or done with
-  // an error naming the backup that did not confirm.
-  void ReplicateThen(std::vector<ReplicaUpdate> updates, base::Result<MapResult> result,
-                     Callback done);
+  // Sends `updates` to the backups of their partitions in `table` (the one they were written
+  // under, see Ownership), then calls done(result), or done with an error naming the backup
+  // that did not confirm.
+  struct Written {
+    std::shared_ptr<const Routing> table;
+    std::vector<ReplicaUpdate> updates;
+  };
+  void ReplicateThen(std::vector<Written> written, base::Result<MapResult> result, Callback done);
   // On partition p's shard: exports it and sends it to `target` in bounded chunks; done runs
   // once, after every chunk was acknowledged or with the first error.
   void CopyPartition(std::size_t shard, std::uint32_t partition_id, const std::string& target,
@@ -378,16 +434,19 @@ struct MapService::Impl {
   void ResyncBackup(std::uint32_t partition_id, std::string backup, int attempt);
   // On partition p's shard: clear + every live entry of every map, for a migration.
   std::vector<ReplicaUpdate> ExportPartition(std::size_t shard, std::uint32_t partition_id);
-  // Returns the partitions whose versions showed missed updates.
   // What a backup found applying one batch: partitions whose replica version showed missed
-  // updates, and partitions it refused a write of because it serves them as owner.
+  // updates, and partitions it refused a write of because it serves them as owner or because
+  // the sender is not in its view (`from_outsider`).
   struct ReplicaOutcome {
     StalePartitions stale;
     std::vector<std::uint32_t> refused;
+    bool from_outsider = false;
   };
-  // `from_outsider`: the sender is not in this member's view (MapService::ApplyReplica).
+  // `sender`: the sending member's identity (empty: unknown; MapService::ApplyReplica). Its
+  // listing is checked here, on the shard, in the same task as the apply: a table installed
+  // later posts its copies to this shard after this batch, so they include what it applied.
   ReplicaOutcome ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates,
-                              bool from_outsider);
+                              const std::string& sender);
   // Stops waiting for migration copies of this shard's partitions pending for longer than the
   // limit (their source died or never knew): logs, and serves what the member has.
   void GiveUpStaleCopies(std::size_t shard);
@@ -416,6 +475,7 @@ struct MapService::Impl {
   InFlight in_flight;
   std::unique_ptr<PartitionFlags[]> flags;  // per partition
   mutable std::mutex ownership_mu;
+  mutable std::atomic<std::uint64_t> ownership_seq{0};  // see OwnershipChange
   std::shared_ptr<const Routing> routing;  // guarded by ownership_mu; null = not clustered
   // Per partition, the member whose kHandoff a pending handoff waits for; guarded by
   // ownership_mu.

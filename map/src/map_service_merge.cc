@@ -22,7 +22,7 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
   auto owned = std::make_shared<std::vector<bool>>(count, false);
   std::vector<std::vector<std::uint32_t>> changed(shards_.size());
   {
-    std::lock_guard lock(impl_->ownership_mu);
+    Impl::OwnershipChange change(*impl_);
     for (std::uint32_t p = 0; p < count; ++p) {
       auto& f = impl_->flags[p];
       (*owned)[p] = f.local.exchange(false);

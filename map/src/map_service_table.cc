@@ -47,7 +47,7 @@ void MapService::Impl::SendDeferredCopies(std::size_t shard, std::uint32_t p) {
 }
 
 void MapService::ExpectPartitionTable() {
-  std::lock_guard lock(impl_->ownership_mu);
+  Impl::OwnershipChange change(*impl_);
   if (impl_->routing) return;
   impl_->expects_table.store(true);
   for (std::uint32_t p = 0; p < partitioner_.partition_count(); ++p) {
@@ -68,7 +68,7 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   std::string self_address;
   std::vector<std::uint32_t> foreign_copies;
   {
-    std::lock_guard lock(impl_->ownership_mu);
+    Impl::OwnershipChange change(*impl_);
     auto previous = impl_->routing;
     std::vector<std::string> members;
     std::unordered_map<std::string, std::string> ids;

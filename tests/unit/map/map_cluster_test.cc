@@ -521,6 +521,70 @@ TEST_CASE("A dead member's backups are promoted with its data, writes wait for b
   Verify(net.node("m1").service, acked);
 }
 
+TEST_CASE(
+    "A write replicates to the backups of the table it ran under, not of one installed meanwhile",
+    "[map][cluster][leave]") {
+  // A member leaves (SIGTERM in a rolling restart): the table without it arrives while one of
+  // its writes runs. Its backup under the old table takes over the partition and copies it to
+  // the new backup; sending the write to the new table's backup instead (which the copy then
+  // resets) lost it although the client had its acknowledgement (jepsen counter/rolling).
+  Network net;
+  for (const char* m : {"m1", "m2", "m3"}) net.Add(m);
+  net.Install({"m1"}, {"m1"});
+  net.Install({"m1", "m2", "m3"}, {"m1", "m2", "m3"});
+  std::map<std::string, std::vector<std::string>> before;
+  for (int i = 0; i < 600; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    before[key] = net.ReplicasOf(key);
+  }
+  net.Install({"m2", "m3"}, {});  // computed; m1 gets it from inside its write below
+  std::string key;
+  for (const auto& [k, replicas] : before) {
+    if (replicas == std::vector<std::string>{"m1", "m2"} &&
+        net.ReplicasOf(k) == std::vector<std::string>{"m2", "m3"}) {
+      key = k;
+      break;
+    }
+  }
+  REQUIRE(!key.empty());
+  Node& m1 = net.node("m1");
+  m1.processors.Register("leave-while-writing",
+                         [&net](MutableEntry& entry, const tessera::record::GenericRecord&)
+                             -> tessera::base::Result<tessera::record::GenericRecord> {
+                           net.InstallLate("m1", {"m2", "m3"});
+                           entry.SetValue("written");
+                           return tessera::record::GenericRecord::Build().Done();
+                         });
+  MapRequest write = Rq(MapOp::kExecuteOnKey, key);
+  SECTION("a keyed write") {}
+  SECTION("a write of several keys") {
+    write.op = MapOp::kExecuteOnKeys;
+    write.keys = {key};
+    write.key.clear();
+  }
+  write.processor = "leave-while-writing";
+  auto r = m1.service.ExecuteSync(write);
+  REQUIRE(r);  // acknowledged: m2 (the old backup, still on the old table) confirmed it
+  net.Kill("m1");
+  net.InstallLate("m2", {"m2", "m3"});
+  net.InstallLate("m3", {"m2", "m3"});
+  for (int i = 0; i < 500 && net.node("m3").service.AwaitingPartitionCount() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(net.node("m3").service.AwaitingPartitionCount() == 0);
+  for (const char* via : {"m2", "m3"}) {
+    auto got = net.node(via).service.ExecuteSync(Rq(MapOp::kGet, key));
+    REQUIRE(got);
+    CHECK(got->value == "written");
+  }
+  // The new backup holds it too: m2 dies, m3 serves it.
+  net.Kill("m2");
+  net.Install({"m3"}, {"m3"});
+  auto got = net.node("m3").service.ExecuteSync(Rq(MapOp::kGet, key));
+  REQUIRE(got);
+  CHECK(got->value == "written");
+}
+
 TEST_CASE("A backup that missed an update is resynchronized before it could be promoted",
           "[map][cluster]") {
   Network net;
