@@ -52,6 +52,7 @@ struct Stream::Subscription {
     Clock::time_point renewed_at{};   // when the lease was last taken, renewed or committed
     std::uint64_t holding = 0;        // StreamEvent::holding
     Clock::time_point commit_sent{};  // the last commit after a batch (commit_interval_ms)
+    std::int64_t epoch = 0;           // the owner's lease epoch of this holding (0: none told)
   };
 
   std::string group;
@@ -444,11 +445,18 @@ void Stream::Rebalance(Subscription& s) {
       waiting = true;
       continue;
     }
-    // A lease not renewed for a whole TTL may have lapsed: another consumer may have handled
-    // (and not committed) events meanwhile, so this is a new holding even if the cursor did
-    // not move.
+    // A lease that lapsed and was taken again (the owner's epoch moved on), or one not renewed
+    // for a whole TTL as far as this consumer can tell: another consumer may have handled (and
+    // not committed) events meanwhile, so this is a new holding even if the cursor did not
+    // move. Its commits carry the new epoch; the old holding's would be refused.
+    std::int64_t epoch = 0;
+    for (const auto& [name, text] : r->entries) {
+      if (name == "epoch") std::from_chars(text.data(), text.data() + text.size(), epoch);
+    }
     const bool lapsed =
-        it != s.held.end() && sent_at - it->second.renewed_at >= std::chrono::milliseconds(ttl);
+        it != s.held.end() &&
+        (sent_at - it->second.renewed_at >= std::chrono::milliseconds(ttl) ||
+         epoch != it->second.epoch);
     if (it == s.held.end() || r->count != it->second.committed || lapsed) {
       // Newly taken, or the cursor is not where we left it (our lease lapsed and another
       // consumer moved it, or the group was re-created): resume after the committed cursor.
@@ -456,6 +464,7 @@ void Stream::Rebalance(Subscription& s) {
       h.committed = h.handled = r->count;
       h.next = r->count + 1;
       h.holding = g_holdings.fetch_add(1) + 1;
+      h.epoch = epoch;
       if (it != s.held.end()) h.seen = it->second.seen;
       s.held[sub] = h;
     }
@@ -667,6 +676,7 @@ void Stream::CommitAll(Subscription& s, bool wait) {
                       .Int64("offset", h.handled)
                       .Int64("max_age_ms", config_.max_age_ms)
                       .Int64("ttl_ms", s.options.lease_ttl_ms)  // renews the lease
+                      .Int64("epoch", h.epoch)  // of the holding that read the events
                       .Done();
     requests.push_back(std::move(rq));
     subs.push_back(sub);

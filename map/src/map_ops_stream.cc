@@ -6,6 +6,8 @@
 // max_age_ms, once it is also that old); without groups nobody is owed an event, so events
 // stay until max_age_ms passes or room is needed (then the oldest go). Removal happens as
 // part of appends and commits, at most kTrimStep events per operation.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -371,6 +373,19 @@ base::Result<MapResult> OpStreamRead(RecordStore& store, const MapRequest& rq, O
   return out;
 }
 
+namespace {
+
+// The group's lease epoch on `sub` (0: never taken).
+std::int64_t LeaseEpoch(RecordStore& store, std::string_view sub, std::string_view group,
+                        OpContext& ctx) {
+  const Record* r = FindLive(store, StreamLeaseEpochKey(sub, group), ctx);
+  std::int64_t epoch = 0;
+  if (r != nullptr) std::from_chars(r->value().data(), r->value().data() + r->value().size(), epoch);
+  return epoch;
+}
+
+}  // namespace
+
 base::Result<MapResult> OpStreamCommit(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   const std::string_view sub = AfterFirstAt(rq.key);
   const std::string group = StringArg(rq, "group");
@@ -394,6 +409,16 @@ base::Result<MapResult> OpStreamCommit(RecordStore& store, const MapRequest& rq,
                       "''s lease on sub-stream '" + std::string(sub) + "' (" +
                       (lease ? "'" + std::string(lease->value()) + "' holds it" : "it expired") +
                       "); its uncommitted events will be delivered again");
+    }
+    // The holding that read these events: a lease that lapsed and was taken again (by another
+    // consumer meanwhile, or by this one) is a later holding, whose view this commit is not.
+    const std::int64_t epoch = IntArg(rq, "epoch", 0);
+    if (const std::int64_t now = LeaseEpoch(store, sub, group, ctx); epoch != 0 && epoch != now) {
+      return Fail(ErrorCode::kConflict,
+                  fmt::format("consumer '{}' read these events of sub-stream '{}' under group "
+                              "'{}''s lease epoch {}, but the lease lapsed and was taken again "
+                              "since (epoch {}); its uncommitted events will be delivered again",
+                              consumer, sub, group, epoch, now));
     }
   }
   MapResult out;
@@ -439,9 +464,16 @@ base::Result<MapResult> OpStreamLease(RecordStore& store, const MapRequest& rq, 
     out.value = std::string(lease->value());
     return out;
   }
+  std::int64_t epoch = LeaseEpoch(store, sub, group, ctx);
+  if (lease == nullptr) {  // taken (not renewed): a new epoch
+    const std::string epoch_key = StreamLeaseEpochKey(sub, group);
+    ++epoch;
+    WriteLive(store, epoch_key, std::to_string(epoch), Forever(), ctx, epoch > 1, std::nullopt);
+  }
   WriteLive(store, key, consumer, Lasting(ttl_ms), ctx, lease != nullptr, std::nullopt);
   out.flag = true;
   out.value = consumer;
+  out.entries.emplace_back("epoch", std::to_string(epoch));
   return out;
 }
 

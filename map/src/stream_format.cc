@@ -177,6 +177,10 @@ std::string StreamLeaseKey(std::string_view sub, std::string_view group) {
   return Concat("lease:", group, "@", sub);
 }
 
+std::string StreamLeaseEpochKey(std::string_view sub, std::string_view group) {
+  return Concat("lease-epoch:", group, "@", sub);
+}
+
 std::string StreamConfigKey(std::string_view stream) { return Concat("stream@", stream); }
 
 std::string StreamConsumersKey(std::string_view stream, std::string_view group) {

@@ -386,6 +386,64 @@ TEST_CASE(
   CHECK(Meta(f).bytes == 0);
 }
 
+MapRequest CommitIn(const std::string& group, const std::string& consumer, std::int64_t offset,
+                    const std::string& epoch) {
+  MapRequest rq = Commit(group, consumer, offset);
+  rq.argument = GenericRecord::Build()
+                    .String("group", group)
+                    .String("consumer", consumer)
+                    .Int64("offset", offset)
+                    .Int64("epoch", std::stoll(epoch))
+                    .Done();
+  return rq;
+}
+
+std::string EpochOf(const MapResult& lease) {
+  REQUIRE(lease.entries.size() == 1);
+  CHECK(lease.entries[0].first == "epoch");
+  return lease.entries[0].second;
+}
+
+TEST_CASE(
+    "A commit carries its lease's epoch: after the lease lapsed and was taken again, even by "
+    "the same consumer, the old holding's commit is refused",
+    "[map][stream][lease]") {
+  StoreFixture f;
+  f.Run(Group("g", "oldest"));
+  f.Run(Append({{"k", "1"}, {"k", "2"}, {"k", "3"}, {"k", "4"}}));
+  const std::string first = EpochOf(f.Run(Lease("g", "a")));
+  CHECK(first == "1");
+  CHECK(EpochOf(f.Run(Lease("g", "a"))) == first);  // a renewal keeps the epoch
+  CHECK(f.Run(CommitIn("g", "a", 1, first)).count == 1);
+
+  // a stalls past its lease; b takes it, handles 2 and 3 and gives it back (not committed, say
+  // b crashed before its commit); a comes back and takes the lease again.
+  f.clock.Advance(1'001);
+  const std::string b_epoch = EpochOf(f.Run(Lease("g", "b")));
+  CHECK(b_epoch == "2");
+  f.Run(Lease("g", "b", /*release=*/true));
+  auto again = f.Run(Lease("g", "a"));
+  REQUIRE(again.flag);
+  CHECK(again.count == 1);  // the cursor it must resume after
+  const std::string second = EpochOf(again);
+  CHECK(second == "3");
+  // What a read under its first holding: refused, naming both epochs.
+  auto stale = f.Try(CommitIn("g", "a", 3, first));
+  REQUIRE_FALSE(stale);
+  CHECK(stale.error().code() == ErrorCode::kConflict);
+  CHECK(stale.error().message().find("epoch 1") != std::string::npos);
+  CHECK(stale.error().message().find("(epoch 3)") != std::string::npos);
+  CHECK(f.Run(CommitIn("g", "a", 2, second)).count == 2);
+  // Without an epoch (an older client) the holder's name alone fences, as before.
+  CHECK(f.Run(Commit("g", "a", 3)).count == 3);
+  // Lapsed and taken again by the same consumer, with nobody in between: a new epoch too.
+  f.clock.Advance(1'001);
+  CHECK(EpochOf(f.Run(Lease("g", "a"))) == "4");
+  CHECK(f.Try(CommitIn("g", "a", 4, second)).error().code() == ErrorCode::kConflict);
+  // Not held: no epoch.
+  CHECK(f.Run(Lease("g", "z")).entries.empty());
+}
+
 TEST_CASE("A commit with a TTL renews the committer's lease", "[map][stream]") {
   StoreFixture f;
   f.Run(Group("g", "oldest"));

@@ -71,9 +71,11 @@ enum class MapOp : std::uint8_t {
                        // the older one "timeout". With wait_read = N > 0 as well, "ready"
                        // comes as the plain read of up to N events from `from` (counted
                        // delivered to wait_group) instead
-  kStreamCommit = 19,  // argument {group, consumer, offset, max_age_ms, ttl_ms}: the group's
-                       // cursor becomes max(cursor, offset) if `consumer` holds its lease
-                       // (kConflict if not), and with ttl_ms the lease is renewed for that
+  kStreamCommit = 19,  // argument {group, consumer, offset, max_age_ms, ttl_ms, epoch}: the
+                       // group's cursor becomes max(cursor, offset) if `consumer` holds its
+                       // lease, and with `epoch` (optional) holds it still in that epoch
+                       // (kConflict if not: the lease lapsed or changed hands since, even
+                       // back to `consumer`), and with ttl_ms the lease is renewed for that
                        // long; count = the cursor
   // Multi-partition: fan out and merge.
   kPutAll = 20,            // entries in; count=number written
@@ -90,7 +92,9 @@ enum class MapOp : std::uint8_t {
   // Event streams, continued (keyed, like 1..19).
   kStreamLease = 30,  // argument {group, consumer, ttl_ms, release}: take or renew (release:
                       // give back) group's lease on the sub-stream; flag = held by consumer,
-                      // value = the holder, count = the group's cursor
+                      // value = the holder, count = the group's cursor, entries =
+                      // [("epoch", N)] when held: N counts the takings of the lease (a
+                      // renewal keeps it), for kStreamCommit's fence
   kStreamGroup = 31,  // argument {group, action: "oldest" | "latest" | "delete", max_age_ms}:
                       // create the group with its cursor before the oldest stored event or
                       // at the tail, or delete it; flag = changed, count = its cursor

@@ -75,6 +75,9 @@ std::string StreamIdKey(std::string_view sub, std::string_view event_id);
 void StreamEventKeyInto(std::string& out, std::string_view sub, std::int64_t offset);
 void StreamIdKeyInto(std::string& out, std::string_view sub, std::string_view event_id);
 std::string StreamLeaseKey(std::string_view sub, std::string_view group);
+// The group's lease epoch on the sub-stream: counts every taking of the lease (kStreamLease),
+// never expires, so a holding's commits can be told from a later holding's.
+std::string StreamLeaseEpochKey(std::string_view sub, std::string_view group);
 std::string StreamConfigKey(std::string_view stream);
 std::string StreamConsumersKey(std::string_view stream, std::string_view group);
 
