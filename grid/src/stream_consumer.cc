@@ -454,9 +454,8 @@ void Stream::Rebalance(Subscription& s) {
       if (name == "epoch") std::from_chars(text.data(), text.data() + text.size(), epoch);
     }
     const bool lapsed =
-        it != s.held.end() &&
-        (sent_at - it->second.renewed_at >= std::chrono::milliseconds(ttl) ||
-         epoch != it->second.epoch);
+        it != s.held.end() && (sent_at - it->second.renewed_at >= std::chrono::milliseconds(ttl) ||
+                               epoch != it->second.epoch);
     if (it == s.held.end() || r->count != it->second.committed || lapsed) {
       // Newly taken, or the cursor is not where we left it (our lease lapsed and another
       // consumer moved it, or the group was re-created): resume after the committed cursor.

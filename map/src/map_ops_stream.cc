@@ -380,7 +380,8 @@ std::int64_t LeaseEpoch(RecordStore& store, std::string_view sub, std::string_vi
                         OpContext& ctx) {
   const Record* r = FindLive(store, StreamLeaseEpochKey(sub, group), ctx);
   std::int64_t epoch = 0;
-  if (r != nullptr) std::from_chars(r->value().data(), r->value().data() + r->value().size(), epoch);
+  if (r != nullptr)
+    std::from_chars(r->value().data(), r->value().data() + r->value().size(), epoch);
   return epoch;
 }
 

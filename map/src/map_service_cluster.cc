@@ -42,6 +42,9 @@ constexpr base::Millis kAwaitLimit = 10'000;
 constexpr std::size_t kCopyChunkBytes = 4 << 20;  // one replica message of a partition copy
 constexpr int kResyncRetryMs = 1000;  // between attempts to re-copy a partition to a backup
 constexpr int kResyncAttempts = 30;
+constexpr int kCopyRetryMs = 250;  // between attempts of a migration copy (CopyToNewHolder)
+constexpr base::Millis kCopyRetryLimitMs = 6'000;
+static_assert(kCopyRetryLimitMs <= kAwaitLimit * 3 / 4, "retries end well before the wait");
 
 bool RetryableRouteError(ErrorCode code) {
   return code == ErrorCode::kNotOwner || code == ErrorCode::kConnectionFailed;
@@ -424,6 +427,30 @@ void MapService::Impl::CopyPartition(std::size_t shard, std::uint32_t partition_
       acks->done({});
     });
   }
+}
+
+void MapService::Impl::CopyToNewHolder(std::size_t shard, std::uint32_t p, std::string target,
+                                       base::Millis first_ms) {
+  auto current = CurrentRouting();
+  if (stopped.load() || !current || !current->routing) return;
+  const auto& replicas = current->replicas[p];
+  if (std::find(replicas.begin(), replicas.end(), target) == replicas.end()) return;
+  CopyPartition(shard, p, target, current->routing,
+                [this, shard, p, target, first_ms](base::Result<void> ack) {
+                  if (ack) return;
+                  const bool again = SteadyMs() - first_ms < kCopyRetryLimitMs && !stopped.load();
+                  if (log) {
+                    log->warn("copy of partition {} to {} failed: {}{}", p, target,
+                              ack.error().ToString(), again ? "; sending it again" : "");
+                  }
+                  if (!again) return;
+                  auto timer = std::make_shared<boost::asio::steady_timer>(
+                      shards.Context(shard), std::chrono::milliseconds(kCopyRetryMs));
+                  timer->async_wait([this, timer, shard, p, target, first_ms,
+                                     token = EnterRequest()](const boost::system::error_code& e) {
+                    if (!e) CopyToNewHolder(shard, p, target, first_ms);
+                  });
+                });
 }
 
 void MapService::Impl::ResyncBackup(std::uint32_t partition_id, std::string backup, int attempt) {

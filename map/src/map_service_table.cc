@@ -37,13 +37,7 @@ void MapService::Impl::SendDeferredCopies(std::size_t shard, std::uint32_t p) {
   }
   if (to.empty() || !current || current->routing == nullptr) return;
   if (log) log->info("partition {} arrived: copying it on to {}", p, fmt::join(to, ", "));
-  for (const auto& target : to) {
-    CopyPartition(shard, p, target, current->routing, [this, target, p](base::Result<void> ack) {
-      if (!ack && log) {
-        log->warn("copy of partition {} to {} failed: {}", p, target, ack.error().ToString());
-      }
-    });
-  }
+  for (auto& target : to) CopyToNewHolder(shard, p, std::move(target), SteadyMs());
 }
 
 void MapService::ExpectPartitionTable() {
@@ -235,16 +229,9 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     impl_->log->info("copying {} partition(s) to their new replica holders", copies.size());
   for (auto& [p, to] : copies) {
     const std::size_t shard = shards_.ShardOfPartition(p);
-    shards_.InvokeOn(shard, [impl = impl_.get(), shard, p = p, to = std::move(to), routing,
-                             token = impl_->EnterRequest()] {
-      for (const auto& target : to) {
-        impl->CopyPartition(shard, p, target, routing, [impl, target, p](base::Result<void> ack) {
-          if (!ack && impl->log) {
-            impl->log->warn("copy of partition {} to {} failed: {}", p, target,
-                            ack.error().ToString());
-          }
-        });
-      }
+    shards_.InvokeOn(shard, [impl = impl_.get(), shard, p = p, to = std::move(to),
+                             token = impl_->EnterRequest()]() mutable {
+      for (auto& target : to) impl->CopyToNewHolder(shard, p, std::move(target), SteadyMs());
     });
   }
 }
