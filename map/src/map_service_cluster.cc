@@ -438,7 +438,12 @@ void MapService::Impl::CopyToNewHolder(std::size_t shard, std::uint32_t p, std::
   CopyPartition(shard, p, target, current->routing,
                 [this, shard, p, target, first_ms](base::Result<void> ack) {
                   if (ack) return;
-                  const bool again = SteadyMs() - first_ms < kCopyRetryLimitMs && !stopped.load();
+                  // Only a copy never sent goes again: one that timed out or lost its
+                  // connection may have been applied, and the target may serve the partition
+                  // since, with writes a second copy (clear, then this member's entries) would
+                  // wipe.
+                  const bool again = ack.error().code() == ErrorCode::kConnectionFailed &&
+                                     SteadyMs() - first_ms < kCopyRetryLimitMs && !stopped.load();
                   if (log) {
                     log->warn("copy of partition {} to {} failed: {}{}", p, target,
                               ack.error().ToString(), again ? "; sending it again" : "");

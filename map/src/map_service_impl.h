@@ -432,12 +432,12 @@ struct MapService::Impl {
                      bool resync = false);
   // Re-copies a partition to a backup that missed an update (see map_service_cluster.cc).
   void ResyncBackup(std::uint32_t partition_id, std::string backup, int attempt);
-  // On p's shard: a migration copy of p to `target`, a new holder waiting for it. One that
-  // fails (the target unreachable for a moment, as when a partition heals one member at a
-  // time) goes again every kCopyRetryMs while the current table still has `target` hold p,
-  // until kCopyRetryLimitMs after `first_ms` (its first try): well within the target's wait
-  // for it (kAwaitLimit), after which the target serves what it has, which a late copy must
-  // not replace.
+  // On p's shard: a migration copy of p to `target`, a new holder waiting for it. One never
+  // sent (kConnectionFailed: the target unreachable for a moment, as when a partition heals one
+  // member at a time) goes again every kCopyRetryMs while the current table still has `target` hold
+  // p, until kCopyRetryLimitMs after `first_ms` (its first try): well within the target's wait for
+  // it (kAwaitLimit), after which the target serves what it has, which a late copy must not
+  // replace.
   void CopyToNewHolder(std::size_t shard, std::uint32_t p, std::string target,
                        base::Millis first_ms);
   // On partition p's shard: clear + every live entry of every map, for a migration.

@@ -123,7 +123,11 @@ void Membership::OnMessage(const ClusterMessage& message) {
       }
       return;
     case MessageType::kJoinRedirect:
-      if (state_ == MemberState::kJoining && !message.master_address.empty()) {
+      // A redirect to this member's own address names the process it replaced (a master
+      // restarted at its address, redirected by a member of an older release): not a master
+      // to join. The seeds, asked again, name the member that takes over.
+      if (state_ == MemberState::kJoining && !message.master_address.empty() &&
+          message.master_address != self_.address) {
         master_hint_ = message.master_address;
         transport_.Send(master_hint_, Make(MessageType::kJoinRequest));
       }
@@ -266,6 +270,21 @@ void Membership::OnJoinRequest(const ClusterMessage& m) {
     return;
   }
   const MemberInfo* master = view_.members.master();
+  if (master && master->uuid != self_.uuid && master->address == m.from.address &&
+      master->uuid != m.from.uuid) {
+    // The master's process was replaced (restarted at its address): the old one is gone, and
+    // redirecting the new one to its own address would make it start a cluster of its own.
+    // The old master counts as silent from now on, so the member next in line takes over at
+    // its next tick (not after the failure timeout) and admits the new process when it asks
+    // again.
+    if (IsSilent(master->uuid)) return;
+    log_->warn(
+        "master {} at {} restarted (new identity {} asks to join): taking it as gone; the "
+        "next member in line takes over",
+        master->uuid, master->address, m.from.uuid);
+    last_heard_ms_[master->uuid] = clock_.NowMs() - options_.failure_timeout_ms - 1;
+    return;
+  }
   if (master && master->uuid != self_.uuid) {
     ClusterMessage redirect = Make(MessageType::kJoinRedirect);
     redirect.master_address = master->address;

@@ -71,6 +71,19 @@ class Network {
     std::lock_guard lock(mu_);
     lose_[address] = count;
   }
+  // The next `count` replica messages to `address` cannot be sent (as when it cannot be
+  // connected to for a moment): they fail with kConnectionFailed, never applied.
+  void RefuseReplicas(const std::string& address, int count) {
+    std::lock_guard lock(mu_);
+    refuse_[address] = count;
+  }
+  bool TakeRefusal(const std::string& address) {
+    std::lock_guard lock(mu_);
+    auto it = refuse_.find(address);
+    if (it == refuse_.end() || it->second == 0) return false;
+    --it->second;
+    return true;
+  }
   // Replica messages to `address` wait (in order) until Release: copies still on their way.
   void Hold(const std::string& address) {
     std::lock_guard lock(mu_);
@@ -169,6 +182,7 @@ class Network {
   std::map<std::string, std::unique_ptr<Node>> nodes_;
   std::set<std::string> dead_;
   std::map<std::string, int> lose_;
+  std::map<std::string, int> refuse_;
   std::map<std::string, int> silent_;
   std::map<std::string, std::vector<std::function<void()>>> held_;
   std::map<std::string, std::vector<std::vector<ReplicaUpdate>>> recorded_;
@@ -210,6 +224,10 @@ class InMemoryRouting final : public ClusterRouting {
     }
     if (net_.TakeLoss(address)) {
       return done(tessera::base::Fail(ErrorCode::kTimeout, "no reply from " + address));
+    }
+    if (net_.TakeRefusal(address)) {
+      return done(
+          tessera::base::Fail(ErrorCode::kConnectionFailed, "cannot connect to " + address));
     }
     if (net_.TakeSilentLoss(address)) return done(StalePartitions{});  // acked, never applied
     net_.Note(address, updates);
@@ -600,7 +618,7 @@ TEST_CASE("A migration copy that could not be delivered is sent again while its 
     SetAcked(net.node("m1").service, key, "v" + std::to_string(i));
     acked[key] = "v" + std::to_string(i);
   }
-  net.LoseReplicas("m2", 40);  // the first 40 copy messages fail
+  net.RefuseReplicas("m2", 40);  // the first 40 copy messages cannot be sent
   net.Install({"m1", "m2"}, {"m1", "m2"});
   // The copies that failed go again within a second or so (bounded wait, far below the 10 s
   // a holder waits before it serves what it has).

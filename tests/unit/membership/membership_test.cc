@@ -264,6 +264,30 @@ TEST_CASE("A member restarted at the same address gets a new identity and rejoin
   CheckConverged(net, {"a:1", "b:1"});
 }
 
+TEST_CASE(
+    "A master restarted at its address joins its old cluster: the next member takes over at "
+    "once and admits it",
+    "[membership]") {
+  // Its seeds used to redirect it to the master's address, its own: it asked itself, found no
+  // cluster and started one alone, which other members' requests then reached (and whose
+  // writes a later merge discarded).
+  SimNetwork net;
+  StartInOrder(net, {"a:1", "b:1", "c:1"});
+  net.Run(300);
+  const std::string old_uuid = net.Find("a:1")->self().uuid;
+  net.Crash("a:1");
+  net.Run(500);
+  Membership& a = net.Start("a:1", Options({"b:1", "c:1"}));
+  net.Run(2000);  // well within the failure timeout (5 s) and the join timeout (5 s)
+  CheckConverged(net, {"b:1", "c:1", "a:1"});
+  CHECK(a.self().uuid != old_uuid);
+  CHECK(!a.is_master());
+  CHECK(net.Log("a:1").find("starting a new cluster") == std::string::npos);
+  CHECK(net.Log("b:1").find("restarted (new identity") != std::string::npos);
+  net.Run(8000);  // nothing left to time out or merge
+  CheckConverged(net, {"b:1", "c:1", "a:1"});
+}
+
 TEST_CASE("Lost and delayed messages: the cluster still converges, and detects a crash",
           "[membership]") {
   SimNetwork net(42);
