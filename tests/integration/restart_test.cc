@@ -139,6 +139,9 @@ void RunRestart(int victim, std::chrono::milliseconds down) {
   for (int i = 0; i < 3; ++i) copied_before += i == victim ? 0 : CopyBytesSent(slots[i]);
   slots[victim].node->Stop(SIGKILL);
   std::this_thread::sleep_for(down);
+  // Restarted as a supervisor's unit file would start it: seeded with the other members (the
+  // first member started the cluster without seeds; a restarted master joins its old cluster).
+  if (victim == 0) slots[0].join = {"--join", slots[1].address() + "," + slots[2].address()};
   const auto restarted = Clock::now();
   slots[victim].Start();
   const std::string new_uuid = slots[victim].Uuid();
