@@ -265,6 +265,17 @@ MapRequest Rq(MapOp op, std::string key = "", std::string value = "") {
   return rq;
 }
 
+// Waits, at most 5 s, until none of `services` waits for a migration copy (callers assert it).
+void AwaitCopies(std::initializer_list<const MapService*> services) {
+  auto waiting = [&] {
+    return std::any_of(services.begin(), services.end(),
+                       [](const MapService* s) { return s->AwaitingPartitionCount() > 0; });
+  };
+  for (int i = 0; i < 500 && waiting(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 // Sets key := value through `via`, retrying failed calls (a client sees at most a retry).
 void SetAcked(MapService& via, const std::string& key, const std::string& value) {
   for (int attempt = 0; attempt < 200; ++attempt) {
@@ -527,11 +538,7 @@ TEST_CASE("A dead member's backups are promoted with its data, writes wait for b
   Verify(net.node("m3").service, acked);
   // m3 dies too: m1 is left with everything, thanks to the backups re-created after m2 died.
   // The new backups' copies have arrived (bounded wait).
-  for (int i = 0; i < 500 && (net.node("m1").service.AwaitingPartitionCount() > 0 ||
-                              net.node("m3").service.AwaitingPartitionCount() > 0);
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  AwaitCopies({&net.node("m1").service, &net.node("m3").service});
   CHECK(net.node("m1").service.AwaitingPartitionCount() == 0);
   CHECK(net.node("m3").service.AwaitingPartitionCount() == 0);
   net.Kill("m3");
@@ -586,9 +593,7 @@ TEST_CASE(
   net.Kill("m1");
   net.InstallLate("m2", {"m2", "m3"});
   net.InstallLate("m3", {"m2", "m3"});
-  for (int i = 0; i < 500 && net.node("m3").service.AwaitingPartitionCount() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  AwaitCopies({&net.node("m3").service});
   REQUIRE(net.node("m3").service.AwaitingPartitionCount() == 0);
   for (const char* via : {"m2", "m3"}) {
     auto got = net.node(via).service.ExecuteSync(Rq(MapOp::kGet, key));
@@ -622,9 +627,7 @@ TEST_CASE("A migration copy that could not be delivered is sent again while its 
   net.Install({"m1", "m2"}, {"m1", "m2"});
   // The copies that failed go again within a second or so (bounded wait, far below the 10 s
   // a holder waits before it serves what it has).
-  for (int i = 0; i < 500 && net.node("m2").service.AwaitingPartitionCount() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  AwaitCopies({&net.node("m2").service});
   REQUIRE(net.node("m2").service.AwaitingPartitionCount() == 0);
   net.Kill("m1");
   net.Install({"m2"}, {"m2"});
@@ -648,9 +651,7 @@ TEST_CASE("A backup that missed an update is resynchronized before it could be p
   }
   SetAcked(net.node("m1").service, key, "old");
   // The join's copies have all arrived, so the one lost message is our write's.
-  for (int i = 0; i < 500 && net.node("m2").service.AwaitingPartitionCount() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  AwaitCopies({&net.node("m2").service});
   REQUIRE(net.node("m2").service.AwaitingPartitionCount() == 0);
   net.LoseReplicas("m2", 1);
   auto r = net.node("m1").service.ExecuteSync(Rq(MapOp::kSet, key, "new"));
@@ -681,9 +682,7 @@ TEST_CASE("With async backups a write returns before its backup confirms, which 
     auto k = "k" + std::to_string(i);
     if (net.ReplicasOf(k)[0] == "m1") key = k;
   }
-  for (int i = 0; i < 500 && net.node("m2").service.AwaitingPartitionCount() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  AwaitCopies({&net.node("m2").service});
   REQUIRE(net.node("m2").service.AwaitingPartitionCount() == 0);
   // The backup is unreachable for this write: with sync backups it would fail (see the resync
   // test above); async, the caller is answered at once and the owner re-copies the partition.
@@ -708,9 +707,7 @@ TEST_CASE("A backup whose replica version shows a missed update is re-copied", "
     if (net.ReplicasOf("g" + std::to_string(i))[0] == "m1") group = "g" + std::to_string(i);
   }
   const std::vector<std::string> keys = {"first@" + group, "second@" + group};
-  for (int i = 0; i < 500 && net.node("m2").service.AwaitingPartitionCount() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  AwaitCopies({&net.node("m2").service});
   REQUIRE(net.node("m2").service.AwaitingPartitionCount() == 0);
   // The first write's backup message is lost although acknowledged: only the replica version
   // of the next write tells m2 it missed one, and m1 re-copies the partition.
@@ -1062,11 +1059,7 @@ TEST_CASE("Hashes keep their kind and a large hash its fields through migration 
   REQUIRE(m1.ExecuteSync(set));
   // m2 joins: half the partitions migrate to it, the others get it as their backup.
   net.Install({"m1", "m2"}, {"m1", "m2"});
-  for (int i = 0; i < 500 && (m1.AwaitingPartitionCount() > 0 ||
-                              net.node("m2").service.AwaitingPartitionCount() > 0);
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  AwaitCopies({&m1, &net.node("m2").service});
   // Writes after the join reach the backups as the state of each record they changed.
   HSetAcked(net.node("m2").service, "large", 200, 210);
   HSetAcked(net.node("m2").service, "small", 2, 3);
