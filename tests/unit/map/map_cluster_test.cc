@@ -59,6 +59,7 @@ class Network {
     graveyard_.push_back(std::move(nodes_.at(address)));
     nodes_[address] = std::move(node);
     ++incarnation_[address];
+    dead_.erase(address);  // a member killed and removed earlier starts again there
     return ref;
   }
   // The member stops answering: calls to it fail as a dead peer's would.
@@ -606,6 +607,40 @@ TEST_CASE(
   auto got = net.node("m3").service.ExecuteSync(Rq(MapOp::kGet, key));
   REQUIRE(got);
   CHECK(got->value == "written");
+}
+
+TEST_CASE(
+    "A member removed after a crash and started again before the removal's copies arrived "
+    "loses nothing",
+    "[map][cluster][restart]") {
+  // chaos-orders: grid-node-3 SIGKILLed, removed at the failure timeout and started again 1 s
+  // later, while the survivors' re-replication copies were still on their way.
+  Network net;
+  for (const char* m : {"m1", "m2", "m3"}) net.Add(m);
+  net.Install({"m1"}, {"m1"});
+  net.Install({"m1", "m2", "m3"}, {"m1", "m2", "m3"});
+  std::map<std::string, std::string> acked;
+  for (int i = 0; i < 600; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    SetAcked(net.node("m1").service, key, "v" + std::to_string(i));
+    acked[key] = "v" + std::to_string(i);
+  }
+  AwaitCopies({&net.node("m2").service, &net.node("m3").service});
+  net.Kill("m3");
+  net.Hold("m2");  // the removal's copies to m2 are still on their way
+  net.Install({"m1", "m2"}, {"m1", "m2"});
+  net.Restart("m3");
+  net.Install({"m1", "m2", "m3"}, {"m1", "m2", "m3"});
+  net.Release("m2");
+  AwaitCopies({&net.node("m1").service, &net.node("m2").service, &net.node("m3").service});
+  REQUIRE(net.node("m2").service.AwaitingPartitionCount() == 0);
+  REQUIRE(net.node("m3").service.AwaitingPartitionCount() == 0);
+  for (const char* via : {"m1", "m2", "m3"}) Verify(net.node(via).service, acked);
+  // Every replica holds its data: m1 dies, then m2; what is left serves every key.
+  net.Kill("m1");
+  net.Install({"m2", "m3"}, {"m2", "m3"});
+  AwaitCopies({&net.node("m2").service, &net.node("m3").service});
+  Verify(net.node("m3").service, acked);
 }
 
 TEST_CASE("A migration copy that could not be delivered is sent again while its holder waits",
