@@ -7,6 +7,7 @@ import os
 import re
 import select
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -15,6 +16,9 @@ import urllib.request
 READY = re.compile(r"ready: native 127\.0\.0\.1:(\d+)")
 HTTP = re.compile(r" http 127\.0\.0\.1:(\d+)")  # a service's REST port, a grid-node's --http-port
 MEMBER_HTTP = re.compile(r" member-http 127\.0\.0\.1:(\d+)")  # a service's --member-http-port
+# The shared grid-nodes' log level: warn, or e.g. info or debug to follow a failed chaos run's
+# migrations (their logs stay in the work folder with --keep, and when a run fails).
+NODE_LOG_LEVEL = os.environ.get("TESSERA_CHAOS_NODE_LOG_LEVEL", "warn")
 
 
 class Proc:
@@ -25,9 +29,17 @@ class Proc:
         self.paused = False
 
     def start(self, timeout=60.0):
-        log = open(os.path.join(self.work, self.name + ".log"), "ab")
-        self.popen = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=log,
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self):
+        """Starts the process without waiting for its ready line (wait_ready)."""
+        self.log = open(os.path.join(self.work, self.name + ".log"), "ab")
+        self.popen = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.log,
                                       stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout=60.0):
+        log = self.log
         deadline = time.monotonic() + timeout
         line = b""
         while time.monotonic() < deadline:
@@ -104,7 +116,7 @@ class Cluster:
         metrics, the REST API and the console) at its Proc's .http."""
         for i in range(count):
             argv = [self.path("tools", "grid-node", "grid-node"), "--port", "0", "--cluster-name",
-                    "shared", "--log-level", "warn", "--threads", "1"] + self.fast
+                    "shared", "--log-level", NODE_LOG_LEVEL, "--threads", "1"] + self.fast
             if http:
                 argv += ["--http-port", "0"]
             if self.shared:
@@ -115,7 +127,7 @@ class Cluster:
     def restart_shared(self, node):
         alive = [n for n in self.shared if n is not node and n.running()]
         argv = [self.path("tools", "grid-node", "grid-node"), "--port", node.native.split(":")[1],
-                "--cluster-name", "shared", "--log-level", "warn", "--threads", "1"] + self.fast
+                "--cluster-name", "shared", "--log-level", NODE_LOG_LEVEL, "--threads", "1"] + self.fast
         if alive:
             argv += ["--join", alive[0].native, "--join-timeout-ms", "2000"]
         node.argv = argv
@@ -123,14 +135,40 @@ class Cluster:
 
     def service(self, kind, index=1, extra=(), join=None):
         """Starts `kind`-service (order, inventory, payment); `join` is another instance."""
-        argv = [self.path("examples", "order-fulfillment", f"{kind}-service"), "--port", "0",
-                "--http-port", "0", "--log-level", "warn"] + self.fast
-        for n in self.shared:
-            argv += ["--shared", n.native]
+        argv = self._service_argv(kind, 0, extra)
         if join is not None:
             argv += ["--join", join.native]
-        argv += list(extra)
         return self._start(Proc(f"{kind}-{index}", argv, self.work))
+
+    def services(self, kind, count, extra=()):
+        """Starts `count` instances of `kind`-service together, the others joining the first
+        (on a port picked here): an instance whose --min-cluster-size needs the others serves
+        only once they are in its cluster."""
+        if count == 1:
+            return [self.service(kind, 1, extra)]
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        procs = []
+        for i in range(count):
+            argv = self._service_argv(kind, port if i == 0 else 0, extra)
+            if i > 0:
+                argv += ["--join", f"127.0.0.1:{port}"]
+            procs.append(Proc(f"{kind}-{i + 1}", argv, self.work))
+        for p in procs:
+            self.procs.append(p)
+            p.launch()
+        for p in procs:
+            p.wait_ready()
+        self.write_addresses()
+        return procs
+
+    def _service_argv(self, kind, port, extra):
+        argv = [self.path("examples", "order-fulfillment", f"{kind}-service"), "--port",
+                str(port), "--http-port", "0", "--log-level", "warn"] + self.fast
+        for n in self.shared:
+            argv += ["--shared", n.native]
+        return argv + list(extra)
 
     def restart(self, proc, join=None, same_address=False):
         """Starts `proc` again with its arguments (a new embedded member on a new port, or
@@ -139,8 +177,7 @@ class Cluster:
         if "--join" in argv:
             i = argv.index("--join")
             del argv[i:i + 2]
-        if same_address:
-            argv[argv.index("--port") + 1] = proc.native.split(":")[1]
+        argv[argv.index("--port") + 1] = proc.native.split(":")[1] if same_address else "0"
         if join is not None:
             argv += ["--join", join.native]
         proc.argv = argv
@@ -176,6 +213,14 @@ class Cluster:
     def grid_cli(self, *args, timeout=60):
         argv = [self.path("tools", "grid-cli", "grid-cli"), "--address",
                 next(n.native for n in self.shared if n.running()), "--cluster-name", "shared"]
+        return subprocess.run(argv + list(args), capture_output=True, text=True, timeout=timeout)
+
+
+    def member_cli(self, proc, *args, timeout=60):
+        """grid-cli against a service instance's embedded member (its own cluster)."""
+        kind = proc.name.rsplit("-", 1)[0]
+        argv = [self.path("tools", "grid-cli", "grid-cli"), "--address", proc.native,
+                "--cluster-name", f"{kind}-service"]
         return subprocess.run(argv + list(args), capture_output=True, text=True, timeout=timeout)
 
 

@@ -334,8 +334,12 @@ MapConfig MapService::Impl::ConfigOf(const std::string& name) const {
   auto it = configs.find(name);
   if (it != configs.end()) return it->second;
   // Internal maps ("__streams", "__reliable_topics", ...) hold bookkeeping that eviction, a
-  // default TTL or asynchronous backups would corrupt: the member's defaults do not apply.
-  return name.starts_with("__") ? MapConfig{} : options.default_config;
+  // default TTL or asynchronous backups would corrupt: the member's defaults do not apply,
+  // except its quorum (a member cut off from the majority writes none of it).
+  if (!name.starts_with("__")) return options.default_config;
+  MapConfig internal;
+  internal.min_cluster_size = options.default_config.min_cluster_size;
+  return internal;
 }
 
 void MapService::Impl::ExecuteKeyed(MapRequest& request, Callback& done) {
@@ -681,6 +685,10 @@ void MapService::Configure(const std::string& map_name, MapConfig config) {
   std::lock_guard lock(impl_->config_mu);
   impl_->configs[map_name] = config;
   impl_->config_version.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::size_t MapService::ClusterSize() const {
+  return impl_->cluster_size.load(std::memory_order_relaxed);
 }
 
 MapConfig MapService::ConfigOf(const std::string& map_name) const {

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <csignal>
@@ -32,6 +33,7 @@ const std::map<std::string, std::string> kCommonFlags = {
     {"port", "0"},         {"shared-cluster", "shared"}, {"http-port", "0"},
     {"threads", "1"},      {"heartbeat-ms", "1000"},     {"failure-timeout-ms", "5000"},
     {"log-level", "info"}, {"idle-poll-us", "50"},       {"member-http-port", "off"},
+    {"min-cluster-size", "0"}, {"fault-injection", "false"},
 };
 
 }  // namespace
@@ -66,10 +68,14 @@ Service::Service(std::string program, int argc, char** argv,
   if (shared_addresses_.empty())
     Usage("--shared HOST:PORT (a member of the shared cluster) is required");
   for (const char* n :
-       {"port", "http-port", "threads", "heartbeat-ms", "failure-timeout-ms", "idle-poll-us"}) {
+       {"port", "http-port", "threads", "heartbeat-ms", "failure-timeout-ms", "idle-poll-us",
+        "min-cluster-size"}) {
     IntFlag(n);  // validates
   }
   if (IntFlag("port") > 65535 || IntFlag("http-port") > 65535) Usage("a port is 0..65535");
+  if (Flag("fault-injection") != "true" && Flag("fault-injection") != "false") {
+    Usage("invalid --fault-injection '" + Flag("fault-injection") + "': use true or false");
+  }
   const auto level = spdlog::level::from_str(Flag("log-level"));
   if (level == spdlog::level::off && Flag("log-level") != "off") {
     Usage("unknown --log-level '" + Flag("log-level") + "': trace|debug|info|warn|error");
@@ -125,6 +131,11 @@ base::Result<void> Service::Prepare() {
   mo.failure_timeout_ms = IntFlag("failure-timeout-ms");
   if (IntFlag("idle-poll-us") > 1'000'000) Usage("--idle-poll-us is 0..1000000");
   mo.idle_poll_us = static_cast<std::uint32_t>(IntFlag("idle-poll-us"));
+  // Quorum for every map of the embedded member, the framework's outbox, inbox and sagas too:
+  // an instance cut off from the others writes nothing that the merge would discard.
+  mo.map_options.default_config.min_cluster_size =
+      static_cast<std::uint32_t>(std::min<std::int64_t>(IntFlag("min-cluster-size"), 1000));
+  mo.fault_injection = Flag("fault-injection") == "true";
   // An instance started with --join must not found a cluster of its own because the machine
   // is slow to answer: it would take writes that its service's other instances do not see.
   mo.join_timeout_ms = std::max<std::int64_t>(10'000, 2 * mo.failure_timeout_ms);
@@ -147,18 +158,34 @@ base::Result<void> Service::Prepare() {
 
 base::Result<void> Service::StartMember() {
   if (auto ok = member_->Start(); !ok) return ok;
-  if (join_.empty()) return {};
+  const auto quorum = static_cast<std::size_t>(IntFlag("min-cluster-size"));
+  if (join_.empty() && quorum <= 1) return {};
   // Serve (consumers, REST) only once in a cluster: a member serves at once and joins in the
-  // background, and what it took before would be its own until the clusters merged.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  // background, and what it took before would be its own until the clusters merged. With a
+  // quorum, only once the cluster has it: before, every write of the service would be refused.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool told = false;
   while (std::chrono::steady_clock::now() < give_up) {
     auto view = member_->cluster_view();
     // Listed: admitted by another instance, or alone after the join timeout (none answered).
-    if (view && view->members.Find(member_->uuid())) return {};
+    if (view && view->members.Find(member_->uuid())) {
+      // The partition table writes are admitted against, which follows the view.
+      const std::size_t size = member_->map_service().ClusterSize();
+      if (size >= quorum) return {};
+      if (!told) {
+        base::NamedLogger(program_)->info(
+            "waiting for {} instances in this service's cluster (--min-cluster-size) before "
+            "serving; it has {}",
+            quorum, size);
+        told = true;
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return base::Fail(base::ErrorCode::kTimeout,
-                    "the member did not join a cluster through --join within 30 s");
+                    fmt::format("the member was not in a cluster of {} instances (--join, "
+                                "--min-cluster-size) within 60 s; start the other instances",
+                                std::max<std::size_t>(quorum, 2)));
 }
 
 base::Result<void> Service::StartHttp() { return http_->Start(); }

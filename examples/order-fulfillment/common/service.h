@@ -51,7 +51,8 @@ class Service {
   base::Result<void> Prepare();
   // With --join, returns once the member is in a cluster: admitted by another instance, or
   // alone when none answered within the join timeout (10 s, so that a slow machine does not
-  // make a restarted instance found a cluster of its own).
+  // make a restarted instance found a cluster of its own). With --min-cluster-size N, once its
+  // cluster has N members (the instances start together). Error kTimeout after 60 s.
   base::Result<void> StartMember();
   base::Result<void> StartHttp();
   // Prints the ready line, blocks until SIGINT or SIGTERM, then stops the HTTP server.

@@ -390,3 +390,49 @@ TEST_CASE(
   io.stop();
   runner.join();
 }
+
+TEST_CASE(
+    "A member's quorum (the maps' default min_cluster_size) covers its internal maps: cut "
+    "off, it refuses writes to the framework's outbox, sagas and streams too",
+    "[grid][split][quorum]") {
+  // A service's instances run partition-owned work (the outbox relay, saga deadlines) on both
+  // sides of a partition of their cluster; the quorum keeps the minority from writing what
+  // those act on. Internal maps take no other default (no TTL, eviction, async backups).
+  auto options = [](std::vector<std::string> join) {
+    MemberOptions o = SplitMember(std::move(join));
+    o.map_options.default_config.min_cluster_size = 2;
+    o.map_options.default_config.default_ttl_ms = 60'000;
+    return o;
+  };
+  Member a(options({}));
+  REQUIRE(a.Start());
+  Member b(options({AddressOf(a)}));
+  REQUIRE(b.Start());
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b}, 2); }));
+  for (const char* map : {"__outbox", "__sagas", "orders"}) Set(a, map, "before", "v");
+  CHECK(a.map_service().ConfigOf("__outbox").default_ttl_ms == 0);
+
+  a.BlockPeers({AddressOf(b)});
+  b.BlockPeers({AddressOf(a)});
+  REQUIRE(WaitUntil([&] { return AllList({&a}, 1) && AllList({&b}, 1); }));
+  for (Member* m : {&a, &b}) {
+    for (const char* map : {"__outbox", "__sagas", "orders"}) {
+      auto refused = m->GetMap(map)->Set("during", "v");
+      INFO(map << " on " << AddressOf(*m));
+      REQUIRE_FALSE(refused.has_value());
+      CHECK(refused.error().code() == ErrorCode::kNoQuorum);
+    }
+    // A map configured on its own keeps its own setting (no quorum for "pia").
+    Set(*m, "pia", "during", "v");
+    CHECK(Value(*m, "__outbox", "before") == "v");  // reads are served
+  }
+  a.BlockPeers({});
+  b.BlockPeers({});
+  REQUIRE(WaitUntil([&] { return AllList({&a, &b}, 2); }, std::chrono::seconds(10)));
+  REQUIRE(WaitUntil([&] {
+    return a.map_service().AwaitingPartitionCount() == 0 &&
+           b.map_service().AwaitingPartitionCount() == 0;
+  }));
+  Set(b, "__outbox", "after", "v");
+  CHECK(Value(a, "__outbox", "after") == "v");
+}

@@ -55,6 +55,9 @@ struct MapConfig {
 };
 
 struct MapServiceOptions {
+  // Maps without a configuration of their own (Configure). Internal maps ("__" names: streams,
+  // reliable topics, the framework's outbox, inbox and sagas, ...) take only its
+  // min_cluster_size: a member without its quorum writes none of its bookkeeping either.
   MapConfig default_config;
   base::Millis sweep_interval_ms = 20;  // background expiry sweep period per shard
   std::int64_t sweep_budget_per_tick =
@@ -259,6 +262,9 @@ class MapService {
   bool ListsMember(const std::string& id) const;
   // Whether this member serves `partition` (true for all until SetPartitionTable).
   bool OwnsPartition(std::uint32_t partition) const;
+  // Members of the partition table this member serves by (1 before the first): the size
+  // writes to a map with a min_cluster_size are admitted against. Any thread.
+  std::size_t ClusterSize() const;
   // Partition ownership changes: `hook(partition)` runs on the partition's shard after
   // OwnsPartition(partition) or RunsPartitionWork(partition) may have changed (a new table, a
   // promotion, a migration copy that arrived, a copy given up on); the hook reads OwnsPartition to
