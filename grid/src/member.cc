@@ -40,6 +40,7 @@ std::shared_ptr<spdlog::logger> DefaultLogger() { return base::NamedLogger("memb
 Member::Member(MemberOptions options, std::shared_ptr<spdlog::logger> log, const base::Clock* clock)
     : options_(std::move(options)), log_(log ? std::move(log) : DefaultLogger()), uuid_(NewUuid()) {
   processors_.RegisterBuiltins();
+  options_.map_options.failure_timeout_ms = options_.failure_timeout_ms;  // LeaveCluster's
   impl_ = std::make_unique<Impl>(options_, log_, clock, processors_);
   impl_->work = std::make_unique<PartitionWorkService>(impl_->shards, impl_->maps, *this);
 }

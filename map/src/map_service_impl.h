@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -304,6 +305,20 @@ struct MapService::Impl {
   // any map's config asks for a quorum.
   std::atomic<std::size_t> cluster_size{1};
   std::atomic<bool> any_quorum{false};
+  // The sizes of the tables installed (clock time, members), the last 64; guarded by
+  // ownership_mu. BelowQuorumSince reads them.
+  std::deque<std::pair<base::Millis, std::size_t>> size_history;
+  // When the cluster of `history` (size_history) fell below `quorum` members and has stayed
+  // below since (its first table when it never had them); nullopt when it has them now.
+  static std::optional<base::Millis> BelowQuorumSince(
+      const std::deque<std::pair<base::Millis, std::size_t>>& history, std::size_t quorum) {
+    if (history.empty() || history.back().second >= quorum) return std::nullopt;
+    base::Millis since = history.back().first;
+    for (auto it = history.rbegin(); it != history.rend() && it->second < quorum; ++it) {
+      since = it->first;
+    }
+    return since;
+  }
   std::atomic<std::uint64_t> forwarded{0};        // keyed requests sent on to their owner
   std::atomic<std::uint64_t> copies_sent{0};      // partition copies (CopiesSent)
   std::atomic<std::uint64_t> copy_bytes_sent{0};  // their entries' keys and values

@@ -21,8 +21,10 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
   const std::uint32_t count = partitioner_.partition_count();
   auto owned = std::make_shared<std::vector<bool>>(count, false);
   std::vector<std::vector<std::uint32_t>> changed(shards_.size());
+  auto sizes = std::make_shared<std::deque<std::pair<base::Millis, std::size_t>>>();
   {
     Impl::OwnershipChange change(*impl_);
+    *sizes = impl_->size_history;
     for (std::uint32_t p = 0; p < count; ++p) {
       auto& f = impl_->flags[p];
       (*owned)[p] = f.local.exchange(false);
@@ -49,9 +51,18 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
   std::promise<std::vector<ShardPart>> promise;
   auto future = promise.get_future();
   shards_.MapReduce<ShardPart>(
-      [impl = impl_.get(), owned](std::size_t shard) {
+      [impl = impl_.get(), owned, sizes](std::size_t shard) {
         ShardPart part;
         const base::Millis now = impl->clock.NowMs();
+        // A quorum map's entries written since its cluster lost the quorum (less the failure
+        // timeout it took to notice) were never acknowledged: they stay out.
+        auto unacknowledged_since = [&](const std::string& map) -> std::optional<base::Millis> {
+          const std::size_t quorum = impl->ConfigOf(map).min_cluster_size;
+          if (quorum <= 1) return std::nullopt;
+          auto since = Impl::BelowQuorumSince(*sizes, quorum);
+          if (!since) return std::nullopt;
+          return *since - impl->options.failure_timeout_ms;
+        };
         const base::Millis wall = impl->clock.WallMs();
         const std::size_t shard_count = impl->shards.size();
         // Large hashes' field maps worth sending back, judged before any store is cleared.
@@ -76,6 +87,7 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
           std::map<std::string, std::vector<std::string>> groups;
           MergeBatch* batch = nullptr;
           std::size_t bytes = 0;
+          const auto cutoff = unacknowledged_since(name);
           for (std::size_t slot = 0; slot < table->stores.slot_count(); ++slot) {
             RecordStore* store = table->stores.At(slot);
             if (store == nullptr) continue;
@@ -85,6 +97,7 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
             if ((*owned)[p] && (!hash || live_fields.count(name) != 0)) {
               store->ForEach([&](const Record& r) {
                 if (r.ExpiredAt(now) || r.kind() == ValueKind::kSpilledHash) return;
+                if (cutoff && r.last_update_ms() >= *cutoff) return;
                 if (hash) {
                   if (hash_batch == nullptr || hash_batch->entries.size() >= kBatchEntries ||
                       bytes >= kBatchBytes) {

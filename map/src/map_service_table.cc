@@ -107,6 +107,8 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     // (a smaller cluster) sees the smaller size too, so a quorum map's write is not applied
     // without backups under the old size.
     impl_->cluster_size.store(members.size());
+    impl_->size_history.emplace_back(impl_->clock.NowMs(), members.size());
+    if (impl_->size_history.size() > 64) impl_->size_history.pop_front();
     const base::Millis now = SteadyMs();
     static const std::vector<std::string> kNone;
     std::vector<std::string> survivors;  // the previous replicas of p without replaced ones

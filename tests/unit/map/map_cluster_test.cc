@@ -898,6 +898,54 @@ void Apply(MapService& service, std::vector<ReplicaUpdate> updates) {
 }  // namespace
 
 TEST_CASE(
+    "A quorum map leaving its cluster leaves out what was written since the cluster lost its "
+    "quorum (less the failure timeout): those writes were never acknowledged",
+    "[map][cluster][merge][quorum]") {
+  // A service's two instances cut apart: for a failure timeout each applies writes on its own
+  // copy (its backup unreachable: the writes fail), then refuses them (kNoQuorum). Merged key
+  // by key, such a write's new keys would come in and its changes to existing keys would not
+  // (a hold without its stock), breaking the transaction it was part of.
+  tessera::base::ManualClock clock;
+  EntryProcessorRegistry processors;
+  tessera::runtime::ShardSet shards{2};
+  MapServiceOptions options;
+  options.failure_timeout_ms = 2'000;
+  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
+                     spdlog::null_logger_mt("quorum-merge"), options);
+  shards.Start();
+  service.Start();
+  NoPeers peers;
+  MapConfig quorum;
+  quorum.min_cluster_size = 2;
+  service.Configure("orders", quorum);
+  const std::vector<std::vector<std::string>> both(271, {"self", "a"});
+  const std::vector<std::vector<std::string>> alone(271, {"self"});
+  service.SetPartitionTable(both, {{"a", "a"}, {"self", "self"}}, "self", &peers);
+  for (const char* map : {"orders", "plain"}) {
+    auto rq = Rq(MapOp::kSet, "before", "v");
+    rq.map_name = map;
+    REQUIRE(service.ExecuteSync(rq));
+  }
+  clock.Advance(10'000);  // the partition starts; writes go on for the failure timeout
+  for (const char* map : {"orders", "plain"}) {
+    auto rq = Rq(MapOp::kSet, "during", "v");
+    rq.map_name = map;
+    REQUIRE(service.ExecuteSync(rq));
+  }
+  clock.Advance(1'500);
+  service.SetPartitionTable(alone, {{"self", "self"}}, "self", &peers);  // a removed
+  clock.Advance(5'000);
+  std::map<std::string, std::set<std::string>> taken;
+  for (const auto& batch : service.LeaveCluster()) {
+    for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
+  }
+  CHECK(taken["orders"] == std::set<std::string>{"before"});
+  CHECK(taken["plain"] == std::set<std::string>{"before", "during"});  // no quorum: all of it
+  service.Stop();
+  shards.Stop();
+}
+
+TEST_CASE(
     "A member that left its cluster takes its data out, ignores a late copy from that "
     "cluster and serves the new cluster's",
     "[map][cluster][merge]") {

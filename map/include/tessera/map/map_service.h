@@ -69,6 +69,11 @@ struct MapServiceOptions {
   // Each remembered id costs a marker entry (about 500 bytes for a 3-set batch; its encoded
   // result is 408): at R committed batches per second the owners hold R x ttl of them.
   base::Millis transaction_id_ttl_ms = 60'000;
+  // The cluster's failure timeout (MemberOptions::failure_timeout_ms): a member cut off from
+  // the others applies writes on its own copy for this long before its cluster shrinks, its
+  // backups unreachable (the writes fail, "applied on the owner but its backup did not confirm
+  // it"). A quorum map leaving its cluster (LeaveCluster) does not take those out.
+  base::Millis failure_timeout_ms = 5'000;
 };
 
 // The map where partition transactions keep the ids of committed batches: key
@@ -288,7 +293,10 @@ class MapService {
   // wait for the next SetPartitionTable, as before the first one), the live entries of the
   // partitions it owned are taken out as kMergeEntries batches (merge.h), and every store is
   // emptied, so the next table's migrations copy the new cluster's data in and nothing of the
-  // old table is copied out. Event streams come out per sub-stream as kStreamMerge batches
+  // old table is copied out. A quorum map (min_cluster_size q) whose cluster has fewer than q
+  // members now leaves out the entries written since failure_timeout_ms before the cluster fell
+  // below q: none of them was acknowledged (refused with kNoQuorum, or applied here without its
+  // backups), and merged key by key they would break the transactions they were part of. Event streams come out per sub-stream as kStreamMerge batches
   // (events in offset order, groups), reliable topics per ring as kRingMerge batches. Blocks
   // until every shard is done. REQUIRES: not on a shard thread.
   std::vector<MergeBatch> LeaveCluster();
