@@ -127,7 +127,8 @@ class Cluster:
     def restart_shared(self, node):
         alive = [n for n in self.shared if n is not node and n.running()]
         argv = [self.path("tools", "grid-node", "grid-node"), "--port", node.native.split(":")[1],
-                "--cluster-name", "shared", "--log-level", NODE_LOG_LEVEL, "--threads", "1"] + self.fast
+                "--cluster-name", "shared", "--log-level", NODE_LOG_LEVEL,
+                "--threads", "1"] + self.fast
         if alive:
             argv += ["--join", alive[0].native, "--join-timeout-ms", "2000"]
         node.argv = argv

@@ -29,6 +29,8 @@ struct Slot {
   std::vector<std::string> join;
   std::unique_ptr<NodeProcess> node;
 
+  bool fault_injection = false;
+
   void Start() {
     std::vector<std::string> args = {"--port",
                                      std::to_string(port),
@@ -45,6 +47,7 @@ struct Slot {
                                      "--join-timeout-ms",
                                      "1500"};
     args.insert(args.end(), join.begin(), join.end());
+    if (fault_injection) args.insert(args.end(), {"--fault-injection", "true"});
     auto started = NodeProcess::Start(args);
     if (!started) FAIL(started.error().message());
     node = std::move(*started);
@@ -171,6 +174,20 @@ void RunRestart(int victim, std::chrono::milliseconds down) {
   }
 }
 
+// How many members `slot`'s member lists (0 when it cannot be asked).
+std::size_t ViewSize(const Slot& slot) {
+  auto client = grid::Client::Connect(ClientOptionsFor(*slot.node));
+  if (!client) return 0;
+  auto view = (*client)->FetchClusterView();
+  return view ? view->members.members.size() : 0;
+}
+
+// Cuts `slot`'s member off from `peers` (empty: heals it).
+void Block(const Slot& slot, const std::vector<std::string>& peers) {
+  auto client = ConnectOrFail(*slot.node);
+  REQUIRE(client->SetBlockedPeers(peers));
+}
+
 }  // namespace
 
 // The table (its failure timeout was 5 s; here 3 s): 0.5 s and 2 s lost about a
@@ -194,6 +211,55 @@ TEST_CASE(
     "The master SIGKILLed and restarted after 0.5 s at its address loses no acknowledged write",
     "[tools][cluster][restart]") {
   RunRestart(0, 500ms);
+}
+
+TEST_CASE(
+    "A member SIGKILLed and restarted while it merges back after a network partition loses no "
+    "write the other side acknowledged",
+    "[tools][cluster][restart][split]") {
+  // The minority member rejoins, takes its entries out (LeaveCluster) and is killed while the
+  // majority's copies and its merge batches are in flight; its new process starts empty at the
+  // same address. The majority's partitions must stay with the majority: nothing it
+  // acknowledged, before or during the partition, may be replaced by the empty process.
+  std::vector<Slot> slots(3);
+  for (auto& slot : slots) slot.fault_injection = true;
+  slots[0].Start();
+  for (int i = 1; i < 3; ++i) {
+    slots[i].join = {"--join", slots[0].address()};
+    slots[i].Start();
+  }
+  WaitForMembers(*slots[0].node, 3);
+  auto write = [&](const Slot& via, int from, int to) {
+    auto client = ConnectOrFail(*via.node);
+    auto map = client->GetMap("orders");
+    for (int start = from; start < to; start += 500) {
+      std::vector<std::pair<std::string, std::string>> entries;
+      for (int i = start; i < std::min(to, start + 500); ++i)
+        entries.emplace_back(Key(i), Value(i));
+      REQUIRE(map->PutAll(entries));
+    }
+  };
+  write(slots[0], 0, kKeys / 2);
+  Block(slots[2], {slots[0].address(), slots[1].address()});
+  Block(slots[0], {slots[2].address()});
+  Block(slots[1], {slots[2].address()});
+  const auto deadline = Clock::now() + 30s;
+  while (ViewSize(slots[0]) != 2 || ViewSize(slots[2]) != 1) {
+    if (Clock::now() > deadline) FAIL("the partition did not split the cluster within 30 s");
+    std::this_thread::sleep_for(50ms);
+  }
+  WaitSafeWith(slots[0], {slots[0].Uuid(), slots[1].Uuid()});
+  write(slots[0], kKeys / 2, kKeys);  // acknowledged by the majority during the partition
+  for (const auto& slot : slots) Block(slot, {});
+  // Killed as soon as it is listed by the majority again: merging, copies arriving.
+  while (ViewSize(slots[0]) != 3) {
+    if (Clock::now() > deadline + 30s) FAIL("the partition did not heal within 30 s");
+    std::this_thread::sleep_for(10ms);
+  }
+  slots[2].node->Stop(SIGKILL);
+  slots[2].Start();
+  WaitSafeWith(slots[0], {slots[0].Uuid(), slots[1].Uuid(), slots[2].Uuid()});
+  for (const auto& slot : slots) VerifyThrough(slot, "after the restart during the merge");
 }
 
 }  // namespace tessera::integration

@@ -30,10 +30,17 @@ sigset_t StopSignals() {
 }
 
 const std::map<std::string, std::string> kCommonFlags = {
-    {"port", "0"},         {"shared-cluster", "shared"}, {"http-port", "0"},
-    {"threads", "1"},      {"heartbeat-ms", "1000"},     {"failure-timeout-ms", "5000"},
-    {"log-level", "info"}, {"idle-poll-us", "50"},       {"member-http-port", "off"},
-    {"min-cluster-size", "0"}, {"fault-injection", "false"},
+    {"port", "0"},
+    {"shared-cluster", "shared"},
+    {"http-port", "0"},
+    {"threads", "1"},
+    {"heartbeat-ms", "1000"},
+    {"failure-timeout-ms", "5000"},
+    {"log-level", "info"},
+    {"idle-poll-us", "50"},
+    {"member-http-port", "off"},
+    {"min-cluster-size", "0"},
+    {"fault-injection", "false"},
 };
 
 }  // namespace
@@ -67,9 +74,8 @@ Service::Service(std::string program, int argc, char** argv,
   }
   if (shared_addresses_.empty())
     Usage("--shared HOST:PORT (a member of the shared cluster) is required");
-  for (const char* n :
-       {"port", "http-port", "threads", "heartbeat-ms", "failure-timeout-ms", "idle-poll-us",
-        "min-cluster-size"}) {
+  for (const char* n : {"port", "http-port", "threads", "heartbeat-ms", "failure-timeout-ms",
+                        "idle-poll-us", "min-cluster-size"}) {
     IntFlag(n);  // validates
   }
   if (IntFlag("port") > 65535 || IntFlag("http-port") > 65535) Usage("a port is 0..65535");

@@ -296,9 +296,10 @@ class MapService {
   // old table is copied out. A quorum map (min_cluster_size q) whose cluster has fewer than q
   // members now leaves out the entries written since failure_timeout_ms before the cluster fell
   // below q: none of them was acknowledged (refused with kNoQuorum, or applied here without its
-  // backups), and merged key by key they would break the transactions they were part of. Event streams come out per sub-stream as kStreamMerge batches
-  // (events in offset order, groups), reliable topics per ring as kRingMerge batches. Blocks
-  // until every shard is done. REQUIRES: not on a shard thread.
+  // backups), and merged key by key they would break the transactions they were part of. Event
+  // streams come out per sub-stream as kStreamMerge batches (events in offset order, groups),
+  // reliable topics per ring as kRingMerge batches. Blocks until every shard is done. REQUIRES: not
+  // on a shard thread.
   std::vector<MergeBatch> LeaveCluster();
   // Replicas on this member (owned or backup) whose migration copy has not arrived yet.
   std::size_t AwaitingPartitionCount() const;
