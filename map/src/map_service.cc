@@ -669,6 +669,10 @@ base::Result<void> MapService::Impl::CheckQuorum(const MapRequest& request) cons
   }
   if (!MapOpWrites(request.op)) return {};
   if (request.op == MapOp::kRedisKey && !RedisKeyWrites(request)) return {};
+  // Joining (or rejoining) without a table yet: no cluster size to judge by. The request waits
+  // for the table, or is answered kNotOwner when a member sent it, and is admitted again when
+  // retried (Route): a member just admitted must not refuse the writes its cluster sends it.
+  if (expects_table.load() && CurrentRouting() == nullptr) return {};
   const std::size_t need = ConfigOf(request.map_name).min_cluster_size;
   const std::size_t have = cluster_size.load(std::memory_order_relaxed);
   if (need <= 1 || have >= need) return {};

@@ -54,14 +54,15 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
       [impl = impl_.get(), owned, sizes](std::size_t shard) {
         ShardPart part;
         const base::Millis now = impl->clock.NowMs();
-        // A quorum map's entries written since its cluster lost the quorum (less the failure
-        // timeout it took to notice) were never acknowledged: they stay out.
+        // A quorum map's entries written since its cluster lost the quorum, or since this
+        // member left (a member woken from a pause applies writes on its stale copy until it
+        // learns it was removed), less the failure timeout it takes to notice, were never
+        // acknowledged: they stay out.
         auto unacknowledged_since = [&](const std::string& map) -> std::optional<base::Millis> {
           const std::size_t quorum = impl->ConfigOf(map).min_cluster_size;
           if (quorum <= 1) return std::nullopt;
-          auto since = Impl::BelowQuorumSince(*sizes, quorum);
-          if (!since) return std::nullopt;
-          return *since - impl->options.failure_timeout_ms;
+          const auto since = Impl::BelowQuorumSince(*sizes, quorum);
+          return std::min(since.value_or(now), now) - impl->options.failure_timeout_ms;
         };
         const base::Millis wall = impl->clock.WallMs();
         const std::size_t shard_count = impl->shards.size();

@@ -941,8 +941,55 @@ TEST_CASE(
   }
   CHECK(taken["orders"] == std::set<std::string>{"before"});
   CHECK(taken["plain"] == std::set<std::string>{"before", "during"});  // no quorum: all of it
+
+  // Woken from a pause, removed meanwhile (its table never shrank): what it wrote since it
+  // woke, just before it learned, stays out too.
+  service.SetPartitionTable(both, {{"a", "a"}, {"self", "self"}}, "self", &peers);
+  const std::uint32_t p = tessera::partition::Partitioner(271).PartitionOf("after-waking");
+  Apply(service, CopyOf(p, "before-pause", "v", "a"));  // the new cluster's copy
+  clock.Advance(15'000);                                // paused
+  REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "after-waking", "v")));
+  clock.Advance(100);
+  taken.clear();
+  for (const auto& batch : service.LeaveCluster()) {
+    for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
+  }
+  CHECK(taken["orders"] == std::set<std::string>{"before-pause"});
   service.Stop();
   shards.Stop();
+}
+
+TEST_CASE(
+    "A joining member refuses no quorum-map write for want of a table: it waits for the table, "
+    "and a member's forwarded write is answered not-owner, to be sent again",
+    "[map][cluster][quorum]") {
+  // A service's second instance just admitted: the first already routes writes to it by the
+  // new table, and its own first writes may come before its table. With a cluster size of 1
+  // until then, both were refused with kNoQuorum (the first instance's startup failed).
+  Solo solo("quorum-joiner");
+  MapService& service = solo.service;
+  MapConfig quorum;
+  quorum.min_cluster_size = 2;
+  service.Configure("orders", quorum);
+  service.ExpectPartitionTable();
+  auto forwarded = Rq(MapOp::kSet, "k", "from-the-master");
+  forwarded.local_only = true;
+  auto refused = service.ExecuteSync(forwarded);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == ErrorCode::kNotOwner);
+  std::promise<tessera::base::Result<MapResult>> own;
+  service.Execute(Rq(MapOp::kSet, "k", "own"),
+                  [&](tessera::base::Result<MapResult> r) { own.set_value(std::move(r)); });
+  auto waiting = own.get_future();
+  CHECK(waiting.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
+  service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self", "a"}),
+                            {{"a", "a"}, {"self", "self"}}, "self", &solo.peers);
+  const std::uint32_t p = tessera::partition::Partitioner(271).PartitionOf("k");
+  Apply(service, CopyOf(p, "other", "copied", "a"));  // the partition's copy from a
+  auto done = waiting.get();
+  INFO((done ? std::string("ok") : done.error().ToString()));
+  CHECK(done.has_value());
+  CHECK(service.ExecuteSync(forwarded).has_value());  // sent again: admitted with its table
 }
 
 TEST_CASE(

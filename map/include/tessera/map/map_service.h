@@ -293,10 +293,11 @@ class MapService {
   // wait for the next SetPartitionTable, as before the first one), the live entries of the
   // partitions it owned are taken out as kMergeEntries batches (merge.h), and every store is
   // emptied, so the next table's migrations copy the new cluster's data in and nothing of the
-  // old table is copied out. A quorum map (min_cluster_size q) whose cluster has fewer than q
-  // members now leaves out the entries written since failure_timeout_ms before the cluster fell
-  // below q: none of them was acknowledged (refused with kNoQuorum, or applied here without its
-  // backups), and merged key by key they would break the transactions they were part of. Event
+  // old table is copied out. A quorum map (min_cluster_size q) leaves out the entries written
+  // since failure_timeout_ms before its cluster fell below q, or before now when it has q (a
+  // member woken from a pause, removed meanwhile): none of them was acknowledged (refused with
+  // kNoQuorum, or applied here without its backups; q must be a majority), and merged key by
+  // key they would break the transactions they were part of. Event
   // streams come out per sub-stream as kStreamMerge batches (events in offset order, groups),
   // reliable topics per ring as kRingMerge batches. Blocks until every shard is done. REQUIRES: not
   // on a shard thread.
