@@ -300,6 +300,21 @@ void Verify(MapService& via, const std::map<std::string, std::string>& acked) {
   CHECK(size->count == static_cast<std::int64_t>(acked.size()));
 }
 
+// Members m1, m2, m3 (m1 first alone, as in a real cluster), then `count` keys k<i> = v<i>
+// acknowledged through m1; returns them.
+std::map<std::string, std::string> ThreeMembersWithKeys(Network& net, int count) {
+  for (const char* m : {"m1", "m2", "m3"}) net.Add(m);
+  net.Install({"m1"}, {"m1"});
+  net.Install({"m1", "m2", "m3"}, {"m1", "m2", "m3"});
+  std::map<std::string, std::string> acked;
+  for (int i = 0; i < count; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    SetAcked(net.node("m1").service, key, "v" + std::to_string(i));
+    acked[key] = "v" + std::to_string(i);
+  }
+  return acked;
+}
+
 }  // namespace
 
 TEST_CASE("Keyed requests reach their owner and whole-map requests every owner", "[map][cluster]") {
@@ -494,15 +509,7 @@ TEST_CASE("A joiner answers other members only once its table and copies are in"
 TEST_CASE("A dead member's backups are promoted with its data, writes wait for backups",
           "[map][cluster]") {
   Network net;
-  for (const char* m : {"m1", "m2", "m3"}) net.Add(m);
-  net.Install({"m1"}, {"m1"});
-  net.Install({"m1", "m2", "m3"}, {"m1", "m2", "m3"});
-  std::map<std::string, std::string> acked;
-  for (int i = 0; i < 600; ++i) {
-    const std::string key = "k" + std::to_string(i);
-    SetAcked(net.node("m1").service, key, "v" + std::to_string(i));
-    acked[key] = "v" + std::to_string(i);
-  }
+  auto acked = ThreeMembersWithKeys(net, 600);
   // Keys with m2 as backup, and one m2 owns.
   std::vector<std::string> backed_by_m2;
   std::string owned_by_m2;
@@ -616,15 +623,7 @@ TEST_CASE(
   // chaos-orders: grid-node-3 SIGKILLed, removed at the failure timeout and started again 1 s
   // later, while the survivors' re-replication copies were still on their way.
   Network net;
-  for (const char* m : {"m1", "m2", "m3"}) net.Add(m);
-  net.Install({"m1"}, {"m1"});
-  net.Install({"m1", "m2", "m3"}, {"m1", "m2", "m3"});
-  std::map<std::string, std::string> acked;
-  for (int i = 0; i < 600; ++i) {
-    const std::string key = "k" + std::to_string(i);
-    SetAcked(net.node("m1").service, key, "v" + std::to_string(i));
-    acked[key] = "v" + std::to_string(i);
-  }
+  auto acked = ThreeMembersWithKeys(net, 600);
   AwaitCopies({&net.node("m2").service, &net.node("m3").service});
   net.Kill("m3");
   net.Hold("m2");  // the removal's copies to m2 are still on their way
