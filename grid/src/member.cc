@@ -214,7 +214,8 @@ base::Result<void> Member::StartMembership() {
   const std::string self_address = self.address;
   impl_->membership = std::make_unique<membership::MembershipService>(
       std::move(self), std::move(cluster), impl_->steady, log_);
-  impl_->merger = std::make_unique<ClusterMerger>(impl_->maps, log_);
+  impl_->merger = std::make_unique<ClusterMerger>(impl_->maps, uuid_, options_.failure_timeout_ms,
+                                                  options_.join_timeout_ms, log_);
   impl_->membership->set_rejoin_listener(
       [merger = impl_->merger.get(), impl = impl_.get()](const std::string& why) {
         impl->cluster_epoch.fetch_add(1, std::memory_order_acq_rel);
@@ -428,6 +429,19 @@ std::string Member::MetricsText() const {
         .RegisterGauge("tessera_merge_entries_pending", {},
                        "Entries taken out at a merge and not applied in the new cluster yet")
         .Set(static_cast<double>(merges.pending));
+    registry
+        .RegisterGauge("tessera_merge_standby_entries", {},
+                       "Entries of merging owners' partitions this member held backups of, "
+                       "kept until their owner's merge is applied (sent if it never is)")
+        .Set(static_cast<double>(merges.standby));
+    sync(registry.RegisterCounter("tessera_merge_standby_sent_total", {},
+                                  "Standby entries this member sent because their owner's merge "
+                                  "never arrived (it crashed while merging)"),
+         static_cast<std::int64_t>(merges.standby_sent));
+    sync(registry.RegisterCounter("tessera_merge_standby_dropped_total", {},
+                                  "Standby entries dropped: their owner merged them itself, or "
+                                  "never left its cluster"),
+         static_cast<std::int64_t>(merges.standby_dropped));
   }
   std::int64_t owned = 0;
   for (std::uint32_t p = 0; p < options_.partition_count; ++p) {

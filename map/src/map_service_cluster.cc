@@ -746,6 +746,8 @@ bool MapService::ListsMember(const std::string& id) const {
   return current == nullptr || current->HasMember(id);
 }
 
+bool MapService::HasPartitionTable() const { return impl_->CurrentRouting() != nullptr; }
+
 MapService::CopyCounters MapService::CopiesSent() const {
   return {impl_->copies_sent.load(std::memory_order_relaxed),
           impl_->copy_bytes_sent.load(std::memory_order_relaxed)};

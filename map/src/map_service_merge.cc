@@ -5,6 +5,7 @@
 #include <future>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "map_service_impl.h"
@@ -22,12 +23,25 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
   auto owned = std::make_shared<std::vector<bool>>(count, false);
   std::vector<std::vector<std::uint32_t>> changed(shards_.size());
   auto sizes = std::make_shared<std::deque<std::pair<base::Millis, std::size_t>>>();
+  // Per partition: nullopt = nothing to send (no replica here), "" = owned here, otherwise the
+  // identity of the owner whose backup replica this member held (a standby copy).
+  auto send_as = std::make_shared<std::vector<std::optional<std::string>>>(count);
   {
     Impl::OwnershipChange change(*impl_);
     *sizes = impl_->size_history;
+    if (const auto& old = impl_->routing; old != nullptr) {
+      for (std::uint32_t p = 0; p < count && p < old->replicas.size(); ++p) {
+        const auto& replicas = old->replicas[p];
+        if (replicas.size() < 2 || replicas.front() == old->self) continue;
+        if (std::find(replicas.begin() + 1, replicas.end(), old->self) == replicas.end()) continue;
+        const auto id = old->ids.find(replicas.front());
+        if (id != old->ids.end() && !id->second.empty()) (*send_as)[p] = id->second;
+      }
+    }
     for (std::uint32_t p = 0; p < count; ++p) {
       auto& f = impl_->flags[p];
       (*owned)[p] = f.local.exchange(false);
+      if ((*owned)[p]) (*send_as)[p] = std::string();
       if ((*owned)[p] || f.handoff_pending.load())
         changed[shards_.ShardOfPartition(p)].push_back(p);
       f.pending.store(false);
@@ -51,7 +65,7 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
   std::promise<std::vector<ShardPart>> promise;
   auto future = promise.get_future();
   shards_.MapReduce<ShardPart>(
-      [impl = impl_.get(), owned, sizes](std::size_t shard) {
+      [impl = impl_.get(), send_as, sizes](std::size_t shard) {
         ShardPart part;
         const base::Millis now = impl->clock.NowMs();
         // A quorum map's entries written since its cluster lost the quorum, or since this
@@ -81,13 +95,16 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
           const bool rings = name == kRingMap;
           // A spilled hash's fields: "merge" on the hash's key (its keyspace entry stays here).
           const auto hash = ParseHashFieldMap(name);
-          MergeBatch* hash_batch = nullptr;
-          // Streams and rings: per sub-stream (ring), its events (messages) by offset and its
-          // groups (kStreamMerge, kRingMerge).
-          std::map<std::string, std::map<std::int64_t, std::string>> events;
-          std::map<std::string, std::vector<std::string>> groups;
-          MergeBatch* batch = nullptr;
-          std::size_t bytes = 0;
+          // What is being gathered for one sender: this member ("") or a standby owner.
+          struct Gathered {
+            std::optional<std::size_t> batch;  // index in part.batches being filled
+            std::size_t bytes = 0;
+            // Streams and rings: per sub-stream (ring), its events (messages) by offset and
+            // its groups (kStreamMerge, kRingMerge).
+            std::map<std::string, std::map<std::int64_t, std::string>> events;
+            std::map<std::string, std::vector<std::string>> groups;
+          };
+          std::map<std::string, Gathered> gathered;
           const auto cutoff = unacknowledged_since(name);
           for (std::size_t slot = 0; slot < table->stores.slot_count(); ++slot) {
             RecordStore* store = table->stores.At(slot);
@@ -95,20 +112,28 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
             const auto p =
                 static_cast<std::uint32_t>(table->stores.LocalAt(slot) * shard_count + shard);
             // A field map whose hash expired or went (not cleared yet) is not sent back.
-            if ((*owned)[p] && (!hash || live_fields.count(name) != 0)) {
+            if ((*send_as)[p] && (!hash || live_fields.count(name) != 0)) {
+              const std::string& sender = *(*send_as)[p];
+              Gathered& g = gathered[sender];
+              // The batch to add an entry of `size` bytes to, a new one when it is full.
+              auto batch_for = [&](std::size_t size, auto make) -> MergeBatch& {
+                if (!g.batch || part.batches[*g.batch].entries.size() >= kBatchEntries ||
+                    g.bytes >= kBatchBytes) {
+                  part.batches.push_back(make());
+                  g.batch = part.batches.size() - 1;
+                  g.bytes = 0;
+                }
+                g.bytes += size;
+                return part.batches[*g.batch];
+              };
               store->ForEach([&](const Record& r) {
                 if (r.ExpiredAt(now) || r.kind() == ValueKind::kSpilledHash) return;
                 if (cutoff && r.last_update_ms() >= *cutoff) return;
                 if (hash) {
-                  if (hash_batch == nullptr || hash_batch->entries.size() >= kBatchEntries ||
-                      bytes >= kBatchBytes) {
-                    bytes = 0;
-                    part.batches.push_back(
-                        {MapOp::kRedisKey, hash->first, hash->second, {}, {}, "merge"});
-                    hash_batch = &part.batches.back();
-                  }
-                  hash_batch->entries.emplace_back(std::string(r.key()), std::string(r.value()));
-                  bytes += r.key().size() + r.value().size() + 16;
+                  batch_for(r.key().size() + r.value().size() + 16, [&] {
+                    return MergeBatch{MapOp::kRedisKey, hash->first, hash->second, {}, {},
+                                      "merge",          sender};
+                  }).entries.emplace_back(std::string(r.key()), std::string(r.value()));
                   return;
                 }
                 if (streams || rings) {
@@ -122,33 +147,27 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
                       std::from_chars(prefix.data(), prefix.data() + prefix.size(), offset);
                   if (ec == std::errc() && end == prefix.data() + prefix.size()) {
                     if (streams) {
-                      events[sub][offset] = std::string(r.value());
+                      g.events[sub][offset] = std::string(r.value());
                     } else {  // a ring's message keeps its TTL
                       MergeEntry message;
                       message.value = std::string(r.value());
                       message.ttl_left_ms = r.expire_at_ms() == 0
                                                 ? 0
                                                 : std::max<base::Millis>(1, r.expire_at_ms() - now);
-                      events[sub][offset] = EncodeMergeEntry(message);
+                      g.events[sub][offset] = EncodeMergeEntry(message);
                     }
                     return;
                   }
                   if (rings) return;  // "ring@R": the owner keeps its own head and tail
                   if (prefix == "meta") {
                     for (const auto& [group, cursor] : ParseStreamMeta(r.value()).groups) {
-                      groups[sub].push_back(group);
+                      g.groups[sub].push_back(group);
                     }
                     return;
                   }
                   // Dedup markers come back with the events, leases and consumer presence
                   // are renewed by the consumers; the stream's configuration merges as an entry.
                   if (prefix != "stream") return;
-                }
-                if (batch == nullptr || batch->entries.size() >= kBatchEntries ||
-                    bytes >= kBatchBytes) {
-                  part.batches.push_back({MapOp::kMergeEntries, name, {}, {}, {}, {}});
-                  batch = &part.batches.back();
-                  bytes = 0;
                 }
                 MergeEntry e;
                 e.value = std::string(r.value());
@@ -158,27 +177,33 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
                 e.ttl_left_ms =
                     r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now);
                 e.max_idle_ms = r.max_idle_ms();
-                batch->entries.emplace_back(std::string(r.key()), EncodeMergeEntry(e));
-                bytes += r.key().size() + r.value().size() + 40;
+                batch_for(r.key().size() + r.value().size() + 40, [&] {
+                  return MergeBatch{MapOp::kMergeEntries, name, {}, {}, {}, {}, sender};
+                }).entries.emplace_back(std::string(r.key()), EncodeMergeEntry(e));
               });
             }
             store->Clear();
           }
-          for (auto& [sub, by_offset] : events) {
-            MergeBatch* stream_batch = nullptr;
-            for (auto& [offset, bytes] : by_offset) {
-              if (stream_batch == nullptr || stream_batch->entries.size() >= kBatchEntries) {
-                part.batches.push_back(
-                    streams ? MergeBatch{MapOp::kStreamMerge,
-                                         name,
-                                         StreamMetaKey(sub),
-                                         {},
-                                         groups[sub],
-                                         {}}
-                            : MergeBatch{MapOp::kRingMerge, name, "ring@" + sub, {}, {}, {}});
-                stream_batch = &part.batches.back();
+          for (auto& [sender, g] : gathered) {
+            for (auto& [sub, by_offset] : g.events) {
+              std::optional<std::size_t> stream_batch;
+              for (auto& [offset, bytes] : by_offset) {
+                if (!stream_batch || part.batches[*stream_batch].entries.size() >= kBatchEntries) {
+                  part.batches.push_back(
+                      streams
+                          ? MergeBatch{MapOp::kStreamMerge,
+                                       name,
+                                       StreamMetaKey(sub),
+                                       {},
+                                       g.groups[sub],
+                                       {},
+                                       sender}
+                          : MergeBatch{MapOp::kRingMerge, name, "ring@" + sub, {}, {}, {}, sender});
+                  stream_batch = part.batches.size() - 1;
+                }
+                part.batches[*stream_batch].entries.emplace_back(std::to_string(offset),
+                                                                 std::move(bytes));
               }
-              stream_batch->entries.emplace_back(std::to_string(offset), std::move(bytes));
             }
           }
         }

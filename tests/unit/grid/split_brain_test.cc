@@ -436,3 +436,121 @@ TEST_CASE(
   Set(b, "__outbox", "after", "v");
   CHECK(Value(a, "__outbox", "after") == "v");
 }
+
+namespace {
+
+// The value of the metric line `name` (a counter or gauge without labels) in m's metrics; -1
+// when it is missing.
+double MetricOf(Member& m, const std::string& name) {
+  const std::string text = m.MetricsText();
+  const auto at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + name.size() + 2));
+}
+
+// Five members: a, b, c, then e, then d (so e is older than d), all through a. Split()
+// makes {a, b, c} | {e, d}; the minority's master is e, and with one backup each of d and e
+// holds the other's partitions as backups.
+struct Quintet {
+  std::unique_ptr<Member> a, b, c, d, e;
+  Quintet() {
+    a = std::make_unique<Member>(SplitMember());
+    REQUIRE(a->Start());
+    for (auto* m : {&b, &c, &e, &d}) {
+      *m = std::make_unique<Member>(SplitMember({AddressOf(*a)}));
+      REQUIRE((*m)->Start());
+      REQUIRE(WaitUntil([&] { return (*m)->cluster_view()->members.Find((*m)->uuid()); }));
+    }
+    REQUIRE(WaitUntil([&] { return AllList(All(), 5); }));
+  }
+  std::vector<Member*> All() const { return {a.get(), b.get(), c.get(), d.get(), e.get()}; }
+  std::vector<Member*> Majority() const { return {a.get(), b.get(), c.get()}; }
+  void Split() {
+    std::vector<std::string> majority, minority;
+    for (Member* m : Majority()) majority.push_back(AddressOf(*m));
+    for (Member* m : {d.get(), e.get()}) minority.push_back(AddressOf(*m));
+    for (Member* m : Majority()) m->BlockPeers(minority);
+    for (Member* m : {d.get(), e.get()}) m->BlockPeers(majority);
+    REQUIRE(WaitUntil([&] { return AllList(Majority(), 3) && AllList({d.get(), e.get()}, 2); }));
+    REQUIRE(WaitUntil([&] {
+      for (Member* m : All()) {
+        if (m->map_service().AwaitingPartitionCount() != 0) return false;
+      }
+      return true;
+    }));
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "A merging member that dies before its merge arrives loses nothing its side acknowledged: "
+    "the member that held its backups sends them in its place",
+    "[grid][split][standby]") {
+  // The merge queue lives in the merging process only. Here d takes its data out and never
+  // reaches the cluster it merges into (cut off for good: to that cluster, d crashed); e held
+  // backups of d's partitions and, once d is not listed for the failure and join timeouts,
+  // merges them itself. Before standby copies, the keys d owned were gone.
+  Quintet q;
+  Member &a = *q.a, &d = *q.d, &e = *q.e;
+  q.Split();
+  for (int i = 0; i < 300; ++i) Set(e, "pia", "minority" + std::to_string(i), "v");
+  std::size_t owned_by_d = 0;
+  for (int i = 0; i < 300; ++i) {
+    const auto p = d.map_service().partitioner().PartitionOf("minority" + std::to_string(i));
+    owned_by_d += d.map_service().OwnsPartition(p) ? 1 : 0;
+  }
+  REQUIRE(owned_by_d > 0);
+  // Heal e's links only: e (the minority's master) finds {a, b, c}, tells d to merge (d leaves
+  // and takes its data out), and joins; d cannot reach them.
+  for (Member* m : q.Majority()) m->BlockPeers({AddressOf(d)});
+  std::vector<std::string> majority;
+  for (Member* m : q.Majority()) majority.push_back(AddressOf(*m));
+  d.BlockPeers(majority);
+  e.BlockPeers({});
+  REQUIRE(WaitUntil(
+      [&] {
+        return AllList({&a, q.b.get(), q.c.get(), &e}, 4);
+      },
+      std::chrono::seconds(20)));
+  REQUIRE(d.rejoins() == 1);  // d left its cluster with its data: its merge never arrives
+  REQUIRE(WaitUntil([&] { return MetricOf(e, "tessera_merge_standby_sent_total") > 0; },
+                    std::chrono::seconds(20)));
+  REQUIRE(WaitUntil([&] { return MetricOf(e, "tessera_merge_entries_pending") == 0; }));
+  for (Member* m : {&a, q.b.get(), q.c.get(), &e}) {
+    INFO("read through " << AddressOf(*m) << ", " << owned_by_d << " keys were d's");
+    for (int i = 0; i < 300; ++i) CHECK(Value(*m, "pia", "minority" + std::to_string(i)) == "v");
+  }
+  CHECK(MetricOf(e, "tessera_merge_standby_entries") == 0);
+  q.d.reset();  // stopped while cut off
+}
+
+TEST_CASE(
+    "When every merging member's merge arrives, the standby copies of their partitions are "
+    "dropped, never sent",
+    "[grid][split][standby]") {
+  Quintet q;
+  Member &a = *q.a, &d = *q.d, &e = *q.e;
+  q.Split();
+  for (int i = 0; i < 300; ++i) Set(e, "pt", "minority" + std::to_string(i), "v");
+  for (Member* m : q.All()) m->BlockPeers({});
+  REQUIRE(WaitUntil([&] { return AllList(q.All(), 5); }, std::chrono::seconds(20)));
+  CHECK(d.rejoins() == 1);
+  CHECK(e.rejoins() == 1);
+  REQUIRE(WaitUntil([&] {
+    return MetricOf(d, "tessera_merge_standby_entries") == 0 &&
+           MetricOf(e, "tessera_merge_standby_entries") == 0;
+  }));
+  for (Member* m : {&d, &e}) {
+    INFO(AddressOf(*m));
+    CHECK(MetricOf(*m, "tessera_merge_standby_sent_total") <= 0);
+    CHECK(MetricOf(*m, "tessera_merge_standby_dropped_total") > 0);
+  }
+  // A pass-through write made after the merge stays: no copy comes in later to replace it.
+  Set(a, "pt", "minority7", "after the merge");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (Member* m : q.All()) CHECK(Value(*m, "pt", "minority7") == "after the merge");
+  for (int i = 0; i < 300; ++i) {
+    if (i != 7) CHECK(Value(a, "pt", "minority" + std::to_string(i)) == "v");
+  }
+}

@@ -265,6 +265,9 @@ class MapService {
   // acknowledge their writes (its one-member cluster owns every partition, empty; the merge
   // discards what it took). Any thread.
   bool ListsMember(const std::string& id) const;
+  // Whether a partition table is installed: false before the first SetPartitionTable (when
+  // ExpectPartitionTable was called) and after LeaveCluster until the next. Any thread.
+  bool HasPartitionTable() const;
   // Whether this member serves `partition` (true for all until SetPartitionTable).
   bool OwnsPartition(std::uint32_t partition) const;
   // Members of the partition table this member serves by (1 before the first): the size
@@ -291,7 +294,9 @@ class MapService {
   // Split brain: this member leaves its cluster to join another (membership's rejoin
   // listener). Every partition stops being served here (the ownership hook runs; requests
   // wait for the next SetPartitionTable, as before the first one), the live entries of the
-  // partitions it owned are taken out as kMergeEntries batches (merge.h), and every store is
+  // partitions it owned are taken out as kMergeEntries batches (merge.h), those of the
+  // partitions it held a backup replica of as standby batches (MergeBatch::standby_for, the
+  // owner's identity: sent only if the owner's own merge never arrives), and every store is
   // emptied, so the next table's migrations copy the new cluster's data in and nothing of the
   // old table is copied out. A quorum map (min_cluster_size q) leaves out the entries written
   // since failure_timeout_ms before its cluster fell below q, or before now when it has q (a

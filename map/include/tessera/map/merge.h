@@ -72,6 +72,11 @@ struct MergeBatch {
   std::vector<std::pair<std::string, std::string>> entries;
   std::vector<std::string> keys;
   std::string processor;  // kRedisKey: the command
+  // Empty: entries of a partition the leaving member owned. Otherwise the identity
+  // (MapService::TableMember::id) of the owner of the partition whose backup replica this
+  // member held: a standby copy, sent only if that owner's own merge does not arrive (it
+  // crashed while merging); see grid's ClusterMerger.
+  std::string standby_for;
 
   // The request that applies this batch on the cluster it joined.
   MapRequest Request() const;
