@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -80,11 +81,48 @@ TEST_CASE("Stream consumer groups across processes survive a consumer and a memb
   auto client = grid::Client::Connect(options);
   REQUIRE(client);
   auto stream = (*client)->GetStream("orders");
+  // Every consumer holds leases before the first append: a consumer that subscribed last gets
+  // its share only at the others' next rebalance (a third of the lease TTL), by when a fast
+  // machine has appended the 30,000 events before the kill, and the consumer to be killed
+  // would have consumed nothing.
+  const auto balancing = Clock::now();
+  const auto balanced_by = balancing + 30s;
+  std::set<std::string> holders;
+  for (bool balanced = false; !balanced;) {
+    if (Clock::now() > balanced_by) {
+      std::string seen;
+      for (const auto& h : holders) seen += " '" + h + "'";
+      FAIL("the consumers did not all hold leases within 30 s; holders:" << seen);
+    }
+    std::this_thread::sleep_for(100ms);
+    auto info = stream->Info();
+    if (!info) continue;
+    holders.clear();
+    for (const auto& sub : info->sub_streams) {
+      for (const auto& g : sub.groups) holders.insert(g.holder);
+    }
+    balanced = true;  // a holder is "<consumer id>/<subscription>"
+    for (const auto& k : consumers) {
+      balanced = balanced && std::any_of(holders.begin(), holders.end(), [&](const auto& h) {
+                   return h.starts_with(k.name + "/");
+                 });
+    }
+  }
+  WARN("every consumer held leases "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - balancing).count()
+       << " ms after the last one was ready");
   int retried_batches = 0;
   const auto start = Clock::now();
   for (int from = 0; from < kEvents; from += kBatch) {
-    if (from == 30'000) consumers[1].process->Stop(SIGKILL);  // billing-2
-    if (from == 60'000) c->Stop(SIGKILL);                     // a member
+    if (from == 30'000) {  // billing-2, once it recorded deliveries: killed while consuming
+      const auto consuming_by = Clock::now() + 30s;
+      while (std::filesystem::file_size(consumers[1].out) == 0) {
+        if (Clock::now() > consuming_by) FAIL("billing-2 recorded no delivery within 30 s");
+        std::this_thread::sleep_for(10ms);
+      }
+      consumers[1].process->Stop(SIGKILL);
+    }
+    if (from == 60'000) c->Stop(SIGKILL);  // a member
     std::vector<grid::StreamAppend> batch;
     for (int i = from; i < from + kBatch; ++i) {
       const std::string key = "k" + std::to_string(i % kKeys);
