@@ -22,12 +22,12 @@ ClusterMerger::ClusterMerger(map::MapService& maps, std::string self_id,
 
 ClusterMerger::~ClusterMerger() { Stop(); }
 
-void ClusterMerger::OnRejoin(const std::string& why) {
+void ClusterMerger::OnRejoin(const std::string& why, std::int64_t silent_ms) {
   const auto started = std::chrono::steady_clock::now();
   const std::int64_t wall = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();
-  auto batches = maps_.LeaveCluster();
+  auto batches = maps_.LeaveCluster(silent_ms);
   std::size_t entries = 0, standby = 0;
   std::map<std::string, Standby> taken;
   std::deque<map::MergeBatch> own;

@@ -73,8 +73,9 @@ class ClusterMerger {
   ClusterMerger(const ClusterMerger&) = delete;
   ClusterMerger& operator=(const ClusterMerger&) = delete;
 
-  // The membership leaves its cluster (its rejoin listener, on its thread): takes the data out.
-  void OnRejoin(const std::string& why);
+  // The membership leaves its cluster (its rejoin listener, on its thread): takes the data out
+  // (`silent_ms`: see MapService::LeaveCluster).
+  void OnRejoin(const std::string& why, std::int64_t silent_ms);
   // A view listing this member arrived (its view listener).
   void OnJoined();
   // Waits up to `timeout` until every queued batch is applied (true), e.g. before a graceful

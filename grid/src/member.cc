@@ -216,11 +216,11 @@ base::Result<void> Member::StartMembership() {
       std::move(self), std::move(cluster), impl_->steady, log_);
   impl_->merger = std::make_unique<ClusterMerger>(impl_->maps, uuid_, options_.failure_timeout_ms,
                                                   options_.join_timeout_ms, log_);
-  impl_->membership->set_rejoin_listener(
-      [merger = impl_->merger.get(), impl = impl_.get()](const std::string& why) {
-        impl->cluster_epoch.fetch_add(1, std::memory_order_acq_rel);
-        merger->OnRejoin(why);
-      });
+  impl_->membership->set_rejoin_listener([merger = impl_->merger.get(), impl = impl_.get()](
+                                             const std::string& why, base::Millis silent_ms) {
+    impl->cluster_epoch.fetch_add(1, std::memory_order_acq_rel);
+    merger->OnRejoin(why, silent_ms);
+  });
   impl_->membership->set_view_listener([this, self_address](const membership::ClusterView& view) {
     if (const membership::MemberInfo* master = view.members.master()) {
       if (!impl_->last_master.empty() && impl_->last_master != master->uuid) {

@@ -15,7 +15,7 @@
 
 namespace tessera::map {
 
-std::vector<MergeBatch> MapService::LeaveCluster() {
+std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
   TESSERA_CHECK(!shards_.CurrentShard().has_value(), "LeaveCluster called on a shard thread");
   constexpr std::size_t kBatchEntries = 1000;
   constexpr std::size_t kBatchBytes = 1 << 20;
@@ -65,18 +65,19 @@ std::vector<MergeBatch> MapService::LeaveCluster() {
   std::promise<std::vector<ShardPart>> promise;
   auto future = promise.get_future();
   shards_.MapReduce<ShardPart>(
-      [impl = impl_.get(), send_as, sizes](std::size_t shard) {
+      [impl = impl_.get(), send_as, sizes, silent_ms](std::size_t shard) {
         ShardPart part;
         const base::Millis now = impl->clock.NowMs();
         // A quorum map's entries written since its cluster lost the quorum, or since this
         // member left (a member woken from a pause applies writes on its stale copy until it
-        // learns it was removed), less the failure timeout it takes to notice, were never
-        // acknowledged: they stay out.
+        // learns it was removed), or since it went silent (the writes in flight when it was
+        // paused, applied here and never sent to its backups), less the failure timeout it
+        // takes to notice, were never acknowledged: they stay out.
         auto unacknowledged_since = [&](const std::string& map) -> std::optional<base::Millis> {
           const std::size_t quorum = impl->ConfigOf(map).min_cluster_size;
           if (quorum <= 1) return std::nullopt;
           const auto since = Impl::BelowQuorumSince(*sizes, quorum);
-          return std::min(since.value_or(now), now) - impl->options.failure_timeout_ms;
+          return std::min(since.value_or(now), now - silent_ms) - impl->options.failure_timeout_ms;
         };
         const base::Millis wall = impl->clock.WallMs();
         const std::size_t shard_count = impl->shards.size();

@@ -526,7 +526,11 @@ void Membership::OnNotMember(const ClusterMessage& m) {
 void Membership::Rejoin(const std::string& why, const std::string& master) {
   log_->warn("{}; rejoining", why);
   ++rejoins_;
-  if (on_rejoin_) on_rejoin_(why);
+  if (on_rejoin_) {
+    const base::Millis now = clock_.NowMs();
+    const bool just_woke = last_pause_ms_ > 0 && now - woke_ms_ <= options_.failure_timeout_ms;
+    on_rejoin_(why, just_woke ? now - woke_ms_ + last_pause_ms_ : 0);
+  }
   rejoin_addresses_.clear();
   for (const auto& m : view_.members.members) {
     if (m.uuid != self_.uuid) rejoin_addresses_.push_back(m.address);

@@ -92,7 +92,7 @@ void MembershipService::set_view_listener(std::function<void(const ClusterView&)
   on_view_ = std::move(listener);
 }
 
-void MembershipService::set_rejoin_listener(std::function<void(const std::string&)> listener) {
+void MembershipService::set_rejoin_listener(Membership::RejoinListener listener) {
   loop_->membership.set_rejoin_listener(std::move(listener));
 }
 

@@ -954,6 +954,21 @@ TEST_CASE(
     for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
   }
   CHECK(taken["orders"] == std::set<std::string>{"before-pause"});
+
+  // Paused with a write in flight (applied here, never sent to its backups), removed while
+  // paused: it went silent `silent_ms` ago, and what it wrote in the failure timeout before
+  // that stays out too (a hold without its stock decrement came back in a chaos run).
+  service.SetPartitionTable(both, {{"a", "a"}, {"self", "self"}}, "self", &peers);
+  REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "long-before-the-pause", "v")));
+  clock.Advance(10'000);
+  REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "in-flight-at-the-pause", "v")));
+  clock.Advance(15'000);  // paused
+  clock.Advance(100);
+  taken.clear();
+  for (const auto& batch : service.LeaveCluster(15'100)) {
+    for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
+  }
+  CHECK(taken["orders"] == std::set<std::string>{"long-before-the-pause"});
   service.Stop();
   shards.Stop();
 }

@@ -321,10 +321,15 @@ TEST_CASE("A member cut off from the rest is removed, the rest keep one consiste
   CHECK(view.AllReplicasPresent());
 }
 
-// Counts the rejoin-listener calls of `m` (a member taking its data out of its old cluster).
-std::shared_ptr<int> CountRejoins(Membership& m) {
+// Counts the rejoin-listener calls of `m` (a member taking its data out of its old cluster);
+// `silent_ms`, when given, gets the last call's.
+std::shared_ptr<int> CountRejoins(Membership& m,
+                                  std::shared_ptr<tessera::base::Millis> silent_ms = nullptr) {
   auto count = std::make_shared<int>(0);
-  m.set_rejoin_listener([count](const std::string&) { ++*count; });
+  m.set_rejoin_listener([count, silent_ms](const std::string&, tessera::base::Millis silent) {
+    ++*count;
+    if (silent_ms) *silent_ms = silent;
+  });
   return count;
 }
 
@@ -407,7 +412,8 @@ TEST_CASE(
   SimNetwork net;
   StartInOrder(net, {"a:1", "b:1", "c:1"});
   net.Run(300);
-  auto a_rejoins = CountRejoins(*net.Find("a:1"));
+  auto a_silent = std::make_shared<tessera::base::Millis>(-1);
+  auto a_rejoins = CountRejoins(*net.Find("a:1"), a_silent);
   auto b_rejoins = CountRejoins(*net.Find("b:1"));
   net.Freeze("a:1");
   net.Run(10'000);
@@ -420,6 +426,10 @@ TEST_CASE(
   CheckConverged(net, {"b:1", "c:1", "a:1"});
   CHECK(*a_rejoins == 1);
   CHECK(*b_rejoins == 0);
+  // a tells its listener it went silent when it was frozen: 10 s and the time since it woke
+  // (what it wrote just before may not have reached its peers; MapService::LeaveCluster).
+  CHECK(*a_silent >= 10'000);
+  CHECK(*a_silent <= 16'000);
 }
 
 TEST_CASE(
@@ -520,7 +530,8 @@ TEST_CASE(
   SimNetwork net;
   StartInOrder(net, {"a:1", "b:1"});
   net.Run(300);
-  auto a_rejoins = CountRejoins(*net.Find("a:1"));
+  auto a_silent = std::make_shared<tessera::base::Millis>(-1);
+  auto a_rejoins = CountRejoins(*net.Find("a:1"), a_silent);
   auto b_rejoins = CountRejoins(*net.Find("b:1"));
   net.Freeze("a:1");  // the master, so the two clusters tie on size and a's is the older
   net.Run(10'000);
@@ -532,6 +543,8 @@ TEST_CASE(
   CHECK(*a_rejoins == 1);  // a, with the stale copy, merges into b
   CHECK(*b_rejoins == 0);  // b, which took the writes while a was stopped, stays
   CHECK(net.Log("a:1").find("masters a cluster without it") != std::string::npos);
+  CHECK(*a_silent >= 10'000);  // frozen 10 s: its last writes before that may be unconfirmed
+  CHECK(*a_silent <= 16'000);
 }
 
 TEST_CASE("Heartbeats carry each member's partition table and pending copies to every other",

@@ -300,13 +300,15 @@ class MapService {
   // emptied, so the next table's migrations copy the new cluster's data in and nothing of the
   // old table is copied out. A quorum map (min_cluster_size q) leaves out the entries written
   // since failure_timeout_ms before its cluster fell below q, or before now when it has q (a
-  // member woken from a pause, removed meanwhile): none of them was acknowledged (refused with
-  // kNoQuorum, or applied here without its backups; q must be a majority), and merged key by
-  // key they would break the transactions they were part of. Event
+  // member woken from a pause, removed meanwhile), or before `silent_ms` ago (the member was
+  // paused then: writes in flight were applied here and never reached its backups): none of
+  // them was acknowledged (refused with kNoQuorum, or applied here without its backups; q must
+  // be a majority), and merged key by key they would break the transactions they were part
+  // of. Event
   // streams come out per sub-stream as kStreamMerge batches (events in offset order, groups),
   // reliable topics per ring as kRingMerge batches. Blocks until every shard is done. REQUIRES: not
   // on a shard thread.
-  std::vector<MergeBatch> LeaveCluster();
+  std::vector<MergeBatch> LeaveCluster(base::Millis silent_ms = 0);
   // Replicas on this member (owned or backup) whose migration copy has not arrived yet.
   std::size_t AwaitingPartitionCount() const;
   // How many streams' keyspace entries this member removed as their owner (DEL, expiry, a SET

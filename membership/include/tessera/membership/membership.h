@@ -127,7 +127,10 @@ std::string_view MemberStateName(MemberState state);
 class Membership {
  public:
   using ViewListener = std::function<void(const ClusterView& view)>;
-  using RejoinListener = std::function<void(const std::string& why)>;
+  // `silent_ms`: how long before the call this member went silent, when a pause that ended
+  // within the failure timeout preceded it (0 otherwise): what it wrote just before the pause
+  // may not have reached its peers.
+  using RejoinListener = std::function<void(const std::string& why, base::Millis silent_ms)>;
 
   // `self.uuid` and `self.address` identify this member. `transport`, `clock` outlive this.
   Membership(MemberInfo self, MembershipOptions options, Transport& transport,

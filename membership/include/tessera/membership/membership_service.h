@@ -53,8 +53,9 @@ class MembershipService {
   void set_view_listener(std::function<void(const ClusterView&)> listener);
   // Called on the service's thread when this member leaves its cluster to join another
   // (Membership::set_rejoin_listener), before the views of the new cluster. It may block
-  // briefly (the member takes its data out meanwhile). REQUIRES: before Start().
-  void set_rejoin_listener(std::function<void(const std::string& why)> listener);
+  // briefly (the member takes its data out meanwhile); `silent_ms` as in
+  // Membership::RejoinListener. REQUIRES: before Start().
+  void set_rejoin_listener(Membership::RejoinListener listener);
 
   // Starts the thread and begins joining. REQUIRES: called once.
   void Start();
