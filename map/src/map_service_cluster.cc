@@ -324,6 +324,7 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
                                      Callback done) {
   std::map<std::string, std::vector<ReplicaUpdate>> by_backup;
   ClusterRouting* routing = nullptr;
+  const base::Millis applied_ms = clock.NowMs();
   // The caller skips waiting for the backups only when every map written is asynchronous (a
   // transaction may write several).
   bool all_async = true;
@@ -359,12 +360,19 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
     for (const auto& u : list) partitions.insert(u.partition_id);
     routing->SendReplica(
         backup, std::move(list),
-        [this, gather, backup = backup, partitions](base::Result<StalePartitions> ack) {
+        [this, gather, backup = backup, partitions, applied_ms](base::Result<StalePartitions> ack) {
           // A backup that missed an update gets the whole partition again (until it confirms
           // or stops being the backup), so a later promotion does not serve stale data. One
           // that applied this write but found it had missed an earlier one confirms the write.
           if (!ack) {
-            for (auto p : partitions) ResyncBackup(p, backup, 0);
+            for (auto p : partitions) {
+              auto& since = flags[p].unconfirmed_since_ms;
+              flags[p].unconfirmed_count.fetch_add(1);
+              for (auto seen = since.load();
+                   applied_ms < seen && !since.compare_exchange_weak(seen, applied_ms);) {
+              }
+              ResyncBackup(p, backup, 0);
+            }
           } else {
             for (auto p : *ack) ResyncBackup(p, backup, 0);
           }
@@ -471,10 +479,16 @@ void MapService::Impl::ResyncBackup(std::uint32_t partition_id, std::string back
         !replicas.empty() && replicas[0] == current->self &&
         std::find(replicas.begin() + 1, replicas.end(), backup) != replicas.end();
     if (!still_ours) return;  // a new table re-replicates it
+    const std::uint64_t failures = flags[partition_id].unconfirmed_count.load();
     CopyPartition(
         shard, partition_id, backup, current->routing,
-        [this, partition_id, backup, attempt](base::Result<void> ack) {
+        [this, partition_id, backup, attempt, failures](base::Result<void> ack) {
           if (ack) {
+            // Every write before the copy is on the backup now (with one backup; with more,
+            // the others' failures keep their own resyncs going).
+            if (flags[partition_id].unconfirmed_count.load() == failures) {
+              flags[partition_id].unconfirmed_since_ms.store(kNoUnconfirmed);
+            }
             if (log) {
               log->info("partition {}: backup {} resynchronized after a missed update",
                         partition_id, backup);

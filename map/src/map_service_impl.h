@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -280,7 +281,15 @@ struct MapService::Impl {
     std::atomic<bool> handoff_pending{false};
     std::atomic<bool> handoff_arrived{false};
     std::atomic<std::int64_t> handoff_since_ms{0};
+    // Owned here: when the oldest write whose backup did not confirm it was applied
+    // (kNoUnconfirmed: none since its backups last confirmed a full copy), and how many such
+    // failures there were (a resync that began before one does not clear it). LeaveCluster
+    // leaves a quorum map's entries written since then out of the merge: they were not
+    // acknowledged, and the link can fail one way before the membership notices anything.
+    std::atomic<std::int64_t> unconfirmed_since_ms{kNoUnconfirmed};
+    std::atomic<std::uint64_t> unconfirmed_count{0};
   };
+  static constexpr std::int64_t kNoUnconfirmed = std::numeric_limits<std::int64_t>::max();
   // The partition table as addresses, replaced whole on every change.
   struct Routing {
     std::vector<std::vector<std::string>> replicas;  // [p] = owner, backups...

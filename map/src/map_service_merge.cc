@@ -26,6 +26,8 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
   // Per partition: nullopt = nothing to send (no replica here), "" = owned here, otherwise the
   // identity of the owner whose backup replica this member held (a standby copy).
   auto send_as = std::make_shared<std::vector<std::optional<std::string>>>(count);
+  // Per partition owned here: since when its writes were not all confirmed by its backups.
+  auto unconfirmed = std::make_shared<std::vector<base::Millis>>(count, Impl::kNoUnconfirmed);
   {
     Impl::OwnershipChange change(*impl_);
     *sizes = impl_->size_history;
@@ -42,6 +44,7 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
       auto& f = impl_->flags[p];
       (*owned)[p] = f.local.exchange(false);
       if ((*owned)[p]) (*send_as)[p] = std::string();
+      (*unconfirmed)[p] = f.unconfirmed_since_ms.exchange(Impl::kNoUnconfirmed);
       if ((*owned)[p] || f.handoff_pending.load())
         changed[shards_.ShardOfPartition(p)].push_back(p);
       f.pending.store(false);
@@ -65,14 +68,15 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
   std::promise<std::vector<ShardPart>> promise;
   auto future = promise.get_future();
   shards_.MapReduce<ShardPart>(
-      [impl = impl_.get(), send_as, sizes, silent_ms](std::size_t shard) {
+      [impl = impl_.get(), send_as, sizes, silent_ms, unconfirmed](std::size_t shard) {
         ShardPart part;
         const base::Millis now = impl->clock.NowMs();
         // A quorum map's entries written since its cluster lost the quorum, or since this
         // member left (a member woken from a pause applies writes on its stale copy until it
         // learns it was removed), or since it went silent (the writes in flight when it was
         // paused, applied here and never sent to its backups), less the failure timeout it
-        // takes to notice, were never acknowledged: they stay out.
+        // takes to notice, were never acknowledged: they stay out. So do those of a partition
+        // since its first write the backups did not confirm (`unconfirmed`).
         auto unacknowledged_since = [&](const std::string& map) -> std::optional<base::Millis> {
           const std::size_t quorum = impl->ConfigOf(map).min_cluster_size;
           if (quorum <= 1) return std::nullopt;
@@ -129,7 +133,7 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
               };
               store->ForEach([&](const Record& r) {
                 if (r.ExpiredAt(now) || r.kind() == ValueKind::kSpilledHash) return;
-                if (cutoff && r.last_update_ms() >= *cutoff) return;
+                if (cutoff && r.last_update_ms() >= std::min(*cutoff, (*unconfirmed)[p])) return;
                 if (hash) {
                   batch_for(r.key().size() + r.value().size() + 16, [&] {
                     return MergeBatch{MapOp::kRedisKey, hash->first, hash->second, {}, {},

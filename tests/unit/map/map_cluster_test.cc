@@ -849,7 +849,8 @@ TEST_CASE(
 }
 
 namespace {
-// Routing to nobody: calls fail as to an unreachable member, replicas are acknowledged.
+// Routing to nobody: calls fail as to an unreachable member, replicas are acknowledged
+// (unless `fail_replicas`: then they fail as to an unreachable backup).
 class NoPeers final : public ClusterRouting {
  public:
   void Send(const std::string&, MapRequest, Callback done) override {
@@ -857,8 +858,12 @@ class NoPeers final : public ClusterRouting {
   }
   void SendReplica(const std::string&, std::vector<ReplicaUpdate>,
                    std::function<void(tessera::base::Result<StalePartitions>)> done) override {
+    if (fail_replicas) {
+      return done(tessera::base::Fail(ErrorCode::kConnectionFailed, "backup cut off"));
+    }
     done(StalePartitions{});
   }
+  std::atomic<bool> fail_replicas{false};
 };
 
 // One map service with its shards and no peers: a member whose table names others that never
@@ -969,6 +974,23 @@ TEST_CASE(
     for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
   }
   CHECK(taken["orders"] == std::set<std::string>{"long-before-the-pause"});
+
+  // The link to the backup fails one way: the owner's writes fail (applied here, unconfirmed)
+  // while the membership still hears the backup, so its table never shrinks. They stay out
+  // however long ago they were made; confirmed ones before them come in.
+  service.SetPartitionTable(both, {{"a", "a"}, {"self", "self"}}, "self", &peers);
+  REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "confirmed", "v")));
+  clock.Advance(1'000);
+  peers.fail_replicas = true;
+  auto unconfirmed = service.ExecuteSync(Rq(MapOp::kSet, "unconfirmed", "v"));
+  REQUIRE_FALSE(unconfirmed);
+  CHECK(unconfirmed.error().message().find("did not confirm it") != std::string::npos);
+  clock.Advance(10'000);
+  taken.clear();
+  for (const auto& batch : service.LeaveCluster()) {
+    for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
+  }
+  CHECK(taken["orders"] == std::set<std::string>{"confirmed"});
   service.Stop();
   shards.Stop();
 }

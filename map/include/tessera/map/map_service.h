@@ -301,7 +301,9 @@ class MapService {
   // old table is copied out. A quorum map (min_cluster_size q) leaves out the entries written
   // since failure_timeout_ms before its cluster fell below q, or before now when it has q (a
   // member woken from a pause, removed meanwhile), or before `silent_ms` ago (the member was
-  // paused then: writes in flight were applied here and never reached its backups): none of
+  // paused then: writes in flight were applied here and never reached its backups), and in a
+  // partition it owned, since the first write its backups did not confirm (a link that failed
+  // one way, before the membership noticed) unless a full copy reached them since: none of
   // them was acknowledged (refused with kNoQuorum, or applied here without its backups; q must
   // be a majority), and merged key by key they would break the transactions they were part
   // of. Event
