@@ -266,6 +266,12 @@ void MapService::Impl::RunKeyedOnShard(std::size_t shard, std::uint32_t partitio
   if (!owned.local) {  // the table moved while the request was on its way here
     return Route(std::move(request), std::move(done), 1);
   }
+  if (any_quorum.load(std::memory_order_relaxed) &&
+      flags[partition_id].unconfirmed_since_ms.load() != kNoUnconfirmed) {
+    if (auto ok = CheckConfirmed(request, partition_id); !ok) {
+      return done(std::unexpected(ok.error()));
+    }
+  }
   if (StreamReadWaits(request)) return WaitForStream(shard, partition_id, request, done);
   if (!owned.HasBackups(partition_id)) return done(RunOnPartition(shard, partition_id, request));
   std::vector<Written> written(1);
@@ -437,15 +443,51 @@ void MapService::Impl::CopyPartition(std::size_t shard, std::uint32_t partition_
   }
 }
 
+void MapService::Impl::ConfirmedByCopy(std::uint32_t p, const std::string& target,
+                                       std::uint64_t failures) {
+  // Every write before the copy is on `target` now: when it is the partition's only backup
+  // (and no write failed since the copy began) or its new owner, none is unconfirmed.
+  auto current = CurrentRouting();
+  if (!current || flags[p].unconfirmed_count.load() != failures) return;
+  const auto& replicas = current->replicas[p];
+  if ((replicas.size() == 2 && replicas[0] == current->self && replicas[1] == target) ||
+      (!replicas.empty() && replicas[0] == target)) {
+    flags[p].unconfirmed_since_ms.store(kNoUnconfirmed);
+  }
+}
+
+base::Result<void> MapService::Impl::CheckConfirmed(const MapRequest& request,
+                                                    std::uint32_t partition_id) const {
+  const std::string* quorum_map = nullptr;
+  if (request.op == MapOp::kTransact) {
+    for (const auto& op : request.transaction) {
+      if (ConfigOf(op.request.map_name).min_cluster_size > 1) quorum_map = &op.request.map_name;
+    }
+  } else if (ConfigOf(request.map_name).min_cluster_size > 1) {
+    quorum_map = &request.map_name;
+  }
+  if (quorum_map == nullptr) return {};
+  return Fail(ErrorCode::kNoQuorum,
+              fmt::format("partition {} holds writes its backup did not confirm (the backup is "
+                          "down or cut off), so quorum map '{}' serves neither reads nor writes "
+                          "there until the backup has a full copy or the cluster replaced it "
+                          "(about a failure timeout); the {} was not run: retry",
+                          partition_id, *quorum_map, MapOpName(request.op)));
+}
+
 void MapService::Impl::CopyToNewHolder(std::size_t shard, std::uint32_t p, std::string target,
                                        base::Millis first_ms) {
   auto current = CurrentRouting();
   if (stopped.load() || !current || !current->routing) return;
   const auto& replicas = current->replicas[p];
   if (std::find(replicas.begin(), replicas.end(), target) == replicas.end()) return;
+  const std::uint64_t failures = flags[p].unconfirmed_count.load();
   CopyPartition(shard, p, target, current->routing,
-                [this, shard, p, target, first_ms](base::Result<void> ack) {
-                  if (ack) return;
+                [this, shard, p, target, first_ms, failures](base::Result<void> ack) {
+                  if (ack) {
+                    ConfirmedByCopy(p, target, failures);
+                    return;
+                  }
                   // Only a copy never sent goes again: one that timed out or lost its
                   // connection may have been applied, and the target may serve the partition
                   // since, with writes a second copy (clear, then this member's entries) would
@@ -484,11 +526,7 @@ void MapService::Impl::ResyncBackup(std::uint32_t partition_id, std::string back
         shard, partition_id, backup, current->routing,
         [this, partition_id, backup, attempt, failures](base::Result<void> ack) {
           if (ack) {
-            // Every write before the copy is on the backup now (with one backup; with more,
-            // the others' failures keep their own resyncs going).
-            if (flags[partition_id].unconfirmed_count.load() == failures) {
-              flags[partition_id].unconfirmed_since_ms.store(kNoUnconfirmed);
-            }
+            ConfirmedByCopy(partition_id, backup, failures);
             if (log) {
               log->info("partition {}: backup {} resynchronized after a missed update",
                         partition_id, backup);

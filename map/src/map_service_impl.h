@@ -286,6 +286,8 @@ struct MapService::Impl {
     // failures there were (a resync that began before one does not clear it). LeaveCluster
     // leaves a quorum map's entries written since then out of the merge: they were not
     // acknowledged, and the link can fail one way before the membership notices anything.
+    // Meanwhile quorum maps serve nothing in the partition (CheckConfirmed): a retry that read
+    // the unconfirmed write would acknowledge what the merge then drops.
     std::atomic<std::int64_t> unconfirmed_since_ms{kNoUnconfirmed};
     std::atomic<std::uint64_t> unconfirmed_count{0};
   };
@@ -449,6 +451,14 @@ struct MapService::Impl {
     std::vector<ReplicaUpdate> updates;
   };
   void ReplicateThen(std::vector<Written> written, base::Result<MapResult> result, Callback done);
+  // A full copy of partition `p` reached `target` (a resync or a migration copy), begun when
+  // `failures` backup writes had failed: clears p's unconfirmed mark when that is still so and
+  // `target` is p's only backup under the current table.
+  void ConfirmedByCopy(std::uint32_t p, const std::string& target, std::uint64_t failures);
+  // Errors: kNoQuorum when `request` (or an operation of its transaction) uses a quorum map
+  // and partition_id has unconfirmed writes (PartitionFlags::unconfirmed_since_ms): its
+  // entries may be lost with this copy, so nothing may be read or decided from them.
+  base::Result<void> CheckConfirmed(const MapRequest& request, std::uint32_t partition_id) const;
   // On partition p's shard: exports it and sends it to `target` in bounded chunks; done runs
   // once, after every chunk was acknowledged or with the first error.
   void CopyPartition(std::size_t shard, std::uint32_t partition_id, const std::string& target,

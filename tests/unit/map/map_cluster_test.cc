@@ -985,12 +985,34 @@ TEST_CASE(
   auto unconfirmed = service.ExecuteSync(Rq(MapOp::kSet, "unconfirmed", "v"));
   REQUIRE_FALSE(unconfirmed);
   CHECK(unconfirmed.error().message().find("did not confirm it") != std::string::npos);
+  // Nothing is read or decided from it meanwhile: a retry that found it would acknowledge what
+  // the merge drops (a reservation retried after its backup failed, then lost).
+  auto read = service.ExecuteSync(Rq(MapOp::kGet, "unconfirmed", ""));
+  REQUIRE_FALSE(read);
+  CHECK(read.error().code() == ErrorCode::kNoQuorum);
+  CHECK(read.error().message().find("holds writes its backup did not confirm") !=
+        std::string::npos);
   clock.Advance(10'000);
   taken.clear();
   for (const auto& batch : service.LeaveCluster()) {
     for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
   }
   CHECK(taken["orders"] == std::set<std::string>{"confirmed"});
+
+  // Once a full copy reaches the backup (the owner re-copies the partition every second), the
+  // partition serves again.
+  service.SetPartitionTable(both, {{"a", "a"}, {"self", "self"}}, "self", &peers);
+  REQUIRE_FALSE(service.ExecuteSync(Rq(MapOp::kSet, "unconfirmed", "v")));
+  REQUIRE_FALSE(service.ExecuteSync(Rq(MapOp::kGet, "unconfirmed", "")));
+  peers.fail_replicas = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto served = service.ExecuteSync(Rq(MapOp::kGet, "unconfirmed", ""));
+  while (!served && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    served = service.ExecuteSync(Rq(MapOp::kGet, "unconfirmed", ""));
+  }
+  REQUIRE(served);
+  CHECK(served->value == std::optional<std::string>("v"));
   service.Stop();
   shards.Stop();
 }
