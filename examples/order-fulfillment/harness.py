@@ -19,6 +19,8 @@ MEMBER_HTTP = re.compile(r" member-http 127\.0\.0\.1:(\d+)")  # a service's --me
 # The shared grid-nodes' log level: warn, or e.g. info or debug to follow a failed chaos run's
 # migrations (their logs stay in the work folder with --keep, and when a run fails).
 NODE_LOG_LEVEL = os.environ.get("TESSERA_CHAOS_NODE_LOG_LEVEL", "warn")
+# The services' log level (info: every hold transition and decision of inventory-service).
+SERVICE_LOG_LEVEL = os.environ.get("TESSERA_CHAOS_SERVICE_LOG_LEVEL", "warn")
 
 
 class Proc:
@@ -166,7 +168,7 @@ class Cluster:
 
     def _service_argv(self, kind, port, extra):
         argv = [self.path("examples", "order-fulfillment", f"{kind}-service"), "--port",
-                str(port), "--http-port", "0", "--log-level", "warn"] + self.fast
+                str(port), "--http-port", "0", "--log-level", SERVICE_LOG_LEVEL] + self.fast
         for n in self.shared:
             argv += ["--shared", n.native]
         return argv + list(extra)

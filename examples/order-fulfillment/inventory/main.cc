@@ -32,7 +32,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include <spdlog/spdlog.h>
+
 #include "common/service.h"
+#include "tessera/base/log.h"
 #include "tessera/grid/map.h"
 #include "tessera/saga/consumer.h"
 #include "tessera/saga/inbox.h"
@@ -71,7 +74,8 @@ class Stock {
       : member_(member),
         stock_(member.GetMap(kStock)),
         holds_(member.GetMap(kHolds)),
-        decisions_(member.GetMap(kDecisions)) {}
+        decisions_(member.GetMap(kDecisions)),
+        log_(tessera::base::NamedLogger("inventory-service")) {}
 
   // An order's reservation is decided once ("reserved:<what>" or "refused:<why>"), before any
   // release: two deliveries of one command (a redelivery to another instance while the first
@@ -80,6 +84,8 @@ class Stock {
   Result<std::string> Decide(const std::string& order, const std::string& decision) {
     auto put = decisions_->PutIfAbsent(order, decision, grid::WithTtl(examples::kTombstoneTtlMs));
     if (!put) return std::unexpected(put.error());
+    log_->info("order {}: decided '{}'{}", order, decision,
+               put->has_value() ? ", but '" + **put + "' stands" : "");
     return put->has_value() ? **put : decision;
   }
 
@@ -112,6 +118,7 @@ class Stock {
         read = Read{std::move(*hold), std::move(*stock)};
       }
       if (read.hold) {
+        log_->info("hold {}: found '{}'", key, *read.hold);
         if (read.hold->rfind("held:", 0) == 0) return HoldOutcome{Held::kHeld, 0};
         return HoldOutcome{Held::kCancelled, 0};
       }
@@ -123,7 +130,11 @@ class Stock {
       tx.Set(kHolds, key, "held:" + std::to_string(quantity)).IfAbsent();
       auto done = member_.Transact(tx);
       if (!done) return std::unexpected(done.error());
-      if (done->committed) return HoldOutcome{Held::kHeld, 0};
+      if (done->committed) {
+        log_->info("hold {}: held {} (stock {} -> {})", key, quantity, available,
+                   available - quantity);
+        return HoldOutcome{Held::kHeld, 0};
+      }
     }
     return Fail(ErrorCode::kOverloaded, "product '" + product + "' changed under every attempt");
   }
@@ -158,13 +169,18 @@ class Stock {
       }
       auto done = member_.Transact(tx);
       if (!done) return std::unexpected(done.error());
-      if (done->committed) return released;
+      if (done->committed) {
+        log_->info("release {}: was '{}', {}", key, hold->value_or("absent"),
+                   released ? "released" : "voided");
+        return released;
+      }
     }
     return Fail(ErrorCode::kOverloaded, "product '" + product + "' changed under every attempt");
   }
 
   grid::Member& member_;
   std::shared_ptr<grid::Map> stock_, holds_, decisions_;
+  std::shared_ptr<spdlog::logger> log_;  // hold transitions and decisions, at info
 };
 
 Result<std::vector<examples::OrderLine>> Lines(const saga::Event& command) {
