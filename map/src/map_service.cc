@@ -413,6 +413,14 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
   std::vector<bool> local;
   written.table = OwnershipOf(partitions, local);
   Ownership owned{true, written.table};
+  // A quorum map reads and writes nothing of a partition with unconfirmed writes (as keyed
+  // requests, RunKeyedOnShard): a getAll retried after a failed write would find them.
+  if (any_quorum.load(std::memory_order_relaxed)) {
+    for (std::size_t i = 0; i < partitions.size(); ++i) {
+      if (!local[i] || flags[partitions[i]].unconfirmed_since_ms.load() == kNoUnconfirmed) continue;
+      if (auto ok = CheckConfirmed(request, partitions[i]); !ok) return std::unexpected(ok.error());
+    }
+  }
   auto run = [this, shard, &merged, &request, &written, &owned](
                  std::uint32_t p, const MapRequest& rq) -> base::Result<void> {
     auto part = RunOnPartition(shard, p, rq, owned.HasBackups(p) ? &written.updates : nullptr);

@@ -457,7 +457,9 @@ struct MapService::Impl {
   void ConfirmedByCopy(std::uint32_t p, const std::string& target, std::uint64_t failures);
   // Errors: kNoQuorum when `request` (or an operation of its transaction) uses a quorum map
   // and partition_id has unconfirmed writes (PartitionFlags::unconfirmed_since_ms): its
-  // entries may be lost with this copy, so nothing may be read or decided from them.
+  // entries may be lost with this copy, so nothing may be read or decided from them. Checked
+  // for keyed requests (RunKeyedOnShard) and for each partition a multi-partition or
+  // whole-map request runs on (RunPartsOnShard).
   base::Result<void> CheckConfirmed(const MapRequest& request, std::uint32_t partition_id) const;
   // On partition p's shard: exports it and sends it to `target` in bounded chunks; done runs
   // once, after every chunk was acknowledged or with the first error.

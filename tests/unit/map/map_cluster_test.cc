@@ -992,6 +992,11 @@ TEST_CASE(
   CHECK(read.error().code() == ErrorCode::kNoQuorum);
   CHECK(read.error().message().find("holds writes its backup did not confirm") !=
         std::string::npos);
+  auto get_all = Rq(MapOp::kGetAll);  // a handler reading several keys at once (a chaos run)
+  get_all.keys = {"unconfirmed", "confirmed"};
+  auto read_all = service.ExecuteSync(get_all);
+  REQUIRE_FALSE(read_all);
+  CHECK(read_all.error().code() == ErrorCode::kNoQuorum);
   clock.Advance(10'000);
   taken.clear();
   for (const auto& batch : service.LeaveCluster()) {
