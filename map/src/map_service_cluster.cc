@@ -330,7 +330,9 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
                                      Callback done) {
   std::map<std::string, std::vector<ReplicaUpdate>> by_backup;
   ClusterRouting* routing = nullptr;
-  const base::Millis applied_ms = clock.NowMs();
+  // Unconfirmed writes matter to quorum maps only: no clock read per write without them.
+  const bool track_unconfirmed = any_quorum.load(std::memory_order_relaxed);
+  const base::Millis applied_ms = track_unconfirmed ? clock.NowMs() : 0;
   // The caller skips waiting for the backups only when every map written is asynchronous (a
   // transaction may write several).
   bool all_async = true;
@@ -366,12 +368,17 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
     for (const auto& u : list) partitions.insert(u.partition_id);
     routing->SendReplica(
         backup, std::move(list),
-        [this, gather, backup = backup, partitions, applied_ms](base::Result<StalePartitions> ack) {
+        [this, gather, backup = backup, partitions, track_unconfirmed,
+         applied_ms](base::Result<StalePartitions> ack) {
           // A backup that missed an update gets the whole partition again (until it confirms
           // or stops being the backup), so a later promotion does not serve stale data. One
           // that applied this write but found it had missed an earlier one confirms the write.
           if (!ack) {
             for (auto p : partitions) {
+              if (!track_unconfirmed) {
+                ResyncBackup(p, backup, 0);
+                continue;
+              }
               auto& since = flags[p].unconfirmed_since_ms;
               flags[p].unconfirmed_count.fetch_add(1);
               for (auto seen = since.load();

@@ -939,10 +939,15 @@ TEST_CASE(
   clock.Advance(1'500);
   service.SetPartitionTable(alone, {{"self", "self"}}, "self", &peers);  // a removed
   clock.Advance(5'000);
-  std::map<std::string, std::set<std::string>> taken;
-  for (const auto& batch : service.LeaveCluster()) {
-    for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
-  }
+  // The keys each map's merge batches carry when the service leaves its cluster.
+  auto leave = [&service](tessera::base::Millis silent_ms = 0) {
+    std::map<std::string, std::set<std::string>> taken;
+    for (const auto& batch : service.LeaveCluster(silent_ms)) {
+      for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
+    }
+    return taken;
+  };
+  auto taken = leave();
   CHECK(taken["orders"] == std::set<std::string>{"before"});
   CHECK(taken["plain"] == std::set<std::string>{"before", "during"});  // no quorum: all of it
 
@@ -954,10 +959,7 @@ TEST_CASE(
   clock.Advance(15'000);                                // paused
   REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "after-waking", "v")));
   clock.Advance(100);
-  taken.clear();
-  for (const auto& batch : service.LeaveCluster()) {
-    for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
-  }
+  taken = leave();
   CHECK(taken["orders"] == std::set<std::string>{"before-pause"});
 
   // Paused with a write in flight (applied here, never sent to its backups), removed while
@@ -969,10 +971,7 @@ TEST_CASE(
   REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "in-flight-at-the-pause", "v")));
   clock.Advance(15'000);  // paused
   clock.Advance(100);
-  taken.clear();
-  for (const auto& batch : service.LeaveCluster(15'100)) {
-    for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
-  }
+  taken = leave(15'100);
   CHECK(taken["orders"] == std::set<std::string>{"long-before-the-pause"});
 
   // The link to the backup fails one way: the owner's writes fail (applied here, unconfirmed)
@@ -998,10 +997,7 @@ TEST_CASE(
   REQUIRE_FALSE(read_all);
   CHECK(read_all.error().code() == ErrorCode::kNoQuorum);
   clock.Advance(10'000);
-  taken.clear();
-  for (const auto& batch : service.LeaveCluster()) {
-    for (const auto& [key, value] : batch.entries) taken[batch.map_name].insert(key);
-  }
+  taken = leave();
   CHECK(taken["orders"] == std::set<std::string>{"confirmed"});
 
   // Once a full copy reaches the backup (the owner re-copies the partition every second), the
