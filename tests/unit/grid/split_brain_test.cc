@@ -513,7 +513,9 @@ TEST_CASE(
         return AllList({&a, q.b.get(), q.c.get(), &e}, 4);
       },
       std::chrono::seconds(20)));
-  REQUIRE(d.rejoins() == 1);  // d left its cluster with its data: its merge never arrives
+  // d left its cluster with its data (e's MergeInto reaches it on d's own thread, maybe after
+  // e joined): its merge never arrives.
+  REQUIRE(WaitUntil([&] { return d.rejoins() == 1; }));
   REQUIRE(WaitUntil([&] { return MetricOf(e, "tessera_merge_standby_sent_total") > 0; },
                     std::chrono::seconds(20)));
   REQUIRE(WaitUntil([&] { return MetricOf(e, "tessera_merge_entries_pending") == 0; }));
