@@ -351,10 +351,13 @@ class Relay final : public grid::PartitionWork {
     }
     if (!any) return OnPublished(ok);
     auto& io = context_.shard_context();
+    // The answer may come after this relay is gone (its partition moved while a backup did
+    // not answer): nothing of `this` is touched before `alive` is checked on the shard.
     state_->member->map_service().Execute(tx.request(), [this, &io, alive = context_.lifetime(),
+                                                         log = state_->log,
                                                          ok](base::Result<map::MapResult> removed) {
       if (!removed) {
-        state_->log->warn(
+        log->warn(
             "outbox: removing published entries failed ({}); they are appended "
             "again (the stream stores nothing twice)",
             removed.error().ToString());
