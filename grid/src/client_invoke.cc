@@ -22,29 +22,6 @@ using Result = base::Result<T>;
 
 namespace {
 
-bool IsRead(map::MapOp op) {
-  switch (op) {
-    case map::MapOp::kGet:
-    case map::MapOp::kContainsKey:
-    case map::MapOp::kGetEntryView:
-    case map::MapOp::kGetAll:
-    case map::MapOp::kSize:
-    case map::MapOp::kQuery:
-    case map::MapOp::kStats:
-    case map::MapOp::kRingRead:
-    case map::MapOp::kStreamRead:
-    case map::MapOp::kStreamInfo:
-    // Idempotent writes: the same call again changes nothing more.
-    case map::MapOp::kStreamCommit:
-    case map::MapOp::kStreamLease:
-    case map::MapOp::kStreamGroup:
-    case map::MapOp::kStreamJoin:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // An asynchronous call's deadline, `timeout` from now, read from the coarse monotonic clock
 // (about 5 ns a read here, where steady_clock::now() costs about 24 ns; clock reads were 5%
 // of grid-bench's CPU at get 50x16, half of them this one). That clock is steady_clock's
@@ -131,7 +108,7 @@ bool Client::Impl::Retryable(const base::Error& error, const map::MapRequest& re
   // A transaction with an id is applied once however often it is sent (map_service_tx.cc).
   // So is a stream append whose every event has an id (map_ops_stream.cc).
   const bool idempotent =
-      IsRead(request.op) ||
+      map::SpecOf(request.op).retryable ||
       (request.op == map::MapOp::kTransact && !request.transaction_id.empty()) ||
       (request.op == map::MapOp::kStreamAppend && !request.keys.empty() &&
        request.argument.GetInt64("dedup_ms").value_or(0) > 0 &&

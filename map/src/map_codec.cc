@@ -96,7 +96,9 @@ std::vector<std::pair<std::string, std::string>> EntriesFromWire(
   return entries;
 }
 
-bool ValidOp(std::uint8_t code) { return MapOpName(static_cast<MapOp>(code)) != "unknown"; }
+bool ValidOp(std::uint8_t code) {
+  return SpecOf(static_cast<MapOp>(code)).scope != OpScope::kUnknown;
+}
 bool ValidEventType(std::uint8_t code) {
   return EntryEventTypeName(static_cast<EntryEventType>(code)) != "unknown";
 }

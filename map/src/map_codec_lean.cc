@@ -108,34 +108,10 @@ class Reader {
   bool ok_ = true;
 };
 
-bool KeyedOp(MapOp op) {
-  switch (op) {
-    case MapOp::kGet:
-    case MapOp::kSet:
-    case MapOp::kPut:
-    case MapOp::kPutIfAbsent:
-    case MapOp::kRemove:
-    case MapOp::kDelete:
-    case MapOp::kContainsKey:
-    case MapOp::kReplace:
-      return true;
-    default:
-      return false;
-  }
-}
+bool KeyedOp(MapOp op) { return SpecOf(op).lean == OpLean::kKeyed; }
 
 // An operation a lean transaction may carry (LeanTransaction checks its fields).
-bool LeanTxOp(MapOp op) {
-  switch (op) {
-    case MapOp::kReplaceIfSame:
-    case MapOp::kRemoveIfSame:
-    case MapOp::kSetTtl:
-    case MapOp::kGetEntryView:
-      return true;
-    default:
-      return KeyedOp(op);
-  }
-}
+bool LeanTxOp(MapOp op) { return SpecOf(op).lean_in_transaction; }
 
 // Whether a request sets nothing but its op, map name, key, value, expected, options and
 // transaction fields (what a lean transaction's operations and the batch itself carry).
@@ -183,8 +159,8 @@ bool LeanEncodable(const MapRequest& r, std::uint32_t protocol_version) {
     return r.entries.empty() && r.keys.empty() && r.argument.fields().empty() &&
            r.argument.type_name().empty();
   }
-  return r.op == MapOp::kStreamAppend && protocol_version >= wire::kLeanEntriesProtocolVersion &&
-         IntArguments(r.argument);
+  return SpecOf(r.op).lean == OpLean::kEntries &&
+         protocol_version >= wire::kLeanEntriesProtocolVersion && IntArguments(r.argument);
 }
 
 namespace {
@@ -398,11 +374,12 @@ base::Result<void> DecodeLeanRequestInto(std::string_view bytes, MapRequest& r) 
                                             " bytes): its fields do not add up to its length");
   }
   constexpr std::uint8_t kKeyedFlags = kTtl | kMaxIdle | kKeepTtl;
-  const bool fits =
-      KeyedOp(r.op)                  ? (flags & ~kKeyedFlags) == 0
-      : r.op == MapOp::kTransact     ? (flags & ~(kKeyedFlags | kTx)) == 0 && (flags & kTx) != 0
-      : r.op == MapOp::kStreamAppend ? (flags & ~(kKeyedFlags | kEntries | kKeys | kIntArgs)) == 0
-                                     : false;
+  const bool fits = KeyedOp(r.op) ? (flags & ~kKeyedFlags) == 0
+                    : r.op == MapOp::kTransact
+                        ? (flags & ~(kKeyedFlags | kTx)) == 0 && (flags & kTx) != 0
+                    : SpecOf(r.op).lean == OpLean::kEntries
+                        ? (flags & ~(kKeyedFlags | kEntries | kKeys | kIntArgs)) == 0
+                        : false;
   if (!fits) {
     return Fail(ErrorCode::kBadRequest, "lean map request with operation " +
                                             std::to_string(static_cast<int>(r.op)) + " or flags " +

@@ -236,31 +236,6 @@ base::Result<MapResult> Dispatch(RecordStore& store, const MapRequest& rq, OpCon
               "unknown map operation code " + std::to_string(static_cast<int>(rq.op)));
 }
 
-enum class LatencyKind { kNone, kGet, kPut, kRemove };
-
-LatencyKind LatencyKindOf(MapOp op) {
-  switch (op) {
-    case MapOp::kGet:
-    case MapOp::kGetAll:
-    case MapOp::kContainsKey:
-    case MapOp::kGetEntryView:
-      return LatencyKind::kGet;
-    case MapOp::kPut:
-    case MapOp::kSet:
-    case MapOp::kPutIfAbsent:
-    case MapOp::kReplace:
-    case MapOp::kReplaceIfSame:
-    case MapOp::kPutAll:
-      return LatencyKind::kPut;
-    case MapOp::kRemove:
-    case MapOp::kDelete:
-    case MapOp::kRemoveIfSame:
-      return LatencyKind::kRemove;
-    default:
-      return LatencyKind::kNone;
-  }
-}
-
 base::Result<void> ValidateKey(std::string_view key, MapOp op) {
   if (!key.empty()) return {};
   return Fail(ErrorCode::kBadRequest,
@@ -308,10 +283,6 @@ base::Result<void> ValidateKeys(const MapRequest& rq) {
   return {};
 }
 
-bool AllowedInTransaction(MapOp op) {
-  return (MapOpIsKeyed(op) && op < MapOp::kRingAppend) || op == MapOp::kRedisKey;
-}
-
 base::Result<void> ValidateTransaction(const MapRequest& rq,
                                        const EntryProcessorRegistry* processors) {
   if (rq.key.empty()) {
@@ -325,7 +296,7 @@ base::Result<void> ValidateTransaction(const MapRequest& rq,
   for (std::size_t i = 0; i < rq.transaction.size(); ++i) {
     const MapRequest& op = rq.transaction[i].request;
     const std::string where = "operation " + std::to_string(i) + " of the transaction";
-    if (!AllowedInTransaction(op.op)) {
+    if (!SpecOf(op.op).in_transaction) {
       return Fail(ErrorCode::kBadRequest,
                   where + " is " + std::string(MapOpName(op.op)) +
                       ", which a transaction cannot run; use put, set, get, remove, delete, "
@@ -333,8 +304,8 @@ base::Result<void> ValidateTransaction(const MapRequest& rq,
                       "getEntryView, executeOnKey or redisKey");
     }
     if (auto ok = ValidateRequest(op, processors); !ok) {
-      return Fail(ok.error().code(),
-                  where + " (" + std::string(MapOpName(op.op)) + "): " + ok.error().message());
+      return std::unexpected(
+          ok.error().WithContext(where + " (" + std::string(MapOpName(op.op)) + "): "));
     }
   }
   return {};
@@ -344,7 +315,7 @@ base::Result<void> ValidateTransaction(const MapRequest& rq,
 base::Result<void> ValidateRequest(const MapRequest& rq, const EntryProcessorRegistry* processors) {
   if (rq.op == MapOp::kTransact) return ValidateTransaction(rq, processors);
   if (rq.map_name.empty()) return Fail(ErrorCode::kBadRequest, "map name is empty");
-  if (MapOpName(rq.op) == "unknown") {
+  if (SpecOf(rq.op).scope == OpScope::kUnknown) {
     return Fail(ErrorCode::kBadRequest,
                 "unknown map operation code " + std::to_string(static_cast<int>(rq.op)));
   }
@@ -366,17 +337,17 @@ base::Result<void> ValidateRequest(const MapRequest& rq, const EntryProcessorReg
 
 base::Result<MapResult> ExecuteOnStore(RecordStore& store, const MapRequest& request,
                                        OpContext& ctx) {
-  const LatencyKind kind = LatencyKindOf(request.op);
-  if (kind == LatencyKind::kNone) return Dispatch(store, request, ctx);
+  const OpLatency kind = SpecOf(request.op).latency;
+  if (kind == OpLatency::kNone) return Dispatch(store, request, ctx);
   // In CycleClock ticks while in the store (StatsOf converts them): two steady_clock reads
   // per operation were 5% of a member's CPU.
   const std::uint64_t start = base::CycleClock::Now();
   auto result = Dispatch(store, request, ctx);
   const auto ticks = static_cast<std::int64_t>(base::CycleClock::Now() - start);
   MapStats& stats = store.stats();
-  if (kind == LatencyKind::kGet) stats.get_latency_ns += ticks;
-  if (kind == LatencyKind::kPut) stats.put_latency_ns += ticks;
-  if (kind == LatencyKind::kRemove) stats.remove_latency_ns += ticks;
+  if (kind == OpLatency::kGet) stats.get_latency_ns += ticks;
+  if (kind == OpLatency::kPut) stats.put_latency_ns += ticks;
+  if (kind == OpLatency::kRemove) stats.remove_latency_ns += ticks;
   return result;
 }
 

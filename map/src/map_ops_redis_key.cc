@@ -47,11 +47,15 @@ bool GetBytes(std::string_view& in, std::string_view& out) {
 }  // namespace
 
 base::Error WrongKindError() {
-  return base::Error(base::ErrorCode::kWrongType, std::string(kWrongKindText));
+  return base::Error(base::ErrorCode::kWrongType, std::string(kWrongKindText),
+                     base::ErrorReason::kWrongKind);
 }
 
 bool IsWrongKindError(const base::Error& error) {
-  return error.code() == base::ErrorCode::kWrongType && error.message() == kWrongKindText;
+  // The text stands for the reason when the error comes from a member of the release before
+  // reasons travelled.
+  return error.code() == base::ErrorCode::kWrongType &&
+         (error.reason() == base::ErrorReason::kWrongKind || error.message() == kWrongKindText);
 }
 
 std::string HashFieldMap(std::string_view keyspace, std::string_view key) {
@@ -347,10 +351,13 @@ base::Result<MapResult> Rename(RecordStore& store, const MapRequest& rq, OpConte
   MapResult out;
   if (to.empty()) return Fail(ErrorCode::kBadRequest, "rename needs the new key (argument 'to')");
   const partition::Partitioner partitioner(ctx.partition_count);
-  if (partitioner.PartitionOf(to) != ctx.partition_id) {
+  if (const auto p = partitioner.PartitionOf(to); p != ctx.partition_id) {
     return Fail(ErrorCode::kBadRequest,
-                "CROSSSLOT Keys in request don't hash to the same slot (give both keys the same "
-                "hash tag, e.g. {user1}:a and {user1}:b)");
+                "the new key is in partition " + std::to_string(p) + ", the key in partition " +
+                    std::to_string(ctx.partition_id) +
+                    ": a rename keeps a key in its partition (give both keys the same hash tag, "
+                    "e.g. {user1}:a and {user1}:b)",
+                base::ErrorReason::kCrossPartition);
   }
   const Record* r = FindLive(store, rq.key, ctx);
   if (r == nullptr) return Fail(ErrorCode::kNotFound, "no such key");
@@ -418,84 +425,165 @@ void StreamKeyLeaving(OpContext& ctx, std::string_view key, std::string_view val
   ctx.follow_ups->push_back(RedisStreamDeleteRequest(key, /*keyspace_entry=*/true, epoch));
 }
 
-base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  const std::string& cmd = rq.processor;
-  if (cmd == "rename") return Rename(store, rq, ctx);
-  if (cmd == "mark_stream") {  // the keyspace entry of a stream XADD or XGROUP CREATE made
-    MapResult out;
-    const Record* r = FindLive(store, rq.key, ctx);
-    if (r != nullptr) {
-      if (r->kind() != ValueKind::kStream) return std::unexpected(WrongKindError());
-      out.value = std::string(r->value());
-      return out;
-    }
-    const std::int64_t epoch = IntArg(rq, "epoch", 0);
-    const std::string value = epoch == 0 ? std::string() : std::to_string(epoch);
-    WriteLiveKind(store, rq.key, value, KeepTtl(), ctx, false, std::nullopt, ValueKind::kStream);
-    out.flag = true;
-    out.value = value;
-    return out;
-  }
-  if (cmd == "unmark_stream") {  // an XADD that made the entry failed: the entry goes again
-    MapResult out;
-    const Record* r = FindLive(store, rq.key, ctx);
-    const std::string epoch = std::to_string(IntArg(rq, "epoch", 0));
-    if (r != nullptr && r->kind() == ValueKind::kStream && r->value() == epoch) {
-      RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
-      out.flag = true;
-    }
-    return out;
-  }
-  auto loaded = Load(store, rq, ctx);
-  if (cmd == "merge") {  // never fails on a key of another kind: the owner's key stays
-    MapResult out;
-    if (loaded) out.count = loaded->Set(rq.entries, /*nx=*/true);
-    if (!loaded && !IsWrongKindError(loaded.error())) return std::unexpected(loaded.error());
-    out.entries.emplace_back(
-        "discarded", std::to_string(static_cast<std::int64_t>(rq.entries.size()) - out.count));
-    return out;
-  }
-  if (!loaded) return std::unexpected(loaded.error());
-  Hash& h = *loaded;
+namespace {
+
+using KeyCommandFn = base::Result<MapResult> (*)(RecordStore&, const MapRequest&, OpContext&);
+using HashCommandFn = base::Result<MapResult> (*)(Hash&, const MapRequest&);
+
+// The keyspace entry of a stream an XADD or XGROUP CREATE made.
+base::Result<MapResult> MarkStream(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   MapResult out;
-  if (cmd == "hset") {
-    out.count = h.Set(rq.entries, rq.argument.GetBool("nx").value_or(false));
-  } else if (cmd == "hget") {
-    for (const auto& f : rq.keys) {
-      if (auto v = h.Get(f)) out.entries.emplace_back(f, std::move(*v));
-    }
-  } else if (cmd == "hdel") {
-    out.count = h.Delete(rq.keys);
-  } else if (cmd == "hexists" || cmd == "hstrlen") {
-    if (rq.keys.size() != 1) return Fail(ErrorCode::kBadRequest, cmd + " takes one field");
-    auto v = h.Get(rq.keys.front());
-    out.flag = v.has_value();
-    out.count = v ? static_cast<std::int64_t>(v->size()) : 0;
-  } else if (cmd == "hlen") {
-    out.count = h.exists ? h.Length() : 0;
-  } else if (cmd == "hgetall") {
-    out.entries = h.All();
-  } else if (cmd == "hincrby") {
-    if (rq.keys.size() != 1) return Fail(ErrorCode::kBadRequest, "hincrby takes one field");
-    const std::int64_t delta = IntArg(rq, "delta", 0);
-    std::int64_t current = 0;
-    if (auto v = h.Get(rq.keys.front()); v && !ParseStrictInt64(*v, current)) {
-      return Fail(ErrorCode::kBadRequest, "hash value is not an integer");
-    }
-    if ((delta > 0 && current > std::numeric_limits<std::int64_t>::max() - delta) ||
-        (delta < 0 && current < std::numeric_limits<std::int64_t>::min() - delta)) {
-      return Fail(ErrorCode::kBadRequest, "increment or decrement would overflow");
-    }
-    out.count = current + delta;
-    h.Set({{rq.keys.front(), std::to_string(out.count)}}, false);
-  } else {
-    return Fail(ErrorCode::kBadRequest,
-                "unknown redisKey command '" + cmd +
-                    "' (MapRequest::processor); use hset, hget, hdel, hexists, hlen, hstrlen, "
-                    "hgetall, hincrby, rename, mark_stream, unmark_stream or merge");
+  const Record* r = FindLive(store, rq.key, ctx);
+  if (r != nullptr) {
+    if (r->kind() != ValueKind::kStream) return std::unexpected(WrongKindError());
+    out.value = std::string(r->value());
+    return out;
+  }
+  const std::int64_t epoch = IntArg(rq, "epoch", 0);
+  const std::string value = epoch == 0 ? std::string() : std::to_string(epoch);
+  WriteLiveKind(store, rq.key, value, KeepTtl(), ctx, false, std::nullopt, ValueKind::kStream);
+  out.flag = true;
+  out.value = value;
+  return out;
+}
+
+// An XADD that made the entry failed: the entry goes again.
+base::Result<MapResult> UnmarkStream(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  MapResult out;
+  const Record* r = FindLive(store, rq.key, ctx);
+  const std::string epoch = std::to_string(IntArg(rq, "epoch", 0));
+  if (r != nullptr && r->kind() == ValueKind::kStream && r->value() == epoch) {
+    RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
+    out.flag = true;
   }
   return out;
 }
 
+// Never fails on a key of another kind: the owner's key stays.
+base::Result<MapResult> MergeHash(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  auto loaded = Load(store, rq, ctx);
+  MapResult out;
+  if (loaded) out.count = loaded->Set(rq.entries, /*nx=*/true);
+  if (!loaded && !IsWrongKindError(loaded.error())) return std::unexpected(loaded.error());
+  out.entries.emplace_back(
+      "discarded", std::to_string(static_cast<std::int64_t>(rq.entries.size()) - out.count));
+  return out;
+}
+
+base::Result<MapResult> HSet(Hash& h, const MapRequest& rq) {
+  MapResult out;
+  out.count = h.Set(rq.entries, rq.argument.GetBool("nx").value_or(false));
+  return out;
+}
+
+base::Result<MapResult> HGet(Hash& h, const MapRequest& rq) {
+  MapResult out;
+  for (const auto& f : rq.keys) {
+    if (auto v = h.Get(f)) out.entries.emplace_back(f, std::move(*v));
+  }
+  return out;
+}
+
+base::Result<MapResult> HDel(Hash& h, const MapRequest& rq) {
+  MapResult out;
+  out.count = h.Delete(rq.keys);
+  return out;
+}
+
+// hexists and hstrlen.
+base::Result<MapResult> HField(Hash& h, const MapRequest& rq) {
+  if (rq.keys.size() != 1) return Fail(ErrorCode::kBadRequest, rq.processor + " takes one field");
+  MapResult out;
+  auto v = h.Get(rq.keys.front());
+  out.flag = v.has_value();
+  out.count = v ? static_cast<std::int64_t>(v->size()) : 0;
+  return out;
+}
+
+base::Result<MapResult> HLen(Hash& h, const MapRequest&) {
+  MapResult out;
+  out.count = h.exists ? h.Length() : 0;
+  return out;
+}
+
+base::Result<MapResult> HGetAll(Hash& h, const MapRequest&) {
+  MapResult out;
+  out.entries = h.All();
+  return out;
+}
+
+base::Result<MapResult> HIncrBy(Hash& h, const MapRequest& rq) {
+  if (rq.keys.size() != 1) return Fail(ErrorCode::kBadRequest, "hincrby takes one field");
+  const std::int64_t delta = IntArg(rq, "delta", 0);
+  std::int64_t current = 0;
+  if (auto v = h.Get(rq.keys.front()); v && !ParseStrictInt64(*v, current)) {
+    return Fail(ErrorCode::kBadRequest, "hash value is not an integer");
+  }
+  if ((delta > 0 && current > std::numeric_limits<std::int64_t>::max() - delta) ||
+      (delta < 0 && current < std::numeric_limits<std::int64_t>::min() - delta)) {
+    return Fail(ErrorCode::kBadRequest, "increment or decrement would overflow");
+  }
+  MapResult out;
+  out.count = current + delta;
+  h.Set({{rq.keys.front(), std::to_string(out.count)}}, false);
+  return out;
+}
+
+// A command on the hash the key holds (a key of another kind: WrongKindError).
+template <HashCommandFn F>
+base::Result<MapResult> OnHash(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  auto loaded = Load(store, rq, ctx);
+  if (!loaded) return std::unexpected(loaded.error());
+  return F(*loaded, rq);
+}
+
+struct KeyCommand {
+  std::string_view name;
+  bool writes;  // as MapOpSpec::writes: a quorum map refuses it without its quorum
+  KeyCommandFn run;
+};
+
+// Every kRedisKey command (redis_hash.h has their contracts).
+constexpr KeyCommand kKeyCommands[] = {
+    {"hset", true, OnHash<HSet>},
+    {"hget", false, OnHash<HGet>},
+    {"hdel", true, OnHash<HDel>},
+    {"hexists", false, OnHash<HField>},
+    {"hstrlen", false, OnHash<HField>},
+    {"hlen", false, OnHash<HLen>},
+    {"hgetall", false, OnHash<HGetAll>},
+    {"hincrby", true, OnHash<HIncrBy>},
+    {"rename", true, Rename},
+    {"mark_stream", true, MarkStream},
+    {"unmark_stream", true, UnmarkStream},
+    {"merge", false, MergeHash},  // heals a split, as kMergeEntries
+};
+
+const KeyCommand* FindKeyCommand(std::string_view name) {
+  for (const auto& c : kKeyCommands) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  if (const KeyCommand* c = FindKeyCommand(rq.processor)) return c->run(store, rq, ctx);
+  std::string known;
+  for (const auto& c : kKeyCommands) {
+    known += known.empty() ? "" : ", ";
+    known += c.name;
+  }
+  return Fail(ErrorCode::kBadRequest, "unknown redisKey command '" + rq.processor +
+                                          "' (MapRequest::processor); use one of " + known);
+}
+
 }  // namespace detail
+
+bool RedisKeyCommandWrites(std::string_view command) {
+  const auto* c = detail::FindKeyCommand(command);
+  return c == nullptr || c->writes;  // an unknown one fails anyway: judged as a write
+}
+
 }  // namespace tessera::map

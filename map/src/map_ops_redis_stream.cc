@@ -663,101 +663,172 @@ base::Result<MapResult> Info(XStream& s, const MapRequest& rq, const std::string
 
 }  // namespace
 
-base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
-  XStream s = Load(store, rq, ctx);
-  const std::string cmd = StringArg(rq, "cmd");
-  if (cmd == "add") return Add(s, rq);
-  if (cmd == "set_epoch") {  // the incarnation the keyspace entry names (see redis_hash.h)
-    MapResult out;
-    if (!s.exists()) return out;
-    s.x.epoch = IntArg(rq, "epoch", 0);
-    s.x_changed = true;
+namespace {
+
+// DEL: every record of the stream in this partition; count = existed.
+base::Result<MapResult> Delete(XStream& s, const MapRequest& rq, RecordStore& store,
+                               OpContext& ctx) {
+  MapResult out;
+  // A stream of the Tessera API is not a key, unless its keyspace entry says it is one (one
+  // merged after a split brain no longer has the mark of XADD).
+  if (!s.exists() || (!s.x_existed && !BoolArg(rq, "keyspace_entry"))) return out;
+  // Sent for an incarnation whose keyspace entry went: a newer stream under the same key
+  // (made since, with an epoch of its own) stays.
+  if (const std::int64_t epoch = IntArg(rq, "epoch", 0);
+      epoch != 0 && s.x.epoch != 0 && s.x.epoch != epoch) {
+    return out;
+  }
+  if (s.length() > kMaxRemovals && BoolArg(rq, "all")) {
+    // In steps: the oldest kMaxRemovals entries now, flag = call again for the rest.
+    const std::int64_t last = s.m().head + kMaxRemovals - 1;
+    for (std::int64_t off = s.m().head; off <= last; ++off) {
+      if (Record* r = FindLive(store, StreamEventKey(s.sub, off), ctx)) {
+        s.m().bytes -= static_cast<std::int64_t>(r->value().size());
+        RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
+      }
+    }
+    s.m().head = last + 1;
+    for (auto& [group, cursor] : s.m().groups) cursor = std::max(cursor, last);
+    s.meta_changed = true;
     s.Save();
+    out.count = 1;
     out.flag = true;
     return out;
   }
-  if (cmd == "trim") {
-    MapResult out;
-    if (!s.exists()) return out;
-    out.count = ApplyTrim(s, rq);
-    s.Save();
-    return out;
+  if (s.length() > kMaxRemovals) {
+    return Fail(ErrorCode::kBadRequest,
+                "stream '" + s.name + "' holds " + std::to_string(s.length()) +
+                    " entries; one command removes at most " + std::to_string(kMaxRemovals) +
+                    " (each removal goes to the backups in one message): trim it first, e.g. "
+                    "XTRIM " +
+                    s.name + " MAXLEN = 0 until it is empty, then DEL it");
   }
-  if (cmd == "delete") {  // DEL: every record of the stream in this partition; count = existed
-    MapResult out;
-    // A stream of the Tessera API is not a key, unless its keyspace entry says it is one (one
-    // merged after a split brain no longer has the mark of XADD).
-    if (!s.exists() || (!s.x_existed && !BoolArg(rq, "keyspace_entry"))) return out;
-    // Sent for an incarnation whose keyspace entry went: a newer stream under the same key
-    // (made since, with an epoch of its own) stays.
-    if (const std::int64_t epoch = IntArg(rq, "epoch", 0);
-        epoch != 0 && s.x.epoch != 0 && s.x.epoch != epoch) {
-      return out;
+  for (std::int64_t off = s.m().head; off <= s.m().tail; ++off) {
+    if (Record* r = FindLive(store, StreamEventKey(s.sub, off), ctx)) {
+      RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
     }
-    if (s.length() > kMaxRemovals && BoolArg(rq, "all")) {
-      // In steps: the oldest kMaxRemovals entries now, flag = call again for the rest.
-      const std::int64_t last = s.m().head + kMaxRemovals - 1;
-      for (std::int64_t off = s.m().head; off <= last; ++off) {
-        if (Record* r = FindLive(store, StreamEventKey(s.sub, off), ctx)) {
-          s.m().bytes -= static_cast<std::int64_t>(r->value().size());
-          RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
-        }
-      }
-      s.m().head = last + 1;
-      for (auto& [group, cursor] : s.m().groups) cursor = std::max(cursor, last);
-      s.meta_changed = true;
-      s.Save();
-      out.count = 1;
-      out.flag = true;
-      return out;
-    }
-    if (s.length() > kMaxRemovals) {
-      return Fail(ErrorCode::kBadRequest,
-                  "stream '" + s.name + "' holds " + std::to_string(s.length()) +
-                      " entries; one command removes at most " + std::to_string(kMaxRemovals) +
-                      " (each removal goes to the backups in one message): trim it first, e.g. "
-                      "XTRIM " +
-                      s.name + " MAXLEN = 0 until it is empty, then DEL it");
-    }
-    for (std::int64_t off = s.m().head; off <= s.m().tail; ++off) {
-      if (Record* r = FindLive(store, StreamEventKey(s.sub, off), ctx)) {
-        RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
-      }
-    }
-    std::vector<std::string> keys = {StreamMetaKey(s.sub), RedisStreamMetaKey(s.sub)};
-    for (const auto& [group, cursor] : s.m().groups) {
-      keys.push_back(RedisStreamGroupKey(s.sub, group));
-      keys.push_back(StreamLeaseKey(s.sub, group));
-    }
-    for (const auto& key : keys) {
-      if (Record* r = FindLive(store, key, ctx))
-        RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
-    }
-    out.count = 1;
-    return out;
   }
-  if (cmd == "len") {
-    MapResult out;
-    out.flag = s.exists();
-    out.count = out.flag ? std::max<std::int64_t>(0, s.length()) : 0;
-    return out;
+  std::vector<std::string> keys = {StreamMetaKey(s.sub), RedisStreamMetaKey(s.sub)};
+  for (const auto& [group, cursor] : s.m().groups) {
+    keys.push_back(RedisStreamGroupKey(s.sub, group));
+    keys.push_back(StreamLeaseKey(s.sub, group));
   }
-  if (cmd == "range") return Range(s, rq);
-  if (cmd == "read") return Read(s, rq);
-  if (cmd == "create_group") return CreateGroup(s, rq);
-  if (cmd == "destroy_group") return DestroyGroup(s, rq);
-  if (cmd == "create_consumer") return Consumers(s, rq, true);
-  if (cmd == "del_consumer") return Consumers(s, rq, false);
-  if (cmd == "readgroup") return ReadGroup(s, rq);
-  if (cmd == "ack") return Ack(s, rq);
-  if (cmd == "pending") return Pending(s, rq);
-  if (cmd == "claim") return Claim(s, rq);
-  if (cmd == "autoclaim") return AutoClaim(s, rq);
-  if (cmd == "info_stream") return Info(s, rq, "stream");
-  if (cmd == "info_groups") return Info(s, rq, "groups");
-  if (cmd == "info_consumers") return Info(s, rq, "consumers");
-  return Fail(ErrorCode::kBadRequest, "unknown redisStream command '" + cmd +
-                                          "'; the RESP front-end sends add, range, readgroup, ...");
+  for (const auto& key : keys) {
+    if (Record* r = FindLive(store, key, ctx)) RemoveLive(store, *r, ctx, EntryEventType::kRemoved);
+  }
+  out.count = 1;
+  return out;
+}
+
+using XCommandFn = base::Result<MapResult> (*)(XStream&, const MapRequest&, RecordStore&,
+                                               OpContext&);
+
+struct XCommand {
+  std::string_view name;
+  bool appends;  // stores a new entry when it succeeds with a value (wakes blocked readers)
+  XCommandFn run;
+};
+
+// Every kRedisStream command (redis_stream.h has their contracts).
+constexpr XCommand kXCommands[] = {
+    {"add", true,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Add(s, rq); }},
+    {"set_epoch", false,  // the incarnation the keyspace entry names (see redis_hash.h)
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) -> base::Result<MapResult> {
+       MapResult out;
+       if (!s.exists()) return out;
+       s.x.epoch = IntArg(rq, "epoch", 0);
+       s.x_changed = true;
+       s.Save();
+       out.flag = true;
+       return out;
+     }},
+    {"trim", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) -> base::Result<MapResult> {
+       MapResult out;
+       if (!s.exists()) return out;
+       out.count = ApplyTrim(s, rq);
+       s.Save();
+       return out;
+     }},
+    {"delete", false, Delete},
+    {"len", false,
+     [](XStream& s, const MapRequest&, RecordStore&, OpContext&) -> base::Result<MapResult> {
+       MapResult out;
+       out.flag = s.exists();
+       out.count = out.flag ? std::max<std::int64_t>(0, s.length()) : 0;
+       return out;
+     }},
+    {"range", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Range(s, rq); }},
+    {"read", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Read(s, rq); }},
+    {"create_group", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return CreateGroup(s, rq); }},
+    {"destroy_group", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) {
+       return DestroyGroup(s, rq);
+     }},
+    {"create_consumer", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) {
+       return Consumers(s, rq, true);
+     }},
+    {"del_consumer", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) {
+       return Consumers(s, rq, false);
+     }},
+    {"readgroup", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return ReadGroup(s, rq); }},
+    {"ack", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Ack(s, rq); }},
+    {"pending", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Pending(s, rq); }},
+    {"claim", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Claim(s, rq); }},
+    {"autoclaim", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return AutoClaim(s, rq); }},
+    {"info_stream", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) {
+       return Info(s, rq, "stream");
+     }},
+    {"info_groups", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) {
+       return Info(s, rq, "groups");
+     }},
+    {"info_consumers", false,
+     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) {
+       return Info(s, rq, "consumers");
+     }},
+};
+
+const XCommand* FindXCommand(std::string_view name) {
+  for (const auto& c : kXCommands) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
+  const std::string cmd = StringArg(rq, "cmd");
+  const XCommand* c = FindXCommand(cmd);
+  if (c == nullptr) {
+    return Fail(ErrorCode::kBadRequest,
+                "unknown redisStream command '" + cmd +
+                    "'; the RESP front-end sends add, range, readgroup, ...");
+  }
+  XStream s = Load(store, rq, ctx);
+  return c->run(s, rq, store, ctx);
 }
 
 }  // namespace tessera::map::detail
+
+namespace tessera::map {
+
+bool RedisStreamCommandAppends(std::string_view command) {
+  const auto* c = detail::FindXCommand(command);
+  return c != nullptr && c->appends;
+}
+
+}  // namespace tessera::map

@@ -2,6 +2,31 @@
 
 namespace tessera::map {
 
+namespace {
+
+// The op table's rows agree with each other (map_op.h): only keyed ops go in a transaction,
+// touch a stream or have a lean keyed form; a lean transaction carries only ops a transaction
+// may; names are unique. Checked over every code at compile time.
+constexpr bool OpRowsConsistent() {
+  for (int code = 0; code < 256; ++code) {
+    const MapOpSpec s = SpecOf(static_cast<MapOp>(code));
+    if (s.scope == OpScope::kUnknown) {
+      if (s.name != "unknown") return false;
+      continue;
+    }
+    const bool keyed_only = s.in_transaction || s.stream || s.lean != OpLean::kNo;
+    if (keyed_only && s.scope != OpScope::kKeyed) return false;
+    if (s.lean_in_transaction && !s.in_transaction) return false;
+    for (int other = 0; other < code; ++other) {
+      if (SpecOf(static_cast<MapOp>(other)).name == s.name) return false;
+    }
+  }
+  return true;
+}
+static_assert(OpRowsConsistent(), "map_op.h: a row of SpecOf contradicts the others");
+
+}  // namespace
+
 void MapRequest::Clear() {
   static_assert(sizeof(MapRequest) == 504,
                 "MapRequest changed: clear the new field in MapRequest::Clear, then update this "
@@ -23,36 +48,6 @@ void MapRequest::Clear() {
   local_only = false;
 }
 
-bool MapOpIsKeyed(MapOp op) {
-  const auto code = static_cast<std::uint8_t>(op);
-  return (code >= static_cast<std::uint8_t>(MapOp::kPut) &&
-          code <= static_cast<std::uint8_t>(MapOp::kStreamCommit)) ||
-         (code >= static_cast<std::uint8_t>(MapOp::kStreamLease) &&
-          code <= static_cast<std::uint8_t>(MapOp::kRedisKey));
-}
-
-bool MapOpHasKeys(MapOp op) {
-  return op == MapOp::kPutAll || op == MapOp::kGetAll || op == MapOp::kExecuteOnKeys ||
-         op == MapOp::kMergeEntries;
-}
-
-bool MapOpIsStream(MapOp op) {
-  switch (op) {
-    case MapOp::kStreamAppend:
-    case MapOp::kStreamRead:
-    case MapOp::kStreamCommit:
-    case MapOp::kStreamLease:
-    case MapOp::kStreamGroup:
-    case MapOp::kStreamInfo:
-    case MapOp::kStreamJoin:
-    case MapOp::kStreamMerge:
-    case MapOp::kRedisStream:
-      return true;
-    default:
-      return false;
-  }
-}
-
 std::string_view ValueKindName(ValueKind kind) {
   switch (kind) {
     case ValueKind::kPlain:
@@ -64,84 +59,6 @@ std::string_view ValueKindName(ValueKind kind) {
       return "stream";
   }
   return "none";
-}
-
-std::string_view MapOpName(MapOp op) {
-  switch (op) {
-    case MapOp::kPut:
-      return "put";
-    case MapOp::kSet:
-      return "set";
-    case MapOp::kGet:
-      return "get";
-    case MapOp::kRemove:
-      return "remove";
-    case MapOp::kDelete:
-      return "delete";
-    case MapOp::kContainsKey:
-      return "containsKey";
-    case MapOp::kPutIfAbsent:
-      return "putIfAbsent";
-    case MapOp::kReplace:
-      return "replace";
-    case MapOp::kReplaceIfSame:
-      return "replaceIfSame";
-    case MapOp::kRemoveIfSame:
-      return "removeIfSame";
-    case MapOp::kRingAppend:
-      return "ringAppend";
-    case MapOp::kRingRead:
-      return "ringRead";
-    case MapOp::kTransact:
-      return "transact";
-    case MapOp::kStreamAppend:
-      return "streamAppend";
-    case MapOp::kStreamRead:
-      return "streamRead";
-    case MapOp::kStreamCommit:
-      return "streamCommit";
-    case MapOp::kStreamLease:
-      return "streamLease";
-    case MapOp::kStreamGroup:
-      return "streamGroup";
-    case MapOp::kStreamInfo:
-      return "streamInfo";
-    case MapOp::kStreamJoin:
-      return "streamJoin";
-    case MapOp::kStreamMerge:
-      return "streamMerge";
-    case MapOp::kRingMerge:
-      return "ringMerge";
-    case MapOp::kRedisStream:
-      return "redisStream";
-    case MapOp::kRedisKey:
-      return "redisKey";
-    case MapOp::kSetTtl:
-      return "setTtl";
-    case MapOp::kGetEntryView:
-      return "getEntryView";
-    case MapOp::kExecuteOnKey:
-      return "executeOnKey";
-    case MapOp::kPutAll:
-      return "putAll";
-    case MapOp::kGetAll:
-      return "getAll";
-    case MapOp::kExecuteOnKeys:
-      return "executeOnKeys";
-    case MapOp::kSize:
-      return "size";
-    case MapOp::kClear:
-      return "clear";
-    case MapOp::kQuery:
-      return "query";
-    case MapOp::kExecuteOnEntries:
-      return "executeOnEntries";
-    case MapOp::kStats:
-      return "stats";
-    case MapOp::kMergeEntries:
-      return "mergeEntries";
-  }
-  return "unknown";
 }
 
 }  // namespace tessera::map

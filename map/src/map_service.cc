@@ -231,10 +231,10 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
   std::vector<MapRequest> follow_ups;
   ctx.follow_ups = &follow_ups;
   std::optional<StreamMeta> stream_meta;
-  if (MapOpIsStream(request.op)) ctx.stream_meta = &stream_meta;
+  if (SpecOf(request.op).stream) ctx.stream_meta = &stream_meta;
   auto result = ExecuteOnStore(StoreOf(table, partition_id), request, ctx);
   if (request.op == MapOp::kRingAppend && result) CountRingAppend(request, *result);
-  if (result && MapOpIsStream(request.op)) {
+  if (result && SpecOf(request.op).stream) {
     TrackStream(table, partition_id, request, *result, ctx.wall_ms, stream_meta);
     if (!states[shard]->waiters.empty() && StreamOpStored(request, *result)) {
       WakeStreamReaders(shard, request.key);
@@ -454,7 +454,7 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
 }
 
 void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
-  const bool has_keys = MapOpHasKeys(request.op);
+  const bool has_keys = SpecOf(request.op).scope == OpScope::kListedKeys;
   auto parts = std::make_shared<Parts>();
   if (has_keys) {
     *parts = SplitByShard(request);
@@ -619,39 +619,6 @@ void MapService::Stop() {
   }
 }
 
-namespace {
-
-// Operations that change a map (a quorum is needed for them); merges are exempt (they are how
-// a split heals).
-// kRedisKey reads (HGET, HLEN, ...) and split-brain merges are served without a quorum, as get
-// and kMergeEntries are.
-bool RedisKeyWrites(const MapRequest& request) {
-  const std::string& cmd = request.processor;
-  return cmd == "hset" || cmd == "hdel" || cmd == "hincrby" || cmd == "rename" ||
-         cmd == "mark_stream" || cmd == "unmark_stream";
-}
-
-bool MapOpWrites(MapOp op) {
-  switch (op) {
-    case MapOp::kGet:
-    case MapOp::kContainsKey:
-    case MapOp::kGetEntryView:
-    case MapOp::kGetAll:
-    case MapOp::kSize:
-    case MapOp::kQuery:
-    case MapOp::kStats:
-    case MapOp::kRingRead:
-    case MapOp::kStreamRead:
-    case MapOp::kStreamInfo:
-    case MapOp::kMergeEntries:
-      return false;
-    default:
-      return true;
-  }
-}
-
-}  // namespace
-
 base::Result<void> MapService::Impl::CheckMarkerWrite(const MapRequest& request) {
   if (request.op == MapOp::kTransact) {
     for (const auto& op : request.transaction) {
@@ -659,7 +626,7 @@ base::Result<void> MapService::Impl::CheckMarkerWrite(const MapRequest& request)
     }
     return {};
   }
-  if (request.map_name != kTransactionIdMap || !MapOpWrites(request.op)) return {};
+  if (request.map_name != kTransactionIdMap || !SpecOf(request.op).writes) return {};
   return Fail(ErrorCode::kBadRequest,
               fmt::format("map '{}' holds the markers of committed transactions and only their "
                           "transactions write it ({} refused: a marker set or removed by hand "
@@ -675,8 +642,9 @@ base::Result<void> MapService::Impl::CheckQuorum(const MapRequest& request) cons
     }
     return {};
   }
-  if (!MapOpWrites(request.op)) return {};
-  if (request.op == MapOp::kRedisKey && !RedisKeyWrites(request)) return {};
+  if (!SpecOf(request.op).writes) return {};
+  // kRedisKey reads (HGET, HLEN, ...) and merges are served without a quorum, as get is.
+  if (request.op == MapOp::kRedisKey && !RedisKeyCommandWrites(request.processor)) return {};
   // Joining (or rejoining) without a table yet: no cluster size to judge by. The request waits
   // for the table, or is answered kNotOwner when a member sent it, and is admitted again when
   // retried (Route): a member just admitted must not refuse the writes its cluster sends it.

@@ -172,7 +172,7 @@ void MapService::Impl::ExecuteAcrossMembers(MapRequest request, Callback done, i
     }
     return it->second;
   };
-  const bool has_keys = MapOpHasKeys(request.op);
+  const bool has_keys = SpecOf(request.op).scope == OpScope::kListedKeys;
   bool unowned = false;
   if (has_keys) {
     for (const auto& entry : request.entries) {
@@ -381,8 +381,14 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
               }
               auto& since = flags[p].unconfirmed_since_ms;
               flags[p].unconfirmed_count.fetch_add(1);
-              for (auto seen = since.load();
-                   applied_ms < seen && !since.compare_exchange_weak(seen, applied_ms);) {
+              auto seen = since.load();
+              while (applied_ms < seen && !since.compare_exchange_weak(seen, applied_ms)) {
+              }
+              if (seen == kNoUnconfirmed && log) {
+                log->info(
+                    "partition {}: a write {} ms ago was not confirmed by backup {} ({}); "
+                    "quorum maps refuse it until the backup has a full copy",
+                    p, clock.NowMs() - applied_ms, backup, ack.error().ToString());
               }
               ResyncBackup(p, backup, 0);
             }
@@ -459,7 +465,9 @@ void MapService::Impl::ConfirmedByCopy(std::uint32_t p, const std::string& targe
   const auto& replicas = current->replicas[p];
   if ((replicas.size() == 2 && replicas[0] == current->self && replicas[1] == target) ||
       (!replicas.empty() && replicas[0] == target)) {
-    flags[p].unconfirmed_since_ms.store(kNoUnconfirmed);
+    if (flags[p].unconfirmed_since_ms.exchange(kNoUnconfirmed) != kNoUnconfirmed && log) {
+      log->info("partition {}: its unconfirmed writes are confirmed by a copy to {}", p, target);
+    }
   }
 }
 

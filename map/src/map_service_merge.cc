@@ -111,6 +111,15 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
           };
           std::map<std::string, Gathered> gathered;
           const auto cutoff = unacknowledged_since(name);
+          // Quorum maps: what the cutoff leaves out, and the entries written in the failure
+          // timeout before it (the window a late-noticed split leaves), are logged by key.
+          std::size_t left_out = 0;
+          if (cutoff && impl->log) {
+            impl->log->info(
+                "leaving the cluster: quorum map '{}' keeps out entries written "
+                "since {} ms ago",
+                name, now - *cutoff);
+          }
           for (std::size_t slot = 0; slot < table->stores.slot_count(); ++slot) {
             RecordStore* store = table->stores.At(slot);
             if (store == nullptr) continue;
@@ -133,7 +142,22 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
               };
               store->ForEach([&](const Record& r) {
                 if (r.ExpiredAt(now) || r.kind() == ValueKind::kSpilledHash) return;
-                if (cutoff && r.last_update_ms() >= std::min(*cutoff, (*unconfirmed)[p])) return;
+                if (cutoff) {
+                  const base::Millis limit = std::min(*cutoff, (*unconfirmed)[p]);
+                  if (r.last_update_ms() >= limit) {
+                    ++left_out;
+                    return;
+                  }
+                  if (impl->log && r.last_update_ms() >= limit - impl->options.failure_timeout_ms) {
+                    impl->log->info(
+                        "leaving the cluster: '{}' partition {} sends '{}' written "
+                        "{} ms before the cutoff{}",
+                        name, p, r.key(), limit - r.last_update_ms(),
+                        (*unconfirmed)[p] == Impl::kNoUnconfirmed
+                            ? ""
+                            : " (the partition's unconfirmed mark)");
+                  }
+                }
                 if (hash) {
                   batch_for(r.key().size() + r.value().size() + 16, [&] {
                     return MergeBatch{MapOp::kRedisKey, hash->first, hash->second, {}, {},
@@ -188,6 +212,10 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
               });
             }
             store->Clear();
+          }
+          if (left_out != 0 && impl->log) {
+            impl->log->info("leaving the cluster: quorum map '{}' kept out {} entries", name,
+                            left_out);
           }
           for (auto& [sender, g] : gathered) {
             for (auto& [sub, by_offset] : g.events) {

@@ -7,6 +7,7 @@
 
 #include "map_service_impl.h"
 #include "op_support.h"
+#include "tessera/map/redis_stream.h"
 #include "tessera/map/stream_format.h"
 
 namespace tessera::map {
@@ -55,7 +56,7 @@ void MapService::Impl::TrackStream(MapTable& table, std::uint32_t partition_id,
   }
   if (request.op == MapOp::kStreamMerge) s.appended += result.count;
   if (request.op == MapOp::kRedisStream && result.value &&
-      request.argument.GetString("cmd").value_or("") == "add") {
+      RedisStreamCommandAppends(request.argument.GetString("cmd").value_or(""))) {
     ++s.appended;  // an XADD
   }
   if (request.op == MapOp::kStreamAppend) {

@@ -189,11 +189,10 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
     auto result = run(table, op.request);
     if (!result) {
       undo.RollBack();
-      return Fail(result.error().code(),
-                  "operation " + std::to_string(i) + " of the transaction (" +
-                      std::string(MapOpName(op.request.op)) + " on map '" + op.request.map_name +
-                      "', key '" + op.request.key +
-                      "') failed, so nothing was applied: " + result.error().message());
+      return std::unexpected(result.error().WithContext(
+          "operation " + std::to_string(i) + " of the transaction (" +
+          std::string(MapOpName(op.request.op)) + " on map '" + op.request.map_name + "', key '" +
+          op.request.key + "') failed, so nothing was applied: "));
     }
     out.results.push_back(std::move(*result));
   }

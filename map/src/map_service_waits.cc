@@ -12,6 +12,7 @@
 
 #include "map_service_impl.h"
 #include "op_support.h"
+#include "tessera/map/redis_stream.h"
 #include "tessera/map/stream_format.h"
 
 namespace tessera::map {
@@ -62,7 +63,8 @@ bool StreamOpStored(const MapRequest& request, const MapResult& result) {
     case MapOp::kStreamMerge:
       return result.count > 0;
     case MapOp::kRedisStream:  // an XADD answers the new entry's ID
-      return result.value.has_value() && detail::StringArg(request, "cmd") == "add";
+      return result.value.has_value() &&
+             RedisStreamCommandAppends(detail::StringArg(request, "cmd"));
     default:
       return false;
   }

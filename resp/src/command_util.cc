@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <optional>
+#include <string_view>
 #include <unordered_map>
 
 namespace tessera::resp {
@@ -54,12 +56,38 @@ map::MapRequest& ReuseKeyRequest(Connection& conn, map::MapOp op, std::string_vi
   return request;
 }
 
+namespace {
+
+// How a service error reads on RESP, by its code and reason: Redis's error prefix, and Redis's
+// own text where Redis has one for the case (empty: the error's message). The first row that
+// matches wins; an error no row matches is "ERR <message>".
+struct RespErrorRow {
+  base::ErrorCode code;
+  std::optional<base::ErrorReason> reason;  // nullopt: any
+  std::string_view prefix;
+  std::string_view text;
+};
+constexpr RespErrorRow kRespErrors[] = {
+    {base::ErrorCode::kWrongType, base::ErrorReason::kWrongKind, "WRONGTYPE",
+     "Operation against a key holding the wrong kind of value"},
+    // A processor's type error, or a wrong kind from a member of the release before reasons.
+    {base::ErrorCode::kWrongType, std::nullopt, "WRONGTYPE", ""},
+    {base::ErrorCode::kBadRequest, base::ErrorReason::kCrossPartition, "CROSSSLOT",
+     "Keys in request don't hash to the same slot (give both keys the same hash tag, e.g. "
+     "{user1}:a and {user1}:b)"},
+};
+
+}  // namespace
+
 void WriteServiceError(RespWriter& writer, const base::Error& error) {
-  if (error.code() == base::ErrorCode::kWrongType) {
-    writer.Error("WRONGTYPE " + error.message());
-  } else {
-    writer.Error("ERR " + error.message());
+  for (const auto& row : kRespErrors) {
+    if (row.code != error.code() || (row.reason && *row.reason != error.reason())) continue;
+    std::string text(row.prefix);
+    text += ' ';
+    text += row.text.empty() ? std::string_view(error.message()) : row.text;
+    return writer.Error(text);
   }
+  writer.Error("ERR " + error.message());
 }
 
 void WriteOptionalBulk(RespWriter& writer, const std::optional<std::string>& value) {

@@ -30,7 +30,8 @@ map::MapRequest KeyRequest(map::MapOp op, std::string_view map_name, std::string
 map::MapRequest& ReuseKeyRequest(Connection& conn, map::MapOp op, std::string_view map_name,
                                  std::string_view key);
 
-// "-ERR <message>" for a service error (WRONGTYPE for kWrongType).
+// A service error as RESP writes it: "-ERR <message>", or Redis's prefix and text for the
+// cases Redis names (WRONGTYPE for a key of another kind); the table is in command_util.cc.
 void WriteServiceError(RespWriter& writer, const base::Error& error);
 
 // Executes `request`; on success format(writer, result), on error WriteServiceError.

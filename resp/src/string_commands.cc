@@ -100,8 +100,9 @@ void SetConditionalGet(Connection& conn, Args args, const SetOptions& options) {
   CallMapRaw(conn, std::move(transaction),
              [](RespWriter& writer, base::Result<map::MapResult>& result) {
                if (!result) {
+                 // Its get, putIfAbsent and replace fail kWrongType only on a key of another kind.
                  if (result.error().code() == base::ErrorCode::kWrongType) {
-                   return writer.Error("WRONGTYPE " + map::WrongKindError().message());
+                   return WriteServiceError(writer, map::WrongKindError());
                  }
                  return WriteServiceError(writer, result.error());
                }

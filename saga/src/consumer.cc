@@ -382,16 +382,17 @@ base::Result<void> Consumer::Deliver(const grid::StreamEvent& delivered) {
   const bool too_old =
       options_.unavailable_dead_letter_ms > 0 &&
       base::SteadyClock().WallMs() - delivered.time_ms > options_.unavailable_dead_letter_ms;
-  if (!too_old && std::find(options_.unavailable.begin(), options_.unavailable.end(),
-                            result.error().code()) != options_.unavailable.end()) {
+  // Too early (a reply before the one it follows): not poison either.
+  const bool early = result.error().reason() == base::ErrorReason::kRetryLater;
+  if (!too_old && (early || std::find(options_.unavailable.begin(), options_.unavailable.end(),
+                                      result.error().code()) != options_.unavailable.end())) {
     state_->unavailable.fetch_add(1);
     if (delivered.attempt == 1 || delivered.attempt % 50 == 0) {  // not a line per retry
       base::NamedLogger("consumer")
-          ->warn(
-              "group '{}': event {} ({} {}) not handled, the grid cannot answer now ({}); it comes "
-              "again (delivery {})",
-              options_.group, event->id, event->type, event->key, result.error().ToString(),
-              delivered.attempt);
+          ->warn("group '{}': event {} ({} {}) not handled, {} ({}); it comes again (delivery {})",
+                 options_.group, event->id, event->type, event->key,
+                 early ? "it came too early" : "the grid cannot answer now",
+                 result.error().ToString(), delivered.attempt);
     }
     return result;  // delivered again after the stream's retry delay
   }

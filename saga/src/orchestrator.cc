@@ -28,9 +28,12 @@ int HeaderInt(const Event& e, std::string_view name) {
   return v.empty() ? -1 : std::atoi(v.c_str());
 }
 
+// The text stands for the reason when the member that ran the transition is of the release
+// before reasons travelled.
 bool NotApplied(const base::Error& e) {
   return e.code() == base::ErrorCode::kConflict &&
-         e.message().find(kNotApplied) != std::string::npos;
+         (e.reason() == base::ErrorReason::kNotApplied ||
+          e.message().find(kNotApplied) != std::string::npos);
 }
 
 }  // namespace
@@ -506,7 +509,8 @@ base::Result<void> Orchestrator::OnReply(const Event& reply, HandlerContext& ctx
   if (driven && out_of_order) {
     return base::Fail(base::ErrorCode::kOverloaded,
                       "saga '" + id + "': the reply of step " + std::to_string(step) +
-                          " came before the previous step's; it comes again");
+                          " came before the previous step's; it comes again",
+                      base::ErrorReason::kRetryLater);
   }
   if (driven && orphan) {
     // The saga ended (compensated or failed) before this action's reply: the action happened

@@ -381,11 +381,11 @@ void RegisterSagaProcessor(map::EntryProcessorRegistry& registry) {
           // whether the transaction committed.
           if (t->strict) outcome->saga.reset();
         } else if (t->strict) {
-          return Fail(
-              ErrorCode::kConflict,
-              fmt::format("{}saga '{}' {} ({}, {})", kNotApplied, entry.key(), outcome->reason,
-                          SagaOpName(t->op),
-                          outcome->saga ? SagaStatusName(outcome->saga->status) : "absent"));
+          return Fail(ErrorCode::kConflict,
+                      fmt::format("{}saga '{}' {} ({}, {})", kNotApplied, entry.key(),
+                                  outcome->reason, SagaOpName(t->op),
+                                  outcome->saga ? SagaStatusName(outcome->saga->status) : "absent"),
+                      base::ErrorReason::kNotApplied);
         }
         return OutcomeToRecord(*outcome);
       });

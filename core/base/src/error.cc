@@ -42,6 +42,28 @@ std::string_view ErrorCodeName(ErrorCode code) {
   return "Unknown";
 }
 
+std::string_view ErrorReasonName(ErrorReason reason) {
+  switch (reason) {
+    case ErrorReason::kNone:
+      return "None";
+    case ErrorReason::kWrongKind:
+      return "WrongKind";
+    case ErrorReason::kNotApplied:
+      return "NotApplied";
+    case ErrorReason::kRetryLater:
+      return "RetryLater";
+    case ErrorReason::kCrossPartition:
+      return "CrossPartition";
+  }
+  return "Unknown";
+}
+
+Error Error::WithContext(std::string_view context) const {
+  std::string message(context);
+  message += message_;
+  return Error(code_, std::move(message), reason_);
+}
+
 std::string Error::ToString() const {
   std::string out(ErrorCodeName(code_));
   out += ": ";

@@ -61,6 +61,10 @@ struct Error {
 
   message @1 :Text;
   # For people: names what was wrong and what to do.
+
+  reason @2 :UInt16;
+  # A tessera::base::ErrorReason value: which case of the code it is, where callers branch on
+  # it (0 = none). A reader of the release before skips it.
 }
 
 struct Hello {

@@ -66,6 +66,7 @@ void EncodeMessage(const Message& message, schema::Frame::Builder frame) {
     auto error = frame.initError();
     error.setCode(static_cast<std::uint16_t>(message.error->code()));
     error.setMessage(TextOf(message.error->message()));
+    error.setReason(static_cast<std::uint16_t>(message.error->reason()));
   }
   if (message.hello) EncodeHello(*message.hello, frame.initHello());
   if (message.hello_reply) EncodeHelloReply(*message.hello_reply, frame.initHelloReply());
@@ -122,7 +123,8 @@ base::Result<Message> DecodeMessage(schema::Frame::Reader frame) {
   message.payload = ToString(frame.getPayload());
   if (frame.hasError()) {
     auto error = frame.getError();
-    message.error.emplace(static_cast<ErrorCode>(error.getCode()), ToString(error.getMessage()));
+    message.error.emplace(static_cast<ErrorCode>(error.getCode()), ToString(error.getMessage()),
+                          static_cast<base::ErrorReason>(error.getReason()));
   }
   if (message.kind == MessageKind::kHello) {
     if (!frame.hasHello()) return base::Fail(ErrorCode::kProtocol, "Hello frame without a hello");

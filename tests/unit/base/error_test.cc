@@ -26,6 +26,24 @@ TEST_CASE("Result carries a value or an error naming the problem", "[base]") {
   CHECK(bad.error().ToString() == "BadRequest: value must be positive");
 }
 
+TEST_CASE("An error's reason tells its cases apart and survives added context", "[base]") {
+  using tessera::base::ErrorReason;
+  const Error plain(ErrorCode::kWrongType, "field 'n' is a string");
+  const Error kind(ErrorCode::kWrongType, "a hash", ErrorReason::kWrongKind);
+  CHECK(plain.reason() == ErrorReason::kNone);
+  CHECK(kind.reason() == ErrorReason::kWrongKind);
+  CHECK_FALSE(plain ==
+              Error(ErrorCode::kWrongType, "field 'n' is a string", ErrorReason::kWrongKind));
+  const Error wrapped = kind.WithContext("operation 1 of the transaction failed: ");
+  CHECK(wrapped.code() == ErrorCode::kWrongType);
+  CHECK(wrapped.reason() == ErrorReason::kWrongKind);
+  CHECK(wrapped.message() == "operation 1 of the transaction failed: a hash");
+  CHECK(tessera::base::ErrorReasonName(ErrorReason::kRetryLater) == "RetryLater");
+  CHECK(tessera::base::ErrorReasonName(static_cast<ErrorReason>(999)) == "Unknown");
+  auto failed = Fail(ErrorCode::kConflict, "stale", ErrorReason::kNotApplied);
+  CHECK(failed.error().reason() == ErrorReason::kNotApplied);
+}
+
 TEST_CASE("TESSERA_CHECK throws on a broken invariant", "[base]") {
   auto broken = [] { TESSERA_CHECK(1 == 2, "math"); };
   auto sound = [] { TESSERA_CHECK(1 == 1, "math"); };

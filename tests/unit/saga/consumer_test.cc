@@ -574,6 +574,37 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "An event its handler finds too early (reason RetryLater) is delivered again and never "
+    "becomes a dead letter, where the same code without the reason does",
+    "[saga][consumer][dlq]") {
+  Setup s;
+  Inbox inbox(s.service);
+  Consumer billing(s.client, s.service, inbox, Options());  // 3 attempts in place
+  std::atomic<int> early{5};  // more calls than one delivery's attempts
+  billing.On("Placed", [&](const Event& e, HandlerContext& ctx) -> Result<void> {
+    if (e.key == "order@cust-3" && early.fetch_sub(1) > 0) {
+      return Fail(ErrorCode::kOverloaded, "the reply it follows has not come yet",
+                  tessera::base::ErrorReason::kRetryLater);
+    }
+    if (e.key == "order@cust-4") return Fail(ErrorCode::kOverloaded, "a queue is full");
+    return Bill(e, ctx);
+  });
+  REQUIRE(billing.Start());
+  s.Append(Placed(950, "order@cust-3", 0), "950");
+  s.Append(Placed(960, "order@cust-4", 0), "960");
+  REQUIRE(WaitFor([&] {
+    const auto st = billing.stats();
+    return st.handled == 1 && st.dead_lettered == 1;
+  }));
+  CHECK(billing.stats().unavailable >= 1);
+  CHECK(Billed(s.service, "cust-3") == 1);
+  auto letters = billing.dead_letters().List().value();
+  REQUIRE(letters.size() == 1);
+  CHECK(letters[0].event.id == 960);
+  billing.Stop();
+}
+
+TEST_CASE(
     "An event that finds the grid unavailable for longer than the limit becomes a dead letter "
     "after all",
     "[saga][consumer][dlq]") {

@@ -30,6 +30,9 @@ std::vector<Message> EveryKind() {
       Message::MakeRequest(7, -1, Service::kCluster, 1, ""),
       Message::MakeResponse(request, "result bytes"),
       Message::MakeErrorResponse(request, Error(ErrorCode::kNotOwner, "partition 17 moved")),
+      // The reason travels with the code (==, below, compares it too).
+      Message::MakeErrorResponse(
+          request, Error(ErrorCode::kWrongType, "a hash", tessera::base::ErrorReason::kWrongKind)),
       Message::MakeEvent(Service::kTopic, 9, -1, std::string(100000, 'x')),
   };
 }

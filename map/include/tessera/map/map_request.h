@@ -3,7 +3,7 @@
 // embedded proxy, the native wire protocol and the RESP front-end. A front-end builds a
 // MapRequest, MapService executes it on the owning shard(s), and the result travels back.
 // Key-level operations run on the key's partition; the others fan out to all partitions and
-// merge (see MapOpIsKeyed).
+// merge (SpecOf(op).scope, map_op.h).
 //
 // TTL rule (one rule for every write):
 //   - options.ttl_ms set: >0 the entry lives that long from this write; 0 it never expires.
@@ -20,106 +20,11 @@
 #include <vector>
 
 #include "tessera/base/clock.h"
+#include "tessera/map/map_op.h"
 #include "tessera/map/predicate.h"
 #include "tessera/record/generic_record.h"
 
 namespace tessera::map {
-
-// Stable numeric codes (they travel on the wire; append only).
-enum class MapOp : std::uint8_t {
-  // Keyed: run on the key's partition.
-  kPut = 1,            // value=old value
-  kSet = 2,            // like put, no old value returned
-  kGet = 3,            // value=current value
-  kRemove = 4,         // value=old value
-  kDelete = 5,         // flag=whether it existed
-  kContainsKey = 6,    // flag
-  kPutIfAbsent = 7,    // value=existing value (not stored) or nullopt (stored)
-  kReplace = 8,        // only if present; value=old value or nullopt (nothing replaced)
-  kReplaceIfSame = 9,  // only if current == expected; flag=replaced
-  kRemoveIfSame = 10,  // only if current == expected; flag=removed
-  kSetTtl = 11,        // change expiry of an existing entry (options.ttl_ms; 0=persist); flag
-  kGetEntryView = 12,  // view=metadata (expiry, hits, ...), value=current value
-  kExecuteOnKey = 13,  // processor_result
-  // Ring buffers (a reliable topic's storage, map_ops_ring.cc): key = "ring@R" for ring R;
-  // its messages are the entries "<sequence>@R" of the same partition.
-  kRingAppend = 14,  // keys = messages; argument {capacity, overflow}; options.ttl_ms per
-                     // message; count = first sequence stored (-1: none), flag = stored any,
-                     // value = "HEAD TAIL", entries = [("discarded", N)]
-  kRingRead = 15,    // argument {from, max}; entries = [(sequence, message)] from max(from,
-                     // oldest), count = oldest readable sequence, flag = from was lost
-                     // (below the oldest), value = "HEAD TAIL"
-  // Partition transaction (map_service_tx.cc): key = the partition key, transaction = the
-  // operations, all on keys of that key's partition, applied all-or-nothing on its owner.
-  // flag = committed; results = each operation's result (committed); conflict = the first
-  // precondition that failed (not committed: nothing applied). See TxOp.
-  kTransact = 16,
-  // Event streams (map_ops_stream.cc, formats in stream_format.h): key = "meta@P" for
-  // sub-stream P unless noted.
-  kStreamAppend = 17,  // entries = [(event key, payload)], keys = event ids (none, or one per
-                       // event; "" = no id); argument {max_events, max_bytes, max_age_ms,
-                       // dedup_ms}; all or nothing: entries out = [(offset, "dup" or "")] per
-                       // event, count = events stored, value = "HEAD TAIL". kOverloaded when
-                       // it does not fit (naming the slowest group)
-  kStreamRead = 18,    // argument {from, max, max_bytes}; entries = [(offset, stored event)]
-                       // from max(from, head); count = head; flag = from < head (lost);
-                       // value = "HEAD TAIL". With wait_ms > 0 (and wait_group, optional
-                       // wait_consumer) it is a long poll instead, answered without entries:
-                       // value = "ready" once an event at `from` or later is stored (at once
-                       // if it is), "timeout" after wait_ms (at most kMaxStreamWaitMs); a
-                       // newer wait of the same group and consumer on the sub-stream answers
-                       // the older one "timeout". With wait_read = N > 0 as well, "ready"
-                       // comes as the plain read of up to N events from `from` (counted
-                       // delivered to wait_group) instead
-  kStreamCommit = 19,  // argument {group, consumer, offset, max_age_ms, ttl_ms, epoch}: the
-                       // group's cursor becomes max(cursor, offset) if `consumer` holds its
-                       // lease, and with `epoch` (optional) holds it still in that epoch
-                       // (kConflict if not: the lease lapsed or changed hands since, even
-                       // back to `consumer`), and with ttl_ms the lease is renewed for that
-                       // long; count = the cursor
-  // Multi-partition: fan out and merge.
-  kPutAll = 20,            // entries in; count=number written
-  kGetAll = 21,            // keys in; entries out (missing keys omitted)
-  kExecuteOnKeys = 22,     // keys in; processor_results
-  kSize = 23,              // count
-  kClear = 24,             // count=entries removed
-  kQuery = 25,             // predicate + projection; entries (keys only: values empty)
-  kExecuteOnEntries = 26,  // predicate; processor_results
-  kStats = 27,             // stats
-  kMergeEntries = 28,      // entries in: (key, EncodeMergeEntry) from a member that leaves its
-                           // cluster (merge.h), applied by the map's merge policy; count =
-                           // entries applied, entries out = [("discarded", N)] per partition
-  // Event streams, continued (keyed, like 1..19).
-  kStreamLease = 30,  // argument {group, consumer, ttl_ms, release}: take or renew (release:
-                      // give back) group's lease on the sub-stream; flag = held by consumer,
-                      // value = the holder, count = the group's cursor, entries =
-                      // [("epoch", N)] when held: N counts the takings of the lease (a
-                      // renewal keeps it), for kStreamCommit's fence
-  kStreamGroup = 31,  // argument {group, action: "oldest" | "latest" | "delete", max_age_ms}:
-                      // create the group with its cursor before the oldest stored event or
-                      // at the tail, or delete it; flag = changed, count = its cursor
-  kStreamInfo = 32,   // value = StreamMetaText; entries = [(group, "CURSOR OLDEST_MS HOLDER")],
-                      // OLDEST_MS = append time of its oldest uncommitted event (0: none),
-                      // HOLDER = lease holder or "-"; count = append time of the head event
-  kStreamJoin = 33,   // key = "consumers:<g>@S"; argument {consumer, ttl_ms, leave}: record
-                      // the consumer as live until now + ttl_ms (leave: remove it); entries =
-                      // the live consumers [(consumer, expiry_ms)] sorted by name
-  kStreamMerge = 34,  // split-brain merge of one sub-stream (merge.h): entries = the merging
-                      // side's [(offset, stored event)] in offset order, keys = its groups;
-                      // appends every event the owner lacks (not the same bytes at the same
-                      // offset, id not in the dedup window) with its id and time, beyond the
-                      // limits; creates missing groups at the oldest event; argument
-                      // {dedup_ms}; count = appended, entries = [("discarded", N)]
-  kRingMerge = 35,    // split-brain merge of one ring (key "ring@R"): entries = the merging
-                      // side's [(sequence, EncodeMergeEntry(message, its TTL left))] in order;
-                      // appends every message the owner lacks (not the same bytes at the same
-                      // sequence) after its tail, beyond the capacity; count = appended,
-                      // entries = [("discarded", N)]
-  kRedisStream = 36,  // a Redis stream command (XADD, XREADGROUP, ...) on the stream's one
-                      // sub-stream: key = "meta@S#0", argument {cmd, ...}; see redis_stream.h
-  kRedisKey = 37,     // a Redis hash command (HSET, HGET, ...) or RENAME on the RESP keyspace
-                      // map: key = the Redis key, processor = the command; see redis_hash.h
-};
 
 // The internal map reliable topics keep their rings in (grid::ReliableTopic).
 inline constexpr const char* kRingMap = "__reliable_topics";
@@ -131,17 +36,8 @@ enum class RingOverflow : std::uint8_t {
   kDiscardNewest = 2,  // do not store the new message (counted in "discarded")
 };
 
-// True for operations that address one key (and so one partition).
-bool MapOpIsKeyed(MapOp op);
-// True for the multi-partition operations whose keys (or entries) say which partitions they
-// touch: putAll, getAll, executeOnKeys, mergeEntries.
-bool MapOpHasKeys(MapOp op);
-// True for the event stream operations (kStreamAppend .. kStreamMerge, kRedisStream).
-bool MapOpIsStream(MapOp op);
 // The longest a kStreamRead with wait_ms is parked on the owner.
 inline constexpr std::int64_t kMaxStreamWaitMs = 2'000;
-// "put", "putIfAbsent", ... for logs and errors.
-std::string_view MapOpName(MapOp op);
 
 // The longest TTL or idle limit a map keeps: a record holds durations in whole seconds up to
 // 2^31 - 1 (record_store.cc), about 68 years. Longer ones are refused (ValidateRequest).

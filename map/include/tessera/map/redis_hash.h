@@ -59,8 +59,12 @@ namespace tessera::map {
 inline constexpr std::size_t kHashMaxInlineFields = 128;  // Redis's hash-max-listpack-entries
 inline constexpr std::size_t kHashMaxInlineBytes = 64;    // Redis's hash-max-listpack-value
 
-// kWrongType with Redis's text ("Operation against a key holding the wrong kind of value").
+// kWrongType, reason kWrongKind: "Operation against a key holding the wrong kind of value" (the
+// text members of the release before also send; front-ends write their own, by the reason).
 base::Error WrongKindError();
+// Whether the kRedisKey command `command` changes the keyspace (unknown ones count as writes);
+// reads and "merge" do not, and a quorum map serves them without its quorum.
+bool RedisKeyCommandWrites(std::string_view command);
 // Whether `error` is WrongKindError (and not a processor's own kWrongType).
 bool IsWrongKindError(const base::Error& error);
 

@@ -79,6 +79,9 @@ std::string EncodeStreamFields(const std::vector<std::string_view>& fields_and_v
 // nullopt if `bytes` is not what EncodeStreamFields produces.
 std::optional<std::vector<std::string_view>> DecodeStreamFields(std::string_view bytes);
 
+// Whether the kRedisStream command `command` (argument "cmd") stores a new entry when it
+// succeeds with a value (XADD): what wakes a blocked XREAD.
+bool RedisStreamCommandAppends(std::string_view command);
 std::string RedisStreamMetaKey(std::string_view sub);
 std::string RedisStreamGroupKey(std::string_view sub, std::string_view group);
 

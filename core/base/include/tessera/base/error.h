@@ -36,14 +36,43 @@ enum class ErrorCode : std::uint16_t {
 // Returns the code's name, e.g. "Timeout". Unknown numeric values give "Unknown".
 std::string_view ErrorCodeName(ErrorCode code);
 
+// Which case of its code an error is, where callers branch on more than the code. Stable
+// numbers: they travel on the wire next to the code (append only). A peer of the release
+// before ignores them and sees the code and message alone, which mean what they meant.
+enum class ErrorReason : std::uint16_t {
+  kNone = 0,
+  // kWrongType: a command for one kind of value (string, hash, stream) on a key that holds
+  // another (Redis's WRONGTYPE), as opposed to a value or field of the wrong type for an entry
+  // processor (an INCR of a non-integer).
+  kWrongKind = 1,
+  // kConflict: a saga transition that does not apply to the saga as it is now (it changed
+  // since it was read, or the event is a duplicate): nothing was written.
+  kNotApplied = 2,
+  // kOverloaded: nothing is wrong with the call but it came too early (a saga step's reply
+  // before the previous step's): deliver it again later.
+  kRetryLater = 3,
+  // kBadRequest: the keys of one request are in different partitions and it needs them in one
+  // (a rename; Redis's CROSSSLOT).
+  kCrossPartition = 4,
+};
+
+// "WrongKind", "NotApplied", ... ("None"; "Unknown" for other values).
+std::string_view ErrorReasonName(ErrorReason reason);
+
 // An expected failure: a code for programs and a message for people.
 // Value type; thread-compatible.
 class Error {
  public:
-  Error(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Error(ErrorCode code, std::string message, ErrorReason reason = ErrorReason::kNone)
+      : code_(code), reason_(reason), message_(std::move(message)) {}
 
   ErrorCode code() const { return code_; }
+  ErrorReason reason() const { return reason_; }
   const std::string& message() const { return message_; }
+
+  // The same error (code and reason) with `context` before its message, for a caller that
+  // says where it happened ("operation 2 of the transaction ...: ").
+  Error WithContext(std::string_view context) const;
 
   // "<CodeName>: <message>", for logs and one-line CLI output.
   std::string ToString() const;
@@ -52,6 +81,7 @@ class Error {
 
  private:
   ErrorCode code_;
+  ErrorReason reason_;
   std::string message_;
 };
 
@@ -60,8 +90,9 @@ template <typename T>
 using Result = std::expected<T, Error>;
 
 // Shorthand for `return Fail(ErrorCode::kBadRequest, "...")` in functions returning Result.
-inline std::unexpected<Error> Fail(ErrorCode code, std::string message) {
-  return std::unexpected<Error>(Error(code, std::move(message)));
+inline std::unexpected<Error> Fail(ErrorCode code, std::string message,
+                                   ErrorReason reason = ErrorReason::kNone) {
+  return std::unexpected<Error>(Error(code, std::move(message), reason));
 }
 
 }  // namespace tessera::base
