@@ -308,9 +308,10 @@ struct Client::Impl : public Invoker,
   std::map<std::string, Peer> peers;  // by member address
   // owner_of and peers' connections change together with routing_version; Target reads the
   // partition's connection through owner_index and owner_connections, rebuilt when their
-  // version is behind (a lookup by address per call was 7% of a pipelined client's CPU). Two
-  // bytes per partition rather than a shared_ptr (16): with 50 clients in a process, a table
-  // of 271 shared_ptrs each missed the cache on nearly every call (6% of grid-bench's CPU).
+  // version is behind (a lookup by address per call showed in a pipelined client's CPU
+  // profile). Two bytes per partition rather than a shared_ptr (16): with 50 clients in a
+  // process, a table of 271 shared_ptrs each missed the cache on nearly every call (which
+  // showed in grid-bench's CPU profile).
   static constexpr std::uint16_t kNoOwner = 0xFFFF;
   std::uint64_t routing_version = 0;
   std::vector<std::uint16_t> owner_index;  // by partition: into owner_connections, or kNoOwner

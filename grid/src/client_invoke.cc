@@ -23,11 +23,11 @@ using Result = base::Result<T>;
 namespace {
 
 // An asynchronous call's deadline, `timeout` from now, read from the coarse monotonic clock
-// (about 5 ns a read here, where steady_clock::now() costs about 24 ns; clock reads were 5%
-// of grid-bench's CPU at get 50x16, half of them this one). That clock is steady_clock's
-// (CLOCK_MONOTONIC) as of the last tick, behind it by at most its resolution, which is added:
-// a call never fails before its timeout, and at most the resolution (4 ms at 250 Hz) later
-// than it would with the precise clock.
+// (cheaper to read than steady_clock::now(); clock reads, this one among them, showed in
+// grid-bench's CPU profile). That clock is steady_clock's (CLOCK_MONOTONIC) as of the last
+// tick, behind it by at most its resolution, which is added: a call never fails before its
+// timeout, and at most the resolution (4 ms at 250 Hz) later than it would with the precise
+// clock.
 Clock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
   static const std::chrono::nanoseconds resolution = [] {
     timespec res{};

@@ -6,7 +6,7 @@
 // offset order, and commits what was handled (kStreamCommit, fenced by the lease). With
 // nothing to read it waits on the owners (WaitForEvents: a kStreamRead with wait_ms per held
 // sub-stream, answered by an append with the events from the wait's offset, or "ready" by a
-// member of the release before; docs/architecture.md, "Event streams") and then reads only
+// member that predates wait_read; docs/architecture.md, "Event streams") and then reads only
 // the sub-streams that answered, taking the events a wait brought instead of reading them.
 #include <spdlog/spdlog.h>
 
@@ -308,10 +308,10 @@ void Stream::ParkWaits(const std::shared_ptr<Subscription>& s, Clock::time_point
   std::weak_ptr<Subscription> weak = s;
   for (const auto& p : parks) {
     auto rq = StreamRequest(map::MapOp::kStreamRead, meta_keys_[p.sub]);
-    // The group goes as wait_group, and at most one event of one byte: a member of a release
-    // before waits reads a wait as a plain read, and so counts nothing and sends little (and
+    // The group goes as wait_group, and at most one event of one byte: a member that predates
+    // waits reads a wait as a plain read, and so counts nothing and sends little (and
     // that answer is a read from p.from like any other). The owner answers with up to a batch
-    // of events (wait_read); one of the release before, "ready".
+    // of events (wait_read); one that predates wait_read, "ready".
     rq.argument = record::GenericRecord::Build()
                       .Int64("from", p.from)
                       .Int64("max", 1)
@@ -572,8 +572,8 @@ bool Stream::Consume(Subscription& s, const std::vector<std::uint32_t>& only, bo
       }
     }
     if (handled < r->entries.size()) read_all = false;  // stopped short: read again
-    // Events past what came (a read cut by max_bytes, or a wait answered by a member of a
-    // release before wait_read with one event): read again rather than wait.
+    // Events past what came (a read cut by max_bytes, or a wait answered with one event by a
+    // member that predates wait_read): read again rather than wait.
     if (auto held = s.held.find(subs[j]);
         !r->entries.empty() && held != s.held.end() && held->second.next <= RangeOf(*r).tail) {
       read_all = false;

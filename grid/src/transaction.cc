@@ -17,7 +17,7 @@ namespace {
 // 128 random bits: ids of different processes and threads must not collide (a collision
 // within the id TTL would answer a batch with another's result). Each thread's generator is
 // seeded once with 256 bits from the OS's random source; reading std::random_device per id
-// cost ~100 us of CPU each on this hardware (RDSEED retries), more than the transaction.
+// cost more CPU than the transaction (RDSEED retries).
 // A fork() copies the generators' state, so the child reseeds: a counter its atfork handler
 // bumps (a getpid() per id was a system call each).
 std::atomic<std::uint64_t> forks{0};

@@ -340,7 +340,7 @@ base::Result<MapResult> ExecuteOnStore(RecordStore& store, const MapRequest& req
   const OpLatency kind = SpecOf(request.op).latency;
   if (kind == OpLatency::kNone) return Dispatch(store, request, ctx);
   // In CycleClock ticks while in the store (StatsOf converts them): two steady_clock reads
-  // per operation were 5% of a member's CPU.
+  // per operation showed in a member's CPU profile.
   const std::uint64_t start = base::CycleClock::Now();
   auto result = Dispatch(store, request, ctx);
   const auto ticks = static_cast<std::int64_t>(base::CycleClock::Now() - start);

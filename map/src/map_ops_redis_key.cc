@@ -52,8 +52,8 @@ base::Error WrongKindError() {
 }
 
 bool IsWrongKindError(const base::Error& error) {
-  // The text stands for the reason when the error comes from a member of the release before
-  // reasons travelled.
+  // The text stands for the reason when the error comes from a member that predates error
+  // reasons on the wire.
   return error.code() == base::ErrorCode::kWrongType &&
          (error.reason() == base::ErrorReason::kWrongKind || error.message() == kWrongKindText);
 }

@@ -76,7 +76,7 @@ void MapService::Impl::WaitForStream(std::size_t shard, std::uint32_t partition_
                                      const MapRequest& request, Callback& done) {
   const std::int64_t from = detail::IntArg(request, "from", 1);
   const std::int64_t wait_ms = std::min(detail::IntArg(request, "wait_ms", 0), kMaxStreamWaitMs);
-  // Not "group": a member of the release before reads a wait as a plain read, and a plain
+  // Not "group": a member that predates stream waits reads a wait as a plain read, and a plain
   // read without a group counts no deliveries.
   std::string group = detail::StringArg(request, "wait_group");
   std::string consumer = detail::StringArg(request, "wait_consumer");

@@ -8,8 +8,8 @@
 //
 // Each store doubles its table at its own load between 70% and 80% (from its address): a
 // map's partitions fill at the same pace, and with one threshold all 271 of them doubled
-// within a few tens of ms, each rehash stalling the shard about a millisecond at 13k entries
-// (the putIfAbsent 50x16 benchmark's p99 doubled in the run that crossed 3.55 M entries).
+// at nearly the same moment, each rehash stalling the shard (a benchmark's tail latency jumped
+// in the run that crossed the threshold).
 //
 // A table of 1,024 slots or more grows incrementally (Redis's answer to the same stall): the
 // doubled table takes inserts at once, and each Write or Erase first moves the entries of at
@@ -17,7 +17,7 @@
 // empty slot and takes runs whole, so the runs left in the old table are intact and a lookup
 // there probes as usual; a key is in exactly one of the two tables. Lookups try first the
 // table that holds more of the entries. An idle store's growth finishes through the sweeper.
-// (Each rehash of ~13k entries stalled its shard about a millisecond; a step moves ~12.)
+// (A whole rehash stalled its shard; a step moves only a few entries.)
 //
 // Slots carry 10 bits of the key hash and the entry's distance from its home slot in the
 // pointer's unused top 16 bits (user-space pointers fit in 48 bits on x86-64 and AArch64), so
@@ -25,9 +25,9 @@
 // entries). Deletion shifts later members of the probe run back instead of leaving
 // tombstones, so lookups never degrade after churn; whether an entry may move back is decided
 // by its distance, so a deletion touches no other block. (It used to hash each later entry's
-// key again: a cache miss per entry of the run in a table larger than the cache, 10% of a
-// member serving stream appends, whose reads and trims delete in a large table.) A distance
-// of 63 or more is stored as 63 and then computed from the key.
+// key again: a cache miss per entry of the run in a table larger than the cache, which showed
+// in the profile of a member serving stream appends, whose reads and trims delete in a large
+// table.) A distance of 63 or more is stored as 63 and then computed from the key.
 #include "tessera/map/record_store.h"
 
 #include <malloc.h>

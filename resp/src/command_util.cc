@@ -70,7 +70,7 @@ struct RespErrorRow {
 constexpr RespErrorRow kRespErrors[] = {
     {base::ErrorCode::kWrongType, base::ErrorReason::kWrongKind, "WRONGTYPE",
      "Operation against a key holding the wrong kind of value"},
-    // A processor's type error, or a wrong kind from a member of the release before reasons.
+    // A processor's type error, or a wrong kind from a member that predates error reasons.
     {base::ErrorCode::kWrongType, std::nullopt, "WRONGTYPE", ""},
     {base::ErrorCode::kBadRequest, base::ErrorReason::kCrossPartition, "CROSSSLOT",
      "Keys in request don't hash to the same slot (give both keys the same hash tag, e.g. "

@@ -152,7 +152,7 @@ void RenameGeneric(Connection& conn, Args args, bool nx) {
   CallMapRaw(conn, std::move(request),
              [nx](RespWriter& writer, base::Result<map::MapResult>& result) {
                if (!result) {
-                 // A member of the release before reasons sends Redis's text itself.
+                 // A member that predates error reasons sends Redis's text itself.
                  if (result.error().message().starts_with("CROSSSLOT")) {
                    return writer.Error(result.error().message());
                  }

@@ -28,8 +28,8 @@ int HeaderInt(const Event& e, std::string_view name) {
   return v.empty() ? -1 : std::atoi(v.c_str());
 }
 
-// The text stands for the reason when the member that ran the transition is of the release
-// before reasons travelled.
+// The text stands for the reason when the member that ran the transition predates error
+// reasons on the wire.
 bool NotApplied(const base::Error& e) {
   return e.code() == base::ErrorCode::kConflict &&
          (e.reason() == base::ErrorReason::kNotApplied ||

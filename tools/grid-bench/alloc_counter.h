@@ -1,6 +1,6 @@
 #pragma once
 // Counts the heap allocations of the whole grid-bench process (every thread, every library),
-// for the client's allocations per operation (issue 17). With glibc's malloc the counting
+// for the client's allocations per operation. With glibc's malloc the counting
 // functions wrap malloc, calloc and realloc (which operator new and Cap'n Proto use); with
 // jemalloc linked in (the default release build, TESSERA_JEMALLOC, as redis-benchmark links
 // it) they are C++'s operator new, which every C++ allocation of the client and Cap'n Proto

@@ -267,7 +267,7 @@ double ProcessCpuSeconds() {
 }  // namespace
 
 std::string BenchKey(std::size_t key_size, std::int64_t i) {
-  // Without a format call: fmt::format was 4% of a pipelined run's client CPU.
+  // Without a format call: fmt::format showed in a pipelined run's client CPU profile.
   std::string key(key_size, '0');
   key[0] = 'k';
   char digits[24];

@@ -1,4 +1,4 @@
-// saga-bench: the framework end to end, in separate processes (issue 13's benchmark). Service
+// saga-bench: the framework end to end, in separate processes. Service
 // A (`saga-bench produce`) commits business writes with outbox events in its embedded member;
 // its relay publishes them to a stream of the shared cluster (a grid-node); service B
 // (`saga-bench consume`) handles them in a consumer group, committing each effect with its

@@ -1,7 +1,7 @@
 // The registry of subscriptions is changed under a mutex by subscribe/unsubscribe, which then
 // publish an immutable copy; a publish reads that copy through runtime::ShardSnapshot (on a
 // shard: its cached copy, no lock and no shared write) and counts in per-shard slots, so two
-// shards publishing to one topic share no cache line they write (issue 17). Each delivery is one
+// shards publishing to one topic share no cache line they write. Each delivery is one
 // post to the listener's shard carrying shared pointers to the message, the subscription and the
 // counters, so nothing dangles if the subscription or the service goes away while deliveries are
 // queued. The per-listener bound is an atomic in-flight count taken before posting and released

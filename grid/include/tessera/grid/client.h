@@ -39,7 +39,7 @@ namespace tessera::grid {
 // results. A client made without one starts its own. Many clients may share one, as a program
 // holding many clients should (a load generator, a service talking to several clusters): their
 // sockets then share one thread and one wait for readiness, where a loop per client costs a
-// thread, and a thread wake-up per reply, each (docs/benchmarks.md, issue 17). The thread stops
+// thread, and a thread wake-up per reply, each (docs/benchmarks.md). The thread stops
 // once the loop's last holder (a client, or the caller) drops it.
 // Every client on a loop runs its callbacks (async results) on the loop's thread: a callback
 // must not make a blocking call on a client of the same loop (it would wait for itself; the

@@ -18,8 +18,7 @@
 //     overlap (the outbox relay) makes its effects idempotent or fences them with a partition
 //     transaction.
 //   - After SIGKILL of the owner the new owner starts the work within the failure timeout plus
-//     the time to install the new partition table (measured: 1.5-1.6 s in all with a 1.5 s
-//     failure timeout).
+//     the time to install the new partition table.
 //   - Construction, destruction and every handler the work posts to shard_context() run on the
 //     partition's shard, one at a time with the partition's map operations: a work instance
 //     needs no locks. It must not block the shard (use shard timers, never sleep).

@@ -60,7 +60,7 @@ inline constexpr std::size_t kHashMaxInlineFields = 128;  // Redis's hash-max-li
 inline constexpr std::size_t kHashMaxInlineBytes = 64;    // Redis's hash-max-listpack-value
 
 // kWrongType, reason kWrongKind: "Operation against a key holding the wrong kind of value" (the
-// text members of the release before also send; front-ends write their own, by the reason).
+// text members that predate error reasons also send; front-ends write their own, by the reason).
 base::Error WrongKindError();
 // Whether the kRedisKey command `command` changes the keyspace (unknown ones count as writes);
 // reads and "merge" do not, and a quorum map serves them without its quorum.

@@ -1,7 +1,6 @@
 #pragma once
 // CircuitBreaker: stops calling a dependency that keeps failing or answering slowly, and lets
-// trial calls through after a while to see whether it recovered (issue 13, "Resilience";
-// Resilience4j's model).
+// trial calls through after a while to see whether it recovered (Resilience4j's model).
 //
 //   closed     calls go through; every outcome lands in a sliding window (the last N calls,
 //              or the last N seconds). Once the window holds minimum_calls outcomes and the

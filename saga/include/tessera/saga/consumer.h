@@ -1,6 +1,6 @@
 #pragma once
 // Consumer: a consumer group of the shared cluster's event streams, routing each event by its
-// type to the handler registered for it (issue 13, part 4). A handler gets the event and a
+// type to the handler registered for it. A handler gets the event and a
 // context bound to the service's embedded member: it commits its state changes through
 // HandlerContext::Commit (the inbox), so a redelivered event changes nothing twice. The
 // group's cursor is committed only after the handler returned OK (the stream consumer commits

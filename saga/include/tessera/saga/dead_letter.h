@@ -1,5 +1,5 @@
 #pragma once
-// DeadLetterQueue: a consumer group's dead letters, in the shared cluster (issue 13, part 6).
+// DeadLetterQueue: a consumer group's dead letters, in the shared cluster.
 // An event whose handler failed for good (its retries spent, or a non-retryable error) becomes
 // a dead letter with the handler, the error, the attempts and the first and last failure
 // times; the group moves on. Later events of the same key are parked behind it (sequenced, as

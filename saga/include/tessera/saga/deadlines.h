@@ -1,7 +1,7 @@
 #pragma once
-// Deadlines: saga timers indexed per partition and fired by that partition's owner only
-// (issue 15, part 4). No member scans every saga and no token ring splits the work: the grid's
-// partition ownership already says who fires what.
+// Deadlines: saga timers indexed per partition and fired by that partition's owner only.
+// No member scans every saga and no token ring splits the work: the grid's partition
+// ownership already says who fires what.
 //
 // A deadline is the entry "<due ms, 16 hex digits>|<kind>|<saga id>@<saga's partition key>" of
 // map "__saga.deadlines" (value: the tessera.SagaDeadline record), in the saga's partition, so

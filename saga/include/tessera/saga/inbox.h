@@ -1,5 +1,5 @@
 #pragma once
-// Inbox: effectively-once handling (issue 13, part 3). A consumer group's handler makes its
+// Inbox: effectively-once handling. A consumer group's handler makes its
 // state changes as a partition transaction on the service's embedded member; Commit adds the
 // marker of (group, event id) to that transaction, with an "absent" precondition, so the
 // changes and the marker commit together or not at all. A redelivered event finds its marker:

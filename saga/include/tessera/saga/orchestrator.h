@@ -1,5 +1,5 @@
 #pragma once
-// Orchestrated sagas (issue 15, part 3). A SagaDefinition lists steps; each step sends an
+// Orchestrated sagas. A SagaDefinition lists steps; each step sends an
 // action command to a participant's stream and waits for its reply; a step that failed (after
 // its retries) or a saga that timed out compensates the steps that were done, in reverse
 // order. Everything the orchestrator knows lives in its service's embedded cluster:

@@ -1,5 +1,5 @@
 #pragma once
-// Outbox: the transactional outbox (issue 13, part 2). A service stages its events inside the
+// Outbox: the transactional outbox. A service stages its events inside the
 // same partition transaction as its business writes in its embedded member, so a write and
 // its events commit together or not at all:
 //

@@ -1,6 +1,6 @@
 #pragma once
-// RetryPolicy: how often and how soon a failed call is tried again (issue 13, "Resilience";
-// usable on its own, e.g. around an HTTP call). A few immediate retries first, then delays
+// RetryPolicy: how often and how soon a failed call is tried again (usable on its own, e.g.
+// around an HTTP call). A few immediate retries first, then delays
 // growing exponentially up to a cap, each drawn uniformly from [0, delay] ("full jitter", so
 // many clients retrying together spread out). Errors of a non-retryable code are never retried.
 //

@@ -1,5 +1,5 @@
 #pragma once
-// Saga state (issue 15, part 1): a saga's record and the only ways it may change. The record
+// Saga state: a saga's record and the only ways it may change. The record
 // lives in a map of the orchestrating service's embedded cluster and is changed only by the
 // entry processor "tessera.saga" (RegisterSagaProcessor), which applies a SagaTransition
 // atomically on the partition's shard: no get-modify-set, so two instances of a service never

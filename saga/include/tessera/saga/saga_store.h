@@ -1,5 +1,5 @@
 #pragma once
-// SagaStore: sagas in the orchestrating service's embedded cluster (issue 15, part 1). A saga
+// SagaStore: sagas in the orchestrating service's embedded cluster. A saga
 // is the entry `id` of map "__sagas" (value: the tessera.Saga record of saga_state.h); its
 // partition is its id's partition key (the part after '@', else the whole id), so a saga's
 // record, its deadline and the events it stages in the outbox can share one partition

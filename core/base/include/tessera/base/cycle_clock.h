@@ -2,11 +2,11 @@
 // CycleClock: a cheap counter of elapsed time, for measurements taken on every operation and
 // read rarely (a map's per-operation latency totals). Now() reads the CPU's time-stamp counter
 // where it ticks at a constant rate whatever the core's speed or sleep state (x86-64 with an
-// invariant TSC): about 10 ns a read on the development VM, against 24 ns for
-// steady_clock::now(), which two reads per map operation made 5% of a member's CPU. Elsewhere
-// Now() is steady_clock's nanoseconds. ToNanos converts a count of ticks (a difference of
-// Now()s, or a sum of them) at read time, with the rate measured against steady_clock since the
-// process first used the clock: no calibration delay, and nothing to configure. Thread-safe.
+// invariant TSC): cheaper to read than steady_clock::now(), whose two reads per map operation
+// showed in a member's CPU profile. Elsewhere Now() is steady_clock's nanoseconds. ToNanos
+// converts a count of ticks (a difference of Now()s, or a sum of them) at read time, with the
+// rate measured against steady_clock since the process first used the clock: no calibration
+// delay, and nothing to configure. Thread-safe.
 
 #include <cstdint>
 

@@ -37,8 +37,8 @@ enum class ErrorCode : std::uint16_t {
 std::string_view ErrorCodeName(ErrorCode code);
 
 // Which case of its code an error is, where callers branch on more than the code. Stable
-// numbers: they travel on the wire next to the code (append only). A peer of the release
-// before ignores them and sees the code and message alone, which mean what they meant.
+// numbers: they travel on the wire next to the code (append only). A peer that predates
+// reasons ignores them and sees the code and message alone, which mean what they meant.
 enum class ErrorReason : std::uint16_t {
   kNone = 0,
   // kWrongType: a command for one kind of value (string, hash, stream) on a key that holds

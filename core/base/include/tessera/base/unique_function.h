@@ -3,7 +3,7 @@
 // of up to kInlineBytes inside it. libstdc++'s std::function keeps only trivially copyable
 // callables of at most 16 bytes inline, so a callback that captures a shared_ptr and another
 // callback costs a heap allocation per call; on the client's hot path (a call's reply
-// callback, retries' state included) that was one of the ~7 allocations per map get.
+// callback, retries' state included) that was one of the heap allocations of every map get.
 //
 // Differences from std::function: move-only (so it holds move-only callables too); calling an
 // empty one is a TESSERA_CHECK failure, not an exception; an empty std::function,

@@ -1,6 +1,6 @@
 #pragma once
 // A small HTTP/1.1 server (Boost.Beast) for JSON APIs: the services of examples/ and, later,
-// the member's health, metrics and admin endpoints (issue 16). Routes are a method and a path
+// the member's health, metrics and admin endpoints. Routes are a method and a path
 // pattern whose "{name}" segments capture (Request::params); handlers return a Response.
 //
 // It runs on threads of its own (ServerOptions::threads), never on a member's shards, so a

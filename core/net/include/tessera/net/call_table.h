@@ -6,7 +6,7 @@
 // went) goes to an overflow map. The array doubles when it is half full or when the overflow
 // holds more than a sixteenth of its size, and halves when it is less than an eighth full and
 // nothing overflowed (never below kMinSlots). A std::unordered_map with recycled nodes did the same
-// job at about 5% of the native client's CPU per pipelined call.
+// job at a cost that showed in the native client's CPU profile under pipelined calls.
 //
 // Ids are non-zero (0 marks an empty slot). Not thread-safe: the connection's io thread owns
 // it.

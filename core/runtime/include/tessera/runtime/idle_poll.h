@@ -6,10 +6,10 @@
 // - its core is not contended: in the last sample period (kSamplePeriod) the thread spent at
 //   most kContendedWaitPercent of the time runnable but waiting for a CPU (its run-queue
 //   wait). A polling thread takes a core; when other threads want it, polling delays them
-//   and itself (measured on the 2-core VM with two busy processes beside the member:
-//   polling halved SET 50x1 throughput and raised p99 sevenfold; the wait share there was
-//   28-80%, against 0.7-2.6% with only redis-benchmark beside it). With no run-queue figures
-//   (RunQueueWait::Read gives nullopt) the core counts as not contended.
+//   and itself (with busy processes beside the member, polling cut its throughput and raised
+//   its tail latency, and its run-queue wait share was many times what it is with only a load
+//   generator beside it). With no run-queue figures (RunQueueWait::Read gives nullopt) the
+//   core counts as not contended.
 //
 // Thread-safety: one IdlePoll per thread; not shared.
 

@@ -41,9 +41,8 @@ inline thread_local std::size_t tls_shard_index = 0;
 // at least 1. The core left over serves what runs beside the shards and competes with them
 // when it has no core of its own: the kernel's network processing, the member's other
 // threads (membership, replication, client I/O), and whatever shares the host (the service
-// an embedded member lives in, clients on the same machine). On the 2-core development VM
-// with redis-benchmark beside it, one shard beat two on 10 of 12 RESP rows (by ratio to
-// redis-server in the same run), and two shards had a worse p99 than redis-server on 9 of 12
+// an embedded member lives in, clients on the same machine). On a 2-core host with a load
+// generator beside it, one shard did better than two, in throughput and in tail latency
 // (docs/benchmarks.md): three busy threads on two cores are time-sliced, and half the keys pay a
 // cross-thread hop.
 std::size_t DefaultShardCount();

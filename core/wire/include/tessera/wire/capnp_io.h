@@ -1,8 +1,8 @@
 #pragma once
 // Cap'n Proto messages to and from byte strings with as few allocations and copies as the
 // format allows; every codec of the native protocol (frames, map requests and results) uses
-// these on its hot path (issue 17: a map call used to cost about 17 heap allocations on the
-// client, a third of them here).
+// these on its hot path (many of a map call's heap allocations on the client used to be made
+// here).
 //   - ScratchBuilder: a builder whose first segment is this thread's reusable scratch space,
 //     so a small message costs no allocation (and no zeroing) of its first segment.
 //   - AppendFlat: the message in the standard flat format (segment table, then the segments)
@@ -44,7 +44,7 @@ class ScratchBuilder {
 // long time (a transaction id's marker holds one), where the form's smaller size pays.
 // A message of one segment whose pointers are structs, lists of structs and lists of bytes
 // (Data, Text) is copied in one pass; capnp::canonicalize (a copy, a second pass that checks
-// it, two allocations: about three times the cost for a small result) handles any other.
+// it, two allocations: several times the cost for a small result) handles any other.
 // `copied`, when given, says which of the two wrote it (true: the one-pass copy).
 // REQUIRES: the root is a struct.
 std::string CanonicalFlatString(capnp::MessageBuilder& message, bool* copied = nullptr);
