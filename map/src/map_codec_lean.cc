@@ -1,6 +1,7 @@
 // The lean encoding of map_codec.h: fixed little-endian fields, length-prefixed strings.
 #include <cstring>
 
+#include "tessera/base/bytes.h"
 #include "tessera/map/map_codec.h"
 #include "tessera/wire/message.h"
 
@@ -24,14 +25,10 @@ constexpr std::size_t kMaxLeanTxOps = 4'096;
 
 template <typename T>
 void Put(std::string& out, T value) {
-  const auto bits = static_cast<std::make_unsigned_t<T>>(value);
-  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>(bits >> (8 * i)));
+  base::PutLE(out, value);
 }
 
-void PutString(std::string& out, std::string_view s) {
-  Put(out, static_cast<std::uint32_t>(s.size()));
-  out += s;
-}
+void PutString(std::string& out, std::string_view s) { base::PutU32String(out, s); }
 
 void PutEntries(std::string& out, const std::vector<std::pair<std::string, std::string>>& in) {
   Put(out, static_cast<std::uint32_t>(in.size()));
@@ -48,48 +45,9 @@ std::size_t EntriesSize(const std::vector<std::pair<std::string, std::string>>& 
 }
 
 // Reads fields from the front of a lean payload; any shortfall makes ok() false.
-class Reader {
+class Reader : public base::ByteReader {
  public:
-  explicit Reader(std::string_view in) : in_(in) {}
-  bool ok() const { return ok_; }
-  std::string_view rest() const { return in_; }
-  template <typename T>
-  T Get() {
-    if (in_.size() < sizeof(T)) {
-      Bad();
-      return T{};
-    }
-    std::make_unsigned_t<T> bits = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) {
-      bits |= static_cast<std::make_unsigned_t<T>>(static_cast<unsigned char>(in_[i])) << (8 * i);
-    }
-    in_.remove_prefix(sizeof(T));
-    return static_cast<T>(bits);
-  }
-  void GetString(std::string& out) { out.assign(GetView()); }
-  // A string as a view into the input ("" and not ok when it does not fit).
-  std::string_view GetView() {
-    const auto size = Get<std::uint32_t>();
-    if (!ok_ || size > in_.size()) {
-      Bad();
-      return {};
-    }
-    const std::string_view out = in_.substr(0, size);
-    in_.remove_prefix(size);
-    return out;
-  }
-  // A count of items each at least `min_bytes` long; 0 (and not ok) when the rest cannot
-  // hold them, so a forged count never reserves memory. Zero is refused too: an empty list
-  // is sent without its flag.
-  template <typename T>
-  std::size_t GetCount(std::size_t min_bytes) {
-    const std::size_t n = Get<T>();
-    if (!ok_ || n == 0 || n > in_.size() / min_bytes) {
-      Bad();
-      return 0;
-    }
-    return n;
-  }
+  using ByteReader::ByteReader;
   void GetEntries(std::vector<std::pair<std::string, std::string>>& out) {
     const std::size_t n = GetCount<std::uint32_t>(8);
     out.resize(n);
@@ -98,14 +56,6 @@ class Reader {
       GetString(v);
     }
   }
-  void Bad() {
-    ok_ = false;
-    in_ = {};
-  }
-
- private:
-  std::string_view in_;
-  bool ok_ = true;
 };
 
 bool KeyedOp(MapOp op) { return SpecOf(op).lean == OpLean::kKeyed; }
@@ -410,7 +360,7 @@ void PutResult(std::string& out, const MapResult& r) {
       Put(out, std::uint32_t{0});
       PutResult(out, nested);
       const auto length = static_cast<std::uint32_t>(out.size() - at - 4);
-      for (std::size_t i = 0; i < 4; ++i) out[at + i] = static_cast<char>(length >> (8 * i));
+      base::StoreLE(out.data() + at, length);
     }
   }
   if (r.conflict) {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "op_support.h"
+#include "tessera/base/bytes.h"
 #include "tessera/map/redis_hash.h"
 #include "tessera/map/stream_format.h"
 #include "tessera/partition/partitioner.h"
@@ -17,33 +18,6 @@ namespace {
 constexpr std::string_view kWrongKindText =
     "Operation against a key holding the wrong kind of value";
 
-void PutVarint(std::string& out, std::size_t n) {
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
-}
-
-bool GetVarint(std::string_view& in, std::size_t& n) {
-  n = 0;
-  for (int shift = 0; shift < 35; shift += 7) {
-    if (in.empty()) return false;
-    const auto byte = static_cast<unsigned char>(in.front());
-    in.remove_prefix(1);
-    n |= static_cast<std::size_t>(byte & 0x7f) << shift;
-    if ((byte & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-bool GetBytes(std::string_view& in, std::string_view& out) {
-  std::size_t n = 0;
-  if (!GetVarint(in, n) || n > in.size()) return false;
-  out = in.substr(0, n);
-  in.remove_prefix(n);
-  return true;
-}
 }  // namespace
 
 base::Error WrongKindError() {
@@ -97,9 +71,9 @@ std::string EncodeHashFields(const HashFields& fields) {
   std::string out;
   out.reserve(size);
   for (const auto& [f, v] : fields) {
-    PutVarint(out, f.size());
+    base::PutVarint(out, f.size());
     out.append(f);
-    PutVarint(out, v.size());
+    base::PutVarint(out, v.size());
     out.append(v);
   }
   return out;
@@ -109,7 +83,7 @@ std::optional<HashFields> DecodeHashFields(std::string_view bytes) {
   HashFields fields;
   while (!bytes.empty()) {
     std::string_view f, v;
-    if (!GetBytes(bytes, f) || !GetBytes(bytes, v)) return std::nullopt;
+    if (!base::GetVarintBytes(bytes, f) || !base::GetVarintBytes(bytes, v)) return std::nullopt;
     fields.emplace_back(f, v);
   }
   return fields;

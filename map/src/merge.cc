@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "tessera/base/bytes.h"
+
 namespace tessera::map {
 namespace {
 
@@ -14,19 +16,10 @@ constexpr std::size_t kHeader = 5 * sizeof(std::int64_t);
 constexpr int kKindShift = 56;
 constexpr std::int64_t kHitsBits = (std::int64_t{1} << kKindShift) - 1;
 
-void Put(std::string& out, std::int64_t v) {
-  char bytes[8];
-  for (int i = 0; i < 8; ++i)
-    bytes[i] = static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
-  out.append(bytes, 8);
-}
+void Put(std::string& out, std::int64_t v) { base::PutLE(out, v); }
 
 std::int64_t Get(std::string_view in, std::size_t at) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) {
-    v |= static_cast<std::uint64_t>(static_cast<unsigned char>(in[at + i])) << (8 * i);
-  }
-  return static_cast<std::int64_t>(v);
+  return base::LoadLE<std::int64_t>(in.data() + at);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <optional>
 #include <vector>
 
+#include "tessera/base/bytes.h"
+
 namespace tessera::wire {
 namespace {
 
@@ -182,7 +184,7 @@ class Canonicalizer {
 void PutOneSegmentTable(char* at, std::size_t words) {
   const auto size = static_cast<std::uint32_t>(words);
   std::memset(at, 0, kWordBytes);
-  for (int i = 0; i < 4; ++i) at[4 + i] = static_cast<char>((size >> (8 * i)) & 0xff);
+  base::StoreLE(at + 4, size);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "frame.capnp.h"
+#include "tessera/base/bytes.h"
 #include "tessera/wire/capnp_io.h"
 
 namespace tessera::wire {
@@ -141,32 +142,9 @@ base::Result<Message> DecodeMessage(schema::Frame::Reader frame) {
   return message;
 }
 
-std::uint32_t ReadLength(const char* header) {
-  const auto* bytes = reinterpret_cast<const unsigned char*>(header);
-  return static_cast<std::uint32_t>(bytes[0]) | (static_cast<std::uint32_t>(bytes[1]) << 8) |
-         (static_cast<std::uint32_t>(bytes[2]) << 16) |
-         (static_cast<std::uint32_t>(bytes[3]) << 24);
-}
+std::uint32_t ReadLength(const char* header) { return base::LoadLE<std::uint32_t>(header); }
 
-void AppendLength(std::string& out, std::uint32_t length) {
-  for (int shift = 0; shift < 32; shift += 8) out.push_back(static_cast<char>(length >> shift));
-}
-
-template <typename T>
-T ReadLittle(const char* in) {
-  std::make_unsigned_t<T> bits = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    bits |= static_cast<std::make_unsigned_t<T>>(static_cast<unsigned char>(in[i])) << (8 * i);
-  }
-  return static_cast<T>(bits);
-}
-
-template <typename T>
-char* PutLittle(char* out, T value) {
-  const auto bits = static_cast<std::make_unsigned_t<T>>(value);
-  for (std::size_t i = 0; i < sizeof(T); ++i) *out++ = static_cast<char>(bits >> (8 * i));
-  return out;
-}
+void AppendLength(std::string& out, std::uint32_t length) { base::PutLE(out, length); }
 
 constexpr std::uint32_t kLeanBit = 0x80000000U;
 constexpr std::size_t kLeanHeaderBytes = 1 + 8 + 4 + 2 + 2;
@@ -212,12 +190,12 @@ bool SealLeanFrame(const Message& header, std::string& frame) {
   }
   lean_frames_encoded.fetch_add(1, std::memory_order_relaxed);
   char* out = frame.data();
-  out = PutLittle(out, kLeanBit | static_cast<std::uint32_t>(frame.size() - kFrameHeaderBytes));
+  out = base::StoreLE(out, kLeanBit | static_cast<std::uint32_t>(frame.size() - kFrameHeaderBytes));
   *out++ = static_cast<char>(header.kind);
-  out = PutLittle(out, header.call_id);
-  out = PutLittle(out, header.partition_id);
-  out = PutLittle(out, static_cast<std::uint16_t>(header.service));
-  PutLittle(out, header.op);
+  out = base::StoreLE(out, header.call_id);
+  out = base::StoreLE(out, header.partition_id);
+  out = base::StoreLE(out, static_cast<std::uint16_t>(header.service));
+  base::StoreLE(out, header.op);
   return true;
 }
 
@@ -259,10 +237,10 @@ base::Result<Message> DecodeLeanFrameBody(std::string_view body) {
   }
   Message message;
   message.kind = kind;
-  message.call_id = ReadLittle<std::uint64_t>(body.data() + 1);
-  message.partition_id = ReadLittle<std::int32_t>(body.data() + 9);
-  message.service = static_cast<Service>(ReadLittle<std::uint16_t>(body.data() + 13));
-  message.op = ReadLittle<std::uint16_t>(body.data() + 15);
+  message.call_id = base::LoadLE<std::uint64_t>(body.data() + 1);
+  message.partition_id = base::LoadLE<std::int32_t>(body.data() + 9);
+  message.service = static_cast<Service>(base::LoadLE<std::uint16_t>(body.data() + 13));
+  message.op = base::LoadLE<std::uint16_t>(body.data() + 15);
   message.payload.assign(body.substr(kLeanHeaderBytes));
   message.lean = true;
   return message;
