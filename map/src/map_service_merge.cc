@@ -111,9 +111,10 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
           };
           std::map<std::string, Gathered> gathered;
           const auto cutoff = unacknowledged_since(name);
-          // Quorum maps: what the cutoff leaves out, and the entries written in the failure
-          // timeout before it (the window a late-noticed split leaves), are logged by key.
+          // Quorum maps: how many entries the cutoff leaves out, and how many of those sent were
+          // written in the failure timeout before it (the window a late-noticed split leaves).
           std::size_t left_out = 0;
+          std::size_t near_cutoff = 0;  // sent, written in the failure timeout before it
           if (cutoff && impl->log) {
             impl->log->info(
                 "leaving the cluster: quorum map '{}' keeps out entries written "
@@ -148,14 +149,8 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
                     ++left_out;
                     return;
                   }
-                  if (impl->log && r.last_update_ms() >= limit - impl->options.failure_timeout_ms) {
-                    impl->log->info(
-                        "leaving the cluster: '{}' partition {} sends '{}' written "
-                        "{} ms before the cutoff{}",
-                        name, p, r.key(), limit - r.last_update_ms(),
-                        (*unconfirmed)[p] == Impl::kNoUnconfirmed
-                            ? ""
-                            : " (the partition's unconfirmed mark)");
+                  if (r.last_update_ms() >= limit - impl->options.failure_timeout_ms) {
+                    ++near_cutoff;
                   }
                 }
                 if (hash) {
@@ -213,9 +208,11 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
             }
             store->Clear();
           }
-          if (left_out != 0 && impl->log) {
-            impl->log->info("leaving the cluster: quorum map '{}' kept out {} entries", name,
-                            left_out);
+          if ((left_out != 0 || near_cutoff != 0) && impl->log) {
+            impl->log->info(
+                "leaving the cluster: quorum map '{}' kept out {} entries, and sends {} written "
+                "in the failure timeout before the cutoff",
+                name, left_out, near_cutoff);
           }
           for (auto& [sender, g] : gathered) {
             for (auto& [sub, by_offset] : g.events) {
