@@ -391,6 +391,7 @@ MapService::Impl::Parts MapService::Impl::SplitByShard(const MapRequest& request
 base::Result<MapResult> MapService::Impl::RunPartsOnShard(
     std::size_t shard, const MapRequest& request,
     const std::vector<std::pair<std::uint32_t, MapRequest>>* parts, Written& written) {
+  if (any_quorum.load(std::memory_order_relaxed)) written.started_ms = clock.NowMs();
   MapResult merged;
   // Whole-map ops on a map this shard never held find nothing; don't create it.
   MapTable* table = nullptr;

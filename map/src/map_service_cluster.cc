@@ -275,6 +275,7 @@ void MapService::Impl::RunKeyedOnShard(std::size_t shard, std::uint32_t partitio
   if (StreamReadWaits(request)) return WaitForStream(shard, partition_id, request, done);
   if (!owned.HasBackups(partition_id)) return done(RunOnPartition(shard, partition_id, request));
   std::vector<Written> written(1);
+  if (any_quorum.load(std::memory_order_relaxed)) written[0].started_ms = clock.NowMs();
   auto result = RunOnPartition(shard, partition_id, request, &written[0].updates);
   if (written[0].updates.empty()) return done(std::move(result));
   written[0].table = std::move(owned.table);
@@ -332,11 +333,19 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
   ClusterRouting* routing = nullptr;
   // Unconfirmed writes matter to quorum maps only: no clock read per write without them.
   const bool track_unconfirmed = any_quorum.load(std::memory_order_relaxed);
-  const base::Millis applied_ms = track_unconfirmed ? clock.NowMs() : 0;
+  // Since when the partitions written hold unconfirmed writes if a backup fails: the earliest
+  // start of the writes (a write begun before the first quorum map was configured has none).
+  base::Millis applied_ms = 0;
+  if (track_unconfirmed) {
+    applied_ms = clock.NowMs();
+    for (const auto& w : written) {
+      if (w.started_ms > 0) applied_ms = std::min(applied_ms, w.started_ms);
+    }
+  }
   // The caller skips waiting for the backups only when every map written is asynchronous (a
   // transaction may write several).
   bool all_async = true;
-  for (const auto& [table, updates] : written) {
+  for (const auto& [table, updates, started_ms] : written) {
     if (!table || !table->routing) continue;
     routing = table->routing;
     for (const auto& u : updates) {

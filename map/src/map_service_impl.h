@@ -449,6 +449,11 @@ struct MapService::Impl {
   struct Written {
     std::shared_ptr<const Routing> table;
     std::vector<ReplicaUpdate> updates;
+    // The clock read before the writes ran (only while a quorum map exists; 0 otherwise): no
+    // later than any written record's last update, so an unconfirmed mark set from it covers
+    // every record of the write (a mark read after the write missed the write's own records
+    // whenever the write crossed a millisecond).
+    base::Millis started_ms = 0;
   };
   void ReplicateThen(std::vector<Written> written, base::Result<MapResult> result, Callback done);
   // A full copy of partition `p` reached `target` (a resync or a migration copy), begun when

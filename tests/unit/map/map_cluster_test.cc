@@ -911,6 +911,13 @@ TEST_CASE(
   // (a hold without its stock), breaking the transaction it was part of.
   tessera::base::ManualClock clock;
   EntryProcessorRegistry processors;
+  processors.Register("slow-set",
+                      [&clock](MutableEntry& entry, const tessera::record::GenericRecord&)
+                          -> tessera::base::Result<tessera::record::GenericRecord> {
+                        entry.SetValue("v");
+                        clock.Advance(5);  // the write crosses milliseconds
+                        return tessera::record::GenericRecord();
+                      });
   tessera::runtime::ShardSet shards{2};
   MapServiceOptions options;
   options.failure_timeout_ms = 2'000;
@@ -996,6 +1003,13 @@ TEST_CASE(
   auto read_all = service.ExecuteSync(get_all);
   REQUIRE_FALSE(read_all);
   CHECK(read_all.error().code() == ErrorCode::kNoQuorum);
+  // A write that takes milliseconds (a transaction under load; here a processor that moves the
+  // clock) on another partition: its record is as old as the write's start, and so must be
+  // its partition's mark, or the merge sends the record (a chaos run's hold without its stock
+  // decrement, seed 106 on 2026-11-28).
+  auto crossing = Rq(MapOp::kExecuteOnKey, "crossing", "");
+  crossing.processor = "slow-set";
+  REQUIRE_FALSE(service.ExecuteSync(crossing));
   clock.Advance(10'000);
   taken = leave();
   CHECK(taken["orders"] == std::set<std::string>{"confirmed"});
