@@ -353,20 +353,20 @@ class Relay final : public grid::PartitionWork {
     auto& io = context_.shard_context();
     // The answer may come after this relay is gone (its partition moved while a backup did
     // not answer): nothing of `this` is touched before `alive` is checked on the shard.
-    state_->member->map_service().Execute(tx.request(), [this, &io, alive = context_.lifetime(),
-                                                         log = state_->log,
-                                                         ok](base::Result<map::MapResult> removed) {
-      if (!removed) {
-        log->warn(
-            "outbox: removing published entries failed ({}); they are appended "
-            "again (the stream stores nothing twice)",
-            removed.error().ToString());
-      }
-      // Inline when the partition is still here; on another thread if it moved meanwhile.
-      boost::asio::post(io, [this, alive, ok = ok && removed.has_value()] {
-        if (!alive.expired()) OnPublished(ok);
-      });
-    });
+    state_->member->map_service().Execute(
+        tx.request(), [this, &io, alive = context_.lifetime(), log = state_->log,
+                       ok](base::Result<map::MapResult> removed) {
+          if (!removed) {
+            log->warn(
+                "outbox: removing published entries failed ({}); they are appended "
+                "again (the stream stores nothing twice)",
+                removed.error().ToString());
+          }
+          // Inline when the partition is still here; on another thread if it moved meanwhile.
+          boost::asio::post(io, [this, alive, ok = ok && removed.has_value()] {
+            if (!alive.expired()) OnPublished(ok);
+          });
+        });
   }
 
   void OnPublished(bool ok) {
