@@ -723,6 +723,12 @@ base::Result<MapResult> Delete(XStream& s, const MapRequest& rq, RecordStore& st
 using XCommandFn = base::Result<MapResult> (*)(XStream&, const MapRequest&, RecordStore&,
                                                OpContext&);
 
+// A command that needs the stream and the request only.
+template <base::Result<MapResult> (*F)(XStream&, const MapRequest&)>
+base::Result<MapResult> OnStream(XStream& s, const MapRequest& rq, RecordStore&, OpContext&) {
+  return F(s, rq);
+}
+
 struct XCommand {
   std::string_view name;
   bool appends;  // stores a new entry when it succeeds with a value (wakes blocked readers)
@@ -731,8 +737,7 @@ struct XCommand {
 
 // Every kRedisStream command (redis_stream.h has their contracts).
 constexpr XCommand kXCommands[] = {
-    {"add", true,
-     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Add(s, rq); }},
+    {"add", true, OnStream<Add>},
     {"set_epoch", false,  // the incarnation the keyspace entry names (see redis_hash.h)
      [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) -> base::Result<MapResult> {
        MapResult out;
@@ -759,16 +764,10 @@ constexpr XCommand kXCommands[] = {
        out.count = out.flag ? std::max<std::int64_t>(0, s.length()) : 0;
        return out;
      }},
-    {"range", false,
-     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Range(s, rq); }},
-    {"read", false,
-     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Read(s, rq); }},
-    {"create_group", false,
-     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return CreateGroup(s, rq); }},
-    {"destroy_group", false,
-     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) {
-       return DestroyGroup(s, rq);
-     }},
+    {"range", false, OnStream<Range>},
+    {"read", false, OnStream<Read>},
+    {"create_group", false, OnStream<CreateGroup>},
+    {"destroy_group", false, OnStream<DestroyGroup>},
     {"create_consumer", false,
      [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) {
        return Consumers(s, rq, true);
@@ -777,16 +776,11 @@ constexpr XCommand kXCommands[] = {
      [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) {
        return Consumers(s, rq, false);
      }},
-    {"readgroup", false,
-     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return ReadGroup(s, rq); }},
-    {"ack", false,
-     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Ack(s, rq); }},
-    {"pending", false,
-     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Pending(s, rq); }},
-    {"claim", false,
-     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return Claim(s, rq); }},
-    {"autoclaim", false,
-     [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) { return AutoClaim(s, rq); }},
+    {"readgroup", false, OnStream<ReadGroup>},
+    {"ack", false, OnStream<Ack>},
+    {"pending", false, OnStream<Pending>},
+    {"claim", false, OnStream<Claim>},
+    {"autoclaim", false, OnStream<AutoClaim>},
     {"info_stream", false,
      [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) {
        return Info(s, rq, "stream");

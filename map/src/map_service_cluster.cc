@@ -337,10 +337,12 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
   // start of the writes (a write begun before the first quorum map was configured has none).
   base::Millis applied_ms = 0;
   if (track_unconfirmed) {
-    applied_ms = clock.NowMs();
     for (const auto& w : written) {
-      if (w.started_ms > 0) applied_ms = std::min(applied_ms, w.started_ms);
+      if (w.started_ms > 0 && (applied_ms == 0 || w.started_ms < applied_ms)) {
+        applied_ms = w.started_ms;
+      }
     }
+    if (applied_ms == 0) applied_ms = clock.NowMs();  // no start recorded: now is the latest
   }
   // The caller skips waiting for the backups only when every map written is asynchronous (a
   // transaction may write several).
