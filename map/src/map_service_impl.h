@@ -481,6 +481,16 @@ struct MapService::Impl {
   // replace.
   void CopyToNewHolder(std::size_t shard, std::uint32_t p, std::string target,
                        base::Millis first_ms);
+  // Migration copies a new table asks of this member on one shard, sent in turn.
+  struct CopyQueue {
+    std::vector<std::pair<std::uint32_t, std::vector<std::string>>> copies;  // partition, to
+    std::size_t next = 0;
+  };
+  // Posts the next copy of `queue` to `shard`; once sent (CopyToNewHolder to each of its
+  // targets) the task posts the following one, behind whatever the shard received meanwhile:
+  // a shard copying many partitions still reads its connections between two of them (a
+  // member's heartbeats among them). Stops early once the service stops.
+  void CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> queue);
   // On partition p's shard: clear + every live entry of every map, for a migration.
   std::vector<ReplicaUpdate> ExportPartition(std::size_t shard, std::uint32_t partition_id);
   // What a backup found applying one batch: partitions whose replica version showed missed

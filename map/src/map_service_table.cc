@@ -229,13 +229,27 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   if (copies.empty() || routing == nullptr) return;
   if (impl_->log)
     impl_->log->info("copying {} partition(s) to their new replica holders", copies.size());
+  // In turn, not all posted at once: a shard would read none of its connections until every
+  // copy had left (a one-shard member copying 271 partitions under load heard no heartbeat
+  // for longer than its failure timeout, and removed the member it was copying to).
+  std::vector<std::shared_ptr<Impl::CopyQueue>> queues(shards_.size());
   for (auto& [p, to] : copies) {
-    const std::size_t shard = shards_.ShardOfPartition(p);
-    shards_.InvokeOn(shard, [impl = impl_.get(), shard, p = p, to = std::move(to),
-                             token = impl_->EnterRequest()]() mutable {
-      for (auto& target : to) impl->CopyToNewHolder(shard, p, std::move(target), SteadyMs());
-    });
+    auto& queue = queues[shards_.ShardOfPartition(p)];
+    if (!queue) queue = std::make_shared<Impl::CopyQueue>();
+    queue->copies.emplace_back(p, std::move(to));
   }
+  for (std::size_t shard = 0; shard < queues.size(); ++shard) {
+    if (queues[shard]) impl_->CopyInTurn(shard, std::move(queues[shard]));
+  }
+}
+
+void MapService::Impl::CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> queue) {
+  shards.InvokeOn(shard, [this, shard, queue = std::move(queue), token = EnterRequest()] {
+    if (stopped.load()) return;
+    auto& [p, to] = queue->copies[queue->next++];
+    for (auto& target : to) CopyToNewHolder(shard, p, std::move(target), SteadyMs());
+    if (queue->next < queue->copies.size()) CopyInTurn(shard, queue);
+  });
 }
 
 }  // namespace tessera::map

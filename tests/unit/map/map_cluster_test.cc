@@ -1382,3 +1382,38 @@ TEST_CASE("A member leaving its cluster takes hashes out with their kind and lar
   CHECK(HLen(m2, "small") == 2);
   CHECK(KindOf(m2, "large") == ValueKind::kSpilledHash);
 }
+
+TEST_CASE(
+    "A member copying many partitions to a new holder reads its connections between two "
+    "copies: one copy at a time per shard",
+    "[map][cluster]") {
+  // All posted at once, the copies held every read of the shard behind them: a one-shard
+  // service instance copying 271 partitions under load heard no heartbeat of the member it
+  // copied to for longer than its failure timeout, and removed it again and again (chaos run).
+  tessera::base::SteadyClock clock;
+  EntryProcessorRegistry processors;
+  tessera::runtime::ShardSet shards{1};
+  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
+                     spdlog::null_logger_mt("copies-in-turn"));
+  shards.Start();
+  service.Start();
+  NoPeers peers;
+  service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self"}),
+                            {{"self", "self"}}, "self", &peers);
+  REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "k", "v")));
+  const auto before = service.CopiesSent().partitions;
+  service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self", "a"}),
+                            {{"a", "a"}, {"self", "self"}}, "self", &peers);
+  // A read completing now is queued like this task: behind one copy, not 271.
+  std::promise<std::uint64_t> seen;
+  shards.InvokeOn(0, [&] { seen.set_value(service.CopiesSent().partitions - before); });
+  CHECK(seen.get_future().get() <= 1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (service.CopiesSent().partitions - before < 271 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(service.CopiesSent().partitions - before == 271);  // every partition still copied
+  service.Stop();
+  shards.Stop();
+}
