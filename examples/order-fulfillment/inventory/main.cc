@@ -41,6 +41,7 @@
 #include "tessera/saga/inbox.h"
 #include "tessera/saga/outbox.h"
 #include "tessera/saga/participant.h"
+#include "tessera/saga/retry.h"
 
 namespace {
 
@@ -221,10 +222,24 @@ int main(int argc, char** argv) {
   oo.service = "inventory";
   auto outbox = std::make_unique<saga::Outbox>(member, svc.shared(), oo);
   if (auto ok = svc.StartMember(); !ok) return fail(ok.error());
+  // A restarted instance may find a partition not serving yet (its unconfirmed writes wait
+  // for the copy to this instance: kNoQuorum), as any call may: retried for about 30 s.
+  saga::RetryPolicy seeding;
+  seeding.max_attempts = 40;
+  seeding.max_delay_ms = 1'000;
   for (const auto& [product, count] : initial) {
-    if (auto put = member.GetMap(kStock)->PutIfAbsent(product, std::to_string(count)); !put) {
-      return fail(put.error());
-    }
+    auto put = saga::Retry<std::optional<std::string>>(
+        seeding,
+        [&, product = product, count = count] {
+          return member.GetMap(kStock)->PutIfAbsent(product, std::to_string(count));
+        },
+        [product = product](int attempt, const tessera::base::Error& error,
+                            tessera::base::Millis delay) {
+          tessera::base::NamedLogger("inventory-service")
+              ->info("seeding stock of '{}' failed ({}); attempt {} in {} ms", product,
+                     error.ToString(), attempt, delay);
+        });
+    if (!put) return fail(put.error());
   }
   Stock stock(member);
   saga::Inbox inbox(member);
