@@ -17,6 +17,7 @@
 #include "native_protocol.h"
 #include "tessera/base/check.h"
 #include "tessera/base/log.h"
+#include "tessera/hash/redis_hash.h"
 #include "transaction_runner.h"
 
 namespace tessera::grid {
@@ -40,6 +41,7 @@ std::shared_ptr<spdlog::logger> DefaultLogger() { return base::NamedLogger("memb
 Member::Member(MemberOptions options, std::shared_ptr<spdlog::logger> log, const base::Clock* clock)
     : options_(std::move(options)), log_(log ? std::move(log) : DefaultLogger()), uuid_(NewUuid()) {
   processors_.RegisterBuiltins();
+  hash::Register();  // the data type families a member serves (map/family.h)
   options_.map_options.failure_timeout_ms = options_.failure_timeout_ms;  // LeaveCluster's
   impl_ = std::make_unique<Impl>(options_, log_, clock, processors_);
   impl_->work = std::make_unique<PartitionWorkService>(impl_->shards, impl_->maps, *this);

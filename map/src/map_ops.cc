@@ -7,13 +7,8 @@
 
 #include "op_support.h"
 #include "tessera/base/cycle_clock.h"
-#include "tessera/map/redis_hash.h"
 
 namespace tessera::map {
-using detail::FindLive;
-using detail::RemoveLive;
-using detail::WriteLive;
-
 namespace {
 using base::ErrorCode;
 using base::Fail;
@@ -203,10 +198,13 @@ base::Result<MapResult> Dispatch(RecordStore& store, const MapRequest& rq, OpCon
       return detail::OpStreamMerge(store, rq, ctx);
     case MapOp::kRingMerge:
       return detail::OpRingMerge(store, rq, ctx);
-    case MapOp::kRedisStream:
-      return detail::OpRedisStream(store, rq, ctx);
+    case MapOp::kRedisStream:  // the ops families serve (family.h)
     case MapOp::kRedisKey:
-      return detail::OpRedisKey(store, rq, ctx);
+      if (const FamilySpec* family = FamilyOfOp(rq.op)) return family->run(store, rq, ctx);
+      return Fail(ErrorCode::kUnsupported,
+                  std::string("no data type family serving op ") + std::string(SpecOf(rq.op).name) +
+                      " is registered on this member; register it before starting the member "
+                      "(a grid member registers every family it serves)");
     case MapOp::kTransact:  // spans maps: MapService runs it (map_service_tx.cc)
       return Fail(ErrorCode::kBadRequest,
                   "a transaction runs through MapService, not on one store");

@@ -93,7 +93,7 @@ base::Result<MapResult> OpSize(RecordStore& store, OpContext& ctx) {
 
 base::Result<MapResult> OpClear(RecordStore& store, OpContext& ctx) {
   MapResult out;
-  // Keys whose data lives beside them: a large hash's fields, a stream's records.
+  // Entries of a family's kind: its hook takes what lives beside them (family.h).
   struct Leaving {
     std::string key;
     ValueKind kind;
@@ -102,7 +102,7 @@ base::Result<MapResult> OpClear(RecordStore& store, OpContext& ctx) {
   std::vector<Leaving> leaving;
   store.ForEach([&out, &ctx, &leaving](const Record& r) {
     if (!r.ExpiredAt(ctx.now_ms)) ++out.count;
-    if (r.kind() == ValueKind::kSpilledHash || r.kind() == ValueKind::kStream) {
+    if (r.kind() != ValueKind::kPlain) {
       leaving.push_back({std::string(r.key()), r.kind(), std::string(r.value())});
     }
   });

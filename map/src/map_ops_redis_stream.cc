@@ -6,11 +6,13 @@
 // Entry IDs grow with offsets (XADD refuses an ID not above the last one), so an ID is found
 // by binary search over the stored offsets [head, tail].
 #include <algorithm>
+#include <charconv>
 #include <optional>
 
 #include "redis_stream_state.h"
 #include "stream_support.h"
 #include "tessera/map/redis_stream.h"
+#include "tessera/map/stream_format.h"
 
 namespace tessera::map::detail {
 namespace {
@@ -738,7 +740,7 @@ struct XCommand {
 // Every kRedisStream command (redis_stream.h has their contracts).
 constexpr XCommand kXCommands[] = {
     {"add", true, OnStream<Add>},
-    {"set_epoch", false,  // the incarnation the keyspace entry names (see redis_hash.h)
+    {"set_epoch", false,  // the incarnation the keyspace entry names (see families/hash)
      [](XStream& s, const MapRequest& rq, RecordStore&, OpContext&) -> base::Result<MapResult> {
        MapResult out;
        if (!s.exists()) return out;
@@ -816,6 +818,13 @@ base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& rq, 
   return c->run(s, rq, store, ctx);
 }
 
+void StreamKeyLeaving(OpContext& ctx, std::string_view key, std::string_view value) {
+  if (ctx.follow_ups == nullptr) return;
+  std::int64_t epoch = 0;  // the incarnation the entry named ("": none)
+  std::from_chars(value.data(), value.data() + value.size(), epoch);
+  ctx.follow_ups->push_back(RedisStreamDeleteRequest(key, /*keyspace_entry=*/true, epoch));
+}
+
 }  // namespace tessera::map::detail
 
 namespace tessera::map {
@@ -823,6 +832,20 @@ namespace tessera::map {
 bool RedisStreamCommandAppends(std::string_view command) {
   const auto* c = detail::FindXCommand(command);
   return c != nullptr && c->appends;
+}
+
+MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry, std::int64_t epoch) {
+  MapRequest request;
+  request.op = MapOp::kRedisStream;
+  request.map_name = kStreamMap;
+  request.key = StreamMetaKey(std::string(key) + "#0");
+  request.argument = record::GenericRecord::Build()
+                         .String("cmd", "delete")
+                         .Bool("all", true)
+                         .Bool("keyspace_entry", keyspace_entry)
+                         .Int64("epoch", epoch)
+                         .Done();
+  return request;
 }
 
 }  // namespace tessera::map

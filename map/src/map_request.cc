@@ -48,17 +48,4 @@ void MapRequest::Clear() {
   local_only = false;
 }
 
-std::string_view ValueKindName(ValueKind kind) {
-  switch (kind) {
-    case ValueKind::kPlain:
-      return "string";
-    case ValueKind::kHash:
-    case ValueKind::kSpilledHash:
-      return "hash";
-    case ValueKind::kStream:
-      return "stream";
-  }
-  return "none";
-}
-
 }  // namespace tessera::map

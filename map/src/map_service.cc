@@ -33,7 +33,7 @@
 #include "map_service_impl.h"
 #include "op_support.h"
 #include "tessera/base/check.h"
-#include "tessera/map/redis_hash.h"
+#include "tessera/map/family.h"
 
 namespace tessera::map {
 
@@ -151,34 +151,37 @@ OpContext MapService::Impl::ShardPartitionMaps::ContextFor(const std::string& na
 }
 
 void MapService::Impl::ShardPartitionMaps::DropEmpty() {
-  for (const auto& side : sides_) impl_.DropFieldMapIfEmpty(shard_, side->table->name);
+  for (const auto& side : sides_) impl_.DropCompanionIfEmpty(shard_, side->table->name);
   sides_.clear();
 }
 
-void MapService::Impl::ClearFieldMapHere(std::size_t shard, const std::string& keyspace,
-                                         std::uint32_t partition_id, std::string_view key) {
-  const std::string name = HashFieldMap(keyspace, key);
+void MapService::Impl::ClearCompanionHere(std::size_t shard, ValueKind kind,
+                                          const std::string& map_name, std::uint32_t partition_id,
+                                          std::string_view key) {
+  if (!HasCompanion(kind)) return;
+  const std::string name = FamilyOfKind(kind)->companion_map(map_name, key);
   auto& maps = states[shard]->maps;
   auto it = maps.find(name);
   if (it == maps.end()) return;
   if (RecordStore* store = it->second->stores.Find(partition_id / shards.size())) store->Clear();
-  DropFieldMapIfEmpty(shard, name);
+  DropCompanionIfEmpty(shard, name);
 }
 
-bool MapService::Impl::IsLiveFieldMap(std::size_t shard, const std::string& name,
-                                      std::uint32_t partition_id, base::Millis now) const {
-  const auto hash = ParseHashFieldMap(name);
-  if (!hash) return false;
+bool MapService::Impl::IsLiveCompanion(std::size_t shard, const std::string& name,
+                                       std::uint32_t partition_id, base::Millis now) const {
+  const auto owner = CompanionOf(name);
+  if (!owner) return false;
   const auto& maps = states[shard]->maps;
-  auto it = maps.find(hash->first);
+  auto it = maps.find(owner->map);
   if (it == maps.end()) return false;
   const RecordStore* store = it->second->stores.Find(partition_id / shards.size());
-  const Record* r = store == nullptr ? nullptr : store->Find(hash->second);
-  return r != nullptr && !r->ExpiredAt(now) && r->kind() == ValueKind::kSpilledHash;
+  const Record* r = store == nullptr ? nullptr : store->Find(owner->key);
+  return r != nullptr && !r->ExpiredAt(now) && HasCompanion(r->kind()) &&
+         FamilyOfKind(r->kind()) == owner->family;
 }
 
-void MapService::Impl::DropFieldMapIfEmpty(std::size_t shard, const std::string& name_in) {
-  if (!name_in.starts_with("__hash:")) return;
+void MapService::Impl::DropCompanionIfEmpty(std::size_t shard, const std::string& name_in) {
+  if (!CompanionOf(name_in)) return;
   const std::string name = name_in;  // name_in may be the table's own name, which goes
   ShardState& state = *states[shard];
   auto it = state.maps.find(name);
@@ -322,8 +325,8 @@ void MapService::Impl::CountRingAppend(const MapRequest& request, const MapResul
 }
 
 MapConfig MapService::Impl::ConfigOf(const std::string& name) const {
-  if (auto hash = ParseHashFieldMap(name)) {     // a large hash's fields: as its keyspace, but
-    MapConfig keyspace = ConfigOf(hash->first);  // no expiry or eviction of their own
+  if (auto owner = CompanionOf(name)) {         // a companion map: as its owner's map, but
+    MapConfig keyspace = ConfigOf(owner->map);  // no expiry or eviction of its own
     MapConfig config;
     config.async_backups = keyspace.async_backups;
     config.merge_policy = keyspace.merge_policy;
@@ -644,8 +647,11 @@ base::Result<void> MapService::Impl::CheckQuorum(const MapRequest& request) cons
     return {};
   }
   if (!SpecOf(request.op).writes) return {};
-  // kRedisKey reads (HGET, HLEN, ...) and merges are served without a quorum, as get is.
-  if (request.op == MapOp::kRedisKey && !RedisKeyCommandWrites(request.processor)) return {};
+  // A family's reads and merges are served without a quorum, as get is (FamilySpec::writes).
+  if (const FamilySpec* family = FamilyOfOp(request.op);
+      family != nullptr && !family->writes(request)) {
+    return {};
+  }
   // Joining (or rejoining) without a table yet: no cluster size to judge by. The request waits
   // for the table, or is answered kNotOwner when a member sent it, and is admitted again when
   // retried (Route): a member just admitted must not refuse the writes its cluster sends it.

@@ -581,7 +581,7 @@ std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
   for (auto& [name, table] : states[shard]->maps) {
     RecordStore* slot = table->stores.Find(partition_id / shards.size());
     if (!slot) continue;
-    if (name.starts_with("__hash:") && !IsLiveFieldMap(shard, name, partition_id, now)) continue;
+    if (CompanionOf(name) && !IsLiveCompanion(shard, name, partition_id, now)) continue;
     slot->ForEach([&](const Record& r) {
       if (r.ExpiredAt(now)) return;
       out.push_back({ReplicaUpdate::Kind::kCopySet, name, partition_id, std::string(r.key()),
@@ -694,10 +694,10 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
         RecordStore& store = StoreOf(TableOn(shard, u.map_name), u.partition_id);
         const auto written = store.Write(u.key, u.value, now);
         Record* record = written.record;
-        // A large hash replaced here (this copy may not have expired it yet): its fields go.
-        if (written.previous == ValueKind::kSpilledHash &&
-            u.value_kind != ValueKind::kSpilledHash) {
-          ClearFieldMapHere(shard, u.map_name, u.partition_id, u.key);
+        // An entry with a companion replaced here (this copy may not have expired it yet):
+        // its companion goes.
+        if (written.previous != u.value_kind) {
+          ClearCompanionHere(shard, written.previous, u.map_name, u.partition_id, u.key);
         }
         store.SetTtl(*record, u.ttl_left_ms, now);
         store.SetMaxIdle(*record, u.max_idle_ms);
@@ -709,10 +709,10 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
       case ReplicaUpdate::Kind::kDelete: {
         RecordStore& store = StoreOf(TableOn(shard, u.map_name), u.partition_id);
         const Record* r = store.Find(u.key);
-        const bool spilled = r != nullptr && r->kind() == ValueKind::kSpilledHash;
+        const ValueKind kind = r != nullptr ? r->kind() : ValueKind::kPlain;
         store.Erase(u.key);
-        if (spilled) ClearFieldMapHere(shard, u.map_name, u.partition_id, u.key);
-        DropFieldMapIfEmpty(shard, u.map_name);  // the last field of a large hash went
+        ClearCompanionHere(shard, kind, u.map_name, u.partition_id, u.key);
+        DropCompanionIfEmpty(shard, u.map_name);  // a companion's last entry went
         break;
       }
       case ReplicaUpdate::Kind::kClearPartition:

@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "listener_registry.h"
+#include "tessera/map/family.h"
 #include "tessera/map/map_ops.h"
 #include "tessera/map/map_service.h"
 #include "tessera/map/replica.h"
@@ -108,8 +109,8 @@ struct StreamWaiter {
 
 struct ShardState {
   std::unordered_map<std::string, std::unique_ptr<MapTable>> maps;
-  std::vector<MapTable*> sweep_order;  // creation order; only large hashes' field maps are
-                                       // dropped (DropFieldMapIfEmpty)
+  std::vector<MapTable*> sweep_order;  // creation order; only companion maps are dropped
+                                       // (DropCompanionIfEmpty)
   MapTable* last = nullptr;            // the table TableOn found last (most requests repeat it)
   std::size_t sweep_table = 0;
   std::size_t sweep_store = 0;
@@ -557,23 +558,24 @@ struct MapService::Impl {
   // Runs the ownership hook for `partitions` (all on `shard`): inline when on that shard, else
   // posted there.
   void NotifyOwnership(std::size_t shard, std::vector<std::uint32_t> partitions);
-  // A large hash's field map (redis_hash.h) on this shard: cleared here without replication
-  // (a backup whose copy of the hash was replaced or removed), and dropped whole once empty
-  // (a table per hash that ever spilled would otherwise stay forever).
-  void ClearFieldMapHere(std::size_t shard, const std::string& keyspace, std::uint32_t partition_id,
-                         std::string_view key);
-  void DropFieldMapIfEmpty(std::size_t shard, const std::string& name);
+  // The companion map (family.h) of entry `key` of kind `kind` of map `map_name` on this
+  // shard: cleared here without replication (a backup whose copy of the entry was replaced or
+  // removed; nothing for a kind without one), and dropped whole once empty (a table per large
+  // hash that ever spilled would otherwise stay forever).
+  void ClearCompanionHere(std::size_t shard, ValueKind kind, const std::string& map_name,
+                          std::uint32_t partition_id, std::string_view key);
+  void DropCompanionIfEmpty(std::size_t shard, const std::string& name);
   // Sends OpContext::follow_ups on (each to its partition's owner; a stream deletion in steps
   // until done), answering no one: failures are logged.
   void RunFollowUps(std::vector<MapRequest> requests);
   std::atomic<std::uint64_t> stream_key_removals{0};  // follow-ups that remove a stream
   void RunFollowUp(MapRequest request, int round);
   void SendFollowUp(MapRequest request, int round);
-  // Whether map `name` holds the fields of a hash whose entry is here, live and spilled; false
-  // for any other map too. Copies and merges send no other field map (one of a hash that
-  // expired or went may not be cleared yet).
-  bool IsLiveFieldMap(std::size_t shard, const std::string& name, std::uint32_t partition_id,
-                      base::Millis now) const;
+  // Whether map `name` is the companion of an entry that is here, live and of a kind that has
+  // one; false for any other map too. Copies and merges send no other companion (one of an
+  // entry that expired or went may not be cleared yet).
+  bool IsLiveCompanion(std::size_t shard, const std::string& name, std::uint32_t partition_id,
+                       base::Millis now) const;
   class ShardPartitionMaps;
 };
 

@@ -10,7 +10,6 @@
 
 #include "map_service_impl.h"
 #include "tessera/base/check.h"
-#include "tessera/map/redis_hash.h"
 #include "tessera/map/stream_format.h"
 
 namespace tessera::map {
@@ -85,21 +84,22 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
         };
         const base::Millis wall = impl->clock.WallMs();
         const std::size_t shard_count = impl->shards.size();
-        // Large hashes' field maps worth sending back, judged before any store is cleared.
+        // Companion maps worth sending back, judged before any store is cleared.
         std::set<std::string> live_fields;
         for (auto& [name, table] : impl->states[shard]->maps) {
-          if (!name.starts_with("__hash:")) continue;
+          if (!CompanionOf(name)) continue;
           for (std::size_t slot = 0; slot < table->stores.slot_count(); ++slot) {
             const auto p =
                 static_cast<std::uint32_t>(table->stores.LocalAt(slot) * shard_count + shard);
-            if (impl->IsLiveFieldMap(shard, name, p, now)) live_fields.insert(name);
+            if (impl->IsLiveCompanion(shard, name, p, now)) live_fields.insert(name);
           }
         }
         for (auto& [name, table] : impl->states[shard]->maps) {
           const bool streams = name == kStreamMap;
           const bool rings = name == kRingMap;
-          // A spilled hash's fields: "merge" on the hash's key (its keyspace entry stays here).
-          const auto hash = ParseHashFieldMap(name);
+          // A companion's entries (family.h): its family's merge command on the
+          // owner entry's key (the owner entry itself goes with its own map).
+          const auto hash = CompanionOf(name);
           // What is being gathered for one sender: this member ("") or a standby owner.
           struct Gathered {
             std::optional<std::size_t> batch;  // index in part.batches being filled
@@ -142,7 +142,7 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
                 return part.batches[*g.batch];
               };
               store->ForEach([&](const Record& r) {
-                if (r.ExpiredAt(now) || r.kind() == ValueKind::kSpilledHash) return;
+                if (r.ExpiredAt(now) || HasCompanion(r.kind())) return;
                 if (cutoff) {
                   const base::Millis limit = std::min(*cutoff, (*unconfirmed)[p]);
                   if (r.last_update_ms() >= limit) {
@@ -155,8 +155,13 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
                 }
                 if (hash) {
                   batch_for(r.key().size() + r.value().size() + 16, [&] {
-                    return MergeBatch{MapOp::kRedisKey, hash->first, hash->second, {}, {},
-                                      "merge",          sender};
+                    return MergeBatch{hash->family->op,
+                                      hash->map,
+                                      hash->key,
+                                      {},
+                                      {},
+                                      std::string(hash->family->merge_command),
+                                      sender};
                   }).entries.emplace_back(std::string(r.key()), std::string(r.value()));
                   return;
                 }

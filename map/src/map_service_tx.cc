@@ -138,7 +138,7 @@ base::Result<MapResult> MapService::Impl::RunTransaction(std::size_t shard,
   std::optional<UndoLog> own_undo;
   if (state.undo_in_use) own_undo.emplace();
   UndoLog& undo = own_undo ? *own_undo : state.undo;
-  // Other maps an operation keeps data in (a spilled hash's fields): they join the undo log
+  // Other maps an operation keeps data in (companion maps, family.h): they join the undo log
   // and their changes are replicated with the batch's.
   ShardPartitionMaps sides(*this, shard, partition_id, now, replica_out != nullptr, &undo);
   struct DropAtEnd {  // every return has committed or rolled back `undo` first

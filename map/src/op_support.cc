@@ -2,8 +2,6 @@
 
 #include <string>
 
-#include "tessera/map/redis_hash.h"
-
 namespace tessera::map::detail {
 namespace {
 constexpr int kEvictionSamples = 16;  // Redis uses 5-10; 16 is closer to true LRU
@@ -43,20 +41,6 @@ void EnforceCapacity(RecordStore& store, std::string_view kept_key, OpContext& c
 }
 }  // namespace
 
-Record* FindLive(RecordStore& store, std::string_view key, OpContext& ctx) {
-  Record* r = store.Find(key);
-  if (r == nullptr || !r->ExpiredAt(ctx.now_ms)) return r;
-  if (ctx.events != nullptr) {
-    Emit(ctx, EntryEventType::kExpired, key, std::nullopt, r->value());
-  }
-  ++store.stats().expirations;
-  const ValueKind kind = r->kind();
-  const std::string value(kind == ValueKind::kPlain ? std::string_view() : r->value());
-  store.Erase(key);
-  EntryLeaving(ctx, key, kind, value);
-  return nullptr;
-}
-
 base::Result<void> CheckPlain(const Record* r) {
   if (r == nullptr || r->kind() == ValueKind::kPlain) return {};
   return std::unexpected(WrongKindError());
@@ -75,6 +59,28 @@ void Emit(OpContext& ctx, EntryEventType type, std::string_view key,
     if (old_value) event.old_value = std::string(*old_value);
   }
   ctx.events->push_back(std::move(event));
+}
+
+}  // namespace tessera::map::detail
+
+namespace tessera::map {
+using detail::ApplyExpiryRule;
+using detail::Emit;
+using detail::EnforceCapacity;
+using detail::EntryLeaving;
+
+Record* FindLive(RecordStore& store, std::string_view key, OpContext& ctx) {
+  Record* r = store.Find(key);
+  if (r == nullptr || !r->ExpiredAt(ctx.now_ms)) return r;
+  if (ctx.events != nullptr) {
+    Emit(ctx, EntryEventType::kExpired, key, std::nullopt, r->value());
+  }
+  ++store.stats().expirations;
+  const ValueKind kind = r->kind();
+  const std::string value(kind == ValueKind::kPlain ? std::string_view() : r->value());
+  store.Erase(key);
+  EntryLeaving(ctx, key, kind, value);
+  return nullptr;
 }
 
 void WriteLive(RecordStore& store, std::string_view key, std::string_view value,
@@ -116,6 +122,10 @@ void RemoveLive(RecordStore& store, const Record& record, OpContext& ctx, EntryE
   store.Erase(key);
   EntryLeaving(ctx, key, kind, value);
 }
+
+}  // namespace tessera::map
+
+namespace tessera::map::detail {
 
 base::Result<const EntryProcessor*> LookupProcessor(const EntryProcessorRegistry* registry,
                                                     std::string_view name) {

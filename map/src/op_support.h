@@ -8,24 +8,19 @@
 #include <string>
 #include <string_view>
 
+#include "tessera/map/family.h"
 #include "tessera/map/map_ops.h"
 
 namespace tessera::map::detail {
 
-// The live entry for `key`, or nullptr. An expired entry is removed on the way (Expired
-// event, expirations counter).
-Record* FindLive(RecordStore& store, std::string_view key, OpContext& ctx);
-
-// Arguments of the ring and stream operations (MapRequest::argument), with a fallback when
-// absent or of another type (probed with Find: no error text for an absent one).
-inline std::int64_t IntArg(const MapRequest& rq, std::string_view name, std::int64_t fallback) {
-  const record::Value* v = rq.argument.Find(name);
-  return v != nullptr && v->type() == record::FieldType::kInt64 ? v->AsInt64() : fallback;
-}
-inline std::string StringArg(const MapRequest& rq, std::string_view name) {
-  const record::Value* v = rq.argument.Find(name);
-  return v != nullptr && v->type() == record::FieldType::kString ? v->AsString() : std::string();
-}
+// The building blocks families use too (family.h).
+using map::ClearLive;
+using map::FindLive;
+using map::IntArg;
+using map::RemoveLive;
+using map::StringArg;
+using map::WriteLive;
+using map::WriteLiveKind;
 
 // "ring@R" -> R, "meta@S#3" -> S#3: the name after a bookkeeping key's first '@' (the name may
 // hold '@' itself; every key of the ring or stream then partitions by the text after its last).
@@ -38,32 +33,16 @@ inline std::string_view AfterFirstAt(std::string_view key) {
 void Emit(OpContext& ctx, EntryEventType type, std::string_view key,
           std::optional<std::string_view> value, std::optional<std::string_view> old_value);
 
-// Writes `value` under `key` applying the TTL rule with `options`, counts a put, fires
-// Added/Updated (`old_value` is the previous live value when `existed`), and enforces the
-// partition's capacity when the entry is new. `old_value` may be nullopt when not needed
-// for events (it is only read if ctx.events && ctx.event_values).
-void WriteLive(RecordStore& store, std::string_view key, std::string_view value,
-               const WriteOptions& options, OpContext& ctx, bool existed,
-               const std::optional<std::string>& old_value);
-
-// WriteLive for an entry of kind `kind` (map_request.h): writes, then sets the kind.
-void WriteLiveKind(RecordStore& store, std::string_view key, std::string_view value,
-                   const WriteOptions& options, OpContext& ctx, bool existed,
-                   const std::optional<std::string>& old_value, ValueKind kind);
-
-// Removes the live entry `record` of `key`, counts a remove and fires `type` with its value.
-void RemoveLive(RecordStore& store, const Record& record, OpContext& ctx, EntryEventType type);
-
 // An entry `key` of kind `kind` (holding `value`) is leaving its store (removed, expired,
-// evicted, replaced by another kind): a spilled hash takes its field map with it, a stream's
-// keyspace entry its stream (redis_hash.h). Cheap otherwise.
-void DropHashFields(OpContext& ctx, std::string_view key);  // map_ops_redis_key.cc
-void StreamKeyLeaving(OpContext& ctx, std::string_view key, std::string_view value);
+// evicted, replaced by another kind): its family's hook takes what goes with it (family.h).
 inline void EntryLeaving(OpContext& ctx, std::string_view key, ValueKind kind,
                          std::string_view value) {
-  if (kind == ValueKind::kSpilledHash) DropHashFields(ctx, key);
-  if (kind == ValueKind::kStream) StreamKeyLeaving(ctx, key, value);
+  if (kind == ValueKind::kPlain) return;
+  const FamilySpec* family = FamilyOfKind(kind);
+  if (family != nullptr && family->leaving != nullptr) family->leaving(ctx, key, kind, value);
 }
+// A Redis stream's keyspace entry left: its records go (map_ops_redis_stream.cc).
+void StreamKeyLeaving(OpContext& ctx, std::string_view key, std::string_view value);
 
 // kWrongType unless `r` (a live entry or nullptr) holds a plain value.
 base::Result<void> CheckPlain(const Record* r);
@@ -111,7 +90,5 @@ base::Result<MapResult> OpRingMerge(RecordStore& store, const MapRequest& reques
 // Redis stream commands (map_ops_redis_stream.cc).
 base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& request,
                                       OpContext& ctx);
-// Redis hash and key commands on the RESP keyspace (map_ops_redis_key.cc).
-base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& request, OpContext& ctx);
 
 }  // namespace tessera::map::detail

@@ -19,7 +19,7 @@ struct RedisStreamMeta {
   StreamId last_id;
   std::int64_t entries_added = 0;
   StreamId max_deleted;
-  // The incarnation of the stream, as its keyspace entry names it (redis_hash.h
+  // The incarnation of the stream, as its keyspace entry names it (families/hash
   // "mark_stream"); 0: not known (made by an XADD that sent none). A removal sent for another
   // incarnation leaves this one alone.
   std::int64_t epoch = 0;

@@ -1,9 +1,9 @@
 // Hash family: a hash is one entry of the keyspace (the default map) and every command is one
-// MapOp::kRedisKey request on its key's partition owner (map/redis_hash.h), so each is atomic,
+// MapOp::kRedisKey request on its key's partition owner (hash/redis_hash.h), so each is atomic,
 // a hash shares the keyspace with strings and streams (SCAN, TYPE, DEL, EXPIRE see it, and a
 // string command on it answers WRONGTYPE), and a small hash costs about one string entry.
 #include "command_util.h"
-#include "tessera/map/redis_hash.h"
+#include "tessera/hash/redis_hash.h"
 #include "tessera/record/generic_record.h"
 
 namespace tessera::resp {
@@ -13,7 +13,7 @@ namespace {
 using map::MapOp;
 
 // The connection's reusable request (its buffers kept from command to command), the command in
-// `processor` (map/redis_hash.h).
+// `processor` (hash/redis_hash.h).
 map::MapRequest& HashRequest(Connection& conn, std::string_view key, std::string_view cmd) {
   auto& request = ReuseKeyRequest(conn, MapOp::kRedisKey, conn.default_map(), key);
   request.processor.assign(cmd);

@@ -1,5 +1,5 @@
 // Key family: generic commands over the keyspace (the default map), where every key is one
-// entry of its kind: a string, a hash (map/redis_hash.h) or a stream's marker (the stream's
+// entry of its kind: a string, a hash (hash/redis_hash.h) or a stream's marker (the stream's
 // records live in its own partition and go when the marker goes). Inside MULTI they see what
 // the block's partition holds.
 // SCAN uses a stateless cursor: keys are ordered by a 63-bit hash of the key, and the cursor
@@ -12,8 +12,9 @@
 
 #include "command_util.h"
 #include "stream_util.h"
+#include "tessera/hash/redis_hash.h"
 #include "tessera/map/map_service.h"
-#include "tessera/map/redis_hash.h"
+#include "tessera/map/redis_stream.h"
 #include "tessera/map/stream_format.h"
 #include "tessera/topic/glob.h"
 

@@ -8,6 +8,7 @@
 
 #include "connection.h"
 #include "server_state.h"
+#include "tessera/hash/redis_hash.h"
 #include "tessera/net/tcp_listener.h"
 
 namespace tessera::resp {
@@ -21,7 +22,9 @@ RespServer::RespServer(runtime::ShardSet& shards, map::MapService& maps,
                        RespServerOptions options, std::shared_ptr<spdlog::logger> log)
     : state_(std::make_shared<ServerState>(shards, maps, topics, clock, std::move(options),
                                            std::move(log))),
-      listener_(std::make_unique<Listener>()) {}
+      listener_(std::make_unique<Listener>()) {
+  hash::Register();  // the hash commands' family (map/family.h), as a member registers it
+}
 
 RespServer::~RespServer() { Stop(); }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "command_util.h"
+#include "tessera/map/family.h"
 #include "tessera/topic/glob.h"
 
 namespace tessera::resp {
@@ -115,9 +116,8 @@ void Info(Connection& conn, Args args) {
   info.topics = server.topics.Stats();
   std::vector<std::string> names{conn.default_map()};
   for (auto& name : conn.maps().MapNames()) {
-    // A large hash's field map (map/redis_hash.h) is part of its key, not a map of its own.
-    if (name != conn.default_map() && !name.starts_with("__hash:") &&
-        names.size() < kMaxMapsInInfo) {
+    // A companion map (a large hash's fields, map/family.h) is part of its key, not a map.
+    if (name != conn.default_map() && !map::CompanionOf(name) && names.size() < kMaxMapsInInfo) {
       names.push_back(name);
     }
   }

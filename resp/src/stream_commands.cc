@@ -8,7 +8,8 @@
 #include "command_util.h"
 #include "server_state.h"
 #include "stream_util.h"
-#include "tessera/map/redis_hash.h"
+#include "tessera/hash/redis_hash.h"
+#include "tessera/map/redis_stream.h"
 #include "tessera/map/stream_format.h"
 
 namespace tessera::resp {
@@ -198,7 +199,7 @@ void StoreStreamConfig(map::MapService& maps, const std::string& key, std::int64
   maps.Execute(std::move(config), [](base::Result<map::MapResult>) {});
 }
 
-// A stream XADD or XGROUP CREATE MKSTREAM created: its keyspace entry (map/redis_hash.h), so
+// A stream XADD or XGROUP CREATE MKSTREAM created: its keyspace entry (hash/redis_hash.h), so
 // SCAN, DBSIZE, TYPE and EXPIRE see it. Sent before the reply, so a later command of the same
 // client finds it. A key that holds a string or hash keeps it (docs/resp.md: the stream is then
 // not a key).

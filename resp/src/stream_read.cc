@@ -11,7 +11,7 @@
 
 #include "command_util.h"
 #include "stream_util.h"
-#include "tessera/map/redis_hash.h"
+#include "tessera/hash/redis_hash.h"
 
 namespace tessera::resp {
 

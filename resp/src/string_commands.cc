@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "command_util.h"
-#include "tessera/map/redis_hash.h"
+#include "tessera/hash/redis_hash.h"
 #include "tessera/record/generic_record.h"
 
 namespace tessera::resp {

@@ -12,6 +12,8 @@ one line per finding as `path:line: what`, when
   - a non-test source has more lines than the limit and no `long` row naming it;
   - the table itself is inconsistent (unknown module named, a declared module not below);
   - a `long` row names a file that does not exist or is no longer over the limit;
+  - a source of a module contains a word a `names` row keeps out of it (the engine naming a
+    data type family's commands or kinds: they live in the family's module);
   - a Catch2 TEST_CASE name contains ';' (CMake splits the name there, so ctest runs halves
     of it that match nothing: the test fails in CI, or, without -w NoTests, never runs).
 Exit 0 and one summary line otherwise; exit 2 on an unreadable table.
@@ -31,7 +33,7 @@ class TableError(Exception):
 
 
 def read_table(path):
-    modules, long_files, limit = {}, {}, None
+    modules, long_files, limit, banned = {}, {}, None, []
     with open(path, encoding="utf-8") as f:
         for number, raw in enumerate(f, 1):
             line = raw.split("#", 1)[0].strip()
@@ -50,12 +52,22 @@ def read_table(path):
                                  "where": where}
             elif kind == "long" and len(words) >= 3:
                 long_files[words[1]] = " ".join(words[2:])
+            elif kind == "names" and len(words) >= 4:
+                banned.append({"module": words[1], "owner": words[2], "words": words[3:],
+                               "where": where})
             else:
                 raise TableError(f"{where}: cannot read '{line}'; expected 'limit N', "
-                                 "'module NAME FOLDER LEVEL [MODULE...]' or 'long PATH REASON'")
+                                 "'module NAME FOLDER LEVEL [MODULE...]', 'long PATH REASON' or "
+                                 "'names MODULE OWNER WORD...'")
     if limit is None:
         raise TableError(f"{path}: no 'limit N' line")
-    return modules, long_files, limit
+    for row in banned:
+        for name in (row["module"], row["owner"]):
+            if name not in modules:
+                raise TableError(f"{row['where']}: 'names' row names unknown module '{name}'")
+        row["pattern"] = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(
+            re.escape(w) for w in row["words"]) + r")(?![A-Za-z0-9_])")
+    return modules, long_files, limit, banned
 
 
 def check_table(modules):
@@ -92,7 +104,7 @@ def owner_of(path, modules):
     return best
 
 
-def check_tree(root, modules, long_files, limit):
+def check_tree(root, modules, long_files, limit, banned=()):
     findings = []
     checked = 0
     seen_long = set()
@@ -106,6 +118,14 @@ def check_tree(root, modules, long_files, limit):
         m = modules[module]
         with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
             lines = f.readlines()
+        for row in banned:
+            if row["module"] != module:
+                continue
+            for number, line in enumerate(lines, 1):
+                for word in row["pattern"].findall(line):
+                    findings.append(f"{path}:{number}: names '{word}' of module "
+                                    f"'{row['owner']}'; module '{module}' must not (it reaches "
+                                    "a family through map/family.h): move the code there")
         for number, line in enumerate(lines, 1):
             hit = INCLUDE.match(line)
             if not hit:
@@ -156,12 +176,12 @@ def main(argv):
     root = args[0]
     table = table or os.path.join(root, "cmake", "layering.txt")
     try:
-        modules, long_files, limit = read_table(table)
+        modules, long_files, limit, banned = read_table(table)
     except (OSError, TableError) as e:
         print(f"layering: {e}", file=sys.stderr)
         return 2
     findings = check_table(modules)
-    tree_findings, checked = check_tree(root, modules, long_files, limit)
+    tree_findings, checked = check_tree(root, modules, long_files, limit, banned)
     findings += tree_findings
     for finding in findings:
         print(finding)

@@ -57,6 +57,24 @@ class LayeringCheck(unittest.TestCase):
         self.assertIn('map/src/map.cc:2: #include "tessera/grid/client.h": module \'map\' '
                       "(level 2) includes 'grid' (level 3), which is not below it", out)
 
+    def test_a_banned_word_in_a_module_fails_naming_it(self):
+        self.write("cmake/layering.txt", TABLE + "names map grid hset __hash: ValueKind::kHash\n")
+        self.write("map/src/map.cc", '#include "tessera/base/error.h"\n'
+                   'if (cmd == "hset") return;  // ValueKind::kHash\n'
+                   'auto n = "__hash:" + key;  // hsetx and khset stay\n')
+        code, out = self.run_check()
+        self.assertEqual(code, 1, out)
+        self.assertIn("map/src/map.cc:2: names 'hset' of module 'grid'", out)
+        self.assertIn("map/src/map.cc:2: names 'ValueKind::kHash' of module 'grid'", out)
+        self.assertIn("map/src/map.cc:3: names '__hash:' of module 'grid'", out)
+        self.assertNotIn("hsetx", out)
+        self.assertNotIn("khset", out)
+        # The same words elsewhere are fine.
+        self.write("map/src/map.cc", '#include "tessera/base/error.h"\n')
+        self.write("grid/src/client.cc", '#include "tessera/map/map.h"\n// hset\n')
+        code, out = self.run_check()
+        self.assertEqual(code, 0, out)
+
     def test_same_level_include_fails(self):
         self.write("core/wire/src/frame.cc", '#include "tessera/map/map.h"\n')
         self.write("cmake/layering.txt", TABLE.replace("map    map        2", "map    map        1"))

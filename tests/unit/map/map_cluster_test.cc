@@ -13,15 +13,20 @@
 #include <set>
 #include <thread>
 
+#include "tessera/hash/redis_hash.h"
 #include "tessera/map/entry_processor.h"
 #include "tessera/map/map_service.h"
-#include "tessera/map/redis_hash.h"
 #include "tessera/partition/partition_table.h"
 
 using namespace tessera::map;  // NOLINT
 using tessera::base::ErrorCode;
+using tessera::hash::EncodeHashFields;
+using tessera::hash::HashFieldMap;
 
 namespace {
+
+// The engine's companion maps are exercised through the hash family (a member registers it).
+const bool kHashRegistered = (tessera::hash::Register(), true);
 
 class Network;
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "tessera/map/redis_hash.h"
+#include "tessera/hash/redis_hash.h"
 #include "tessera/map/stream_format.h"
 #include "test_server.h"
 
@@ -19,7 +19,7 @@ const std::string kWrongType =
 std::int64_t FieldMapSize(TestServer& server, const std::string& key) {
   map::MapRequest size;
   size.op = map::MapOp::kSize;
-  size.map_name = map::HashFieldMap("default", key);
+  size.map_name = tessera::hash::HashFieldMap("default", key);
   auto result = server.maps().ExecuteSync(size);
   REQUIRE(result);
   return result->count;

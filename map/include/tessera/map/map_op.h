@@ -292,9 +292,9 @@ constexpr MapOpSpec SpecOf(MapOp op) {
     // "meta@S#0", argument {cmd, ...}; see redis_stream.h.
     case MapOp::kRedisStream:
       return {.name = "redisStream", .scope = kKeyed, .writes = true, .stream = true};
-    // A Redis hash command (HSET, HGET, ...) or RENAME on the RESP keyspace map: key = the
-    // Redis key, processor = the command; see redis_hash.h (RedisKeyCommandWrites says which
-    // of them write).
+    // The hash family's op (families/hash, registered with family.h): a command on the RESP
+    // keyspace map, key = the Redis key, processor = the command; see families/hash (the
+    // family's writes() says which of them write).
     case MapOp::kRedisKey:
       return {.name = "redisKey", .scope = kKeyed, .writes = true, .in_transaction = true};
     // Multi-partition ops. entries in; count = the number written.

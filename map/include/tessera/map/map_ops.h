@@ -55,11 +55,11 @@ struct OpContext {
   std::vector<EntryEvent>* events = nullptr;
   bool event_values = true;  // fill EntryEvent::value/old_value
   // The other maps of this partition, for operations that keep data in more than one map (a
-  // spilled hash's fields, redis_hash.h); nullptr when the caller offers none (such an
+  // companion maps, family.h); nullptr when the caller offers none (such an
   // operation then keeps everything in its own store).
   PartitionMaps* maps = nullptr;
   // Requests for other partitions that the operation's changes call for, run by the caller
-  // after it (the entries of a stream whose keyspace marker went: redis_hash.h); nullptr when
+  // after it (the entries of a stream whose keyspace marker went: redis_stream.h); nullptr when
   // the caller runs none (a backup's copy: its owner does).
   std::vector<MapRequest>* follow_ups = nullptr;
   // When set, an event stream operation leaves here its sub-stream's meta record as it read

@@ -118,22 +118,25 @@ struct TxConflict {
 
 // What an entry's value holds. The maps of the Java-style API hold plain values only; the
 // RESP front-end keeps every Redis key in one map (its keyspace, "default"), where a key may
-// hold a string (plain), a hash (its fields, redis_hash.h) or a stream (a marker: the stream's
+// hold a string (plain), a hash (its fields, families/hash) or a stream (a marker: the stream's
 // records are in kStreamMap). The kind travels with the entry to backups, migration copies and
 // split-brain merges. Operations that read a value as bytes (get, put and remove, which
 // return the old value, replaceIfSame, removeIfSame, executeOn*) refuse an entry of another
-// kind with kWrongType (redis_hash.h, WrongKindError); getAll, queries with values and
+// kind with kWrongType (WrongKindError, family.h); getAll, queries with values and
 // executeOnEntries skip it; a keys-only query lists it with its ValueKindName as the value
 // (plain keys have ""). set, putAll, delete, containsKey, setTtl, replace and putIfAbsent act
 // on any kind (the last two answer "" for another kind's value), and getEntryView gives its
 // kind and "" as its value; so a set replaces a hash with a string, as Redis's SET does.
+// Kinds other than kPlain belong to a family (family.h), which gives their behaviour; their
+// numbers are fixed here because they travel on the wire.
 enum class ValueKind : std::uint8_t {
   kPlain = 0,
-  kHash = 1,         // fields inline in the value
-  kSpilledHash = 2,  // fields in the hash's own map of the same partition (redis_hash.h)
-  kStream = 3,
+  kHash = 1,         // families/hash: fields inline in the value
+  kSpilledHash = 2,  // families/hash: fields in the hash's companion map
+  kStream = 3,       // a Redis stream's keyspace entry (map/redis_stream.h)
 };
-// "string", "hash", "hash", "stream": the name Redis's TYPE gives it.
+// The name Redis's TYPE gives it: "string" for kPlain, else its family's kind_name ("hash",
+// "stream"; "unknown" for a kind no registered family owns). Defined in family.cc.
 std::string_view ValueKindName(ValueKind kind);
 
 // Metadata of one entry.

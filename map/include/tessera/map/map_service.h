@@ -314,8 +314,8 @@ class MapService {
   // Replicas on this member (owned or backup) whose migration copy has not arrived yet.
   std::size_t AwaitingPartitionCount() const;
   // How many streams' keyspace entries this member removed as their owner (DEL, expiry, a SET
-  // over one; redis_hash.h). The RESP front-end's sets of known stream keys start over when it
-  // changes. Any thread.
+  // over one; map/redis_stream.h). The RESP front-end's sets of known stream keys start over when
+  // it changes. Any thread.
   std::uint64_t StreamKeyRemovals() const;
   // Keyed requests this member sent on to another member (their partition's owner) since
   // start: clients that send each key to its owner keep this near zero.

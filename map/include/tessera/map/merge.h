@@ -62,16 +62,16 @@ bool MergeWins(MergePolicy policy, const MergeEntry& merging, bool existing,
 // (kStreamMerge on key "meta@P" of kStreamMap: entries = offset, stored event; keys = groups),
 // or a ring's messages (kRingMerge on key "ring@R" of kRingMap: entries = sequence,
 // EncodeMergeEntry of the message with its TTL left).
-// A spilled hash's fields (redis_hash.h) come back as kRedisKey "merge" on the hash's key
-// (processor "merge"), and its entry in the keyspace is not sent: the fields make the
-// hash again (without its TTL).
+// A companion map's entries (family.h; a large hash's fields) come back as its family's op
+// and merge command (FamilySpec::merge_command) on the owner entry's key, and the owner entry
+// is not sent: the merge command makes it again (a hash: from its fields, without its TTL).
 struct MergeBatch {
   MapOp op = MapOp::kMergeEntries;
   std::string map_name;
   std::string key;
   std::vector<std::pair<std::string, std::string>> entries;
   std::vector<std::string> keys;
-  std::string processor;  // kRedisKey: the command
+  std::string processor;  // a family's op: the command
   // Empty: entries of a partition the leaving member owned. Otherwise the identity
   // (MapService::TableMember::id) of the owner of the partition whose backup replica this
   // member held: a standby copy, sent only if that owner's own merge does not arrive (it

@@ -22,12 +22,12 @@
 //              maxlen, minid, approximate, limit (approximate: default 10,000), max_events,
 //              max_bytes, epoch}, value = EncodeStreamFields;
 //              value out = the new ID (nullopt: nomkstream and no stream), flag = created,
-//              count = the stream's epoch (its incarnation, redis_hash.h "mark_stream"; a
+//              count = the stream's epoch (its incarnation, families/hash "mark_stream"; a
 //              stream without one takes the request's)
 //   "set_epoch" {epoch}: the stream's incarnation becomes `epoch`; flag = the stream exists
 //   "trim"     {trim, maxlen, minid, approximate, limit}; count = entries removed
 //   "len"      count = entries; flag = the stream exists
-//   "delete"   {all, keyspace_entry, epoch} (RedisStreamDeleteRequest, redis_hash.h):
+//   "delete"   {all, keyspace_entry, epoch} (RedisStreamDeleteRequest):
 //              removes every record of a stream XADD or XGROUP CREATE made (entries, meta,
 //              groups, leases; not the Tessera API's dedup markers, consumer records or its
 //              configuration "stream@S"); count = 1 if it existed. At most kMaxRemovals
@@ -60,6 +60,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/map/map_request.h"
+
 namespace tessera::map {
 
 // A Redis stream entry ID.
@@ -84,5 +86,13 @@ std::optional<std::vector<std::string_view>> DecodeStreamFields(std::string_view
 bool RedisStreamCommandAppends(std::string_view command);
 std::string RedisStreamMetaKey(std::string_view sub);
 std::string RedisStreamGroupKey(std::string_view sub, std::string_view group);
+
+// The request that removes every record of Redis stream `key` (kRedisStream "delete" with
+// {all}: a long stream goes in steps of 50,000 entries, flag = send it again). With
+// `keyspace_entry` (its keyspace entry went), also a stream XADD did not make (a merged one).
+// With an `epoch` (the keyspace entry's), only that incarnation of the stream (or one whose
+// incarnation is not known): a stream made again since under the same key stays.
+MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry = false,
+                                    std::int64_t epoch = 0);
 
 }  // namespace tessera::map

@@ -1,6 +1,7 @@
 #pragma once
-// Redis hashes and the key commands that span kinds, in the RESP keyspace (MapOp::kRedisKey,
-// map_ops_redis_key.cc; the RESP front-end's HSET, HGET, ..., RENAME in resp/src).
+// The hash family: Redis hashes and the key commands that span kinds, in the RESP keyspace
+// (MapOp::kRedisKey, families/hash/src/redis_hash.cc; the RESP front-end's HSET, HGET, ..., RENAME
+// in resp/src).
 //
 // The keyspace is one map (the RESP front-end's "default"): every Redis key is one entry of it,
 // whose ValueKind (map_request.h) says what it holds. A hash H is the entry H:
@@ -42,7 +43,7 @@
 //              hash's fields) to key `to` of the same partition, replacing what `to` held
 //              (nx: only if `to` is absent); flag = moved, kNotFound "no such key" when H is
 //              absent, kBadRequest when `to` is in another partition or H is a stream
-// A hash command on a key of another kind fails kWrongType (WrongKindError). With no
+// A hash command on a key of another kind fails kWrongType (map::WrongKindError). With no
 // OpContext::maps (an operation run straight on a store), a hash never spills.
 
 #include <optional>
@@ -52,38 +53,32 @@
 #include <vector>
 
 #include "tessera/base/error.h"
+#include "tessera/map/family.h"
 #include "tessera/map/map_request.h"
 
-namespace tessera::map {
+namespace tessera::hash {
+
+using map::IsWrongKindError;  // family.h
+using map::WrongKindError;
+
+// Registers the family (MapOp::kRedisKey, kinds kHash and kSpilledHash) with the engine
+// (map/family.h); idempotent. A grid member calls it before it starts.
+void Register();
 
 inline constexpr std::size_t kHashMaxInlineFields = 128;  // Redis's hash-max-listpack-entries
 inline constexpr std::size_t kHashMaxInlineBytes = 64;    // Redis's hash-max-listpack-value
 
-// kWrongType, reason kWrongKind: "Operation against a key holding the wrong kind of value" (the
-// text members that predate error reasons also send; front-ends write their own, by the reason).
-base::Error WrongKindError();
 // Whether the kRedisKey command `command` changes the keyspace (unknown ones count as writes);
 // reads and "merge" do not, and a quorum map serves them without its quorum.
 bool RedisKeyCommandWrites(std::string_view command);
-// Whether `error` is WrongKindError (and not a processor's own kWrongType).
-bool IsWrongKindError(const base::Error& error);
-
 // The map that holds the fields of spilled hash `key` of keyspace map `keyspace`, and back:
 // (keyspace, key) of such a map's name, nullopt for any other name.
 std::string HashFieldMap(std::string_view keyspace, std::string_view key);
 std::optional<std::pair<std::string, std::string>> ParseHashFieldMap(std::string_view name);
-
-// The request that removes every record of Redis stream `key` (kRedisStream "delete" with
-// {all}: a long stream goes in steps of 50,000 entries, flag = send it again). With
-// `keyspace_entry` (its keyspace entry went), also a stream XADD did not make (a merged one).
-// With an `epoch` (the keyspace entry's), only that incarnation of the stream (or one whose
-// incarnation is not known): a stream made again since under the same key stays.
-MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry = false,
-                                    std::int64_t epoch = 0);
 
 using HashFields = std::vector<std::pair<std::string_view, std::string_view>>;
 std::string EncodeHashFields(const HashFields& fields);
 // nullopt if `bytes` is not what EncodeHashFields produces. The views point into `bytes`.
 std::optional<HashFields> DecodeHashFields(std::string_view bytes);
 
-}  // namespace tessera::map
+}  // namespace tessera::hash

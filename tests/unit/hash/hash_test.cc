@@ -1,20 +1,23 @@
-// The hash family's commands (MapOp::kRedisKey, redis_hash.h) run straight on one partition's
+// The hash family's commands (MapOp::kRedisKey, hash/redis_hash.h) run straight on one partition's
 // store, without a member or a socket.
 #include <catch2/catch.hpp>
 #include <limits>
 
 #include "map_test_util.h"
-#include "tessera/map/redis_hash.h"
+#include "tessera/hash/redis_hash.h"
 #include "tessera/partition/partitioner.h"
 
 using namespace tessera::map;  // NOLINT
 using tessera::base::ErrorCode;
 using tessera::base::ErrorReason;
+using tessera::hash::RedisKeyCommandWrites;
 using tessera::map::testing::Rq;
 using tessera::map::testing::StoreFixture;
 using tessera::map::testing::WithTtl;
 
 namespace {
+
+const bool kRegistered = (tessera::hash::Register(), true);
 
 MapRequest Hash(const std::string& cmd, const std::string& key,
                 std::vector<std::string> fields = {}) {
@@ -149,4 +152,31 @@ TEST_CASE("The hash commands' table says which write, and an unknown one is name
   REQUIRE_FALSE(unknown);
   CHECK(unknown.error().code() == ErrorCode::kBadRequest);
   CHECK(unknown.error().message().find("hgetall") != std::string::npos);
+}
+
+TEST_CASE(
+    "A hash command on a string key fails with the wrong-kind reason, an increment of a "
+    "non-number with none",
+    "[map][ops][errors]") {
+  StoreFixture f;
+  f.Put("k", "text");
+  MapRequest hget = Rq(MapOp::kRedisKey, "k");
+  hget.processor = "hget";
+  hget.keys = {"field"};
+  auto wrong_kind = f.Try(hget);
+  REQUIRE_FALSE(wrong_kind);
+  CHECK(wrong_kind.error().code() == ErrorCode::kWrongType);
+  CHECK(wrong_kind.error().reason() == tessera::base::ErrorReason::kWrongKind);
+  CHECK(IsWrongKindError(wrong_kind.error()));
+  MapRequest increment = Rq(MapOp::kExecuteOnKey, "k");
+  increment.processor = "incrementRaw";
+  increment.argument = tessera::record::GenericRecord::Build().Int64("delta", 1).Done();
+  auto not_a_number = f.Try(increment);
+  REQUIRE_FALSE(not_a_number);
+  CHECK(not_a_number.error().code() == ErrorCode::kWrongType);
+  CHECK(not_a_number.error().reason() == tessera::base::ErrorReason::kNone);
+  CHECK_FALSE(IsWrongKindError(not_a_number.error()));
+  // A member of the release before sends the code and text without the reason.
+  CHECK(
+      IsWrongKindError(tessera::base::Error(ErrorCode::kWrongType, wrong_kind.error().message())));
 }

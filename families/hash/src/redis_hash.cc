@@ -1,56 +1,41 @@
-// MapOp::kRedisKey: Redis hashes as entries of the RESP keyspace, and RENAME (the layout and
-// the request are described in redis_hash.h). Every command runs on the key's partition owner
-// in one step: it reads the hash, changes what it must (the entry, or a spilled hash's fields
-// through OpContext::maps) and each change reaches the backups as the state of that record.
+// The hash family, MapOp::kRedisKey: Redis hashes as entries of the RESP keyspace, and RENAME
+// (the layout and the request are described in redis_hash.h). Every command runs on the key's
+// partition owner in one step: it reads the hash, changes what it must (the entry, or a
+// spilled hash's fields through OpContext::maps) and each change reaches the backups as the
+// state of that record.
+#include "tessera/hash/redis_hash.h"
+
 #include <algorithm>
 #include <charconv>
 #include <limits>
 
-#include "op_support.h"
 #include "tessera/base/bytes.h"
-#include "tessera/map/redis_hash.h"
-#include "tessera/map/stream_format.h"
+#include "tessera/map/family.h"
 #include "tessera/partition/partitioner.h"
 
-namespace tessera::map {
+namespace tessera::hash {
 
-namespace {
-constexpr std::string_view kWrongKindText =
-    "Operation against a key holding the wrong kind of value";
-
-}  // namespace
-
-base::Error WrongKindError() {
-  return base::Error(base::ErrorCode::kWrongType, std::string(kWrongKindText),
-                     base::ErrorReason::kWrongKind);
-}
-
-bool IsWrongKindError(const base::Error& error) {
-  // The text stands for the reason when the error comes from a member that predates error
-  // reasons on the wire.
-  return error.code() == base::ErrorCode::kWrongType &&
-         (error.reason() == base::ErrorReason::kWrongKind || error.message() == kWrongKindText);
-}
+using map::EntryEventType;
+using map::FindLive;
+using map::IntArg;
+using map::MapOp;
+using map::MapRequest;
+using map::MapResult;
+using map::OpContext;
+using map::Record;
+using map::RecordStore;
+using map::RemoveLive;
+using map::StringArg;
+using map::ValueKind;
+using map::WriteLive;
+using map::WriteLiveKind;
+using map::WriteOptions;
 
 std::string HashFieldMap(std::string_view keyspace, std::string_view key) {
   std::string name = "__hash:" + std::to_string(keyspace.size()) + ":";
   name.append(keyspace);
   name.append(key);
   return name;
-}
-
-MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry, std::int64_t epoch) {
-  MapRequest request;
-  request.op = MapOp::kRedisStream;
-  request.map_name = kStreamMap;
-  request.key = StreamMetaKey(std::string(key) + "#0");
-  request.argument = record::GenericRecord::Build()
-                         .String("cmd", "delete")
-                         .Bool("all", true)
-                         .Bool("keyspace_entry", keyspace_entry)
-                         .Int64("epoch", epoch)
-                         .Done();
-  return request;
 }
 
 std::optional<std::pair<std::string, std::string>> ParseHashFieldMap(std::string_view name) {
@@ -89,8 +74,10 @@ std::optional<HashFields> DecodeHashFields(std::string_view bytes) {
   return fields;
 }
 
-namespace detail {
 namespace {
+
+// The leaving hook for a spilled hash (below): its fields go with it.
+void DropHashFields(OpContext& ctx, std::string_view key);
 
 using base::ErrorCode;
 using base::Fail;
@@ -114,7 +101,7 @@ WriteOptions NoExpiry() {
 void ClearFields(RecordStore& side, OpContext& side_ctx) {
   if (side.size() == 0) return;
   if (!side_ctx.maps->undoable()) {
-    (void)OpClear(side, side_ctx);
+    map::ClearLive(side, side_ctx);
     return;
   }
   std::vector<std::string> keys;
@@ -381,8 +368,6 @@ base::Result<MapResult> Rename(RecordStore& store, const MapRequest& rq, OpConte
   return out;
 }
 
-}  // namespace
-
 void DropHashFields(OpContext& ctx, std::string_view key) {
   if (ctx.maps == nullptr) return;
   const std::string name = HashFieldMap(ctx.map_name, key);
@@ -391,15 +376,6 @@ void DropHashFields(OpContext& ctx, std::string_view key) {
   OpContext side_ctx = ctx.maps->ContextFor(name);
   ClearFields(*side, side_ctx);
 }
-
-void StreamKeyLeaving(OpContext& ctx, std::string_view key, std::string_view value) {
-  if (ctx.follow_ups == nullptr) return;
-  std::int64_t epoch = 0;  // the incarnation the entry named ("": none)
-  std::from_chars(value.data(), value.data() + value.size(), epoch);
-  ctx.follow_ups->push_back(RedisStreamDeleteRequest(key, /*keyspace_entry=*/true, epoch));
-}
-
-namespace {
 
 using KeyCommandFn = base::Result<MapResult> (*)(RecordStore&, const MapRequest&, OpContext&);
 using HashCommandFn = base::Result<MapResult> (*)(Hash&, const MapRequest&);
@@ -540,8 +516,6 @@ const KeyCommand* FindKeyCommand(std::string_view name) {
   return nullptr;
 }
 
-}  // namespace
-
 base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& rq, OpContext& ctx) {
   if (const KeyCommand* c = FindKeyCommand(rq.processor)) return c->run(store, rq, ctx);
   std::string known;
@@ -553,11 +527,31 @@ base::Result<MapResult> OpRedisKey(RecordStore& store, const MapRequest& rq, OpC
                                           "' (MapRequest::processor); use one of " + known);
 }
 
-}  // namespace detail
+}  // namespace
 
 bool RedisKeyCommandWrites(std::string_view command) {
-  const auto* c = detail::FindKeyCommand(command);
+  const auto* c = FindKeyCommand(command);
   return c == nullptr || c->writes;  // an unknown one fails anyway: judged as a write
 }
 
-}  // namespace tessera::map
+void Register() {
+  map::FamilySpec spec;
+  spec.name = "hash";
+  spec.op = MapOp::kRedisKey;
+  spec.run = OpRedisKey;
+  spec.writes = [](const MapRequest& request) { return RedisKeyCommandWrites(request.processor); };
+  spec.kinds[0] = ValueKind::kHash;
+  spec.kinds[1] = ValueKind::kSpilledHash;
+  spec.kind_count = 2;
+  spec.kind_name = "hash";
+  spec.leaving = [](OpContext& ctx, std::string_view key, ValueKind kind, std::string_view) {
+    if (kind == ValueKind::kSpilledHash) DropHashFields(ctx, key);
+  };
+  spec.has_companion = [](ValueKind kind) { return kind == ValueKind::kSpilledHash; };
+  spec.companion_map = HashFieldMap;
+  spec.companion_owner = ParseHashFieldMap;
+  spec.merge_command = "merge";
+  map::RegisterFamily(spec);
+}
+
+}  // namespace tessera::hash
