@@ -475,6 +475,9 @@ void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
     }
   }
   auto shared_request = std::make_shared<const MapRequest>(std::move(request));
+  if (!has_keys && !SpecOf(shared_request->op).writes) {
+    return ScanAllInTurn(std::move(shared_request), std::move(done));
+  }
   auto token = EnterRequest();
   // What the parts changed on partitions with backups; slot i is written only by shard i.
   auto updates = std::make_shared<std::vector<Written>>(shards.size());
@@ -503,6 +506,70 @@ void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
         if (changed.empty()) return done(std::move(merged));
         ReplicateThen(std::move(changed), std::move(merged), done);
       });
+}
+
+struct MapService::Impl::ScanInTurn {
+  std::shared_ptr<const MapRequest> request;
+  Callback done;
+  std::shared_ptr<RequestToken> token;
+  std::vector<MapResult> by_shard;  // slot i: shard i's partitions, merged in slot order
+  std::mutex mu;
+  std::size_t shards_left = 0;
+  std::optional<base::Error> failure;
+};
+
+void MapService::Impl::ScanAllInTurn(std::shared_ptr<const MapRequest> request, Callback done) {
+  auto scan = std::make_shared<ScanInTurn>();
+  scan->request = std::move(request);
+  scan->done = std::move(done);
+  scan->token = EnterRequest();
+  scan->by_shard.resize(shards.size());
+  scan->shards_left = shards.size();
+  for (std::size_t shard = 0; shard < shards.size(); ++shard) {
+    shards.InvokeOn(shard, [this, shard, scan] { ScanShardFrom(shard, scan, 0); });
+  }
+}
+
+void MapService::Impl::ScanShardFrom(std::size_t shard, std::shared_ptr<ScanInTurn> scan,
+                                     std::size_t slot) {
+  const MapRequest& request = *scan->request;
+  auto finish = [&](std::optional<base::Error> error) {
+    std::unique_lock lock(scan->mu);
+    if (error && !scan->failure) scan->failure = std::move(error);
+    if (--scan->shards_left != 0) return;
+    lock.unlock();
+    if (scan->failure) return scan->done(std::unexpected(*scan->failure));
+    MapResult merged;
+    for (auto& part : scan->by_shard) MergeResult(request.op, merged, std::move(part));
+    scan->done(std::move(merged));
+  };
+  {
+    std::lock_guard lock(scan->mu);
+    if (scan->failure) return finish(std::nullopt);  // another shard failed: stop here
+  }
+  // Whole-map ops on a map this shard never held find nothing; don't create it.
+  auto existing = states[shard]->maps.find(request.map_name);
+  if (stopped.load() || existing == states[shard]->maps.end()) return finish(std::nullopt);
+  const MapTable& table = *existing->second;
+  for (; slot < table.stores.slot_count(); ++slot) {
+    if (table.stores.At(slot) == nullptr) continue;
+    const auto p = static_cast<std::uint32_t>(table.stores.LocalAt(slot) * shards.size() + shard);
+    if (!IsLocal(p)) continue;  // another member's
+    // A quorum map reads nothing of a partition with unconfirmed writes (RunPartsOnShard).
+    if (any_quorum.load(std::memory_order_relaxed) &&
+        flags[p].unconfirmed_since_ms.load() != kNoUnconfirmed) {
+      if (auto ok = CheckConfirmed(request, p); !ok) return finish(ok.error());
+    }
+    auto part = RunOnPartition(shard, p, request, nullptr);
+    if (!part) return finish(part.error());
+    MergeResult(request.op, scan->by_shard[shard], std::move(*part));
+    // The next partition after whatever reached the shard meanwhile.
+    shards.InvokeOn(shard, [this, shard, scan, next = slot + 1] {
+      ScanShardFrom(shard, std::move(scan), next);
+    });
+    return;
+  }
+  finish(std::nullopt);
 }
 
 void MapService::Impl::ArmSweeper(std::size_t shard, std::chrono::milliseconds delay) {

@@ -250,6 +250,16 @@ struct MapService::Impl {
 
   void ExecuteKeyed(MapRequest& request, Callback& done);
   void ExecuteFanOut(MapRequest& request, Callback& done);
+  // A whole-map request that writes nothing (query, size, ...): on each shard one partition
+  // per task, each task posting the next behind what the shard received meanwhile, so a scan
+  // of a large map (a predicate decoding every value) never holds a shard for long: a
+  // one-shard member scanning 10,000 sagas under ASan read nothing for seconds, heartbeats
+  // included, and its peer removed it. Results merge in the order of one pass. Not atomic
+  // across partitions (it never was across members): each partition is read as it is when
+  // its turn comes, if this member serves it then.
+  struct ScanInTurn;
+  void ScanAllInTurn(std::shared_ptr<const MapRequest> request, Callback done);
+  void ScanShardFrom(std::size_t shard, std::shared_ptr<ScanInTurn> scan, std::size_t slot);
   struct Written;
   // Runs `request` (its `parts` on this shard, or a whole-map op on every partition this shard
   // serves) under one table; what it changed on partitions with backups goes to `written`.
