@@ -525,9 +525,12 @@ void MapService::Impl::ScanAllInTurn(std::shared_ptr<const MapRequest> request, 
   scan->token = EnterRequest();
   scan->by_shard.resize(shards.size());
   scan->shards_left = shards.size();
+  const auto here = shards.CurrentShard();
   for (std::size_t shard = 0; shard < shards.size(); ++shard) {
+    if (shard == here) continue;
     shards.InvokeOn(shard, [this, shard, scan] { ScanShardFrom(shard, scan, 0); });
   }
+  if (here) ScanShardFrom(*here, std::move(scan), 0);
 }
 
 void MapService::Impl::ScanShardFrom(std::size_t shard, std::shared_ptr<ScanInTurn> scan,
@@ -549,10 +552,18 @@ void MapService::Impl::ScanShardFrom(std::size_t shard, std::shared_ptr<ScanInTu
   }
   // Whole-map ops on a map this shard never held find nothing; don't create it.
   auto existing = states[shard]->maps.find(request.map_name);
-  if (stopped.load() || existing == states[shard]->maps.end()) return finish(std::nullopt);
+  if (existing == states[shard]->maps.end()) return finish(std::nullopt);
   const MapTable& table = *existing->second;
+  const auto budget =
+      static_cast<std::size_t>(std::max<std::int64_t>(options.scan_entries_per_task, 1));
+  std::size_t read = 0;
   for (; slot < table.stores.slot_count(); ++slot) {
-    if (table.stores.At(slot) == nullptr) continue;
+    const RecordStore* store = table.stores.At(slot);
+    if (store == nullptr) continue;
+    if (read >= budget) {  // the rest after whatever reached the shard meanwhile
+      shards.InvokeOn(shard, [this, shard, scan, slot] { ScanShardFrom(shard, scan, slot); });
+      return;
+    }
     const auto p = static_cast<std::uint32_t>(table.stores.LocalAt(slot) * shards.size() + shard);
     if (!IsLocal(p)) continue;  // another member's
     // A quorum map reads nothing of a partition with unconfirmed writes (RunPartsOnShard).
@@ -560,14 +571,10 @@ void MapService::Impl::ScanShardFrom(std::size_t shard, std::shared_ptr<ScanInTu
         flags[p].unconfirmed_since_ms.load() != kNoUnconfirmed) {
       if (auto ok = CheckConfirmed(request, p); !ok) return finish(ok.error());
     }
+    read += store->size();
     auto part = RunOnPartition(shard, p, request, nullptr);
     if (!part) return finish(part.error());
     MergeResult(request.op, scan->by_shard[shard], std::move(*part));
-    // The next partition after whatever reached the shard meanwhile.
-    shards.InvokeOn(shard, [this, shard, scan, next = slot + 1] {
-      ScanShardFrom(shard, std::move(scan), next);
-    });
-    return;
   }
   finish(std::nullopt);
 }

@@ -504,7 +504,8 @@ base::Result<void> MapService::Impl::CheckConfirmed(const MapRequest& request,
 void MapService::Impl::CopyToNewHolder(std::size_t shard, std::uint32_t p, std::string target,
                                        base::Millis first_ms) {
   auto current = CurrentRouting();
-  if (stopped.load() || !current || !current->routing) return;
+  // Sent even while Stop drains (a leaving member's handover); only retries end at Stop.
+  if (!current || !current->routing) return;
   const auto& replicas = current->replicas[p];
   if (std::find(replicas.begin(), replicas.end(), target) == replicas.end()) return;
   const std::uint64_t failures = flags[p].unconfirmed_count.load();

@@ -250,13 +250,15 @@ struct MapService::Impl {
 
   void ExecuteKeyed(MapRequest& request, Callback& done);
   void ExecuteFanOut(MapRequest& request, Callback& done);
-  // A whole-map request that writes nothing (query, size, ...): on each shard one partition
-  // per task, each task posting the next behind what the shard received meanwhile, so a scan
-  // of a large map (a predicate decoding every value) never holds a shard for long: a
-  // one-shard member scanning 10,000 sagas under ASan read nothing for seconds, heartbeats
-  // included, and its peer removed it. Results merge in the order of one pass. Not atomic
-  // across partitions (it never was across members): each partition is read as it is when
-  // its turn comes, if this member serves it then.
+  // A whole-map request that writes nothing (query, size, ...): on each shard, partitions in
+  // tasks of at most about options.scan_entries_per_task entries, each task posting the next
+  // behind what the shard received meanwhile, so a scan of a large map (a predicate decoding
+  // every value) never holds a shard for long: a one-shard member scanning 10,000 sagas
+  // under ASan in one task read nothing for seconds, heartbeats included, and its peer removed
+  // it. The calling shard's first task runs inline (after the others are posted), as
+  // ShardSet::MapReduce does, so a pipeline's read is ordered with the commands around it.
+  // Results merge in the order of one pass. A partition is read if this member serves it
+  // when its turn comes.
   struct ScanInTurn;
   void ScanAllInTurn(std::shared_ptr<const MapRequest> request, Callback done);
   void ScanShardFrom(std::size_t shard, std::shared_ptr<ScanInTurn> scan, std::size_t slot);
@@ -500,7 +502,8 @@ struct MapService::Impl {
   // Posts the next copy of `queue` to `shard`; once sent (CopyToNewHolder to each of its
   // targets) the task posts the following one, behind whatever the shard received meanwhile:
   // a shard copying many partitions still reads its connections between two of them (a
-  // member's heartbeats among them). Stops early once the service stops.
+  // member's heartbeats among them). Each task holds a request token, so Stop waits for the
+  // whole chain: a leaving member's copies are its handover.
   void CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> queue);
   // On partition p's shard: clear + every live entry of every map, for a migration.
   std::vector<ReplicaUpdate> ExportPartition(std::size_t shard, std::uint32_t partition_id);

@@ -244,8 +244,9 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
 }
 
 void MapService::Impl::CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> queue) {
+  // Not cut short by Stop: a member leaving its cluster hands its partitions over while Stop
+  // waits for the chain's token (its last copies went missing when the chain stopped there).
   shards.InvokeOn(shard, [this, shard, queue = std::move(queue), token = EnterRequest()] {
-    if (stopped.load()) return;
     auto& [p, to] = queue->copies[queue->next++];
     for (auto& target : to) CopyToNewHolder(shard, p, std::move(target), SteadyMs());
     if (queue->next < queue->copies.size()) CopyInTurn(shard, queue);

@@ -1398,6 +1398,44 @@ TEST_CASE("A member leaving its cluster takes hashes out with their kind and lar
   CHECK(KindOf(m2, "large") == ValueKind::kSpilledHash);
 }
 
+// One map service on one shard, alone in its table (every partition local, none with
+// backups), for tests of what a shard runs between two tasks.
+struct OneShard {
+  explicit OneShard(const std::string& name, MapServiceOptions options = {})
+      : service(shards, tessera::partition::Partitioner(271), clock, processors,
+                spdlog::null_logger_mt(name), options) {
+    shards.Start();
+    service.Start();
+    service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self"}),
+                              {{"self", "self"}}, "self", &peers);
+  }
+  ~OneShard() {
+    service.Stop();
+    shards.Stop();
+  }
+  // Whether `probe`, posted to the shard right after `request` was sent, ran before the answer.
+  bool AnsweredBeforeProbe(const MapRequest& request,
+                           tessera::base::Result<MapResult>* answer = nullptr) {
+    std::atomic<bool> answered{false};
+    std::promise<tessera::base::Result<MapResult>> result;
+    service.Execute(request, [&](tessera::base::Result<MapResult> r) {
+      answered.store(true);
+      result.set_value(std::move(r));
+    });
+    std::promise<bool> seen;
+    shards.InvokeOn(0, [&] { seen.set_value(answered.load()); });
+    const bool before = seen.get_future().get();
+    auto r = result.get_future().get();
+    if (answer != nullptr) *answer = std::move(r);
+    return before;
+  }
+  tessera::base::SteadyClock clock;
+  EntryProcessorRegistry processors;
+  tessera::runtime::ShardSet shards{1};
+  MapService service;
+  NoPeers peers;
+};
+
 TEST_CASE(
     "A member copying many partitions to a new holder reads its connections between two "
     "copies: one copy at a time per shard",
@@ -1405,23 +1443,15 @@ TEST_CASE(
   // All posted at once, the copies held every read of the shard behind them: a one-shard
   // service instance copying 271 partitions under load heard no heartbeat of the member it
   // copied to for longer than its failure timeout, and removed it again and again (chaos run).
-  tessera::base::SteadyClock clock;
-  EntryProcessorRegistry processors;
-  tessera::runtime::ShardSet shards{1};
-  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
-                     spdlog::null_logger_mt("copies-in-turn"));
-  shards.Start();
-  service.Start();
-  NoPeers peers;
-  service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self"}),
-                            {{"self", "self"}}, "self", &peers);
+  OneShard one("copies-in-turn");
+  MapService& service = one.service;
   REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "k", "v")));
   const auto before = service.CopiesSent().partitions;
   service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self", "a"}),
-                            {{"a", "a"}, {"self", "self"}}, "self", &peers);
+                            {{"a", "a"}, {"self", "self"}}, "self", &one.peers);
   // A read completing now is queued like this task: behind one copy, not 271.
   std::promise<std::uint64_t> seen;
-  shards.InvokeOn(0, [&] { seen.set_value(service.CopiesSent().partitions - before); });
+  one.shards.InvokeOn(0, [&] { seen.set_value(service.CopiesSent().partitions - before); });
   CHECK(seen.get_future().get() <= 1);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (service.CopiesSent().partitions - before < 271 &&
@@ -1429,53 +1459,38 @@ TEST_CASE(
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   CHECK(service.CopiesSent().partitions - before == 271);  // every partition still copied
-  service.Stop();
-  shards.Stop();
 }
 
 TEST_CASE(
-    "A whole-map read lets other work of its shard run between two partitions, and still "
-    "answers every entry once",
+    "A whole-map read of many entries lets other work of its shard run between two tasks, a "
+    "small one runs in one task, and either answers every entry once",
     "[map][cluster]") {
   // Run as one task per shard, a query decoding every value of a large map held the shard
   // for seconds: a one-shard service instance scanning 10,000 sagas (a status page polled
   // every half second, under ASan) read no heartbeat for its failure timeout, and its peer
-  // removed it again and again (chaos run).
-  tessera::base::SteadyClock clock;
-  EntryProcessorRegistry processors;
-  tessera::runtime::ShardSet shards{1};
-  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
-                     spdlog::null_logger_mt("scan-in-turn"));
-  shards.Start();
-  service.Start();
-  NoPeers peers;
-  service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self"}),
-                            {{"self", "self"}}, "self", &peers);
-  for (int i = 0; i < 2'000; ++i) {
-    REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "k" + std::to_string(i), "v")));
-  }
-  for (const MapOp op : {MapOp::kQuery, MapOp::kSize}) {
-    std::atomic<bool> answered{false};
-    std::promise<tessera::base::Result<MapResult>> result;
-    service.Execute(Rq(op), [&](tessera::base::Result<MapResult> r) {
-      answered.store(true);
-      result.set_value(std::move(r));
-    });
-    // A read completing now is queued like this task: behind one partition, not all 271.
-    std::promise<bool> seen;
-    shards.InvokeOn(0, [&] { seen.set_value(answered.load()); });
-    CHECK_FALSE(seen.get_future().get());
-    auto all = result.get_future().get();
-    REQUIRE(all);
-    if (op == MapOp::kQuery) {
-      std::set<std::string> keys;
-      for (const auto& [key, value] : all->entries) keys.insert(key);
-      CHECK(all->entries.size() == 2'000);
-      CHECK(keys.size() == 2'000);
-    } else {
-      CHECK(all->count == 2'000);
+  // removed it again and again (chaos run). A read of a small map stays one task: in order
+  // with the commands around it (a RESP pipeline's DBSIZE between its writes).
+  for (const std::int64_t per_task : {std::int64_t{10}, std::int64_t{4096}}) {
+    MapServiceOptions options;
+    options.scan_entries_per_task = per_task;
+    OneShard one("scan-in-turn-" + std::to_string(per_task), options);
+    for (int i = 0; i < 2'000; ++i) {
+      REQUIRE(one.service.ExecuteSync(Rq(MapOp::kSet, "k" + std::to_string(i), "v")));
+    }
+    for (const MapOp op : {MapOp::kQuery, MapOp::kSize}) {
+      INFO("entries per task " << per_task << ", op " << MapOpName(op));
+      tessera::base::Result<MapResult> all;
+      const bool answered_first = one.AnsweredBeforeProbe(Rq(op), &all);
+      CHECK(answered_first == (per_task >= 2'000));
+      REQUIRE(all);
+      if (op == MapOp::kQuery) {
+        std::set<std::string> keys;
+        for (const auto& [key, value] : all->entries) keys.insert(key);
+        CHECK(all->entries.size() == 2'000);
+        CHECK(keys.size() == 2'000);
+      } else {
+        CHECK(all->count == 2'000);
+      }
     }
   }
-  service.Stop();
-  shards.Stop();
 }

@@ -62,6 +62,13 @@ struct MapServiceOptions {
   base::Millis sweep_interval_ms = 20;  // background expiry sweep period per shard
   std::int64_t sweep_budget_per_tick =
       4000;  // entries examined per shard per tick (bounds the pause)
+  // A whole-map request that writes nothing (query, size, DBSIZE, KEYS) reads at most about
+  // this many entries of a shard per task: a read of a shard's stores up to this size runs in
+  // one task, in order with the shard's other work; a larger one goes on in the next task once
+  // it has read that many, behind what reached the shard meanwhile, and its remaining
+  // partitions may then show writes the shard received after it (a scan of a large map is not
+  // atomic, as it never was across members).
+  std::int64_t scan_entries_per_task = 4096;
   // Partition transactions (MapOp::kTransact): the most operations one batch may hold, and how
   // long the owner remembers the id of a committed batch (MapRequest::transaction_id) so that
   // the same batch sent again is not applied twice.
