@@ -55,6 +55,7 @@ void Add(Registry& r, const FamilySpec& spec) {
   const FamilySpec* before = r.by_op[static_cast<std::size_t>(spec.op)].load();
   TESSERA_CHECK(before == nullptr || before->name == spec.name,
                 "two families registered for one op");
+  if (before != nullptr) return;  // registered already (every member and RESP server asks)
   const FamilySpec& stored = r.specs.emplace_back(spec);
   r.by_op[static_cast<std::size_t>(spec.op)].store(&stored);
   for (std::size_t i = 0; i < spec.kind_count; ++i) {

@@ -99,7 +99,7 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
           const bool rings = name == kRingMap;
           // A companion's entries (family.h): its family's merge command on the
           // owner entry's key (the owner entry itself goes with its own map).
-          const auto hash = CompanionOf(name);
+          const auto companion = CompanionOf(name);
           // What is being gathered for one sender: this member ("") or a standby owner.
           struct Gathered {
             std::optional<std::size_t> batch;  // index in part.batches being filled
@@ -126,8 +126,8 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
             if (store == nullptr) continue;
             const auto p =
                 static_cast<std::uint32_t>(table->stores.LocalAt(slot) * shard_count + shard);
-            // A field map whose hash expired or went (not cleared yet) is not sent back.
-            if ((*send_as)[p] && (!hash || live_fields.count(name) != 0)) {
+            // A companion whose owner entry expired or went (not cleared yet) is not sent back.
+            if ((*send_as)[p] && (!companion || live_fields.count(name) != 0)) {
               const std::string& sender = *(*send_as)[p];
               Gathered& g = gathered[sender];
               // The batch to add an entry of `size` bytes to, a new one when it is full.
@@ -153,14 +153,14 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
                     ++near_cutoff;
                   }
                 }
-                if (hash) {
+                if (companion) {
                   batch_for(r.key().size() + r.value().size() + 16, [&] {
-                    return MergeBatch{hash->family->op,
-                                      hash->map,
-                                      hash->key,
+                    return MergeBatch{companion->family->op,
+                                      companion->map,
+                                      companion->key,
                                       {},
                                       {},
-                                      std::string(hash->family->merge_command),
+                                      std::string(companion->family->merge_command),
                                       sender};
                   }).entries.emplace_back(std::string(r.key()), std::string(r.value()));
                   return;

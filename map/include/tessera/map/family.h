@@ -61,8 +61,8 @@ struct FamilySpec {
   std::string_view merge_command;
 };
 
-// Registers `spec` for its op and kinds (again: replaces). REQUIRES: spec.run and spec.writes
-// set; its op and kinds not registered by another family.
+// Registers `spec` for its op and kinds; registering a family again does nothing. REQUIRES:
+// spec.run and spec.writes set; its op not registered by another family.
 void RegisterFamily(const FamilySpec& spec);
 // The family serving `op` / owning entries of `kind`, or nullptr.
 const FamilySpec* FamilyOfOp(MapOp op);
