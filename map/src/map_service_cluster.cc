@@ -20,7 +20,9 @@
 // every write accepted before the flip is in it, and every later write reaches the new holder
 // after it (one connection per peer keeps order). A new owner serves the partition only after
 // the copy completed (a backup that becomes owner before its copy arrived waits too); requests
-// wait meanwhile, and the member gives up waiting after kAwaitLimit.
+// wait meanwhile, and the member gives up waiting once no copy reached it for
+// MapServiceOptions::migration_copy_wait_ms. A member that left its cluster applies no copy
+// until its next table (the sender sends it again).
 //
 // Resync: a backup that did not acknowledge an update (timeout, lost connection) is sent the
 // whole partition again, every second until it confirms or the table no longer lists it.
@@ -34,8 +36,8 @@ namespace tessera::map {
 namespace {
 
 // Retries of a request whose partition is migrating or whose owner is unreachable: 20 ms,
-// 40 ms, ... up to 200 ms apart, about 12 s in all, which outlasts kAwaitLimit (a new owner
-// waiting for its copy) and a failure timeout's worth of a dead owner.
+// 40 ms, ... up to 200 ms apart, about 12 s in all, which outlasts a new owner's default wait
+// for a copy that stopped coming and a failure timeout's worth of a dead owner.
 constexpr int kMaxRouteAttempts = 65;
 constexpr int kMaxRouteDelayMs = 200;
 constexpr base::Millis kAwaitLimit = 10'000;
@@ -515,12 +517,15 @@ void MapService::Impl::CopyToNewHolder(std::size_t shard, std::uint32_t p, std::
                     ConfirmedByCopy(p, target, failures);
                     return;
                   }
-                  // Only a copy never sent goes again: one that timed out or lost its
+                  // Only a copy never sent, or refused whole (kNotOwner: the target left its
+                  // cluster and has no table yet), goes again: one that timed out or lost its
                   // connection may have been applied, and the target may serve the partition
                   // since, with writes a second copy (clear, then this member's entries) would
                   // wipe.
-                  const bool again = ack.error().code() == ErrorCode::kConnectionFailed &&
-                                     SteadyMs() - first_ms < kCopyRetryLimitMs && !stopped.load();
+                  const auto code = ack.error().code();
+                  const bool again =
+                      (code == ErrorCode::kConnectionFailed || code == ErrorCode::kNotOwner) &&
+                      SteadyMs() - first_ms < kCopyRetryLimitMs && !stopped.load();
                   if (log) {
                     log->warn("copy of partition {} to {} failed: {}{}", p, target,
                               ack.error().ToString(), again ? "; sending it again" : "");
@@ -619,8 +624,11 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
       }
       NotifyOwnership(shard, {p});
     }
+    // Waiting since the table asked for the copy or the last copy arrived, whichever is later:
+    // a source copying many partitions in turn under load takes longer than the limit.
     if (!f.pending.load(std::memory_order_relaxed) ||
-        now - f.pending_since_ms.load() <= kAwaitLimit) {
+        now - std::max(f.pending_since_ms.load(), copy_progress_ms.load()) <=
+            options.migration_copy_wait_ms) {
       continue;
     }
     {
@@ -632,10 +640,10 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
     NotifyOwnership(shard, {p});
     if (log) {
       log->warn(
-          "partition {}: its migration copy did not arrive within {} ms; serving and "
-          "backing it up with what this member has (entries written elsewhere meanwhile "
-          "may be missing)",
-          p, kAwaitLimit);
+          "partition {}: its migration copy did not arrive, and no copy arrived for {} ms; "
+          "serving and backing it up with what this member has (entries written elsewhere "
+          "meanwhile may be missing)",
+          p, options.migration_copy_wait_ms);
     }
   }
 }
@@ -648,12 +656,18 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
   const auto current = CurrentRouting();
   const bool has_table = current != nullptr;
   const bool from_outsider = has_table && !sender.empty() && !current->HasMember(sender);
+  // Left its cluster, no table since (left_cluster): nothing is applied, see Impl.
+  const bool between_clusters = !has_table && left_cluster.load();
   std::set<std::uint32_t> ignoring;      // resyncs of partitions this member serves as owner
   std::vector<std::uint32_t> completed;  // copies that arrived: maybe served here from now on
   std::set<std::uint32_t> stale;
   std::set<std::uint32_t> refused;  // writes of partitions this member serves as owner
   std::map<std::uint32_t, std::uint64_t> write_version;  // of the write being applied
   for (const auto& u : updates) {
+    if (between_clusters && u.kind != ReplicaUpdate::Kind::kHandoff) {
+      refused.insert(u.partition_id);
+      continue;
+    }
     // A write of a partition this member serves as owner comes from a member whose table is
     // older than ours: one that was paused or cut off and still acts as the owner, on its
     // stale copy. Applying it would overwrite what was written here meanwhile; it is refused,
@@ -692,6 +706,7 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
     switch (u.kind) {
       case ReplicaUpdate::Kind::kSet:
       case ReplicaUpdate::Kind::kCopySet: {
+        if (u.kind == ReplicaUpdate::Kind::kCopySet) copy_progress_ms.store(SteadyMs());
         RecordStore& store = StoreOf(TableOn(shard, u.map_name), u.partition_id);
         const auto written = store.Write(u.key, u.value, now);
         Record* record = written.record;
@@ -744,11 +759,17 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
         // Atomic with SetPartitionTable: the copy may complete before this member installed
         // the table that made it a holder (copies and views travel on different connections).
         OwnershipChange change(*this);
+        if (routing == nullptr && left_cluster.load()) {
+          // LeaveCluster ran while this copy was being applied: its clear follows on this
+          // shard, and the copy must not count for the next table.
+          refused.insert(u.partition_id);
+          break;
+        }
+        copy_progress_ms.store(SteadyMs());
         auto& f = flags[u.partition_id];
         f.version.store(u.version);
         f.versioned.store(true);
         f.copy_arrived.store(true);
-        copy_master[u.partition_id] = u.key;  // the sender's master (ExportPartition)
         if (f.pending.exchange(false)) {
           f.local.store(routing && routing->Owner(u.partition_id) == routing->self);
           completed.push_back(u.partition_id);
@@ -759,7 +780,10 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
   }
   for (auto p : completed) SendDeferredCopies(shard, p);
   if (!completed.empty()) NotifyOwnership(shard, std::move(completed));
-  return {{stale.begin(), stale.end()}, {refused.begin(), refused.end()}, from_outsider};
+  return {{stale.begin(), stale.end()},
+          {refused.begin(), refused.end()},
+          from_outsider,
+          between_clusters || (!refused.empty() && left_cluster.load())};
 }
 
 void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
@@ -785,14 +809,24 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
         StalePartitions stale;
         std::vector<std::uint32_t> refused;
         bool from_outsider = false;
+        bool between_clusters = false;
         for (auto& o : per_shard) {
           stale.insert(stale.end(), o.stale.begin(), o.stale.end());
           refused.insert(refused.end(), o.refused.begin(), o.refused.end());
           from_outsider = from_outsider || (o.from_outsider && !o.refused.empty());
+          between_clusters = between_clusters || o.between_clusters;
         }
         if (!refused.empty()) {
           std::string list;
           for (auto p : refused) list += (list.empty() ? "" : ", ") + std::to_string(p);
+          if (between_clusters) {
+            return done(base::Fail(
+                ErrorCode::kNotOwner,
+                fmt::format("this member left its cluster and waits for its next partition "
+                            "table: it applies no replica update of partition(s) {} meanwhile "
+                            "(a copy is sent again once the table lists it)",
+                            list)));
+          }
           if (from_outsider) {
             return done(base::Fail(
                 ErrorCode::kNotOwner,

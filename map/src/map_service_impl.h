@@ -193,7 +193,6 @@ struct MapService::Impl {
       states.push_back(std::make_unique<ShardState>());
     flags = std::make_unique<PartitionFlags[]>(partitioner.partition_count());
     handoff_from.resize(partitioner.partition_count());
-    copy_master.resize(partitioner.partition_count());
     deferred_copies.resize(partitioner.partition_count());
   }
 
@@ -490,8 +489,9 @@ struct MapService::Impl {
   // sent (kConnectionFailed: the target unreachable for a moment, as when a partition heals one
   // member at a time) goes again every kCopyRetryMs while the current table still has `target` hold
   // p, until kCopyRetryLimitMs after `first_ms` (its first try): well within the target's wait for
-  // it (kAwaitLimit), after which the target serves what it has, which a late copy must not
-  // replace.
+  // it, after which the target serves what it has, which a late copy must not replace. So
+  // does one the target refused (kNotOwner: it left its cluster and has no table yet; nothing
+  // of it was applied).
   void CopyToNewHolder(std::size_t shard, std::uint32_t p, std::string target,
                        base::Millis first_ms);
   // Migration copies a new table asks of this member on one shard, sent in turn.
@@ -514,6 +514,7 @@ struct MapService::Impl {
     StalePartitions stale;
     std::vector<std::uint32_t> refused;
     bool from_outsider = false;
+    bool between_clusters = false;  // refused: this member left its cluster, no table since
   };
   // `sender`: the sending member's identity (empty: unknown; MapService::ApplyReplica). Its
   // listing is checked here, on the shard, in the same task as the apply: a table installed
@@ -553,9 +554,6 @@ struct MapService::Impl {
   // Per partition, the member whose kHandoff a pending handoff waits for; guarded by
   // ownership_mu.
   std::vector<std::string> handoff_from;
-  // Per partition, the master named by the last migration copy that completed here (see
-  // LeaveCluster); guarded by ownership_mu.
-  std::vector<std::string> copy_master;
   // Per partition, the new holders this member is to copy it to once its own copy arrived: a
   // table made it the source while it still waited for the partition (its owner, or the
   // member it was taking the partition from, died or restarted mid-migration); copying the
@@ -563,9 +561,14 @@ struct MapService::Impl {
   std::vector<std::vector<std::string>> deferred_copies;
   // Sends `p`'s deferred copies, if any (on p's shard, after its copy arrived or was given up).
   void SendDeferredCopies(std::size_t shard, std::uint32_t p);
-  // LeaveCluster ran and no table came since: copies that completed meanwhile count only if
-  // they came from the cluster of the next table. Guarded by ownership_mu.
-  bool left_cluster = false;
+  // LeaveCluster ran and no table came since. Meanwhile this member applies no replica update
+  // (ApplyOnShard refuses them, and a copy's sender sends it again): a copy exported before
+  // the member left would otherwise count as the next table's, and a write would be confirmed
+  // by a member that keeps none of it. Written under ownership_mu.
+  std::atomic<bool> left_cluster{false};
+  // When (SteadyMs) a migration copy's entry or end last arrived here: a new holder waits for
+  // its copy while copies keep arriving (GiveUpStaleCopies).
+  std::atomic<std::int64_t> copy_progress_ms{0};
   // SetOwnershipHook's hook; guarded by ownership_mu, copied out before it is called.
   std::shared_ptr<const std::function<void(std::uint32_t)>> ownership_hook;
   // Runs the ownership hook for `partitions` (all on `shard`): inline when on that shard, else

@@ -55,7 +55,7 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
       f.handoff_arrived.store(false);
     }
     impl_->routing = nullptr;  // requests wait for the next table (ExpectPartitionTable)
-    impl_->left_cluster = true;
+    impl_->left_cluster.store(true);
     impl_->expects_table.store(true);
   }
   for (std::size_t shard = 0; shard < changed.size(); ++shard) {

@@ -60,7 +60,6 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   // our kHandoff, sent once the ownership hook stopped our work (on the shard).
   std::vector<std::vector<std::pair<std::uint32_t, std::string>>> handoffs(shards_.size());
   std::string self_address;
-  std::vector<std::uint32_t> foreign_copies;
   {
     Impl::OwnershipChange change(*impl_);
     auto previous = impl_->routing;
@@ -90,19 +89,9 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     auto next = std::make_shared<Impl::Routing>(
         Impl::Routing{std::move(replicas), std::move(self), routing,
                       members.empty() ? std::string() : members.front(), std::move(ids)});
-    // A member that left its cluster (LeaveCluster) may have received a late copy from it
-    // before this table: only copies from this table's cluster count. The partition then waits
-    // for this cluster's copy, which starts by clearing what the other one left.
-    if (impl_->left_cluster) {
-      impl_->left_cluster = false;
-      for (std::uint32_t p = 0; p < next->replicas.size(); ++p) {
-        auto& f = impl_->flags[p];
-        if (f.copy_arrived.load() && impl_->copy_master[p] != next->master) {
-          f.copy_arrived.store(false);
-          foreign_copies.push_back(p);
-        }
-      }
-    }
+    // A member that left its cluster (LeaveCluster) applied no copy since (ApplyOnShard): its
+    // partitions wait for this table's copies, which start by clearing what it holds.
+    impl_->left_cluster.store(false);
     // The cluster's size before any flag: a shard that sees a partition lose its backups
     // (a smaller cluster) sees the smaller size too, so a quorum map's write is not applied
     // without backups under the old size.
@@ -202,12 +191,6 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     }
     self_address = next->self;
     impl_->routing = std::move(next);
-  }
-  if (!foreign_copies.empty() && impl_->log) {
-    impl_->log->warn(
-        "ignoring {} partition copies that came from the cluster this member left; "
-        "waiting for this cluster's",
-        foreign_copies.size());
   }
   // Before the copies are posted: on each shard, work stopped by the hook is over before the
   // partition's copy leaves (posts to a shard run in order).

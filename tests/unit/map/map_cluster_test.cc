@@ -884,9 +884,9 @@ class NoPeers final : public ClusterRouting {
 // One map service with its shards and no peers: a member whose table names others that never
 // answer (the tests feed it replica updates by hand).
 struct Solo {
-  explicit Solo(const std::string& name)
+  explicit Solo(const std::string& name, MapServiceOptions options = {})
       : service(shards, tessera::partition::Partitioner(271), clock, processors,
-                spdlog::null_logger_mt(name)) {
+                spdlog::null_logger_mt(name), std::move(options)) {
     shards.Start();
     service.Start();
   }
@@ -908,11 +908,13 @@ std::vector<ReplicaUpdate> CopyOf(std::uint32_t p, const std::string& key, const
           {ReplicaUpdate::Kind::kPartitionComplete, "", p, master, "", 0, 0, 1}};
 }
 
-void Apply(MapService& service, std::vector<ReplicaUpdate> updates) {
-  std::promise<void> applied;
-  service.ApplyReplica(std::move(updates),
-                       [&](tessera::base::Result<StalePartitions>) { applied.set_value(); });
-  applied.get_future().wait();
+tessera::base::Result<StalePartitions> Apply(MapService& service,
+                                             std::vector<ReplicaUpdate> updates) {
+  std::promise<tessera::base::Result<StalePartitions>> applied;
+  service.ApplyReplica(std::move(updates), [&](tessera::base::Result<StalePartitions> r) {
+    applied.set_value(std::move(r));
+  });
+  return applied.get_future().get();
 }
 }  // namespace
 
@@ -1081,9 +1083,13 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "A member that left its cluster takes its data out, ignores a late copy from that "
-    "cluster and serves the new cluster's",
+    "A member that left its cluster takes its data out, refuses every copy until its next "
+    "table, and serves only that table's copy, from the same master or another",
     "[map][cluster][merge]") {
+  // A copy its old cluster exported before it left (queued on its shard behind nothing, or
+  // still on the wire) came in after its stores were cleared and counted when it rejoined the
+  // same master: it served that old copy (an order-service instance answered 404 for orders
+  // that existed, chaos-orders --quorum --partition-service, seed 104).
   Solo solo("left-cluster");
   MapService& service = solo.service;
   NoPeers& peers = solo.peers;
@@ -1091,28 +1097,63 @@ TEST_CASE(
   auto table = [&](const std::string& other) {
     return std::vector<std::vector<std::string>>(271, {"self", other});
   };
-  service.SetPartitionTable(table("a"), {{"a", "a"}, {"self", "self"}}, "self",
-                            &peers);  // master a
-  REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "k", "ours")));
+  for (const std::string master : {"a", "b"}) {
+    CAPTURE(master);
+    service.SetPartitionTable(table("a"), {{"a", "a"}, {"self", "self"}}, "self",
+                              &peers);                     // master a
+    REQUIRE(Apply(service, CopyOf(p, "k", "ours", "a")));  // a's copy
+    REQUIRE(service.OwnsPartition(p));
 
-  auto batches = service.LeaveCluster();
-  REQUIRE(batches.size() == 1);
-  CHECK(batches[0].op == MapOp::kMergeEntries);
-  CHECK(batches[0].map_name == "orders");
-  REQUIRE(batches[0].entries.size() == 1);
-  CHECK(batches[0].entries[0].first == "k");
-  CHECK(DecodeMergeEntry(batches[0].entries[0].second)->value == "ours");
-  CHECK(!service.OwnsPartition(p));
+    auto batches = service.LeaveCluster();
+    REQUIRE(batches.size() == 1);
+    CHECK(batches[0].op == MapOp::kMergeEntries);
+    CHECK(batches[0].map_name == "orders");
+    REQUIRE(batches[0].entries.size() == 1);
+    CHECK(batches[0].entries[0].first == "k");
+    CHECK(DecodeMergeEntry(batches[0].entries[0].second)->value == "ours");
+    CHECK(!service.OwnsPartition(p));
 
-  Apply(service, CopyOf(p, "k", "stale", "a"));  // a late copy from the old cluster
-  service.SetPartitionTable(table("b"), {{"b", "b"}, {"self", "self"}}, "self",
-                            &peers);  // joined b's cluster
-  CHECK(!service.OwnsPartition(p));   // waits for b's copy
-  Apply(service, CopyOf(p, "k", "fresh", "b"));
-  CHECK(service.OwnsPartition(p));
-  auto got = service.ExecuteSync(Rq(MapOp::kGet, "k"));
-  REQUIRE(got);
-  CHECK(got->value == "fresh");
+    auto late = Apply(service, CopyOf(p, "k", "stale", "a"));  // exported before it left
+    REQUIRE_FALSE(late);
+    CHECK(late.error().code() == ErrorCode::kNotOwner);
+    CHECK(late.error().message().find("left its cluster") != std::string::npos);
+    service.SetPartitionTable(table(master), {{master, master}, {"self", "self"}}, "self",
+                              &peers);  // joined a's cluster again, or b's
+    CHECK(!service.OwnsPartition(p));   // waits for this table's copy
+    CHECK(service.AwaitingPartitionCount() == 271);
+    REQUIRE(Apply(service, CopyOf(p, "k", "fresh-" + master, master)));
+    CHECK(service.OwnsPartition(p));
+    auto got = service.ExecuteSync(Rq(MapOp::kGet, "k"));
+    REQUIRE(got);
+    CHECK(got->value == "fresh-" + master);
+  }
+}
+
+TEST_CASE(
+    "A new holder waits for its copy while copies keep arriving, and serves what it has once "
+    "none arrived for the wait",
+    "[map][cluster][migration]") {
+  // A source copying 271 partitions one per task on a busy shard took longer than the wait:
+  // the new holder served ~180 partitions empty after every rejoin, and backed them up with
+  // nothing (chaos-orders --quorum --partition-service, seed 104).
+  MapServiceOptions options;
+  options.migration_copy_wait_ms = 600;
+  Solo solo("slow-copies", options);
+  MapService& service = solo.service;
+  service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self", "a"}),
+                            {{"a", "a"}, {"self", "self"}}, "self", &solo.peers);
+  REQUIRE(service.AwaitingPartitionCount() == 271);
+  for (std::uint32_t p = 0; p < 8; ++p) {  // one copy every 200 ms: 1.6 s in all
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    REQUIRE(Apply(service, CopyOf(p, "k" + std::to_string(p), "v", "a")));
+    CHECK(service.AwaitingPartitionCount() == 271 - (p + 1));
+  }
+  // No copy since: the rest is given up within the wait (and a sweep tick or so).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (service.AwaitingPartitionCount() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(service.AwaitingPartitionCount() == 0);
 }
 
 TEST_CASE(

@@ -81,6 +81,11 @@ struct MapServiceOptions {
   // backups unreachable (the writes fail, "applied on the owner but its backup did not confirm
   // it"). A quorum map leaving its cluster (LeaveCluster) does not take those out.
   base::Millis failure_timeout_ms = 5'000;
+  // A member that newly holds a partition serves nothing of it until its migration copy
+  // arrived. It stops waiting, and serves and backs up what it has (possibly nothing), only
+  // when no copy of any partition reached it for this long: copies arriving in turn from a
+  // busy source keep it waiting, a source that died (or a copy lost for good) does not.
+  base::Millis migration_copy_wait_ms = 10'000;
 };
 
 // The map where partition transactions keep the ids of committed batches: key
