@@ -40,13 +40,12 @@ namespace {
 // for a copy that stopped coming and a failure timeout's worth of a dead owner.
 constexpr int kMaxRouteAttempts = 65;
 constexpr int kMaxRouteDelayMs = 200;
-constexpr base::Millis kAwaitLimit = 10'000;
 constexpr std::size_t kCopyChunkBytes = 4 << 20;  // one replica message of a partition copy
 constexpr int kResyncRetryMs = 1000;  // between attempts to re-copy a partition to a backup
 constexpr int kResyncAttempts = 30;
 constexpr int kCopyRetryMs = 250;  // between attempts of a migration copy (CopyToNewHolder)
+// Well within a new holder's default wait for its copy (migration_copy_wait_ms, 10 s).
 constexpr base::Millis kCopyRetryLimitMs = 6'000;
-static_assert(kCopyRetryLimitMs <= kAwaitLimit * 3 / 4, "retries end well before the wait");
 
 bool RetryableRouteError(ErrorCode code) {
   return code == ErrorCode::kNotOwner || code == ErrorCode::kConnectionFailed;
@@ -602,50 +601,6 @@ std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
                  current ? current->master : std::string(), "", 0, 0,
                  flags[partition_id].version.load()});
   return out;
-}
-
-void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
-  const base::Millis now = SteadyMs();
-  for (auto p = static_cast<std::uint32_t>(shard); p < partitioner.partition_count();
-       p += static_cast<std::uint32_t>(shards.size())) {
-    auto& f = flags[p];
-    bool gave_up_handoff = false;
-    if (f.handoff_pending.load(std::memory_order_relaxed)) {
-      std::lock_guard lock(ownership_mu);  // against a table setting up a new wait meanwhile
-      gave_up_handoff = f.handoff_pending.load() && now - f.handoff_since_ms.load() > kAwaitLimit &&
-                        f.handoff_pending.exchange(false);
-    }
-    if (gave_up_handoff) {
-      if (log) {
-        log->warn(
-            "partition {}: no work handoff from its previous owner within {} ms; "
-            "starting its partition work here",
-            p, kAwaitLimit);
-      }
-      NotifyOwnership(shard, {p});
-    }
-    // Waiting since the table asked for the copy or the last copy arrived, whichever is later:
-    // a source copying many partitions in turn under load takes longer than the limit.
-    if (!f.pending.load(std::memory_order_relaxed) ||
-        now - std::max(f.pending_since_ms.load(), copy_progress_ms.load()) <=
-            options.migration_copy_wait_ms) {
-      continue;
-    }
-    {
-      OwnershipChange change(*this);
-      if (!f.pending.exchange(false)) continue;
-      f.local.store(routing && routing->Owner(p) == routing->self);
-    }
-    SendDeferredCopies(shard, p);  // what this member has is the best copy left
-    NotifyOwnership(shard, {p});
-    if (log) {
-      log->warn(
-          "partition {}: its migration copy did not arrive, and no copy arrived for {} ms; "
-          "serving and backing it up with what this member has (entries written elsewhere "
-          "meanwhile may be missing)",
-          p, options.migration_copy_wait_ms);
-    }
-  }
 }
 
 MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(

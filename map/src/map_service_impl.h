@@ -521,8 +521,9 @@ struct MapService::Impl {
   // later posts its copies to this shard after this batch, so they include what it applied.
   ReplicaOutcome ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates,
                               const std::string& sender);
-  // Stops waiting for migration copies of this shard's partitions pending for longer than the
-  // limit (their source died or never knew): logs, and serves what the member has.
+  // Stops waiting for migration copies of this shard's partitions once no copy arrived for
+  // options.migration_copy_wait_ms (their source died or never knew), and for work handoffs
+  // pending longer than 10 s: logs, and serves what the member has (map_service_table.cc).
   void GiveUpStaleCopies(std::size_t shard);
   // Turns the events of one operation into the resulting state of each key it touched, as
   // replica version `version` (0: the partition's next one).

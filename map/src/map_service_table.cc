@@ -24,6 +24,9 @@ base::Millis SteadyMs() {
       .count();
 }
 
+// How long a new owner waits for its previous owner's kHandoff (GiveUpStaleCopies).
+constexpr base::Millis kAwaitLimit = 10'000;
+
 }  // namespace
 
 void MapService::Impl::SendDeferredCopies(std::size_t shard, std::uint32_t p) {
@@ -234,6 +237,50 @@ void MapService::Impl::CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> 
     for (auto& target : to) CopyToNewHolder(shard, p, std::move(target), SteadyMs());
     if (queue->next < queue->copies.size()) CopyInTurn(shard, queue);
   });
+}
+
+void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
+  const base::Millis now = SteadyMs();
+  for (auto p = static_cast<std::uint32_t>(shard); p < partitioner.partition_count();
+       p += static_cast<std::uint32_t>(shards.size())) {
+    auto& f = flags[p];
+    bool gave_up_handoff = false;
+    if (f.handoff_pending.load(std::memory_order_relaxed)) {
+      std::lock_guard lock(ownership_mu);  // against a table setting up a new wait meanwhile
+      gave_up_handoff = f.handoff_pending.load() && now - f.handoff_since_ms.load() > kAwaitLimit &&
+                        f.handoff_pending.exchange(false);
+    }
+    if (gave_up_handoff) {
+      if (log) {
+        log->warn(
+            "partition {}: no work handoff from its previous owner within {} ms; "
+            "starting its partition work here",
+            p, kAwaitLimit);
+      }
+      NotifyOwnership(shard, {p});
+    }
+    // Waiting since the table asked for the copy or the last copy arrived, whichever is later:
+    // a source copying many partitions in turn under load takes longer than the limit.
+    if (!f.pending.load(std::memory_order_relaxed) ||
+        now - std::max(f.pending_since_ms.load(), copy_progress_ms.load()) <=
+            options.migration_copy_wait_ms) {
+      continue;
+    }
+    {
+      OwnershipChange change(*this);
+      if (!f.pending.exchange(false)) continue;
+      f.local.store(routing && routing->Owner(p) == routing->self);
+    }
+    SendDeferredCopies(shard, p);  // what this member has is the best copy left
+    NotifyOwnership(shard, {p});
+    if (log) {
+      log->warn(
+          "partition {}: its migration copy did not arrive, and no copy arrived for {} ms; "
+          "serving and backing it up with what this member has (entries written elsewhere "
+          "meanwhile may be missing)",
+          p, options.migration_copy_wait_ms);
+    }
+  }
 }
 
 }  // namespace tessera::map
