@@ -18,6 +18,7 @@
 #include "tessera/base/check.h"
 #include "tessera/base/log.h"
 #include "tessera/hash/redis_hash.h"
+#include "tessera/streams/redis_stream.h"
 #include "transaction_runner.h"
 
 namespace tessera::grid {
@@ -42,6 +43,7 @@ Member::Member(MemberOptions options, std::shared_ptr<spdlog::logger> log, const
     : options_(std::move(options)), log_(log ? std::move(log) : DefaultLogger()), uuid_(NewUuid()) {
   processors_.RegisterBuiltins();
   hash::Register();  // the data type families a member serves (map/family.h)
+  streams::Register();
   options_.map_options.failure_timeout_ms = options_.failure_timeout_ms;  // LeaveCluster's
   impl_ = std::make_unique<Impl>(options_, log_, clock, processors_);
   impl_->work = std::make_unique<PartitionWorkService>(impl_->shards, impl_->maps, *this);

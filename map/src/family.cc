@@ -26,26 +26,9 @@ struct Registry {
 
 void Add(Registry& r, const FamilySpec& spec);
 
-// Redis streams are served by the engine itself until they move to a family of their own.
-FamilySpec RedisStreams() {
-  FamilySpec spec;
-  spec.name = "redis-stream";
-  spec.op = MapOp::kRedisStream;
-  spec.run = detail::OpRedisStream;
-  spec.writes = [](const MapRequest&) { return true; };
-  spec.kinds[0] = ValueKind::kStream;
-  spec.kind_count = 1;
-  spec.kind_name = "stream";
-  spec.leaving = [](OpContext& ctx, std::string_view key, ValueKind, std::string_view value) {
-    detail::StreamKeyLeaving(ctx, key, value);
-  };
-  return spec;
-}
-
 Registry& Families() {
   static Registry* registry = [] {
     auto* r = new Registry;  // never destroyed: shards may look up while the process exits
-    Add(*r, RedisStreams());
     return r;
   }();
   return *registry;

@@ -477,7 +477,7 @@ base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view b
             return Fail(ErrorCode::kBadRequest,
                         "unknown replica update kind " + std::to_string(u.getKind()));
           }
-          if (u.getValueKind() > static_cast<std::uint8_t>(ValueKind::kStream)) {
+          if (u.getValueKind() >= kValueKindCount) {
             return Fail(ErrorCode::kBadRequest,
                         "unknown value kind " + std::to_string(u.getValueKind()) +
                             " in a replica update; upgrade every member to the same release");

@@ -16,10 +16,9 @@
 
 #include "op_support.h"
 #include "stream_support.h"
-#include "tessera/map/redis_stream.h"
 #include "tessera/map/stream_format.h"
 
-namespace tessera::map::detail {
+namespace tessera::map {
 
 WriteOptions Forever() {
   WriteOptions o;
@@ -68,6 +67,10 @@ void DropHead(RecordStore& store, std::string_view sub, StreamMeta& m, OpContext
 }
 
 std::string StreamOfSub(std::string_view sub) { return std::string(sub.substr(0, sub.rfind('#'))); }
+
+}  // namespace tessera::map
+
+namespace tessera::map::detail {
 
 namespace {
 
@@ -494,8 +497,8 @@ base::Result<MapResult> OpStreamGroup(RecordStore& store, const MapRequest& rq, 
     if (Record* lease = FindLive(store, StreamLeaseKey(sub, group), ctx)) {
       RemoveLive(store, *lease, ctx, EntryEventType::kRemoved);
     }
-    if (Record* redis = FindLive(store, RedisStreamGroupKey(sub, group), ctx)) {
-      RemoveLive(store, *redis, ctx, EntryEventType::kRemoved);  // a group XGROUP CREATE made
+    if (Record* state = FindLive(store, StreamGroupStateKey(sub, group), ctx)) {
+      RemoveLive(store, *state, ctx, EntryEventType::kRemoved);  // another API's group
     }
     Trim(store, sub, m, ctx, IntArg(rq, "max_age_ms", 0));
     SaveMeta(store, sub, loaded, ctx);

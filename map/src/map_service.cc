@@ -262,7 +262,7 @@ base::Result<MapResult> MapService::Impl::RunOnPartition(std::size_t shard,
 
 void MapService::Impl::RunFollowUps(std::vector<MapRequest> requests) {
   for (auto& request : requests) {
-    if (request.op == MapOp::kRedisStream) stream_key_removals.fetch_add(1);
+    stream_key_removals.fetch_add(1);  // families' follow-ups: a stream whose key went
     RunFollowUp(std::move(request), 0);
   }
 }
@@ -299,8 +299,8 @@ void MapService::Impl::SendFollowUp(MapRequest request, int round) {
           }
           return;
         }
-        if (result->flag && again->op == MapOp::kRedisStream && round < kMaxRounds) {
-          RunFollowUp(std::move(*again), round + 1);  // a long stream: the next step
+        if (result->flag && round < kMaxRounds) {
+          RunFollowUp(std::move(*again), round + 1);  // more to do (a long stream): next step
         }
       },
       0);

@@ -20,7 +20,7 @@
 // every write accepted before the flip is in it, and every later write reaches the new holder
 // after it (one connection per peer keeps order). A new owner serves the partition only after
 // the copy completed (a backup that becomes owner before its copy arrived waits too); requests
-// wait meanwhile, and the member gives up waiting once no copy reached it for
+// wait meanwhile, and the member gives up waiting after
 // MapServiceOptions::migration_copy_wait_ms. A member that left its cluster applies no copy
 // until its next table (the sender sends it again).
 //
@@ -578,6 +578,17 @@ void MapService::Impl::ResyncBackup(std::uint32_t partition_id, std::string back
   });
 }
 
+std::size_t MapService::Impl::PartitionEntryCount(std::size_t shard,
+                                                  std::uint32_t partition_id) const {
+  std::size_t n = 0;
+  for (const auto& [name, table] : states[shard]->maps) {
+    if (const RecordStore* slot = table->stores.Find(partition_id / shards.size())) {
+      n += slot->size();
+    }
+  }
+  return n;
+}
+
 std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
                                                              std::uint32_t partition_id) {
   std::vector<ReplicaUpdate> out;
@@ -661,7 +672,6 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
     switch (u.kind) {
       case ReplicaUpdate::Kind::kSet:
       case ReplicaUpdate::Kind::kCopySet: {
-        if (u.kind == ReplicaUpdate::Kind::kCopySet) copy_progress_ms.store(SteadyMs());
         RecordStore& store = StoreOf(TableOn(shard, u.map_name), u.partition_id);
         const auto written = store.Write(u.key, u.value, now);
         Record* record = written.record;
@@ -720,7 +730,6 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
           refused.insert(u.partition_id);
           break;
         }
-        copy_progress_ms.store(SteadyMs());
         auto& f = flags[u.partition_id];
         f.version.store(u.version);
         f.versioned.store(true);

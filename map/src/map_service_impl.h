@@ -93,7 +93,8 @@ struct MapTable {
 
 // Whether `request` is a kStreamRead with wait_ms (a long poll; map_service_waits.cc).
 bool StreamReadWaits(const MapRequest& request);
-// Whether the stream operation `request` stored events (an append, a merge, an XADD).
+// Whether the stream operation `request` stored events (an append, a merge, a family's
+// append: family.h).
 bool StreamOpStored(const MapRequest& request, const MapResult& result);
 
 // A parked kStreamRead with wait_ms (map_request.h), answered once.
@@ -499,12 +500,15 @@ struct MapService::Impl {
     std::vector<std::pair<std::uint32_t, std::vector<std::string>>> copies;  // partition, to
     std::size_t next = 0;
   };
-  // Posts the next copy of `queue` to `shard`; once sent (CopyToNewHolder to each of its
-  // targets) the task posts the following one, behind whatever the shard received meanwhile:
-  // a shard copying many partitions still reads its connections between two of them (a
-  // member's heartbeats among them). Each task holds a request token, so Stop waits for the
-  // whole chain: a leaving member's copies are its handover.
+  // Posts the next copies of `queue` to `shard`: one task sends partitions (CopyToNewHolder to
+  // each of their targets) until about options.scan_entries_per_task entries left, then posts
+  // the rest behind whatever the shard received meanwhile: a shard copying many partitions
+  // still reads its connections between two tasks (a member's heartbeats among them), and
+  // many small partitions do not each wait a turn. Each task holds a request token, so Stop
+  // waits for the whole chain: a leaving member's copies are its handover.
   void CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> queue);
+  // On partition p's shard: how many entries its stores hold (all maps).
+  std::size_t PartitionEntryCount(std::size_t shard, std::uint32_t partition_id) const;
   // On partition p's shard: clear + every live entry of every map, for a migration.
   std::vector<ReplicaUpdate> ExportPartition(std::size_t shard, std::uint32_t partition_id);
   // What a backup found applying one batch: partitions whose replica version showed missed
@@ -521,7 +525,7 @@ struct MapService::Impl {
   // later posts its copies to this shard after this batch, so they include what it applied.
   ReplicaOutcome ApplyOnShard(std::size_t shard, const std::vector<ReplicaUpdate>& updates,
                               const std::string& sender);
-  // Stops waiting for migration copies of this shard's partitions once no copy arrived for
+  // Stops waiting for migration copies of this shard's partitions pending longer than
   // options.migration_copy_wait_ms (their source died or never knew), and for work handoffs
   // pending longer than 10 s: logs, and serves what the member has (map_service_table.cc).
   void GiveUpStaleCopies(std::size_t shard);
@@ -567,9 +571,6 @@ struct MapService::Impl {
   // the member left would otherwise count as the next table's, and a write would be confirmed
   // by a member that keeps none of it. Written under ownership_mu.
   std::atomic<bool> left_cluster{false};
-  // When (SteadyMs) a migration copy's entry or end last arrived here: a new holder waits for
-  // its copy while copies keep arriving (GiveUpStaleCopies).
-  std::atomic<std::int64_t> copy_progress_ms{0};
   // SetOwnershipHook's hook; guarded by ownership_mu, copied out before it is called.
   std::shared_ptr<const std::function<void(std::uint32_t)>> ownership_hook;
   // Runs the ownership hook for `partitions` (all on `shard`): inline when on that shard, else

@@ -7,7 +7,7 @@
 
 #include "map_service_impl.h"
 #include "op_support.h"
-#include "tessera/map/redis_stream.h"
+#include "tessera/map/family.h"
 #include "tessera/map/stream_format.h"
 
 namespace tessera::map {
@@ -29,8 +29,9 @@ void MapService::Impl::TrackStream(MapTable& table, std::uint32_t partition_id,
   const std::string_view sub = std::string_view(request.key).substr(at + 1);
   RecordStore& store = StoreOf(table, partition_id);
   const std::string group = detail::StringArg(request, "group");
-  if (request.op == MapOp::kRedisStream && store.Find(StreamMetaKey(sub)) == nullptr) {
-    // No such stream (an EXISTS or TYPE of any key asks), or one just deleted: no state.
+  if (FamilyOfOp(request.op) != nullptr && store.Find(StreamMetaKey(sub)) == nullptr) {
+    // A family's command on no such stream (an EXISTS or TYPE of any key asks), or one it
+    // just deleted: no state.
     std::lock_guard lock(stream_mu);
     if (auto it = stream_state.find(sub); it != stream_state.end()) stream_state.erase(it);
     return;
@@ -55,9 +56,9 @@ void MapService::Impl::TrackStream(MapTable& table, std::uint32_t partition_id,
     return;
   }
   if (request.op == MapOp::kStreamMerge) s.appended += result.count;
-  if (request.op == MapOp::kRedisStream && result.value &&
-      RedisStreamCommandAppends(request.argument.GetString("cmd").value_or(""))) {
-    ++s.appended;  // an XADD
+  if (const FamilySpec* family = FamilyOfOp(request.op);
+      family != nullptr && family->appended != nullptr && family->appended(request, result)) {
+    ++s.appended;  // a family's append
   }
   if (request.op == MapOp::kStreamAppend) {
     for (const auto& [offset, dup] : result.entries) (dup.empty() ? s.appended : s.duplicates)++;

@@ -233,8 +233,16 @@ void MapService::Impl::CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> 
   // Not cut short by Stop: a member leaving its cluster hands its partitions over while Stop
   // waits for the chain's token (its last copies went missing when the chain stopped there).
   shards.InvokeOn(shard, [this, shard, queue = std::move(queue), token = EnterRequest()] {
-    auto& [p, to] = queue->copies[queue->next++];
-    for (auto& target : to) CopyToNewHolder(shard, p, std::move(target), SteadyMs());
+    // Partitions until about options.scan_entries_per_task entries left (a partition counts
+    // at least one): few tasks for many small partitions, one per large one.
+    const auto budget =
+        static_cast<std::size_t>(std::max<std::int64_t>(options.scan_entries_per_task, 1));
+    std::size_t sent = 0;
+    while (queue->next < queue->copies.size() && sent < budget) {
+      auto& [p, to] = queue->copies[queue->next++];
+      sent += std::max<std::size_t>(PartitionEntryCount(shard, p), 1);
+      for (auto& target : to) CopyToNewHolder(shard, p, std::move(target), SteadyMs());
+    }
     if (queue->next < queue->copies.size()) CopyInTurn(shard, queue);
   });
 }
@@ -259,11 +267,8 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
       }
       NotifyOwnership(shard, {p});
     }
-    // Waiting since the table asked for the copy or the last copy arrived, whichever is later:
-    // a source copying many partitions in turn under load takes longer than the limit.
     if (!f.pending.load(std::memory_order_relaxed) ||
-        now - std::max(f.pending_since_ms.load(), copy_progress_ms.load()) <=
-            options.migration_copy_wait_ms) {
+        now - f.pending_since_ms.load() <= options.migration_copy_wait_ms) {
       continue;
     }
     {
@@ -275,9 +280,9 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
     NotifyOwnership(shard, {p});
     if (log) {
       log->warn(
-          "partition {}: its migration copy did not arrive, and no copy arrived for {} ms; "
-          "serving and backing it up with what this member has (entries written elsewhere "
-          "meanwhile may be missing)",
+          "partition {}: its migration copy did not arrive within {} ms; serving and backing "
+          "it up with what this member has (entries written elsewhere meanwhile may be "
+          "missing)",
           p, options.migration_copy_wait_ms);
     }
   }

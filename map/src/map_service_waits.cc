@@ -12,7 +12,7 @@
 
 #include "map_service_impl.h"
 #include "op_support.h"
-#include "tessera/map/redis_stream.h"
+#include "tessera/map/family.h"
 #include "tessera/map/stream_format.h"
 
 namespace tessera::map {
@@ -62,11 +62,10 @@ bool StreamOpStored(const MapRequest& request, const MapResult& result) {
     case MapOp::kStreamAppend:
     case MapOp::kStreamMerge:
       return result.count > 0;
-    case MapOp::kRedisStream:  // an XADD answers the new entry's ID
-      return result.value.has_value() &&
-             RedisStreamCommandAppends(detail::StringArg(request, "cmd"));
-    default:
-      return false;
+    default: {  // a family's op (family.h)
+      const FamilySpec* family = FamilyOfOp(request.op);
+      return family != nullptr && family->appended != nullptr && family->appended(request, result);
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "tessera/map/family.h"
 #include "tessera/map/map_ops.h"
+#include "tessera/map/stream_storage.h"
 
 namespace tessera::map::detail {
 
@@ -22,12 +23,7 @@ using map::StringArg;
 using map::WriteLive;
 using map::WriteLiveKind;
 
-// "ring@R" -> R, "meta@S#3" -> S#3: the name after a bookkeeping key's first '@' (the name may
-// hold '@' itself; every key of the ring or stream then partitions by the text after its last).
-inline std::string_view AfterFirstAt(std::string_view key) {
-  auto at = key.find('@');
-  return at == std::string_view::npos ? key : key.substr(at + 1);
-}
+using map::AfterFirstAt;  // stream_storage.h
 
 // Appends an event when someone listens.
 void Emit(OpContext& ctx, EntryEventType type, std::string_view key,
@@ -41,8 +37,6 @@ inline void EntryLeaving(OpContext& ctx, std::string_view key, ValueKind kind,
   const FamilySpec* family = FamilyOfKind(kind);
   if (family != nullptr && family->leaving != nullptr) family->leaving(ctx, key, kind, value);
 }
-// A Redis stream's keyspace entry left: its records go (map_ops_redis_stream.cc).
-void StreamKeyLeaving(OpContext& ctx, std::string_view key, std::string_view value);
 
 // kWrongType unless `r` (a live entry or nullptr) holds a plain value.
 base::Result<void> CheckPlain(const Record* r);
@@ -87,8 +81,5 @@ base::Result<MapResult> OpStreamJoin(RecordStore& store, const MapRequest& reque
 base::Result<MapResult> OpStreamMerge(RecordStore& store, const MapRequest& request,
                                       OpContext& ctx);
 base::Result<MapResult> OpRingMerge(RecordStore& store, const MapRequest& request, OpContext& ctx);
-// Redis stream commands (map_ops_redis_stream.cc).
-base::Result<MapResult> OpRedisStream(RecordStore& store, const MapRequest& request,
-                                      OpContext& ctx);
 
 }  // namespace tessera::map::detail

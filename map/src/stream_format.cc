@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <charconv>
 
-#include "sized_text.h"
+#include "tessera/base/sized_text.h"
 
 namespace tessera::map {
 
-using detail::PutSized;
-using detail::TakeNumber;
-using detail::TakeSized;
+using base::PutSized;
+using base::TakeNumber;
+using base::TakeSized;
 
 // "<time>;<n>:<id><n>:<key><payload>": the time first so StoredEventTime reads only that.
 void EncodeStoredEventInto(std::string& out, std::string_view id, std::string_view key,
@@ -175,6 +175,10 @@ void StreamIdKeyInto(std::string& out, std::string_view sub, std::string_view ev
 
 std::string StreamLeaseKey(std::string_view sub, std::string_view group) {
   return Concat("lease:", group, "@", sub);
+}
+
+std::string StreamGroupStateKey(std::string_view sub, std::string_view group) {
+  return Concat("xgroup:", group, "@", sub);
 }
 
 std::string StreamLeaseEpochKey(std::string_view sub, std::string_view group) {

@@ -14,8 +14,8 @@
 #include "stream_util.h"
 #include "tessera/hash/redis_hash.h"
 #include "tessera/map/map_service.h"
-#include "tessera/map/redis_stream.h"
 #include "tessera/map/stream_format.h"
+#include "tessera/streams/redis_stream.h"
 #include "tessera/topic/glob.h"
 
 namespace tessera::resp {
@@ -44,7 +44,7 @@ void CountKeys(Connection& conn, Args args, bool clear) {
         KeyRequest(clear ? MapOp::kDelete : MapOp::kContainsKey, conn.default_map(), args[i]));
     key_of.push_back(i);
     if (clear && MayBeStream(conn, args[i])) {
-      requests.push_back(map::RedisStreamDeleteRequest(args[i]));
+      requests.push_back(streams::RedisStreamDeleteRequest(args[i]));
       key_of.push_back(i);
     }
   }
@@ -124,7 +124,7 @@ void Del(Connection& conn, Args args) {
   for (const auto& [i, stream] : work) {
     auto done = [state, i = i](base::Result<bool> r) { state->Done(i, std::move(r)); };
     if (stream) {
-      DeleteStreamRecords(server, map::RedisStreamDeleteRequest(args[i]), std::move(done));
+      DeleteStreamRecords(server, streams::RedisStreamDeleteRequest(args[i]), std::move(done));
       continue;
     }
     maps.Execute(KeyRequest(MapOp::kDelete, conn.default_map(), args[i]),

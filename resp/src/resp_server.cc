@@ -10,6 +10,7 @@
 #include "server_state.h"
 #include "tessera/hash/redis_hash.h"
 #include "tessera/net/tcp_listener.h"
+#include "tessera/streams/redis_stream.h"
 
 namespace tessera::resp {
 
@@ -23,7 +24,8 @@ RespServer::RespServer(runtime::ShardSet& shards, map::MapService& maps,
     : state_(std::make_shared<ServerState>(shards, maps, topics, clock, std::move(options),
                                            std::move(log))),
       listener_(std::make_unique<Listener>()) {
-  hash::Register();  // the hash commands' family (map/family.h), as a member registers it
+  hash::Register();  // the families of its commands (map/family.h), as a member registers them
+  streams::Register();
 }
 
 RespServer::~RespServer() { Stop(); }

@@ -1,5 +1,5 @@
 // Streams family (but XREAD / XREADGROUP, in stream_read.cc): each command is one
-// MapOp::kRedisStream request on the stream's partition (map/redis_stream.h), so it runs
+// MapOp::kRedisStream request on the stream's partition (streams/redis_stream.h), so it runs
 // atomically on the owner and is backed up like any write. Arguments are checked here, with
 // Redis's error texts, before anything is sent.
 #include <charconv>
@@ -9,8 +9,8 @@
 #include "server_state.h"
 #include "stream_util.h"
 #include "tessera/hash/redis_hash.h"
-#include "tessera/map/redis_stream.h"
 #include "tessera/map/stream_format.h"
+#include "tessera/streams/redis_stream.h"
 
 namespace tessera::resp {
 
@@ -36,7 +36,7 @@ std::string StreamKeyProblem(std::string_view key) {
 void WriteStreamEntry(RespWriter& writer, const std::string& id, const std::string& payload) {
   writer.ArrayHeader(2);
   writer.Bulk(id);
-  auto fields = map::DecodeStreamFields(payload);
+  auto fields = streams::DecodeStreamFields(payload);
   if (!fields || fields->size() % 2 != 0) {  // appended through the Tessera stream API
     writer.ArrayHeader(2);
     writer.Bulk("payload");
@@ -55,32 +55,32 @@ void WriteStreamError(RespWriter& writer, const base::Error& error) {
   WriteServiceError(writer, error);
 }
 
-std::optional<map::StreamId> ParseRangeBound(std::string_view text, bool start,
-                                             std::string& error) {
-  if (text == "-") return map::StreamId{};
-  if (text == "+") return map::StreamId::Max();
+std::optional<streams::StreamId> ParseRangeBound(std::string_view text, bool start,
+                                                 std::string& error) {
+  if (text == "-") return streams::StreamId{};
+  if (text == "+") return streams::StreamId::Max();
   const bool exclusive = text.starts_with('(');
   if (exclusive) text.remove_prefix(1);
-  auto id = map::ParseStreamId(text, start ? 0 : ~std::uint64_t{0});
+  auto id = streams::ParseStreamId(text, start ? 0 : ~std::uint64_t{0});
   if (!id) {
     error = kInvalidStreamId;
     return std::nullopt;
   }
   if (!exclusive) return id;
   if (start) {
-    if (*id == map::StreamId::Max()) {
+    if (*id == streams::StreamId::Max()) {
       error = "ERR invalid start ID for the interval";
       return std::nullopt;
     }
-    return id->seq == ~std::uint64_t{0} ? map::StreamId{id->ms + 1, 0}
-                                        : map::StreamId{id->ms, id->seq + 1};
+    return id->seq == ~std::uint64_t{0} ? streams::StreamId{id->ms + 1, 0}
+                                        : streams::StreamId{id->ms, id->seq + 1};
   }
-  if (*id == map::StreamId{}) {
+  if (*id == streams::StreamId{}) {
     error = "ERR invalid end ID for the interval";
     return std::nullopt;
   }
-  return id->seq == 0 ? map::StreamId{id->ms - 1, ~std::uint64_t{0}}
-                      : map::StreamId{id->ms, id->seq - 1};
+  return id->seq == 0 ? streams::StreamId{id->ms - 1, ~std::uint64_t{0}}
+                      : streams::StreamId{id->ms, id->seq - 1};
 }
 
 namespace {
@@ -120,7 +120,7 @@ void CallStream(Connection& conn, map::MapRequest&& request, Write write) {
                   auto& result = results[1];
                   if (entry && entry->view && entry->view->kind != map::ValueKind::kStream) {
                     if (mkstream && result && result->flag) {  // it made a stream: not a key
-                      server->maps.Execute(map::RedisStreamDeleteRequest(key),
+                      server->maps.Execute(streams::RedisStreamDeleteRequest(key),
                                            [](base::Result<map::MapResult>) {});
                     }
                     return WriteServiceError(writer, map::WrongKindError());
@@ -159,7 +159,7 @@ bool ParseTrim(Connection& conn, Args args, std::size_t& i, StreamRequest& rq) {
     }
     rq.args.String("trim", "maxlen").Int64("maxlen", n);
   } else {
-    auto id = map::ParseStreamId(args[i]);
+    auto id = streams::ParseStreamId(args[i]);
     if (!id) {
       conn.Reply().Error(kInvalidStreamId);
       return false;
@@ -251,7 +251,7 @@ void XAddWithKeyspaceEntry(Connection& conn, std::string key, StreamRequest rq) 
         };
         if (!mark) {
           cache.Remove(key);
-          if (added && added->flag) send(map::RedisStreamDeleteRequest(key, true, epoch));
+          if (added && added->flag) send(streams::RedisStreamDeleteRequest(key, true, epoch));
           return WriteServiceError(writer, mark.error());
         }
         if (!added) {
@@ -301,15 +301,15 @@ void XAdd(Connection& conn, Args args) {
     return conn.Reply().WrongArity("xadd");
   }
   const std::string_view id = args[i];
-  if (id != "*" && !(id.ends_with("-*") && map::ParseStreamId(id.substr(0, id.size() - 2))) &&
-      !map::ParseStreamId(id)) {
+  if (id != "*" && !(id.ends_with("-*") && streams::ParseStreamId(id.substr(0, id.size() - 2))) &&
+      !streams::ParseStreamId(id)) {
     return conn.Reply().Error(kInvalidStreamId);
   }
   const auto& options = conn.server().options;
   rq.args.String("id", std::string(id))
       .Int64("max_events", options.stream_max_entries)
       .Int64("max_bytes", options.stream_max_bytes);
-  rq.request.value = map::EncodeStreamFields({args.begin() + i + 1, args.end()});
+  rq.request.value = streams::EncodeStreamFields({args.begin() + i + 1, args.end()});
   std::string key(args[1]);
   if (!nomkstream && conn.capture() == nullptr &&
       !conn.server().stream_keys[conn.shard()].Has(key, conn.maps().StreamKeyRemovals())) {
@@ -397,8 +397,9 @@ void XGroup(Connection& conn, Args args) {
     if (args.size() < 5) return conn.Reply().WrongArity("xgroup|create");
     StreamRequest rq(args[2], "create_group");
     rq.args.String("group", std::string(args[3]));
-    if (args[4] != "$" && !map::ParseStreamId(args[4])) return conn.Reply().Error(kInvalidStreamId);
-    rq.args.String("id", args[4] == "$" ? "$" : map::ParseStreamId(args[4])->Text());
+    if (args[4] != "$" && !streams::ParseStreamId(args[4]))
+      return conn.Reply().Error(kInvalidStreamId);
+    rq.args.String("id", args[4] == "$" ? "$" : streams::ParseStreamId(args[4])->Text());
     for (std::size_t i = 5; i < args.size(); ++i) {
       std::int64_t n = 0;
       if (EqualsIgnoreCase(args[i], "mkstream")) {
@@ -445,7 +446,7 @@ void XAck(Connection& conn, Args args) {
   StreamRequest rq(args[1], "ack");
   rq.args.String("group", std::string(args[2]));
   for (std::size_t i = 3; i < args.size(); ++i) {
-    auto id = map::ParseStreamId(args[i]);
+    auto id = streams::ParseStreamId(args[i]);
     if (!id) return conn.Reply().Error(kInvalidStreamId);
     rq.request.keys.push_back(id->Text());
   }
@@ -549,7 +550,7 @@ void XClaim(Connection& conn, Args args) {
   StreamRequest& rq = *claim;
   std::size_t i = 5;
   for (; i < args.size(); ++i) {
-    auto id = map::ParseStreamId(args[i]);
+    auto id = streams::ParseStreamId(args[i]);
     if (!id) break;
     rq.request.keys.push_back(id->Text());
   }
@@ -571,7 +572,7 @@ void XClaim(Connection& conn, Args args) {
       rq.args.Int64(Lowercase(args[i]), std::max<std::int64_t>(0, n));
       ++i;
     } else if (has_value && EqualsIgnoreCase(args[i], "lastid")) {
-      auto id = map::ParseStreamId(args[i + 1]);
+      auto id = streams::ParseStreamId(args[i + 1]);
       if (!id) return conn.Reply().Error(kInvalidStreamId);
       rq.args.String("lastid", id->Text());
       ++i;

@@ -1,5 +1,5 @@
 // XREAD and XREADGROUP, with BLOCK. One kRedisStream request per stream key ("read" or
-// "readgroup", map/redis_stream.h), sent together; the reply lists the streams that returned
+// "readgroup", streams/redis_stream.h), sent together; the reply lists the streams that returned
 // entries. A blocked read asks again on a timer of the connection's shard (1 ms, doubling up
 // to kMaxPollDelay) until entries come, the BLOCK time passes or the connection closes, and an
 // XADD through this server wakes it at once (StreamWaiters): no thread waits, and it works the
@@ -275,18 +275,18 @@ void ReadGeneric(Connection& conn, Args args, bool group) {
             "messages. The $ ID would just return an empty result set.");
       }
       if (id != ">") {
-        auto parsed = map::ParseStreamId(id);
+        auto parsed = streams::ParseStreamId(id);
         if (!parsed) return conn.Reply().Error(kInvalidStreamId);
       }
       poll->history.push_back(id != ">");
       rq.args.String("group", group_name)
           .String("consumer", consumer)
-          .String("after", id == ">" ? ">" : map::ParseStreamId(id)->Text())
+          .String("after", id == ">" ? ">" : streams::ParseStreamId(id)->Text())
           .Bool("noack", noack);
     } else {
       if (id == "$") {
         poll->after.emplace_back("$");
-      } else if (auto parsed = map::ParseStreamId(id)) {
+      } else if (auto parsed = streams::ParseStreamId(id)) {
         poll->after.push_back(parsed->Text());
       } else {
         return conn.Reply().Error(kInvalidStreamId);

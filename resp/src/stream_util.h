@@ -1,6 +1,7 @@
 #pragma once
 // What the stream commands share (stream_commands.cc, stream_read.cc): building a
-// MapOp::kRedisStream request (map/redis_stream.h) and writing entries and errors as Redis does.
+// MapOp::kRedisStream request (streams/redis_stream.h) and writing entries and errors as Redis
+// does.
 //
 // Shard: the connection's (builders); the writers run wherever a reply is formatted.
 
@@ -10,8 +11,8 @@
 
 #include "connection.h"
 #include "tessera/map/map_request.h"
-#include "tessera/map/redis_stream.h"
 #include "tessera/record/generic_record.h"
+#include "tessera/streams/redis_stream.h"
 
 namespace tessera::resp {
 
@@ -34,7 +35,8 @@ void WriteStreamError(RespWriter& writer, const base::Error& error);
 
 // A range bound: "-", "+", "<ms>", "<ms>-<seq>", and "(" before an ID for an exclusive one.
 // nullopt (with `error` set to the reply) when it is not one.
-std::optional<map::StreamId> ParseRangeBound(std::string_view text, bool start, std::string& error);
+std::optional<streams::StreamId> ParseRangeBound(std::string_view text, bool start,
+                                                 std::string& error);
 
 inline constexpr const char* kInvalidStreamId =
     "ERR Invalid stream ID specified as stream command argument";

@@ -7,19 +7,23 @@
 #include <memory>
 
 #include "service_fixture.h"
-#include "tessera/map/redis_stream.h"
 #include "tessera/map/stream_format.h"
 #include "tessera/record/generic_record.h"
+#include "tessera/streams/redis_stream.h"
 
 using namespace tessera::map;  // NOLINT
 using tessera::base::ErrorCode;
 using tessera::map::testing::ServiceFixture;
 using tessera::record::GenericRecord;
+using tessera::streams::EncodeStreamFields;
 
 namespace {
 
 using namespace std::chrono_literals;
 using Answer = tessera::base::Result<MapResult>;
+
+// The XADD below is the streams family's op (families/streams).
+const bool kStreamsRegistered = (tessera::streams::Register(), true);
 
 const std::string kMeta = "meta@orders#5";
 

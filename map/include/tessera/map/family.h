@@ -39,6 +39,10 @@ struct FamilySpec {
                                  OpContext& ctx) = nullptr;
   // Whether `request` (of `op`) may change data; an unknown command counts as a write.
   bool (*writes)(const MapRequest& request) = nullptr;
+  // Whether `request` (of `op`), answered `result`, stored a new event of the stream its key
+  // names (map/stream_format.h): it wakes the stream's blocked reads and counts as appended.
+  // Null: never.
+  bool (*appended)(const MapRequest& request, const MapResult& result) = nullptr;
   // The value kinds this family's entries hold (at most 4), and their name (ValueKindName:
   // what Redis's TYPE answers).
   ValueKind kinds[4] = {};
@@ -46,7 +50,9 @@ struct FamilySpec {
   std::string_view kind_name;
   // An entry `key` of one of `kinds`, holding `value`, left its store through an operation
   // (removed, expired, evicted, cleared, replaced by another kind): what goes with it (its
-  // companion's entries, records elsewhere through ctx.follow_ups). Null: nothing.
+  // companion's entries, records elsewhere through ctx.follow_ups: each is sent to its key's
+  // owner once the operation is replicated, and sent again while its answer sets `flag`, for
+  // work done in steps). Null: nothing.
   void (*leaving)(OpContext& ctx, std::string_view key, ValueKind kind,
                   std::string_view value) = nullptr;
   // Companion maps (all null when the family keeps none): whether an entry of `kind` has one,

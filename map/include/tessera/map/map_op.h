@@ -288,8 +288,9 @@ constexpr MapOpSpec SpecOf(MapOp op) {
     // count = appended, entries = [("discarded", N)].
     case MapOp::kRingMerge:
       return {.name = "ringMerge", .scope = kKeyed, .writes = true};
-    // A Redis stream command (XADD, XREADGROUP, ...) on the stream's one sub-stream: key =
-    // "meta@S#0", argument {cmd, ...}; see redis_stream.h.
+    // The streams family's op (families/streams, registered with family.h): a command on a
+    // Redis stream's one sub-stream, key = "meta@S#0", argument {cmd, ...}; see the family's
+    // header for each command's arguments and result.
     case MapOp::kRedisStream:
       return {.name = "redisStream", .scope = kKeyed, .writes = true, .stream = true};
     // The hash family's op (families/hash, registered with family.h): a command on the RESP

@@ -59,7 +59,7 @@ struct OpContext {
   // operation then keeps everything in its own store).
   PartitionMaps* maps = nullptr;
   // Requests for other partitions that the operation's changes call for, run by the caller
-  // after it (the entries of a stream whose keyspace marker went: redis_stream.h); nullptr when
+  // after it (the entries of a stream whose keyspace marker went: families/streams); nullptr when
   // the caller runs none (a backup's copy: its owner does).
   std::vector<MapRequest>* follow_ups = nullptr;
   // When set, an event stream operation leaves here its sub-stream's meta record as it read

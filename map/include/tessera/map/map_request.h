@@ -133,8 +133,11 @@ enum class ValueKind : std::uint8_t {
   kPlain = 0,
   kHash = 1,         // families/hash: fields inline in the value
   kSpilledHash = 2,  // families/hash: fields in the hash's companion map
-  kStream = 3,       // a Redis stream's keyspace entry (map/redis_stream.h)
+  kStream = 3,       // a Redis stream's keyspace entry (families/streams)
 };
+// How many kinds this release knows (the numbers above are 0 .. kValueKindCount - 1): a
+// replica update naming another is refused.
+inline constexpr std::uint8_t kValueKindCount = 4;
 // The name Redis's TYPE gives it: "string" for kPlain, else its family's kind_name ("hash",
 // "stream"; "unknown" for a kind no registered family owns). Defined in family.cc.
 std::string_view ValueKindName(ValueKind kind);

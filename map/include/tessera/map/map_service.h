@@ -67,7 +67,8 @@ struct MapServiceOptions {
   // one task, in order with the shard's other work; a larger one goes on in the next task once
   // it has read that many, behind what reached the shard meanwhile, and its remaining
   // partitions may then show writes the shard received after it (a scan of a large map is not
-  // atomic, as it never was across members).
+  // atomic, as it never was across members). Migration copies go out in tasks of about as
+  // many entries too.
   std::int64_t scan_entries_per_task = 4096;
   // Partition transactions (MapOp::kTransact): the most operations one batch may hold, and how
   // long the owner remembers the id of a committed batch (MapRequest::transaction_id) so that
@@ -82,9 +83,9 @@ struct MapServiceOptions {
   // it"). A quorum map leaving its cluster (LeaveCluster) does not take those out.
   base::Millis failure_timeout_ms = 5'000;
   // A member that newly holds a partition serves nothing of it until its migration copy
-  // arrived. It stops waiting, and serves and backs up what it has (possibly nothing), only
-  // when no copy of any partition reached it for this long: copies arriving in turn from a
-  // busy source keep it waiting, a source that died (or a copy lost for good) does not.
+  // arrived, for at most this long: then it serves and backs up what it has (possibly
+  // nothing; logged), for a source that died or a copy lost for good. Migration copies leave
+  // a source about scan_entries_per_task entries per shard task.
   base::Millis migration_copy_wait_ms = 10'000;
 };
 
@@ -325,9 +326,9 @@ class MapService {
   std::vector<MergeBatch> LeaveCluster(base::Millis silent_ms = 0);
   // Replicas on this member (owned or backup) whose migration copy has not arrived yet.
   std::size_t AwaitingPartitionCount() const;
-  // How many streams' keyspace entries this member removed as their owner (DEL, expiry, a SET
-  // over one; map/redis_stream.h). The RESP front-end's sets of known stream keys start over when
-  // it changes. Any thread.
+  // How many follow-ups of removed entries this member sent as their owner (family.h `leaving`:
+  // the streams family's, when a stream's keyspace entry went by DEL, expiry or a SET over it).
+  // The RESP front-end's sets of known stream keys start over when it changes. Any thread.
   std::uint64_t StreamKeyRemovals() const;
   // Keyed requests this member sent on to another member (their partition's owner) since
   // start: clients that send each key to its owner keep this near zero.

@@ -6,6 +6,8 @@
 //   "<offset>@P"     one event (StoredEvent), offsets 1, 2, ... in append order
 //   "id:<event>@P"   the offset an event id was appended at (TTL = the dedup window)
 //   "lease:<g>@P"    the consumer holding group g's lease on P (TTL = the lease TTL)
+//   "xgroup:<g>@P"   what another API over the stream keeps for group g (the streams family's
+//                    Redis consumer group: families/streams); removed with the group
 // and per stream S, in the partition of S:
 //   "stream@S"       the stream's configuration (StreamConfigText)
 //   "consumers:<g>@S"  group g's live consumers with their expiry (kStreamJoin)
@@ -75,6 +77,7 @@ std::string StreamIdKey(std::string_view sub, std::string_view event_id);
 void StreamEventKeyInto(std::string& out, std::string_view sub, std::int64_t offset);
 void StreamIdKeyInto(std::string& out, std::string_view sub, std::string_view event_id);
 std::string StreamLeaseKey(std::string_view sub, std::string_view group);
+std::string StreamGroupStateKey(std::string_view sub, std::string_view group);
 // The group's lease epoch on the sub-stream: counts every taking of the lease (kStreamLease),
 // never expires, so a holding's commits can be told from a later holding's.
 std::string StreamLeaseEpochKey(std::string_view sub, std::string_view group);

@@ -11,9 +11,11 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/map/redis_stream.h"
+#include "tessera/base/error.h"
+#include "tessera/map/map_ops.h"
+#include "tessera/streams/redis_stream.h"
 
-namespace tessera::map::detail {
+namespace tessera::streams::detail {
 
 struct RedisStreamMeta {
   StreamId last_id;
@@ -69,4 +71,12 @@ struct RedisStreamGroup {
 std::string EncodeRedisStreamGroup(const RedisStreamGroup& group);
 RedisStreamGroup DecodeRedisStreamGroup(std::string_view bytes);
 
-}  // namespace tessera::map::detail
+// The family's handler (redis_stream_ops.cc): runs the command `request` names on the
+// stream's partition store.
+base::Result<map::MapResult> OpRedisStream(map::RecordStore& store, const map::MapRequest& request,
+                                           map::OpContext& ctx);
+// A stream's keyspace entry `key` (kind stream, `value` its epoch) left its store: asks, through
+// ctx.follow_ups, for the removal of that incarnation's records.
+void StreamKeyLeaving(map::OpContext& ctx, std::string_view key, std::string_view value);
+
+}  // namespace tessera::streams::detail

@@ -1,6 +1,9 @@
 #pragma once
-// Redis streams over Tessera streams (MapOp::kRedisStream, map_ops_redis_stream.cc; the RESP
-// front-end's XADD, XRANGE, XREADGROUP, ... in resp/src/stream_commands.cc).
+// The streams family: Redis streams over Tessera streams (MapOp::kRedisStream,
+// families/streams/src/redis_stream_ops.cc; the RESP front-end's XADD, XRANGE, XREADGROUP, ...
+// in resp/src/stream_commands.cc). Both APIs share one storage: the engine keeps the stream
+// records and runs the Tessera stream ops (map/stream_format.h, map/stream_storage.h); this
+// family adds the Redis records and commands, and registers with the engine (Register).
 //
 // A Redis stream S is the Tessera stream S with one sub-stream, P = "S#0", stored as
 // stream_format.h describes (so grid-cli, Stream::Info and Stream::Read see it), plus:
@@ -9,7 +12,8 @@
 //   "xmeta@P"        the last ID given out, the number of entries ever added, and the greatest
 //                    deleted ID (0-0: as in Redis, trimming does not set it, and there is no
 //                    XDEL yet) (RedisStreamMeta)
-//   "xgroup:<g>@P"   group g: its last delivered ID and offset, its consumers (name, last seen,
+//   "xgroup:<g>@P"   group g (map::StreamGroupStateKey): its last delivered ID and offset, its
+//   consumers (name, last seen,
 //                    last active) and its pending entries list (offset, ID, last delivery,
 //                    deliveries, consumer)
 // A group is also a Tessera group of the sub-stream: its committed cursor (StreamMeta) is the
@@ -62,7 +66,9 @@
 
 #include "tessera/map/map_request.h"
 
-namespace tessera::map {
+namespace tessera::streams {
+
+using map::MapRequest;
 
 // A Redis stream entry ID.
 struct StreamId {
@@ -95,4 +101,10 @@ std::string RedisStreamGroupKey(std::string_view sub, std::string_view group);
 MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry = false,
                                     std::int64_t epoch = 0);
 
-}  // namespace tessera::map
+// Registers the family with the engine (map/family.h): MapOp::kRedisStream, the kind
+// ValueKind::kStream (TYPE "stream") whose keyspace entry's removal removes the stream's
+// records. Call before the first request of the op (a grid member and the RESP server do);
+// calling it again does nothing.
+void Register();
+
+}  // namespace tessera::streams

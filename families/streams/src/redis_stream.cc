@@ -2,9 +2,11 @@
 #include <charconv>
 
 #include "redis_stream_state.h"
-#include "sized_text.h"
+#include "tessera/base/sized_text.h"
+#include "tessera/map/family.h"
+#include "tessera/map/stream_format.h"
 
-namespace tessera::map {
+namespace tessera::streams {
 namespace {
 
 bool ParseU64(std::string_view text, std::uint64_t& out) {
@@ -13,7 +15,7 @@ bool ParseU64(std::string_view text, std::uint64_t& out) {
   return ec == std::errc() && p == text.data() + text.size();
 }
 
-void Put(std::string& out, std::string_view s) { detail::PutSized(out, s); }
+void Put(std::string& out, std::string_view s) { base::PutSized(out, s); }
 
 void PutInt(std::string& out, std::int64_t v) { Put(out, std::to_string(v)); }
 
@@ -24,7 +26,7 @@ class Tokens {
   bool ok() const { return ok_; }
   bool empty() const { return in_.empty(); }
   std::string_view Next() {
-    auto token = detail::TakeSized(in_);
+    auto token = base::TakeSized(in_);
     if (!token) {
       ok_ = false;
       in_ = {};
@@ -88,7 +90,7 @@ std::optional<std::vector<std::string_view>> DecodeStreamFields(std::string_view
 std::string RedisStreamMetaKey(std::string_view sub) { return "xmeta@" + std::string(sub); }
 
 std::string RedisStreamGroupKey(std::string_view sub, std::string_view group) {
-  return "xgroup:" + std::string(group) + "@" + std::string(sub);
+  return map::StreamGroupStateKey(sub, group);
 }
 
 namespace detail {
@@ -200,4 +202,23 @@ RedisStreamGroup DecodeRedisStreamGroup(std::string_view bytes) {
 }
 
 }  // namespace detail
-}  // namespace tessera::map
+
+void Register() {
+  map::FamilySpec spec;
+  spec.name = "streams";
+  spec.op = map::MapOp::kRedisStream;
+  spec.run = detail::OpRedisStream;
+  spec.writes = [](const MapRequest&) { return true; };
+  spec.appended = [](const MapRequest& request, const map::MapResult& result) {
+    return result.value.has_value() &&
+           RedisStreamCommandAppends(map::StringArg(request, "cmd"));  // an XADD: its new ID
+  };
+  spec.kinds[0] = map::ValueKind::kStream;
+  spec.kind_count = 1;
+  spec.kind_name = "stream";
+  spec.leaving = [](map::OpContext& ctx, std::string_view key, map::ValueKind,
+                    std::string_view value) { detail::StreamKeyLeaving(ctx, key, value); };
+  map::RegisterFamily(spec);
+}
+
+}  // namespace tessera::streams

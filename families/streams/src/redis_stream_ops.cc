@@ -10,11 +10,44 @@
 #include <optional>
 
 #include "redis_stream_state.h"
-#include "stream_support.h"
-#include "tessera/map/redis_stream.h"
+#include "tessera/map/family.h"
 #include "tessera/map/stream_format.h"
+#include "tessera/map/stream_storage.h"
+#include "tessera/streams/redis_stream.h"
 
-namespace tessera::map::detail {
+namespace tessera::streams::detail {
+
+using map::AfterFirstAt;
+using map::DecodeStoredEvent;
+using map::DropHead;
+using map::EncodeStoredEvent;
+using map::EntryEventType;
+using map::FindLive;
+using map::Forever;
+using map::IntArg;
+using map::LoadedMeta;
+using map::LoadMeta;
+using map::MapOp;
+using map::MapResult;
+using map::OpContext;
+using map::Record;
+using map::RecordStore;
+using map::RemoveLive;
+using map::SaveMeta;
+using map::StoredEvent;
+using map::StoredEventKey;
+using map::StoredEventTime;
+using map::StreamEventKey;
+using map::StreamLeaseKey;
+using map::StreamMeta;
+using map::StreamMetaKey;
+using map::StreamNameProblem;
+using map::StreamOfSub;
+using map::StringArg;
+using map::ValueKind;
+using map::WriteLive;
+using map::WriteOptions;
+
 namespace {
 
 using base::ErrorCode;
@@ -825,9 +858,11 @@ void StreamKeyLeaving(OpContext& ctx, std::string_view key, std::string_view val
   ctx.follow_ups->push_back(RedisStreamDeleteRequest(key, /*keyspace_entry=*/true, epoch));
 }
 
-}  // namespace tessera::map::detail
+}  // namespace tessera::streams::detail
 
-namespace tessera::map {
+namespace tessera::streams {
+
+using map::MapOp;
 
 bool RedisStreamCommandAppends(std::string_view command) {
   const auto* c = detail::FindXCommand(command);
@@ -837,8 +872,8 @@ bool RedisStreamCommandAppends(std::string_view command) {
 MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry, std::int64_t epoch) {
   MapRequest request;
   request.op = MapOp::kRedisStream;
-  request.map_name = kStreamMap;
-  request.key = StreamMetaKey(std::string(key) + "#0");
+  request.map_name = map::kStreamMap;
+  request.key = map::StreamMetaKey(std::string(key) + "#0");
   request.argument = record::GenericRecord::Build()
                          .String("cmd", "delete")
                          .Bool("all", true)
@@ -848,4 +883,4 @@ MapRequest RedisStreamDeleteRequest(std::string_view key, bool keyspace_entry, s
   return request;
 }
 
-}  // namespace tessera::map
+}  // namespace tessera::streams

@@ -1,6 +1,6 @@
 #pragma once
-// The "<decimal length>:<bytes>" token encoding the stream records use (stream_format.cc for
-// stored events, redis_stream.cc for Redis stream fields and group records).
+// The "<decimal length>:<bytes>" token encoding the stream records use (map's stored events,
+// the streams family's Redis stream fields and group records).
 //
 // Pure functions; thread-safe.
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace tessera::map::detail {
+namespace tessera::base {
 
 // Reads "<decimal><end>" from the front of `in`; nullopt (and `in` unchanged) if it is not there.
 inline std::optional<std::int64_t> TakeNumber(std::string_view& in, char end) {
@@ -37,4 +37,4 @@ inline void PutSized(std::string& out, std::string_view s) {
   out += s;
 }
 
-}  // namespace tessera::map::detail
+}  // namespace tessera::base
