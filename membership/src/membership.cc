@@ -457,6 +457,27 @@ void Membership::OnView(const ClusterMessage& m) {
     master_hint_.clear();
     log_->info("joined cluster '{}' (master {})", options_.settings.cluster_name,
                m.view->members.master()->address);
+  } else if (is_master() || !view_.members.Find(m.from.uuid)) {
+    // A master takes no view from another member (a member takes over only once it removed
+    // this one, whose views it then does not list), and a member none from outside its view.
+    // Such a view comes from another cluster's master (or is a delayed one from a cluster
+    // this member's master merged out of; list versions of two clusters do not compare).
+    // Typically it answers a join request that arrived after the join timeout, when this
+    // member had started a cluster of its own and taken writes in it: installing it would
+    // drop those writes (the tables differ, nothing merges them). Alone, this member merges
+    // into that cluster as a split brain does (its entries go in by each map's merge policy);
+    // otherwise the view is not taken, and the split-brain probes merge the two clusters.
+    if (is_master() && view_.members.members.size() == 1) {
+      Rejoin(fmt::format("member list version {} from {} lists this member, which started a "
+                         "cluster of its own meanwhile (its join request was answered after "
+                         "the join timeout); merging into that cluster",
+                         m.view->members.version, m.from.address),
+             m.from.address);
+    } else {
+      log_->info("ignored member list version {} from {}: it is not this cluster's master",
+                 m.view->members.version, m.from.address);
+    }
+    return;
   }
   InstallView(*m.view);
   transport_.Send(m.from.address, MakeHeartbeat());  // "installed" (see Leave)

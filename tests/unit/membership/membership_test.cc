@@ -460,6 +460,60 @@ TEST_CASE(
   CheckConverged(net, {"a:1", "b:1", "c:1", "d:1"});
 }
 
+TEST_CASE(
+    "A joiner that started a cluster of its own after the join timeout merges into the cluster "
+    "whose late view lists it, instead of installing that view over its own writes",
+    "[membership][split]") {
+  // Seen in examples:chaos-orders-short under load: the master's answer reached the joiner
+  // just after its join timeout; it installed that view over the table it had served writes
+  // under, and the orders it had accepted alone were gone.
+  SimNetwork net;
+  net.Start("a:1", Options());
+  net.Run(300);
+  net.DelayOneWay("a:1", "b:1", 6000);  // a admits b at once; b hears it 6 s later
+  Membership& b = net.Start("b:1", Options({"a:1"}));
+  auto b_rejoins = CountRejoins(b);
+  net.Run(5500);
+  REQUIRE(b.is_master());  // the join timeout (5 s) passed with no answer
+  REQUIRE(b.view().members.members.size() == 1);
+  REQUIRE(net.Find("a:1")->view().members.Find(b.self().uuid));
+  net.Run(1000);  // a's first view arrives
+  CHECK(*b_rejoins == 1);
+  CHECK(net.Log("b:1").find("started a cluster of its own meanwhile") != std::string::npos);
+  net.Heal();
+  net.Run(3000);
+  CheckConverged(net, {"a:1", "b:1"});
+  CHECK(*b_rejoins == 1);
+}
+
+TEST_CASE(
+    "A late view from another cluster's master is not installed by a member whose own cluster "
+    "has others: the split-brain merge joins the clusters",
+    "[membership][split]") {
+  SimNetwork net;
+  StartInOrder(net, {"a:1", "z:1"});
+  net.Run(300);
+  net.Find("z:1")->Leave();  // a's list versions run ahead of the ones b's cluster will have
+  net.Run(3000);
+  net.Crash("z:1");  // stopped after leaving
+  REQUIRE(net.Find("a:1")->view().members.members.size() == 1);
+  net.DelayOneWay("a:1", "b:1", 8000);
+  Membership& b = net.Start("b:1", Options({"a:1"}));
+  net.Run(5500);
+  REQUIRE(b.is_master());
+  net.Start("c:1", Options({"b:1"}));  // joins b's cluster
+  net.Run(1000);
+  REQUIRE(b.view().members.members.size() == 2);
+  net.Run(2500);  // a's views reach b
+  CHECK(net.Log("b:1").find("it is not this cluster's master") != std::string::npos);
+  CHECK(b.view().members.members.size() == 2);
+  CHECK(b.view().members.FindByAddress("a:1") == nullptr);
+  net.Heal();
+  net.Run(15'000);
+  // a lost b (silent: b heartbeats its own cluster) and, the smaller cluster, merged into b's.
+  CheckConverged(net, {"b:1", "c:1", "a:1"});
+}
+
 TEST_CASE("Split-brain detection can be switched off: the halves then stay apart",
           "[membership][split]") {
   SimNetwork net;

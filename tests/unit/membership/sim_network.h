@@ -52,9 +52,14 @@ class SimNetwork {
     split_a_ = std::move(a);
     split_b_ = std::move(b);
   }
-  void Heal() { split_a_.clear(), split_b_.clear(), one_way_.clear(); }
+  void Heal() { split_a_.clear(), split_b_.clear(), one_way_.clear(), slow_.clear(); }
   // Messages from `from` to `to` are lost (the other direction works) until Heal().
   void BlockOneWay(const std::string& from, const std::string& to) { one_way_.insert({from, to}); }
+  // Messages from `from` to `to` take `ms` longer to arrive (a slow link, a busy receiver)
+  // until Heal().
+  void DelayOneWay(const std::string& from, const std::string& to, base::Millis ms) {
+    slow_[{from, to}] = ms;
+  }
   void set_drop_rate(double rate) { drop_rate_ = rate; }
   void set_max_delay_ms(base::Millis ms) { max_delay_ms_ = ms; }
 
@@ -118,6 +123,7 @@ class SimNetwork {
     }
     base::Millis delay =
         max_delay_ms_ ? std::uniform_int_distribution<base::Millis>(0, max_delay_ms_)(random_) : 0;
+    if (auto slow = slow_.find({from, to}); slow != slow_.end()) delay += slow->second;
     queue_.push_back({clock_.NowMs() + delay, from, to, std::move(bytes)});
   }
 
@@ -146,6 +152,7 @@ class SimNetwork {
   std::set<std::string> split_a_, split_b_;
   std::set<std::string> frozen_;
   std::set<std::pair<std::string, std::string>> one_way_;  // (from, to)
+  std::map<std::pair<std::string, std::string>, base::Millis> slow_;
   double drop_rate_ = 0;
   base::Millis max_delay_ms_ = 0;
   std::size_t starts_ = 0;
