@@ -2,6 +2,7 @@
 // MapService runs and read without locks afterwards.
 #include "tessera/map/family.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <deque>
@@ -92,6 +93,11 @@ std::optional<CompanionOwner> CompanionOf(std::string_view map_name) {
 base::Error WrongKindError() {
   return base::Error(base::ErrorCode::kWrongType, std::string(kWrongKindText),
                      base::ErrorReason::kWrongKind);
+}
+
+base::Result<void> RequireKind(const Record* r, std::initializer_list<ValueKind> kinds) {
+  if (r == nullptr || std::find(kinds.begin(), kinds.end(), r->kind()) != kinds.end()) return {};
+  return std::unexpected(WrongKindError());
 }
 
 bool IsWrongKindError(const base::Error& error) {

@@ -47,7 +47,7 @@ base::Result<MapResult> OpGet(RecordStore& store, const MapRequest& rq, OpContex
     ++store.stats().misses;
     return out;
   }
-  if (r->kind() != ValueKind::kPlain) return std::unexpected(WrongKindError());
+  if (auto plain = detail::CheckPlain(r); !plain) return std::unexpected(plain.error());
   ++store.stats().hits;
   r->RecordRead(ctx.now_ms);
   out.value = std::string(r->value());

@@ -41,10 +41,7 @@ void EnforceCapacity(RecordStore& store, std::string_view kept_key, OpContext& c
 }
 }  // namespace
 
-base::Result<void> CheckPlain(const Record* r) {
-  if (r == nullptr || r->kind() == ValueKind::kPlain) return {};
-  return std::unexpected(WrongKindError());
-}
+base::Result<void> CheckPlain(const Record* r) { return RequireKind(r, {ValueKind::kPlain}); }
 
 void Emit(OpContext& ctx, EntryEventType type, std::string_view key,
           std::optional<std::string_view> value, std::optional<std::string_view> old_value) {

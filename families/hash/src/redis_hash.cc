@@ -275,8 +275,8 @@ base::Result<Hash> Load(RecordStore& store, const MapRequest& rq, OpContext& ctx
   Hash h(store, ctx, rq.key);
   Record* r = FindLive(store, rq.key, ctx);
   if (r == nullptr) return h;
-  if (r->kind() != ValueKind::kHash && r->kind() != ValueKind::kSpilledHash) {
-    return std::unexpected(WrongKindError());
+  if (auto kind = map::RequireKind(r, {ValueKind::kHash, ValueKind::kSpilledHash}); !kind) {
+    return std::unexpected(kind.error());
   }
   if (r->kind() == ValueKind::kSpilledHash && ctx.maps == nullptr) {
     return Fail(ErrorCode::kInternal, "hash '" + rq.key +
@@ -385,7 +385,9 @@ base::Result<MapResult> MarkStream(RecordStore& store, const MapRequest& rq, OpC
   MapResult out;
   const Record* r = FindLive(store, rq.key, ctx);
   if (r != nullptr) {
-    if (r->kind() != ValueKind::kStream) return std::unexpected(WrongKindError());
+    if (auto kind = map::RequireKind(r, {ValueKind::kStream}); !kind) {
+      return std::unexpected(kind.error());
+    }
     out.value = std::string(r->value());
     return out;
   }

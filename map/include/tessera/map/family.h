@@ -18,6 +18,7 @@
 // member and the RESP server register the families they serve in their constructors);
 // registration publishes the spec with an atomic store and lookups are lock-free loads.
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -89,6 +90,10 @@ bool HasCompanion(ValueKind kind);
 base::Error WrongKindError();
 // Whether `error` is WrongKindError (and not a processor's own kWrongType).
 bool IsWrongKindError(const base::Error& error);
+// The one wrong-kind rule (Redis's WRONGTYPE), which every op that serves entries of given
+// kinds applies to the live entry it loads: none (`r` null) or one of `kinds` passes, any
+// other kind fails WrongKindError.
+base::Result<void> RequireKind(const Record* r, std::initializer_list<ValueKind> kinds);
 
 // Building blocks for a family's ops, as the engine's own ops use them (map_ops.cc): the same
 // expiry, TTL rule, capacity limit, counters and events. Shard: the store's.
