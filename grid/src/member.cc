@@ -64,7 +64,6 @@ const topic::TopicService& Member::topic_service() const { return impl_->topics;
 base::Result<void> Member::Start() {
   std::lock_guard lock(impl_->mu);
   TESSERA_CHECK(!impl_->started, "Member::Start called twice");
-  impl_->started = true;
   if (!options_.listen && !options_.join.empty()) {
     return base::Fail(base::ErrorCode::kBadRequest,
                       "a member that does not listen cannot join a cluster; set listen or "
@@ -76,6 +75,19 @@ base::Result<void> Member::Start() {
         fmt::format("backup count {} is above the maximum of {}; use 0 to {}",
                     options_.backup_count, partition::kMaxBackupCount, partition::kMaxBackupCount));
   }
+  if (!options_.data_dir.empty()) {
+    auto dir = storage::DataDir::Open(options_.data_dir, options_.cluster_name,
+                                      options_.partition_count, NewUuid());
+    if (!dir) return std::unexpected(dir.error());
+    impl_->data_dir = std::move(*dir);
+    impl_->member_id = impl_->data_dir->member_id();
+    log_->info("data directory {}: member id {} ({})", options_.data_dir,
+               impl_->data_dir->member_id(), impl_->data_dir->created() ? "new" : "kept");
+    log_->warn(
+        "the data directory keeps this member's identity only: map data is not written "
+        "to disk yet, so a restart of every member still loses it");
+  }
+  impl_->started = true;  // from here a failure shuts down what started
   for (const auto& [name, config] : options_.maps) impl_->maps.Configure(name, config);
   impl_->shards.Start();
   impl_->maps.Start();
@@ -535,6 +547,8 @@ std::uint64_t Member::pauses() const {
 std::string Member::InfoJson() const {
   nlohmann::json info;
   info["uuid"] = uuid_;
+  info["member_id"] = member_id();
+  info["data_dir"] = options_.data_dir;
   info["address"] = fmt::format("{}:{}", options_.host, native_port());
   info["cluster"] = options_.cluster_name;
   info["version"] = "0.1.0";
@@ -615,7 +629,12 @@ void Member::ShutdownLocked() {
   if (impl_->router) impl_->router->Stop();  // after the map service: forwards finish first
   impl_->shards.Stop();
   impl_->events.Stop();
+  impl_->data_dir.reset();  // the directory's lock goes last
   log_->info("member {} stopped", uuid_);
+}
+
+const std::string& Member::member_id() const {
+  return impl_->member_id.empty() ? uuid_ : impl_->member_id;
 }
 
 std::uint16_t Member::native_port() const { return impl_->native ? impl_->native->port() : 0; }

@@ -26,6 +26,7 @@
 #include "tessera/net/server.h"
 #include "tessera/resp/resp_server.h"
 #include "tessera/runtime/shard_set.h"
+#include "tessera/storage/data_dir.h"
 #include "tessera/topic/topic_service.h"
 #include "topic_relay.h"
 
@@ -68,6 +69,8 @@ struct Member::Impl {
   std::unique_ptr<MemberRouter> router;        // sends requests for other members' partitions
   std::unique_ptr<TopicRelay> relay;           // sends published messages to the other members
   std::unique_ptr<ClusterMerger> merger;       // split-brain merges (clustered members)
+  std::unique_ptr<storage::DataDir> data_dir;  // MemberOptions::data_dir, Start to Shutdown
+  std::string member_id;                       // its id, set before any port opens
   // Fault injection (Member::BlockPeers): shared by the router's and membership's pools.
   std::shared_ptr<net::PeerBlocklist> blocklist = std::make_shared<net::PeerBlocklist>();
   std::shared_ptr<EmbeddedTopics> embedded_topics;

@@ -192,3 +192,29 @@ TEST_CASE("grid-node applies per-map config from YAML and flags override the fil
 }
 
 }  // namespace tessera::integration
+
+namespace tessera::integration {
+
+TEST_CASE(
+    "grid-node --data-dir: a second grid-node on the same directory exits 1 with one line "
+    "naming the holder, and the directory is free again once the first stops",
+    "[tools][node]") {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("grid-node-data-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  auto first = NodeProcess::StartOrFail({"--data-dir", dir.string()});
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--port", "0", "--data-dir", dir.string()}), 1,
+                      "is in use by another process (pid " + std::to_string(first->pid()) + ")");
+  auto client = ConnectOrFail(*first);  // the first serves on
+  REQUIRE(client->GetMap("m")->Set("k", "v"));
+  client->Shutdown();
+  CHECK(first->Stop() == 0);
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--port", "0", "--data-dir", dir.string(),
+                                                  "--cluster-name", "other"}),
+                      1, "belongs to cluster 'dev', not 'other'");
+  auto again = NodeProcess::StartOrFail({"--data-dir", dir.string()});
+  CHECK(again->Stop() == 0);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace tessera::integration

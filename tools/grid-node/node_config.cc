@@ -241,6 +241,10 @@ std::vector<Setting> Settings() {
          c.member.map_options.transaction_id_ttl_ms = static_cast<base::Millis>(*v);
          return {};
        }},
+      {"data-dir",
+       "directory for what outlives this process, locked while it runs: so far the member's "
+       "persistent id only, no map data (default: none)",
+       NonEmptyString("data-dir", &MemberOptions::data_dir)},
       {"log-level", "trace|debug|info|warn|error (default info)", SetLogLevel},
   };
 }

@@ -38,6 +38,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "Conflict";
     case ErrorCode::kNoQuorum:
       return "NoQuorum";
+    case ErrorCode::kStorage:
+      return "Storage";
   }
   return "Unknown";
 }

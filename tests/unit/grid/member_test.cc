@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -230,4 +232,47 @@ TEST_CASE("A member's topic metrics stay bounded while names keep changing", "[g
   CHECK(per_topic >= 1);
   CHECK(per_topic <= 2);
   member.Shutdown();
+}
+
+TEST_CASE(
+    "A member with a data directory keeps its member id across restarts, and a second member "
+    "cannot open the directory while the first runs",
+    "[grid]") {
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "tessera-member-data-XXXXXX").string();
+  REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+  const std::filesystem::path dir = pattern;
+  MemberOptions options = Embedded();
+  options.data_dir = (dir / "m").string();
+  std::string first_id, first_uuid;
+  {
+    Member first(options);
+    REQUIRE(first.Start());
+    first_id = first.member_id();
+    first_uuid = first.uuid();
+    CHECK(first_id != first_uuid);  // the directory's id, not the process's
+
+    Member second(options);
+    auto refused = second.Start();
+    REQUIRE(!refused);
+    CHECK(refused.error().code() == base::ErrorCode::kConflict);
+    CHECK(refused.error().message().find("in use by another process") != std::string::npos);
+    CHECK(first.GetMap("m")->Put("k", "v"));  // the first one serves on
+    first.Shutdown();
+  }
+  Member restarted(options);
+  REQUIRE(restarted.Start());
+  CHECK(restarted.member_id() == first_id);
+  CHECK(restarted.uuid() != first_uuid);
+
+  MemberOptions other_cluster = options;
+  other_cluster.cluster_name = "other";
+  Member wrong(other_cluster);
+  restarted.Shutdown();  // the directory is free: refused for its cluster name alone
+  auto refused = wrong.Start();
+  REQUIRE(!refused);
+  CHECK(refused.error().code() == base::ErrorCode::kConflict);
+  CHECK(refused.error().message().find("belongs to cluster 'dev', not 'other'") !=
+        std::string::npos);
+  std::filesystem::remove_all(dir);
 }

@@ -81,6 +81,11 @@ struct MemberOptions {
   // Serve the fault-injection op (Client::SetBlockedPeers, grid-cli fault): for tests and
   // chaos runs; off by default.
   bool fault_injection = false;
+  // The member's data directory (storage::DataDir; empty = none). Start opens it, created if
+  // absent, and holds its lock until Shutdown; it keeps the member's persistent id
+  // (member_id()) and is refused when another process holds it or it belongs to another
+  // cluster name or partition count. It holds no map data yet.
+  std::string data_dir;
 };
 
 class Member final : public Instance {
@@ -130,8 +135,12 @@ class Member final : public Instance {
   // /metrics: for code built on the member (tessera::admin's REST API and console). Ignored
   // when HTTP is off. REQUIRES: before Start().
   void AddHttpRoute(std::string method, std::string pattern, http::Handler handler);
-  // This member's identity, fresh at every start.
+  // This process's identity in its cluster, fresh at every start (a restarted member is a new
+  // one until it brings its data back: docs/architecture.md, "Restart at the same address").
   const std::string& uuid() const { return uuid_; }
+  // The member's persistent id: its data directory's, kept across restarts (also at another
+  // address or port); without a data directory, uuid(). Valid after a successful Start().
+  const std::string& member_id() const;
   const MemberOptions& options() const { return options_; }
   map::MapService& map_service();
   // The member's topic delivery and its per-topic counters (TopicService::StatsByTopic).

@@ -31,6 +31,7 @@ enum class ErrorCode : std::uint16_t {
   kNotFound = 15,          // a named thing (listener id, processor, map) does not exist
   kConflict = 16,          // a lease or fence the caller relied on is held by someone else
   kNoQuorum = 17,          // the map needs more cluster members for writes than can be seen
+  kStorage = 18,           // the member's data directory or disk failed (unreadable, full, ...)
 };
 
 // Returns the code's name, e.g. "Timeout". Unknown numeric values give "Unknown".
