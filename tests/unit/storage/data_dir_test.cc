@@ -7,6 +7,8 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include "temp_dir.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,31 +16,9 @@
 using tessera::base::ErrorCode;
 using tessera::storage::DataDir;
 
-namespace {
-
-// A fresh directory under the system's temporary directory, removed at the end of the test.
-struct TempDir {
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tessera-data-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::filesystem::path path;
-};
-
-std::string Read(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void Write(const std::filesystem::path& file, const std::string& text) {
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
-}
-
-}  // namespace
+using tessera::storage::testing::ReadFile;
+using tessera::storage::testing::TempDir;
+using tessera::storage::testing::WriteFile;
 
 TEST_CASE("A data directory made at the first open keeps the member's id across opens",
           "[storage]") {
@@ -57,7 +37,7 @@ TEST_CASE("A data directory made at the first open keeps the member's id across 
   REQUIRE(again);
   CHECK(!(*again)->created());
   CHECK((*again)->member_id() == id);  // the directory's id, not the new one offered
-  CHECK(Read(dir / "member.id").find("cluster-name orders\n") != std::string::npos);
+  CHECK(ReadFile(dir / "member.id").find("cluster-name orders\n") != std::string::npos);
   CHECK(!std::filesystem::exists(dir / "member.id.tmp"));
 }
 
@@ -108,7 +88,7 @@ TEST_CASE("A data directory of another cluster or partition count is refused and
           "[storage]") {
   TempDir tmp;
   REQUIRE(DataDir::Open(tmp.path, "orders", 271, "id-1"));
-  const std::string before = Read(tmp.path / "member.id");
+  const std::string before = ReadFile(tmp.path / "member.id");
 
   auto other_cluster = DataDir::Open(tmp.path, "payments", 271, "id-2");
   REQUIRE(!other_cluster);
@@ -123,7 +103,7 @@ TEST_CASE("A data directory of another cluster or partition count is refused and
   CHECK_THAT(other_count.error().message(),
              Catch::Contains("271 partitions, not 64") && Catch::Contains("--partitions 271"));
 
-  CHECK(Read(tmp.path / "member.id") == before);
+  CHECK(ReadFile(tmp.path / "member.id") == before);
   CHECK(DataDir::Open(tmp.path, "orders", 271, "id-3"));  // and the lock was given back
 }
 
@@ -132,12 +112,12 @@ TEST_CASE("A damaged or unknown identity file stops the open with an error namin
   TempDir tmp;
   REQUIRE(DataDir::Open(tmp.path, "dev", 271, "id-1"));
   const auto file = tmp.path / "member.id";
-  const std::string good = Read(file);
+  const std::string good = ReadFile(file);
 
   SECTION("a flipped byte") {
     std::string bad = good;
     bad[bad.find("id-1") + 3] = '7';
-    Write(file, bad);
+    WriteFile(file, bad);
     auto opened = DataDir::Open(tmp.path, "dev", 271, "id-2");
     REQUIRE(!opened);
     CHECK(opened.error().code() == ErrorCode::kStorage);
@@ -146,14 +126,14 @@ TEST_CASE("A damaged or unknown identity file stops the open with an error namin
                                              Catch::Contains("move the directory aside"));
   }
   SECTION("cut short") {
-    Write(file, good.substr(0, good.size() / 2));
+    WriteFile(file, good.substr(0, good.size() / 2));
     auto opened = DataDir::Open(tmp.path, "dev", 271, "id-2");
     REQUIRE(!opened);
     CHECK(opened.error().code() == ErrorCode::kStorage);
     CHECK_THAT(opened.error().message(), Catch::Contains("damaged"));
   }
   SECTION("empty") {
-    Write(file, "");
+    WriteFile(file, "");
     auto opened = DataDir::Open(tmp.path, "dev", 271, "id-2");
     REQUIRE(!opened);
     CHECK(opened.error().code() == ErrorCode::kStorage);
@@ -163,7 +143,7 @@ TEST_CASE("A damaged or unknown identity file stops the open with an error namin
         "tessera-data-dir 2\nmember-id x\ncluster-name dev\npartition-count 271\n";
     char crc[9];
     std::snprintf(crc, sizeof crc, "%08x", tessera::storage::Crc32c(body));
-    Write(file, body + "crc32c " + crc + "\n");
+    WriteFile(file, body + "crc32c " + crc + "\n");
     auto opened = DataDir::Open(tmp.path, "dev", 271, "id-2");
     REQUIRE(!opened);
     CHECK(opened.error().code() == ErrorCode::kStorage);
@@ -176,7 +156,7 @@ TEST_CASE("A damaged or unknown identity file stops the open with an error namin
 TEST_CASE("A data directory that cannot be made or locked is a storage error naming the path",
           "[storage]") {
   TempDir tmp;
-  Write(tmp.path / "plain-file", "x");
+  WriteFile(tmp.path / "plain-file", "x");
   auto under_file = DataDir::Open(tmp.path / "plain-file" / "data", "dev", 271, "id-1");
   REQUIRE(!under_file);
   CHECK(under_file.error().code() == ErrorCode::kStorage);

@@ -3,6 +3,8 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include "temp_dir.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,28 +18,11 @@ using tessera::storage::SegmentReadOptions;
 using tessera::storage::SegmentWriter;
 using tessera::storage::TruncateSegment;
 
+using tessera::storage::testing::ReadFile;
+using tessera::storage::testing::TempDir;
+using tessera::storage::testing::WriteFile;
+
 namespace {
-
-struct TempDir {
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tessera-log-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::filesystem::path path;
-};
-
-std::string Read(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void Write(const std::filesystem::path& file, const std::string& bytes) {
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
-}
 
 // A segment with records "record-0" .. "record-<n-1>" of growing sizes; returns each record's
 // offset.
@@ -81,20 +66,20 @@ TEST_CASE("A torn tail, whatever its shape, is reported with the good records be
   TempDir tmp;
   const auto file = tmp.path / "0001.log";
   const auto offsets = WriteRecords(file, 10);
-  const std::string whole = Read(file);
+  const std::string whole = ReadFile(file);
   const std::uint64_t last = offsets.back();
 
   SECTION("cut inside the last record's payload") {
-    Write(file, whole.substr(0, whole.size() - 3));
+    WriteFile(file, whole.substr(0, whole.size() - 3));
   }
-  SECTION("cut inside the last record's header") { Write(file, whole.substr(0, last + 5)); }
+  SECTION("cut inside the last record's header") { WriteFile(file, whole.substr(0, last + 5)); }
   SECTION("the last record's payload half written (bytes changed, length whole)") {
     std::string torn = whole;
     torn[torn.size() - 2] ^= 0x20;
-    Write(file, torn);
+    WriteFile(file, torn);
   }
   SECTION("zeros after the last good record (the file grew before its data arrived)") {
-    Write(file, whole.substr(0, last) + std::string(4096, '\0'));
+    WriteFile(file, whole.substr(0, last) + std::string(4096, '\0'));
   }
   auto read = ReadSegment(file);
   REQUIRE(read);
@@ -116,11 +101,11 @@ TEST_CASE("Damage in the middle stops the read with the file and offset, or is s
   TempDir tmp;
   const auto file = tmp.path / "0001.log";
   const auto offsets = WriteRecords(file, 10);
-  std::string bytes = Read(file);
+  std::string bytes = ReadFile(file);
 
   SECTION("a flipped payload byte") {
     bytes[offsets[4] + kRecordHeaderBytes + 2] ^= 0x01;
-    Write(file, bytes);
+    WriteFile(file, bytes);
     auto read = ReadSegment(file);
     REQUIRE(!read);
     CHECK(read.error().code() == ErrorCode::kStorage);
@@ -139,7 +124,7 @@ TEST_CASE("Damage in the middle stops the read with the file and offset, or is s
   }
   SECTION("a length that runs past the end, with good records after it") {
     bytes[offsets[2] + 2] = 0x7f;  // about 8 MB: not a crash's torn tail, records follow
-    Write(file, bytes);
+    WriteFile(file, bytes);
     auto read = ReadSegment(file);
     REQUIRE(!read);
     CHECK_THAT(read.error().message(),
@@ -147,7 +132,7 @@ TEST_CASE("Damage in the middle stops the read with the file and offset, or is s
   }
   SECTION("a damaged header") {
     bytes[3] ^= 0x01;
-    Write(file, bytes);
+    WriteFile(file, bytes);
     auto read = ReadSegment(file);
     REQUIRE(!read);
     CHECK_THAT(read.error().message(), Catch::Contains("not a Tessera log segment header"));
@@ -158,7 +143,7 @@ TEST_CASE("A segment cut inside its header holds nothing and is a torn tail", "[
   TempDir tmp;
   const auto file = tmp.path / "0001.log";
   WriteRecords(file, 1);
-  Write(file, Read(file).substr(0, kSegmentHeaderBytes - 4));
+  WriteFile(file, ReadFile(file).substr(0, kSegmentHeaderBytes - 4));
   auto read = ReadSegment(file);
   REQUIRE(read);
   CHECK(read->records.empty());
