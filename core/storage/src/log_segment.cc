@@ -74,13 +74,15 @@ SegmentWriter::SegmentWriter(std::filesystem::path path, int fd)
 
 SegmentWriter::~SegmentWriter() { ::close(fd_); }
 
-void SegmentWriter::Append(std::string_view payload) {
+void EncodeRecord(std::string& out, std::string_view payload) {
   TESSERA_CHECK(!payload.empty() && payload.size() <= kMaxRecordBytes,
                 "a log record holds 1 to kMaxRecordBytes bytes");
-  PutLE<std::uint32_t>(buffer_, static_cast<std::uint32_t>(payload.size()));
-  PutLE<std::uint32_t>(buffer_, Crc32c(payload));
-  buffer_.append(payload);
+  PutLE<std::uint32_t>(out, static_cast<std::uint32_t>(payload.size()));
+  PutLE<std::uint32_t>(out, Crc32c(payload));
+  out.append(payload);
 }
+
+void SegmentWriter::Append(std::string_view payload) { EncodeRecord(buffer_, payload); }
 
 base::Result<void> SegmentWriter::Failed(std::string_view what) {
   failed_ = StorageError(path_, what, errno);

@@ -35,6 +35,10 @@ inline constexpr std::size_t kSegmentHeaderBytes = 16;
 inline constexpr std::size_t kRecordHeaderBytes = 8;
 inline constexpr std::uint32_t kMaxRecordBytes = 64u * 1024 * 1024;
 
+// Appends one record (header and payload) to `out`, as a segment holds it.
+// REQUIRES: 1 <= payload.size() <= kMaxRecordBytes.
+void EncodeRecord(std::string& out, std::string_view payload);
+
 // Appends records to a new segment file. Append only buffers; Write hands the buffer to the
 // OS (write(2)); Sync makes what was written durable (fdatasync). Every error is kStorage and
 // names the file and the system's reason ("No space left on device" for a full disk); after an
@@ -51,6 +55,8 @@ class SegmentWriter {
 
   // Buffers one record. REQUIRES: 1 <= payload.size() <= kMaxRecordBytes.
   void Append(std::string_view payload);
+  // Buffers records already encoded by EncodeRecord.
+  void AppendEncoded(std::string_view records) { buffer_.append(records); }
   // Writes the buffered records to the file. Errors: kStorage.
   base::Result<void> Write();
   // Write, then fdatasync. Errors: kStorage.

@@ -1,0 +1,123 @@
+#pragma once
+// ShardLog: one shard's write-ahead log, in a folder of its own (no lock or file shared with
+// another shard). The shard thread appends records and numbers them 1, 2, ... (continuing the
+// folder's); a flusher thread of the log writes them to the current segment in batches and
+// fdatasyncs: at once when a caller waits for durability (every record appended while the
+// previous sync ran goes into the next one: group commit), otherwise every `sync_interval_ms`.
+// The shard thread never waits for the disk.
+//
+// Segments are named by the sequence number of their first record ("%020llu.log"); a segment
+// is synced before the next one starts, so only the last can end in a torn tail. Opening a
+// folder reads every segment in order (the records are kept for the caller to replay, see
+// TakeRecovered), cuts the last one's torn tail (logged), and starts a new segment after them.
+//
+// A failed write or sync fails the log for good (kStorage, the file and the system's reason,
+// "No space left on device" included): every waiter and every later Append gets the error. The
+// member must stop acknowledging writes it cannot keep; retrying an fsync after a failure
+// would report success for pages the kernel already dropped.
+//
+// Thread-safety: Append, WhenDurable and TakeRecovered from one thread at a time (the shard's);
+// durable_seq and stats from any thread. Callbacks run on the flusher thread, in sequence
+// order (at once on the caller's thread only when the log has failed).
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "tessera/base/clock.h"
+#include "tessera/base/error.h"
+#include "tessera/base/unique_function.h"
+#include "tessera/storage/log_segment.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tessera::storage {
+
+struct ShardLogOptions {
+  std::uint64_t segment_bytes = 64ull * 1024 * 1024;  // a segment ends past this size
+  // How long written records may wait for their fdatasync when nobody waits for them; 0 = sync
+  // every batch.
+  base::Millis sync_interval_ms = 1000;
+};
+
+struct ShardLogStats {
+  std::uint64_t records = 0;   // appended since Open
+  std::uint64_t bytes = 0;     // encoded bytes appended since Open
+  std::uint64_t batches = 0;   // writes to a segment
+  std::uint64_t syncs = 0;     // fdatasyncs
+  std::uint64_t segments = 0;  // segments started since Open
+};
+
+class ShardLog {
+ public:
+  using DurableCallback = base::UniqueFunction<void(base::Result<void>)>;
+
+  // Opens (creating) the folder `dir`, reads its segments and starts a new one. Errors
+  // (kStorage, naming the file): a segment damaged in the middle or a torn tail in a segment
+  // that is not the last; a gap in the sequence numbers between segments; the folder cannot be
+  // read or written.
+  static base::Result<std::unique_ptr<ShardLog>> Open(const std::filesystem::path& dir,
+                                                      ShardLogOptions options,
+                                                      std::shared_ptr<spdlog::logger> log);
+  // Writes and syncs what was appended, then stops the flusher; waiters still pending get
+  // their result first.
+  ~ShardLog();
+  ShardLog(const ShardLog&) = delete;
+  ShardLog& operator=(const ShardLog&) = delete;
+
+  // Appends a record and returns its sequence number. Errors: kStorage once the log failed.
+  // REQUIRES: 1 <= payload.size() <= kMaxRecordBytes.
+  base::Result<std::uint64_t> Append(std::string_view payload);
+  // Calls `done` once every record up to `seq` is durable (ok), or with the log's error
+  // (kShuttingDown when the log closes first: `seq` was never appended).
+  void WhenDurable(std::uint64_t seq, DurableCallback done);
+  // The records the folder held when opened, in sequence order (the first one's number is
+  // first_recovered_seq()); moved out by the first call.
+  std::vector<std::string> TakeRecovered();
+  std::uint64_t first_recovered_seq() const { return first_recovered_seq_; }
+
+  std::uint64_t durable_seq() const { return durable_seq_.load(); }
+  ShardLogStats stats() const;
+
+ private:
+  ShardLog(std::filesystem::path dir, ShardLogOptions options, std::shared_ptr<spdlog::logger> log);
+  base::Result<void> Recover();
+  base::Result<void> StartSegment(std::uint64_t first_seq);
+  void Flusher();
+  // One batch: write what is pending (and sync when `sync`); returns the write's outcome.
+  base::Result<void> FlushBatch(std::string batch, std::uint64_t last_seq, bool sync);
+  void Finish(std::vector<DurableCallback> callbacks, const base::Result<void>& outcome);
+
+  const std::filesystem::path dir_;
+  const ShardLogOptions options_;
+  const std::shared_ptr<spdlog::logger> log_;
+  std::vector<std::string> recovered_;
+  std::uint64_t first_recovered_seq_ = 1;
+  std::unique_ptr<SegmentWriter> segment_;  // the flusher's (and Open's)
+
+  mutable std::mutex mu_;  // this shard and its flusher only
+  std::condition_variable wake_;
+  std::string pending_;             // encoded records not yet handed to the flusher
+  std::uint64_t appended_seq_ = 0;  // the last sequence number given out
+  std::uint64_t written_seq_ = 0;   // the last one written to a segment
+  std::multimap<std::uint64_t, DurableCallback> waiters_;
+  std::optional<base::Error> failed_;
+  bool stop_ = false;
+  ShardLogStats stats_;
+  std::atomic<std::uint64_t> durable_seq_{0};
+  std::atomic<std::uint64_t> segments_started_{0};
+  std::thread flusher_;
+};
+
+}  // namespace tessera::storage

@@ -1,0 +1,252 @@
+// ShardLog: the shard thread only encodes into `pending_` under a mutex it shares with its own
+// flusher; the flusher takes the whole pending batch at once, writes it, syncs when someone
+// waits or the interval is up, and then answers the waiters the sync covered.
+#include "tessera/storage/shard_log.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+
+namespace tessera::storage {
+namespace {
+
+using base::ErrorCode;
+
+std::string SegmentName(std::uint64_t first_seq) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%020" PRIu64 ".log", first_seq);
+  return name;
+}
+
+// The first sequence number a segment's name says, if it is a segment's name.
+std::optional<std::uint64_t> FirstSeqOf(const std::filesystem::path& file) {
+  const std::string name = file.filename().string();
+  if (name.size() != 24 || file.extension() != ".log") return std::nullopt;
+  std::uint64_t seq = 0;
+  for (std::size_t i = 0; i < 20; ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    seq = seq * 10 + static_cast<std::uint64_t>(name[i] - '0');
+  }
+  return seq;
+}
+
+}  // namespace
+
+base::Result<std::unique_ptr<ShardLog>> ShardLog::Open(const std::filesystem::path& dir,
+                                                       ShardLogOptions options,
+                                                       std::shared_ptr<spdlog::logger> log) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return base::Fail(ErrorCode::kStorage,
+                      "cannot create the log folder " + dir.string() + ": " + ec.message());
+  }
+  auto shard_log = std::unique_ptr<ShardLog>(new ShardLog(dir, options, std::move(log)));
+  if (auto recovered = shard_log->Recover(); !recovered) return std::unexpected(recovered.error());
+  if (auto started = shard_log->StartSegment(shard_log->appended_seq_ + 1); !started) {
+    return std::unexpected(started.error());
+  }
+  shard_log->flusher_ = std::thread([raw = shard_log.get()] { raw->Flusher(); });
+  return shard_log;
+}
+
+ShardLog::ShardLog(std::filesystem::path dir, ShardLogOptions options,
+                   std::shared_ptr<spdlog::logger> log)
+    : dir_(std::move(dir)), options_(options), log_(std::move(log)) {}
+
+ShardLog::~ShardLog() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_one();
+  if (flusher_.joinable()) flusher_.join();
+}
+
+base::Result<void> ShardLog::Recover() {
+  std::vector<std::pair<std::uint64_t, std::filesystem::path>> segments;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    if (auto first = FirstSeqOf(entry.path())) segments.emplace_back(*first, entry.path());
+  }
+  if (ec) {
+    return base::Fail(ErrorCode::kStorage,
+                      "cannot list the log folder " + dir_.string() + ": " + ec.message());
+  }
+  std::sort(segments.begin(), segments.end());
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const auto& [first, file] = segments[i];
+    if (i == 0) {
+      first_recovered_seq_ = first;
+      appended_seq_ = first - 1;
+    } else if (first != appended_seq_ + 1) {
+      return base::Fail(ErrorCode::kStorage,
+                        "log segment " + file.string() + " starts at record " +
+                            std::to_string(first) + " but the segments before it end at " +
+                            std::to_string(appended_seq_) +
+                            ": records are missing; restore the data directory from a backup");
+    }
+    auto contents = ReadSegment(file);
+    if (!contents) return std::unexpected(contents.error());
+    if (contents->torn_at) {
+      if (i + 1 != segments.size()) {
+        return base::Fail(ErrorCode::kStorage,
+                          "log segment " + file.string() + " ends in a torn record at offset " +
+                              std::to_string(*contents->torn_at) +
+                              " but is not the last segment; restore the data directory from a "
+                              "backup");
+      }
+      if (log_) {
+        log_->warn(
+            "log segment {}: cut off a torn tail of {} bytes at offset {} (a crash in "
+            "the middle of a write; the records before it are kept)",
+            file.string(), contents->file_bytes - contents->valid_bytes, *contents->torn_at);
+      }
+      if (auto cut = TruncateSegment(file, contents->valid_bytes); !cut) return cut;
+    }
+    appended_seq_ += contents->records.size();
+    for (auto& r : contents->records) recovered_.push_back(std::move(r));
+    if (i + 1 == segments.size() && contents->records.empty()) {
+      // The last segment holds no record (started just before the process ended): the new
+      // segment takes its name.
+      std::filesystem::remove(file, ec);
+      if (ec) {
+        return base::Fail(ErrorCode::kStorage,
+                          "cannot remove the empty log segment " + file.string() + ": " +
+                              ec.message());
+      }
+    }
+  }
+  written_seq_ = appended_seq_;
+  durable_seq_ = appended_seq_;
+  return {};
+}
+
+base::Result<void> ShardLog::StartSegment(std::uint64_t first_seq) {
+  auto segment = SegmentWriter::Create(dir_ / SegmentName(first_seq));
+  if (!segment) return std::unexpected(segment.error());
+  segment_ = std::move(*segment);
+  ++segments_started_;
+  return {};
+}
+
+base::Result<std::uint64_t> ShardLog::Append(std::string_view payload) {
+  std::lock_guard lock(mu_);
+  if (failed_) return std::unexpected(*failed_);
+  const bool was_empty = pending_.empty();
+  EncodeRecord(pending_, payload);
+  ++stats_.records;
+  stats_.bytes += kRecordHeaderBytes + payload.size();
+  const std::uint64_t seq = ++appended_seq_;
+  if (was_empty) wake_.notify_one();
+  return seq;
+}
+
+void ShardLog::WhenDurable(std::uint64_t seq, DurableCallback done) {
+  std::unique_lock lock(mu_);
+  if (failed_) {
+    const base::Error error = *failed_;
+    lock.unlock();
+    done(std::unexpected(error));
+    return;
+  }
+  // Even when already durable: the flusher answers every waiter, so answers come in order.
+  waiters_.emplace(seq, std::move(done));
+  wake_.notify_one();
+}
+
+std::vector<std::string> ShardLog::TakeRecovered() { return std::move(recovered_); }
+
+ShardLogStats ShardLog::stats() const {
+  std::lock_guard lock(mu_);
+  ShardLogStats out = stats_;
+  out.segments = segments_started_.load();
+  return out;
+}
+
+void ShardLog::Flusher() {
+  using Clock = std::chrono::steady_clock;
+  const auto interval = std::chrono::milliseconds(options_.sync_interval_ms);
+  auto next_sync = Clock::now() + interval;
+  std::unique_lock lock(mu_);
+  while (true) {
+    wake_.wait_until(lock, next_sync, [this] {
+      const bool answerable = !waiters_.empty() && (waiters_.begin()->first <= durable_seq_ ||
+                                                    durable_seq_ < appended_seq_);
+      return stop_ || !pending_.empty() || answerable;
+    });
+    if (failed_) break;
+    const bool unsynced = durable_seq_ < appended_seq_;
+    const bool due = Clock::now() >= next_sync;
+    if (!pending_.empty() || (unsynced && (stop_ || !waiters_.empty() || due))) {
+      const bool sync = stop_ || !waiters_.empty() || options_.sync_interval_ms == 0 || due;
+      std::string batch = std::move(pending_);
+      pending_.clear();
+      const std::uint64_t last = appended_seq_;
+      lock.unlock();
+      auto outcome = FlushBatch(std::move(batch), last, sync);
+      lock.lock();
+      ++stats_.batches;
+      if (!outcome) {
+        failed_ = outcome.error();
+        if (log_) {
+          log_->error("{}: this member's writes can no longer be logged",
+                      outcome.error().message());
+        }
+        break;
+      }
+      written_seq_ = last;
+      if (sync) {
+        ++stats_.syncs;
+        durable_seq_ = last;
+        next_sync = Clock::now() + interval;
+      }
+    } else if (due) {
+      next_sync = Clock::now() + interval;
+    }
+    std::vector<DurableCallback> ready;
+    for (auto it = waiters_.begin(); it != waiters_.end() && it->first <= durable_seq_;) {
+      ready.push_back(std::move(it->second));
+      it = waiters_.erase(it);
+    }
+    if (!ready.empty()) {
+      lock.unlock();
+      Finish(std::move(ready), base::Result<void>{});
+      lock.lock();
+    }
+    // Stopped with everything synced: waiters left wait for records never appended.
+    if (stop_ && pending_.empty() && durable_seq_ == appended_seq_) break;
+  }
+  // Failed or stopped: whoever still waits hears it.
+  std::vector<DurableCallback> rest;
+  for (auto& [seq, done] : waiters_) rest.push_back(std::move(done));
+  waiters_.clear();
+  const base::Result<void> result =
+      failed_ ? base::Result<void>(std::unexpected(*failed_))
+              : base::Result<void>(std::unexpected(base::Error(
+                    ErrorCode::kShuttingDown, "the log of " + dir_.string() + " was closed")));
+  lock.unlock();
+  Finish(std::move(rest), result);
+}
+
+base::Result<void> ShardLog::FlushBatch(std::string batch, std::uint64_t last_seq, bool sync) {
+  segment_->AppendEncoded(batch);
+  auto outcome = sync ? segment_->Sync() : segment_->Write();
+  if (!outcome) return outcome;
+  if (segment_->size() >= options_.segment_bytes) {
+    if (!sync) {
+      if (auto synced = segment_->Sync(); !synced) return synced;
+    }
+    return StartSegment(last_seq + 1);
+  }
+  return {};
+}
+
+void ShardLog::Finish(std::vector<DurableCallback> callbacks, const base::Result<void>& outcome) {
+  for (auto& done : callbacks) done(outcome);
+}
+
+}  // namespace tessera::storage

@@ -1,0 +1,233 @@
+#include "tessera/storage/shard_log.h"
+
+#include <signal.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "temp_dir.h"
+
+using tessera::base::ErrorCode;
+using tessera::storage::ShardLog;
+using tessera::storage::ShardLogOptions;
+using tessera::storage::testing::ReadFile;
+using tessera::storage::testing::TempDir;
+using tessera::storage::testing::WriteFile;
+
+namespace {
+
+std::string Payload(std::uint64_t i) {
+  return "update-" + std::to_string(i) + std::string(40, 'p');
+}
+
+// Waits (bounded) until every record up to `seq` is durable; false on an error or timeout.
+bool AwaitDurable(ShardLog& log, std::uint64_t seq) {
+  auto promise = std::make_shared<std::promise<bool>>();
+  auto future = promise->get_future();
+  log.WhenDurable(seq,
+                  [promise](tessera::base::Result<void> r) { promise->set_value(r.has_value()); });
+  return future.wait_for(std::chrono::seconds(10)) == std::future_status::ready && future.get();
+}
+
+std::vector<std::filesystem::path> Segments(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("A shard log's records come back in order after a reopen, across its segments",
+          "[storage]") {
+  TempDir tmp;
+  ShardLogOptions options;
+  options.segment_bytes = 2048;
+  {
+    auto log = ShardLog::Open(tmp.path, options, nullptr);
+    REQUIRE(log);
+    CHECK((*log)->TakeRecovered().empty());
+    std::uint64_t last = 0;
+    for (std::uint64_t i = 1; i <= 500; ++i) {
+      auto seq = (*log)->Append(Payload(i));
+      REQUIRE(seq);
+      CHECK(*seq == i);
+      last = *seq;
+      if (i % 50 == 0) REQUIRE(AwaitDurable(**log, last));  // batches of many sizes
+    }
+    REQUIRE(AwaitDurable(**log, last));
+    CHECK((*log)->durable_seq() == 500);
+    CHECK((*log)->stats().records == 500);
+    CHECK((*log)->stats().segments > 5);
+  }
+  auto reopened = ShardLog::Open(tmp.path, options, nullptr);
+  INFO((reopened ? std::string() : reopened.error().message()));
+  REQUIRE(reopened);
+  CHECK((*reopened)->first_recovered_seq() == 1);
+  auto records = (*reopened)->TakeRecovered();
+  REQUIRE(records.size() == 500);
+  for (std::uint64_t i = 1; i <= 500; ++i) CHECK(records[i - 1] == Payload(i));
+  auto next = (*reopened)->Append(Payload(501));
+  REQUIRE(next);
+  CHECK(*next == 501);  // numbering continues
+}
+
+TEST_CASE(
+    "Without a waiter a shard log writes at once but syncs only at its interval; a waiter gets "
+    "its records synced, and every waiter is answered once, in order",
+    "[storage]") {
+  TempDir tmp;
+  ShardLogOptions options;
+  options.sync_interval_ms = 3'600'000;
+  auto log = ShardLog::Open(tmp.path, options, nullptr);
+  REQUIRE(log);
+  for (int i = 1; i <= 10; ++i) REQUIRE((*log)->Append(Payload(i)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while ((*log)->stats().batches == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK((*log)->stats().batches >= 1);
+  CHECK((*log)->stats().syncs == 0);
+  CHECK((*log)->durable_seq() == 0);
+
+  // Callbacks run on the flusher thread: they record, the test checks afterwards.
+  struct Answer {
+    std::uint64_t seq;
+    bool ok;
+    bool durable;  // durable_seq() covered it when it was answered
+  };
+  std::mutex mu;
+  std::vector<Answer> answered;
+  std::uint64_t last = 0;
+  ShardLog& shard_log = **log;
+  for (std::uint64_t i = 11; i <= 2000; ++i) {
+    auto seq = shard_log.Append(Payload(i));
+    REQUIRE(seq);
+    last = *seq;
+    shard_log.WhenDurable(
+        *seq, [&mu, &answered, &shard_log, seq = *seq](tessera::base::Result<void> r) {
+          std::lock_guard lock(mu);
+          answered.push_back({seq, r.has_value(), shard_log.durable_seq() >= seq});
+        });
+  }
+  REQUIRE(AwaitDurable(shard_log, last));
+  std::lock_guard lock(mu);
+  REQUIRE(answered.size() == 1990);
+  for (std::size_t i = 0; i < answered.size(); ++i) {
+    INFO("answer " << i);
+    CHECK(answered[i].seq == 11 + i);  // once each, in order
+    CHECK(answered[i].ok);
+    CHECK(answered[i].durable);
+  }
+  CHECK((*log)->stats().syncs >= 1);
+  CHECK((*log)->stats().syncs <= (*log)->stats().batches);
+}
+
+TEST_CASE("A torn tail of a shard log's last segment is cut at reopen, with a warning",
+          "[storage]") {
+  TempDir tmp;
+  {
+    auto log = ShardLog::Open(tmp.path, {}, nullptr);
+    REQUIRE(log);
+    for (int i = 1; i <= 10; ++i) REQUIRE((*log)->Append(Payload(i)));
+  }  // closing writes and syncs
+  const auto segment = Segments(tmp.path).front();
+  const std::string bytes = ReadFile(segment);
+  WriteFile(segment, bytes.substr(0, bytes.size() - 3));  // a crash mid-append
+
+  std::ostringstream warnings;
+  auto logger = std::make_shared<spdlog::logger>(
+      "log", std::make_shared<spdlog::sinks::ostream_sink_mt>(warnings));
+  auto reopened = ShardLog::Open(tmp.path, {}, logger);
+  REQUIRE(reopened);
+  auto records = (*reopened)->TakeRecovered();
+  REQUIRE(records.size() == 9);
+  CHECK(records.back() == Payload(9));
+  CHECK_THAT(warnings.str(), Catch::Contains("cut off a torn tail") &&
+                                 Catch::Contains(segment.filename().string()));
+  auto next = (*reopened)->Append(Payload(10));
+  REQUIRE(next);
+  CHECK(*next == 10);  // the torn record's number is given again: it was never durable
+}
+
+TEST_CASE(
+    "A torn record in a segment that is not the last, or a missing segment, stops the open "
+    "naming the file",
+    "[storage]") {
+  TempDir tmp;
+  ShardLogOptions options;
+  options.segment_bytes = 256;
+  {
+    auto log = ShardLog::Open(tmp.path, options, nullptr);
+    REQUIRE(log);
+    for (int i = 1; i <= 40; ++i) {
+      auto seq = (*log)->Append(Payload(i));
+      REQUIRE(seq);
+      REQUIRE(AwaitDurable(**log, *seq));  // one batch each: segments of a few records
+    }
+  }
+  const auto segments = Segments(tmp.path);
+  REQUIRE(segments.size() >= 4);
+  SECTION("torn before the last") {
+    const std::string bytes = ReadFile(segments[1]);
+    WriteFile(segments[1], bytes.substr(0, bytes.size() - 5));
+    auto opened = ShardLog::Open(tmp.path, options, nullptr);
+    REQUIRE(!opened);
+    CHECK(opened.error().code() == ErrorCode::kStorage);
+    CHECK_THAT(opened.error().message(),
+               Catch::Contains(segments[1].string()) && Catch::Contains("not the last segment"));
+  }
+  SECTION("a segment missing") {
+    std::filesystem::remove(segments[2]);
+    auto opened = ShardLog::Open(tmp.path, options, nullptr);
+    REQUIRE(!opened);
+    CHECK_THAT(opened.error().message(),
+               Catch::Contains(segments[3].string()) && Catch::Contains("records are missing"));
+  }
+}
+
+TEST_CASE("A write the file system refuses fails the shard log for good, waiters and appends alike",
+          "[storage]") {
+  TempDir tmp;
+  // In a child process: a file size limit makes the segment's writes fail (EFBIG), as a full
+  // disk would (ENOSPC) on the same path.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{16 * 1024, 16 * 1024};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    auto log = ShardLog::Open(tmp.path, {}, nullptr);
+    if (!log) ::_exit(10);
+    std::uint64_t last = 0;
+    for (int i = 0; i < 100; ++i) {
+      auto seq = (*log)->Append(std::string(1024, 'x'));
+      if (!seq) break;
+      last = *seq;
+    }
+    auto promise = std::make_shared<std::promise<tessera::base::Result<void>>>();
+    (*log)->WhenDurable(last, [promise](tessera::base::Result<void> r) { promise->set_value(r); });
+    auto future = promise->get_future();
+    if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) ::_exit(11);
+    auto outcome = future.get();
+    if (outcome || outcome.error().code() != ErrorCode::kStorage ||
+        outcome.error().message().find("File too large") == std::string::npos) {
+      ::_exit(12);
+    }
+    auto after = (*log)->Append("more");
+    if (after || after.error().message().find("File too large") == std::string::npos) ::_exit(13);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
