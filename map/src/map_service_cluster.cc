@@ -548,10 +548,21 @@ void MapService::Impl::ResyncBackup(std::uint32_t partition_id, std::string back
     auto current = CurrentRouting();
     if (stopped.load() || !current || !current->routing) return;
     const auto& replicas = current->replicas[partition_id];
+    const bool owner = !replicas.empty() && replicas[0] == current->self;
     const bool still_ours =
-        !replicas.empty() && replicas[0] == current->self &&
-        std::find(replicas.begin() + 1, replicas.end(), backup) != replicas.end();
-    if (!still_ours) return;  // a new table re-replicates it
+        owner && std::find(replicas.begin() + 1, replicas.end(), backup) != replicas.end();
+    if (!still_ours) {
+      // A new table re-replicated the partition. But a failure of the former backup counted
+      // after that table's copy began (a write's timeout arriving late) keeps the partition's
+      // unconfirmed mark, which only a copy that began after the last failure clears: send
+      // the partition's only backup such a copy, or quorum maps would serve nothing here until
+      // the next table.
+      if (owner && replicas.size() == 2 &&
+          flags[partition_id].unconfirmed_since_ms.load() != kNoUnconfirmed) {
+        ResyncBackup(partition_id, replicas[1], attempt);
+      }
+      return;
+    }
     const std::uint64_t failures = flags[partition_id].unconfirmed_count.load();
     CopyPartition(
         shard, partition_id, backup, current->routing,

@@ -1163,6 +1163,110 @@ TEST_CASE(
   CHECK(got->value == "38");  // neither the stale set nor the stale delete was applied
 }
 
+namespace {
+// Routing whose replica writes to `held_target` wait until the test answers them; every other
+// replica write is acknowledged at once; calls fail as to an unreachable member.
+class HeldReplicas final : public ClusterRouting {
+ public:
+  using Done = std::function<void(tessera::base::Result<StalePartitions>)>;
+  explicit HeldReplicas(std::string held_target) : held_target_(std::move(held_target)) {}
+  void Send(const std::string&, MapRequest, Callback done) override {
+    done(tessera::base::Fail(ErrorCode::kConnectionFailed, "no peers in this test"));
+  }
+  void SendReplica(const std::string& target, std::vector<ReplicaUpdate>, Done done) override {
+    if (target == held_target_) {
+      std::lock_guard lock(mu_);
+      held_.push_back(std::move(done));
+      return;
+    }
+    copies_to_others_.fetch_add(1);
+    done(StalePartitions{});
+  }
+  // Answers every held replica write with `error`; returns how many there were.
+  std::size_t FailHeld(const tessera::base::Error& error) {
+    std::vector<Done> held;
+    {
+      std::lock_guard lock(mu_);
+      held.swap(held_);
+    }
+    for (auto& done : held) done(std::unexpected(error));
+    return held.size();
+  }
+  std::size_t held() {
+    std::lock_guard lock(mu_);
+    return held_.size();
+  }
+  std::atomic<int> copies_to_others_{0};
+
+ private:
+  std::string held_target_;
+  std::mutex mu_;
+  std::vector<Done> held_;
+};
+}  // namespace
+
+TEST_CASE(
+    "A write's backup failure that arrives after the cluster replaced that backup does not "
+    "leave its partition refusing a quorum map's reads: the new backup gets a fresh copy",
+    "[map][cluster][quorum]") {
+  // Seen in a matrix run (pause, quorum): a write's timeout from a paused backup arrived after
+  // the table without it and its partition's copy to the new backup; the partition's mark of
+  // unconfirmed writes was never cleared and the final reads were refused for a minute.
+  tessera::base::SteadyClock clock;
+  EntryProcessorRegistry processors;
+  tessera::runtime::ShardSet shards{2};
+  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
+                     spdlog::null_logger_mt("late-backup-failure"), {});
+  shards.Start();
+  service.Start();
+  MapConfig quorum;
+  quorum.min_cluster_size = 2;
+  service.Configure("orders", quorum);
+  HeldReplicas routing("a");
+  const std::vector<std::vector<std::string>> alone(271, {"self"});
+  const std::vector<std::vector<std::string>> with_a(271, {"self", "a"});
+  const std::vector<std::vector<std::string>> with_b(271, {"self", "b"});
+  service.SetPartitionTable(alone, {{"self", "self"}}, "self", &routing);
+  service.SetPartitionTable(with_a, {{"a", "a"}, {"self", "self"}}, "self", &routing);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto wait_held = [&routing, &deadline](std::size_t n) {
+    while (routing.held() < n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return routing.held();
+  };
+  REQUIRE(wait_held(271) == 271);  // a's copies, unanswered
+
+  auto written = std::make_shared<std::promise<tessera::base::Result<MapResult>>>();
+  service.Execute(Rq(MapOp::kSet, "k", "v"), [written](tessera::base::Result<MapResult> r) {
+    written->set_value(std::move(r));
+  });
+  REQUIRE(wait_held(272) == 272);  // and the write, waiting for backup a
+
+  // a is removed (paused past the failure timeout): b is every partition's backup now and
+  // gets its copies.
+  service.SetPartitionTable(with_b, {{"self", "self"}, {"b", "b"}}, "self", &routing);
+  while (routing.copies_to_others_.load() < 271 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(routing.copies_to_others_.load() >= 271);
+  // Only now do a's timeouts arrive.
+  REQUIRE(routing.FailHeld(tessera::base::Error(ErrorCode::kTimeout, "no reply from a")) == 272);
+  auto write = written->get_future().get();
+  REQUIRE_FALSE(write);  // not acknowledged: its outcome is unknown to the caller
+
+  auto read = service.ExecuteSync(Rq(MapOp::kGet, "k", ""));
+  while (!read && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    read = service.ExecuteSync(Rq(MapOp::kGet, "k", ""));
+  }
+  INFO((read ? std::string() : read.error().message()));
+  REQUIRE(read);
+  CHECK(read->value == std::optional<std::string>("v"));
+  service.Stop();
+  shards.Stop();
+}
+
 TEST_CASE("A backup refuses the writes of a member its view does not list, and takes its members'",
           "[map][cluster][fence]") {
   // A bridge partition: two masters each remove the other and keep the member between them.
