@@ -81,7 +81,7 @@ TEST_CASE("A shard log's records come back in order after a reopen, across its s
 }
 
 TEST_CASE(
-    "Without a waiter a shard log writes at once but syncs only at its interval; a waiter gets "
+    "Without a waiter a shard log writes at once but syncs only at its interval, and a waiter gets "
     "its records synced, and every waiter is answered once, in order",
     "[storage]") {
   TempDir tmp;
