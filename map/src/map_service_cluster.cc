@@ -334,6 +334,7 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
   ClusterRouting* routing = nullptr;
   // Unconfirmed writes matter to quorum maps only: no clock read per write without them.
   const bool track_unconfirmed = any_quorum.load(std::memory_order_relaxed);
+  const std::uint64_t leaves_at_write = leaves.load();
   // Since when the partitions written hold unconfirmed writes if a backup fails: the earliest
   // start of the writes (a write begun before the first quorum map was configured has none).
   base::Millis applied_ms = 0;
@@ -380,13 +381,14 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
     for (const auto& u : list) partitions.insert(u.partition_id);
     routing->SendReplica(
         backup, std::move(list),
-        [this, gather, backup = backup, partitions, track_unconfirmed,
-         applied_ms](base::Result<StalePartitions> ack) {
+        [this, gather, backup = backup, partitions, track_unconfirmed, applied_ms,
+         leaves_at_write](base::Result<StalePartitions> ack) {
           // A backup that missed an update gets the whole partition again (until it confirms
           // or stops being the backup), so a later promotion does not serve stale data. One
           // that applied this write but found it had missed an earlier one confirms the write.
           if (!ack) {
             for (auto p : partitions) {
+              if (leaves.load() != leaves_at_write) break;  // written in a cluster since left
               if (!track_unconfirmed) {
                 ResyncBackup(p, backup, 0);
                 continue;

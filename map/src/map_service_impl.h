@@ -571,6 +571,10 @@ struct MapService::Impl {
   // the member left would otherwise count as the next table's, and a write would be confirmed
   // by a member that keeps none of it. Written under ownership_mu.
   std::atomic<bool> left_cluster{false};
+  // How many times LeaveCluster ran: a write's backup failure that arrives after its member
+  // left the cluster it was written in marks nothing (LeaveCluster already left that cluster's
+  // unconfirmed writes out of the merge; the next table's partitions are fresh copies).
+  std::atomic<std::uint64_t> leaves{0};
   // SetOwnershipHook's hook; guarded by ownership_mu, copied out before it is called.
   std::shared_ptr<const std::function<void(std::uint32_t)>> ownership_hook;
   // Runs the ownership hook for `partitions` (all on `shard`): inline when on that shard, else

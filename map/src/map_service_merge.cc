@@ -56,6 +56,7 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
     }
     impl_->routing = nullptr;  // requests wait for the next table (ExpectPartitionTable)
     impl_->left_cluster.store(true);
+    impl_->leaves.fetch_add(1);
     impl_->expects_table.store(true);
   }
   for (std::size_t shard = 0; shard < changed.size(); ++shard) {

@@ -1267,6 +1267,53 @@ TEST_CASE(
   shards.Stop();
 }
 
+TEST_CASE(
+    "A write's backup failure that arrives after its member left that cluster marks nothing: "
+    "the member's next cluster serves the partition",
+    "[map][cluster][quorum]") {
+  // Seen in a rerun of the pause nemesis: a member woken from a pause left its cluster, then a
+  // write of the old cluster failed; its partition refused quorum reads in the next cluster
+  // until another table came (6.5 s).
+  tessera::base::SteadyClock clock;
+  EntryProcessorRegistry processors;
+  tessera::runtime::ShardSet shards{2};
+  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
+                     spdlog::null_logger_mt("failure-after-leave"), {});
+  shards.Start();
+  service.Start();
+  MapConfig quorum;
+  quorum.min_cluster_size = 2;
+  service.Configure("orders", quorum);
+  HeldReplicas routing("a");
+  const std::vector<std::vector<std::string>> alone(271, {"self"});
+  const std::vector<std::vector<std::string>> with_a(271, {"self", "a"});
+  service.SetPartitionTable(alone, {{"self", "self"}}, "self", &routing);
+  service.SetPartitionTable(with_a, {{"a", "a"}, {"self", "self"}}, "self", &routing);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto wait_held = [&routing, &deadline](std::size_t n) {
+    while (routing.held() < n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return routing.held();
+  };
+  REQUIRE(wait_held(271) == 271);
+  auto written = std::make_shared<std::promise<tessera::base::Result<MapResult>>>();
+  service.Execute(Rq(MapOp::kSet, "k", "v"), [written](tessera::base::Result<MapResult> r) {
+    written->set_value(std::move(r));
+  });
+  REQUIRE(wait_held(272) == 272);
+
+  service.LeaveCluster(0);  // woken from a pause and removed: it leaves to merge
+  REQUIRE(routing.FailHeld(tessera::base::Error(ErrorCode::kTimeout, "no reply from a")) == 272);
+  REQUIRE_FALSE(written->get_future().get());
+  service.SetPartitionTable(alone, {{"self", "self"}}, "self", &routing);  // its next cluster
+  auto read = service.ExecuteSync(Rq(MapOp::kGet, "k", ""));
+  INFO((read ? std::string() : read.error().message()));
+  REQUIRE(read);  // served (the key went out with the merge)
+  service.Stop();
+  shards.Stop();
+}
+
 TEST_CASE("A backup refuses the writes of a member its view does not list, and takes its members'",
           "[map][cluster][fence]") {
   // A bridge partition: two masters each remove the other and keep the member between them.
