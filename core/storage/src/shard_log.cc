@@ -114,9 +114,8 @@ base::Result<void> ShardLog::Recover() {
       // segment takes its name.
       std::filesystem::remove(file, ec);
       if (ec) {
-        return base::Fail(ErrorCode::kStorage,
-                          "cannot remove the empty log segment " + file.string() + ": " +
-                              ec.message());
+        return base::Fail(ErrorCode::kStorage, "cannot remove the empty log segment " +
+                                                   file.string() + ": " + ec.message());
       }
     }
   }
