@@ -1203,6 +1203,51 @@ class HeldReplicas final : public ClusterRouting {
   std::mutex mu_;
   std::vector<Done> held_;
 };
+
+// A quorum map's owner "self" whose backup "a" answers nothing until the test says so: a's
+// 271 partition copies and one write of "k" wait, unanswered, when the constructor returns.
+struct HeldWrite {
+  explicit HeldWrite(const std::string& name)
+      : service(shards, tessera::partition::Partitioner(271), clock, processors,
+                spdlog::null_logger_mt(name), {}) {
+    shards.Start();
+    service.Start();
+    MapConfig quorum;
+    quorum.min_cluster_size = 2;
+    service.Configure("orders", quorum);
+    service.SetPartitionTable(Table({"self"}), {{"self", "self"}}, "self", &routing);
+    service.SetPartitionTable(Table({"self", "a"}), {{"a", "a"}, {"self", "self"}}, "self",
+                              &routing);
+    REQUIRE(WaitHeld(271) == 271);  // a's copies
+    service.Execute(Rq(MapOp::kSet, "k", "v"), [w = written](tessera::base::Result<MapResult> r) {
+      w->set_value(std::move(r));
+    });
+    REQUIRE(WaitHeld(272) == 272);  // and the write, waiting for backup a
+  }
+  ~HeldWrite() {
+    service.Stop();
+    shards.Stop();
+  }
+  static std::vector<std::vector<std::string>> Table(std::vector<std::string> replicas) {
+    return std::vector<std::vector<std::string>>(271, replicas);
+  }
+  std::size_t WaitHeld(std::size_t n) {
+    while (routing.held() < n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return routing.held();
+  }
+
+  const std::chrono::steady_clock::time_point deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  tessera::base::SteadyClock clock;
+  EntryProcessorRegistry processors;
+  tessera::runtime::ShardSet shards{2};
+  HeldReplicas routing{"a"};
+  std::shared_ptr<std::promise<tessera::base::Result<MapResult>>> written =
+      std::make_shared<std::promise<tessera::base::Result<MapResult>>>();
+  MapService service;
+};
 }  // namespace
 
 TEST_CASE(
@@ -1212,48 +1257,22 @@ TEST_CASE(
   // Seen in a matrix run (pause, quorum): a write's timeout from a paused backup arrived after
   // the table without it and its partition's copy to the new backup; the partition's mark of
   // unconfirmed writes was never cleared and the final reads were refused for a minute.
-  tessera::base::SteadyClock clock;
-  EntryProcessorRegistry processors;
-  tessera::runtime::ShardSet shards{2};
-  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
-                     spdlog::null_logger_mt("late-backup-failure"), {});
-  shards.Start();
-  service.Start();
-  MapConfig quorum;
-  quorum.min_cluster_size = 2;
-  service.Configure("orders", quorum);
-  HeldReplicas routing("a");
-  const std::vector<std::vector<std::string>> alone(271, {"self"});
-  const std::vector<std::vector<std::string>> with_a(271, {"self", "a"});
-  const std::vector<std::vector<std::string>> with_b(271, {"self", "b"});
-  service.SetPartitionTable(alone, {{"self", "self"}}, "self", &routing);
-  service.SetPartitionTable(with_a, {{"a", "a"}, {"self", "self"}}, "self", &routing);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  auto wait_held = [&routing, &deadline](std::size_t n) {
-    while (routing.held() < n && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return routing.held();
-  };
-  REQUIRE(wait_held(271) == 271);  // a's copies, unanswered
-
-  auto written = std::make_shared<std::promise<tessera::base::Result<MapResult>>>();
-  service.Execute(Rq(MapOp::kSet, "k", "v"), [written](tessera::base::Result<MapResult> r) {
-    written->set_value(std::move(r));
-  });
-  REQUIRE(wait_held(272) == 272);  // and the write, waiting for backup a
+  HeldWrite held("late-backup-failure");
+  auto& service = held.service;
+  auto& routing = held.routing;
+  const auto deadline = held.deadline;
 
   // a is removed (paused past the failure timeout): b is every partition's backup now and
   // gets its copies.
-  service.SetPartitionTable(with_b, {{"self", "self"}, {"b", "b"}}, "self", &routing);
+  service.SetPartitionTable(HeldWrite::Table({"self", "b"}), {{"self", "self"}, {"b", "b"}}, "self",
+                            &routing);
   while (routing.copies_to_others_.load() < 271 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   REQUIRE(routing.copies_to_others_.load() >= 271);
   // Only now do a's timeouts arrive.
   REQUIRE(routing.FailHeld(tessera::base::Error(ErrorCode::kTimeout, "no reply from a")) == 272);
-  auto write = written->get_future().get();
-  REQUIRE_FALSE(write);  // not acknowledged: its outcome is unknown to the caller
+  REQUIRE_FALSE(held.written->get_future().get());  // not acknowledged: its outcome is unknown
 
   auto read = service.ExecuteSync(Rq(MapOp::kGet, "k", ""));
   while (!read && std::chrono::steady_clock::now() < deadline) {
@@ -1263,8 +1282,6 @@ TEST_CASE(
   INFO((read ? std::string() : read.error().message()));
   REQUIRE(read);
   CHECK(read->value == std::optional<std::string>("v"));
-  service.Stop();
-  shards.Stop();
 }
 
 TEST_CASE(
@@ -1274,44 +1291,18 @@ TEST_CASE(
   // Seen in a rerun of the pause nemesis: a member woken from a pause left its cluster, then a
   // write of the old cluster failed; its partition refused quorum reads in the next cluster
   // until another table came (6.5 s).
-  tessera::base::SteadyClock clock;
-  EntryProcessorRegistry processors;
-  tessera::runtime::ShardSet shards{2};
-  MapService service(shards, tessera::partition::Partitioner(271), clock, processors,
-                     spdlog::null_logger_mt("failure-after-leave"), {});
-  shards.Start();
-  service.Start();
-  MapConfig quorum;
-  quorum.min_cluster_size = 2;
-  service.Configure("orders", quorum);
-  HeldReplicas routing("a");
-  const std::vector<std::vector<std::string>> alone(271, {"self"});
-  const std::vector<std::vector<std::string>> with_a(271, {"self", "a"});
-  service.SetPartitionTable(alone, {{"self", "self"}}, "self", &routing);
-  service.SetPartitionTable(with_a, {{"a", "a"}, {"self", "self"}}, "self", &routing);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  auto wait_held = [&routing, &deadline](std::size_t n) {
-    while (routing.held() < n && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return routing.held();
-  };
-  REQUIRE(wait_held(271) == 271);
-  auto written = std::make_shared<std::promise<tessera::base::Result<MapResult>>>();
-  service.Execute(Rq(MapOp::kSet, "k", "v"), [written](tessera::base::Result<MapResult> r) {
-    written->set_value(std::move(r));
-  });
-  REQUIRE(wait_held(272) == 272);
+  HeldWrite held("failure-after-leave");
+  auto& service = held.service;
+  auto& routing = held.routing;
 
   service.LeaveCluster(0);  // woken from a pause and removed: it leaves to merge
   REQUIRE(routing.FailHeld(tessera::base::Error(ErrorCode::kTimeout, "no reply from a")) == 272);
-  REQUIRE_FALSE(written->get_future().get());
-  service.SetPartitionTable(alone, {{"self", "self"}}, "self", &routing);  // its next cluster
+  REQUIRE_FALSE(held.written->get_future().get());
+  service.SetPartitionTable(HeldWrite::Table({"self"}), {{"self", "self"}}, "self",
+                            &routing);  // its next cluster
   auto read = service.ExecuteSync(Rq(MapOp::kGet, "k", ""));
   INFO((read ? std::string() : read.error().message()));
   REQUIRE(read);  // served (the key went out with the merge)
-  service.Stop();
-  shards.Stop();
 }
 
 TEST_CASE("A backup refuses the writes of a member its view does not list, and takes its members'",
