@@ -120,6 +120,10 @@ std::string EncodeClusterMessage(const ClusterMessage& message) {
   if (!message.master.uuid.empty()) WriteMember(out.initMaster(), message.master);
   out.setMemberCount(message.member_count);
   out.setMigrationsPending(message.migrations_pending);
+  if (!message.member_uuids.empty()) {
+    auto uuids = out.initMemberUuids(static_cast<unsigned>(message.member_uuids.size()));
+    for (unsigned i = 0; i < uuids.size(); ++i) uuids.set(i, message.member_uuids[i]);
+  }
   if (message.view) {
     out.setHasView(true);
     WriteView(out.initView(), *message.view);
@@ -158,6 +162,7 @@ base::Result<ClusterMessage> DecodeClusterMessage(std::string_view bytes) {
     if (in.hasMaster()) out.master = ReadMember(in.getMaster());
     out.member_count = in.getMemberCount();
     out.migrations_pending = in.getMigrationsPending();
+    for (auto uuid : in.getMemberUuids()) out.member_uuids.push_back(FromText(uuid));
     if (in.getHasView()) {
       auto view = ReadView(in.getView());
       if (!view) return std::unexpected(view.error());

@@ -35,4 +35,6 @@ struct ClusterMessage {
   master @11 :MemberInfo;     # splitProbe/splitProbeReply: the sender's master
   memberCount @12 :UInt32;    # splitProbe/splitProbeReply: members of the sender's cluster
   migrationsPending @13 :Int64;  # heartbeat: replica copies the sender still waits for
+  memberUuids @14 :List(Text);   # splitProbe/splitProbeReply: the members of the sender's
+                                 # cluster (empty from a member of an earlier release)
 }

@@ -570,6 +570,7 @@ ClusterMessage Membership::MakeSummary(MessageType type) const {
   ClusterMessage m = Make(type);
   if (const MemberInfo* master = view_.members.master()) m.master = *master;
   m.member_count = static_cast<std::uint32_t>(view_.members.members.size());
+  for (const auto& member : view_.members.members) m.member_uuids.push_back(member.uuid);
   return m;
 }
 
@@ -616,6 +617,20 @@ void Membership::ConsiderMerge(const ClusterMessage& m) {
   }
   const MemberInfo& mine = *view_.members.master();
   const std::size_t ours = view_.members.members.size();
+  for (const auto& uuid : m.member_uuids) {
+    if (const MemberInfo* shared = view_.members.Find(uuid)) {
+      // Their master still lists a member of ours (it left that cluster less than a failure
+      // timeout ago, or this very master): their size is not what they have. Decided by a
+      // later probe, once their failure detection removed it.
+      if (!overlap_logged_.insert(m.master.uuid + "/" + uuid).second) return;
+      log_->info(
+          "split brain: not merging with the cluster of master {} at {} yet: it still lists {} "
+          "at {}, a member of this cluster (until its failure timeout removes it)",
+          m.master.uuid, m.master.address, shared->uuid == self_.uuid ? "this member" : uuid,
+          shared->address);
+      return;
+    }
+  }
   bool merge = false;
   if (m.member_count != ours) {
     merge = m.member_count > ours;

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/base/error.h"
 #include "tessera/membership/cluster_view.h"
@@ -62,6 +63,9 @@ struct ClusterMessage {
   std::optional<ClusterView> view;  // kView
   MemberInfo master;                // kSplitProbe, kSplitProbeReply: the sender's master
   std::uint32_t member_count = 0;   // kSplitProbe, kSplitProbeReply: its cluster's size
+  // kSplitProbe, kSplitProbeReply: the uuids of its cluster's members (empty from a member of
+  // an earlier release).
+  std::vector<std::string> member_uuids;
   // kHeartbeat: replica copies (migrations) the sender still waits for, under its
   // table_version; what /health/safe of every member reads (MembershipOptions).
   std::int64_t migrations_pending = 0;

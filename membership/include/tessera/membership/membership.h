@@ -35,7 +35,12 @@
 //     through the other cluster's master. A non-master's answer names its master, whom the
 //     prober then probes: a master decides only on what the other master itself sent (so that
 //     master is alive and reachable from here, and its size current), the same way on both
-//     sides.
+//     sides. No merge is decided while the other cluster lists this member or a member of
+//     this cluster (its master has not yet removed a member that left it, as Hazelcast's
+//     membership-intersection check): its size counts a member that is ours, and the real
+//     majority would merge into a lone member and lose what it acknowledged. The failure
+//     timeout removes the member there (it heartbeats its own cluster only), and a later
+//     probe decides.
 //   - Rejoin (merging, or removed by the master while alive: a NotMember, or a view without
 //     this member): the rejoin listener runs first (the member takes its data out of the old
 //     partition table, to merge it into the cluster it joins), then the view is forgotten and
@@ -241,6 +246,8 @@ class Membership {
   std::unordered_map<std::string, base::Millis> last_heard_ms_;  // by uuid
   std::map<std::string, base::Millis> joiners_heard_ms_;         // joining peers, by address
   std::set<std::string> refused_by_;  // addresses that refused our settings; not asked again
+  // (other master, shared member) pairs already logged by ConsiderMerge (logged once each).
+  std::set<std::string> overlap_logged_;
   std::map<std::string, PeerReport> peer_reports_;  // by uuid, members of the view only
   // Master: members removed at their request, not yet told (see "Leave").
   struct Leaver {
