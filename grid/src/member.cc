@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -83,14 +84,19 @@ base::Result<void> Member::Start() {
     impl_->member_id = impl_->data_dir->member_id();
     log_->info("data directory {}: member id {} ({})", options_.data_dir,
                impl_->data_dir->member_id(), impl_->data_dir->created() ? "new" : "kept");
-    log_->warn(
-        "the data directory keeps this member's identity only: map data is not written "
-        "to disk yet, so a restart of every member still loses it");
   }
   impl_->started = true;  // from here a failure shuts down what started
   for (const auto& [name, config] : options_.maps) impl_->maps.Configure(name, config);
   impl_->shards.Start();
   impl_->maps.Start();
+  if (impl_->data_dir) {
+    // Before any request or table: what the log holds is back before the member serves.
+    auto replayed = impl_->maps.OpenLog((std::filesystem::path(options_.data_dir) / "maps").string());
+    if (!replayed) {
+      ShutdownLocked();
+      return std::unexpected(replayed.error());
+    }
+  }
   // A listening member is a cluster member (maybe of one): until its first partition table
   // it must not serve from its empty stores what other members own.
   if (options_.listen) impl_->maps.ExpectPartitionTable();

@@ -331,6 +331,7 @@ MapConfig MapService::Impl::ConfigOf(const std::string& name) const {
     config.async_backups = keyspace.async_backups;
     config.merge_policy = keyspace.merge_policy;
     config.min_cluster_size = keyspace.min_cluster_size;
+    config.persistence = keyspace.persistence;
     return config;
   }
   std::lock_guard lock(config_mu);
@@ -342,6 +343,7 @@ MapConfig MapService::Impl::ConfigOf(const std::string& name) const {
   if (!name.starts_with("__")) return options.default_config;
   MapConfig internal;
   internal.min_cluster_size = options.default_config.min_cluster_size;
+  if (logging.load()) internal.persistence = Persistence::kAlways;
   return internal;
 }
 
@@ -425,9 +427,11 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
       if (auto ok = CheckConfirmed(request, partitions[i]); !ok) return std::unexpected(ok.error());
     }
   }
-  auto run = [this, shard, &merged, &request, &written, &owned](
+  const bool log_it = MayLog(shard, request);
+  auto run = [this, shard, &merged, &request, &written, &owned, log_it](
                  std::uint32_t p, const MapRequest& rq) -> base::Result<void> {
-    auto part = RunOnPartition(shard, p, rq, owned.HasBackups(p) ? &written.updates : nullptr);
+    auto part = RunOnPartition(shard, p, rq,
+                               log_it || owned.HasBackups(p) ? &written.updates : nullptr);
     if (!part) return std::unexpected(part.error());
     MergeResult(request.op, merged, std::move(*part));
     return {};
@@ -481,13 +485,18 @@ void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
   auto token = EnterRequest();
   // What the parts changed on partitions with backups; slot i is written only by shard i.
   auto updates = std::make_shared<std::vector<Written>>(shards.size());
+  // What each shard logged of its parts (persistence), acknowledged once the log allows.
+  auto logged = std::make_shared<std::vector<base::Result<Logged>>>(shards.size(), Logged{});
   shards.MapReduce<base::Result<MapResult>>(
-      [this, parts, shared_request, has_keys, token, updates](std::size_t shard) {
-        return RunPartsOnShard(shard, *shared_request, has_keys ? &(*parts)[shard] : nullptr,
-                               (*updates)[shard]);
+      [this, parts, shared_request, has_keys, token, updates, logged](std::size_t shard) {
+        auto result = RunPartsOnShard(shard, *shared_request,
+                                      has_keys ? &(*parts)[shard] : nullptr, (*updates)[shard]);
+        (*logged)[shard] = LogUpdates(shard, (*updates)[shard].updates);
+        return result;
       },
-      [this, shared_request, done = std::move(done), token,
-       updates](std::vector<base::Result<MapResult>> all) {
+      [this, shared_request, done = std::move(done), token, updates,
+       logged](std::vector<base::Result<MapResult>> all) mutable {
+        done = AfterLogged(std::move(*logged), std::move(done));
         MapResult merged;
         std::vector<Written> changed;
         for (auto& shard_updates : *updates) {
@@ -771,6 +780,7 @@ std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapReque
     return std::nullopt;  // another shard or member, or backups to wait for: use Execute
   }
   if (auto ok = impl_->Admit(request); !ok) return std::unexpected(ok.error());
+  if (impl_->MayLog(shard, request)) return std::nullopt;  // its log record to wait for
   RequestToken token(impl_->in_flight);
   return impl_->RunOnPartition(shard, partition_id, request);
 }

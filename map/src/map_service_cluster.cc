@@ -274,13 +274,20 @@ void MapService::Impl::RunKeyedOnShard(std::size_t shard, std::uint32_t partitio
     }
   }
   if (StreamReadWaits(request)) return WaitForStream(shard, partition_id, request, done);
-  if (!owned.HasBackups(partition_id)) return done(RunOnPartition(shard, partition_id, request));
+  const bool log_it = MayLog(shard, request);
+  if (!owned.HasBackups(partition_id) && !log_it) {
+    return done(RunOnPartition(shard, partition_id, request));
+  }
   std::vector<Written> written(1);
   if (any_quorum.load(std::memory_order_relaxed)) written[0].started_ms = clock.NowMs();
   auto result = RunOnPartition(shard, partition_id, request, &written[0].updates);
   if (written[0].updates.empty()) return done(std::move(result));
+  // Logged before it is replicated; acknowledged once both allow (AfterLogged).
+  Callback answer = log_it ? AfterLogged({LogUpdates(shard, written[0].updates)}, std::move(done))
+                           : std::move(done);
+  if (!owned.HasBackups(partition_id)) return answer(std::move(result));
   written[0].table = std::move(owned.table);
-  ReplicateThen(std::move(written), std::move(result), std::move(done));
+  ReplicateThen(std::move(written), std::move(result), std::move(answer));
 }
 
 void MapService::Impl::AppendUpdates(MapTable& table, std::uint32_t partition_id,
@@ -387,25 +394,32 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
           // or stops being the backup), so a later promotion does not serve stale data. One
           // that applied this write but found it had missed an earlier one confirms the write.
           if (!ack) {
-            for (auto p : partitions) {
-              if (leaves.load() != leaves_at_write) break;  // written in a cluster since left
-              if (!track_unconfirmed) {
-                ResyncBackup(p, backup, 0);
-                continue;
+            std::vector<std::uint32_t> resync;
+            {
+              // Under ownership_mu, as LeaveCluster resets the marks and counts the leave: a
+              // failure that came while it ran set a mark after its reset and before its count,
+              // and the partition of the next cluster refused quorum reads for good (anomaly
+              // 22). Now it comes before (the reset clears it) or after (it marks nothing).
+              std::lock_guard lock(ownership_mu);
+              if (leaves.load() == leaves_at_write) {  // else written in a cluster since left
+                for (auto p : partitions) {
+                  resync.push_back(p);
+                  if (!track_unconfirmed) continue;
+                  auto& since = flags[p].unconfirmed_since_ms;
+                  flags[p].unconfirmed_count.fetch_add(1);
+                  auto seen = since.load();
+                  while (applied_ms < seen && !since.compare_exchange_weak(seen, applied_ms)) {
+                  }
+                  if (seen == kNoUnconfirmed && log) {
+                    log->info(
+                        "partition {}: a write {} ms ago was not confirmed by backup {} ({}); "
+                        "quorum maps refuse it until the backup has a full copy",
+                        p, clock.NowMs() - applied_ms, backup, ack.error().ToString());
+                  }
+                }
               }
-              auto& since = flags[p].unconfirmed_since_ms;
-              flags[p].unconfirmed_count.fetch_add(1);
-              auto seen = since.load();
-              while (applied_ms < seen && !since.compare_exchange_weak(seen, applied_ms)) {
-              }
-              if (seen == kNoUnconfirmed && log) {
-                log->info(
-                    "partition {}: a write {} ms ago was not confirmed by backup {} ({}); "
-                    "quorum maps refuse it until the backup has a full copy",
-                    p, clock.NowMs() - applied_ms, backup, ack.error().ToString());
-              }
-              ResyncBackup(p, backup, 0);
             }
+            for (auto p : resync) ResyncBackup(p, backup, 0);
           } else {
             for (auto p : *ack) ResyncBackup(p, backup, 0);
           }
@@ -642,6 +656,9 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
   std::set<std::uint32_t> stale;
   std::set<std::uint32_t> refused;  // writes of partitions this member serves as owner
   std::map<std::uint32_t, std::uint64_t> write_version;  // of the write being applied
+  // What was applied, for this shard's log (LogUpdates keeps what persists).
+  const bool log_applied = logging.load(std::memory_order_relaxed) && !states[shard]->replaying;
+  std::vector<ReplicaUpdate> applied;
   for (const auto& u : updates) {
     if (between_clusters && u.kind != ReplicaUpdate::Kind::kHandoff) {
       refused.insert(u.partition_id);
@@ -682,6 +699,7 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
         }
       }
     }
+    if (log_applied) applied.push_back(u);
     switch (u.kind) {
       case ReplicaUpdate::Kind::kSet:
       case ReplicaUpdate::Kind::kCopySet: {
@@ -760,7 +778,8 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
   return {{stale.begin(), stale.end()},
           {refused.begin(), refused.end()},
           from_outsider,
-          between_clusters || (!refused.empty() && left_cluster.load())};
+          between_clusters || (!refused.empty() && left_cluster.load()),
+          log_applied ? LogUpdates(shard, applied) : base::Result<Logged>(Logged{})};
 }
 
 void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
@@ -782,7 +801,31 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
         if ((*parts)[shard].empty()) return Outcome{};
         return impl->ApplyOnShard(shard, (*parts)[shard], sender);
       },
-      [done = std::move(done), token, sender](std::vector<Outcome> per_shard) {
+      [impl = impl_.get(), done = std::move(done), token, sender](
+          std::vector<Outcome> per_shard) mutable {
+        // A backup acknowledges what it applied once its log allows (the map's persistence).
+        std::vector<Impl::Logged> logged;
+        for (auto& o : per_shard) {
+          if (!o.logged) {
+            return done(base::Fail(ErrorCode::kStorage,
+                                   "the backup applied the update in memory but could not log "
+                                   "it to disk: " + o.logged.error().message()));
+          }
+          if (o.logged->wait != Persistence::kNone) logged.push_back(*o.logged);
+        }
+        if (!logged.empty()) {
+          auto inner = std::move(done);
+          done = [impl, logged, inner](base::Result<StalePartitions> r) {
+            impl->WhenLogged(logged, [inner, r = std::move(r)](base::Result<void> ok) {
+              if (!ok) {
+                return inner(base::Fail(ErrorCode::kStorage,
+                                        "the backup applied the update in memory but could not "
+                                        "log it to disk: " + ok.error().message()));
+              }
+              inner(r);
+            });
+          };
+        }
         StalePartitions stale;
         std::vector<std::uint32_t> refused;
         bool from_outsider = false;

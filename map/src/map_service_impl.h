@@ -24,6 +24,7 @@
 #include "tessera/map/map_ops.h"
 #include "tessera/map/map_service.h"
 #include "tessera/map/replica.h"
+#include "tessera/storage/shard_log.h"
 
 namespace tessera::map::internal {
 using base::ErrorCode;
@@ -123,6 +124,8 @@ struct ShardState {
   // (map_service_tx.cc); one started while it is in use gets a log of its own.
   UndoLog undo;
   bool undo_in_use = false;
+  // OpenLog replays this shard's log: what ApplyOnShard applies is not logged again.
+  bool replaying = false;
 };
 
 // Counts requests in flight so Stop() can wait for them. Enter/Leave are one atomic each on
@@ -456,6 +459,14 @@ struct MapService::Impl {
   // for their acks), then calls done.
   void RunKeyedOnShard(std::size_t shard, std::uint32_t partition_id, MapRequest& request,
                        Callback& done);
+  // Persistence (map_persistence.cc): where a write's acknowledgement waits for its log
+  // record: seq in its shard's log, and the strictest persistence of the maps it wrote (kNone:
+  // nothing logged or nothing to wait for).
+  struct Logged {
+    std::size_t shard = 0;
+    std::uint64_t seq = 0;
+    Persistence wait = Persistence::kNone;
+  };
   // Sends `updates` to the backups of their partitions in `table` (the one they were written
   // under, see Ownership), then calls done(result), or done with an error naming the backup
   // that did not confirm.
@@ -519,6 +530,7 @@ struct MapService::Impl {
     std::vector<std::uint32_t> refused;
     bool from_outsider = false;
     bool between_clusters = false;  // refused: this member left its cluster, no table since
+    base::Result<Logged> logged = Logged{};  // what was logged of it (LogUpdates)
   };
   // `sender`: the sending member's identity (empty: unknown; MapService::ApplyReplica). Its
   // listing is checked here, on the shard, in the same task as the apply: a table installed
@@ -575,6 +587,28 @@ struct MapService::Impl {
   // left the cluster it was written in marks nothing (LeaveCluster already left that cluster's
   // unconfirmed writes out of the merge; the next table's partitions are fresh copies).
   std::atomic<std::uint64_t> leaves{0};
+  // --- persistence (map_persistence.cc) ----------------------------------------------------
+  // Per shard: its log, once OpenLog succeeded (then `logging` is set, for good).
+  std::vector<std::unique_ptr<storage::ShardLog>> logs;
+  std::atomic<bool> logging{false};
+  // On `shard`, whether a write of `request` may have something to log: the shard logs, and
+  // the request's map persists (or it is a transaction, which may write several maps).
+  bool MayLog(std::size_t shard, const MapRequest& request);
+  // On `shard`: appends what `updates` changed in maps that persist, and partition-wide
+  // clears, as one record (a write, a transaction's partition, or one applied batch of
+  // replica updates). Errors: kStorage once the log failed (the write was applied in memory
+  // only; the caller reports it failed).
+  base::Result<Logged> LogUpdates(std::size_t shard, const std::vector<ReplicaUpdate>& updates);
+  // On `shard`: logs a clear of every partition of the shard (LeaveCluster emptied them).
+  void LogClearAll(std::size_t shard);
+  // `done`, called once the log allows `logged` to be acknowledged (WhenDurable / WhenWritten;
+  // at once for kNone), with the log's error instead of the result when it failed.
+  Callback AfterLogged(std::vector<base::Result<Logged>> logged, Callback done);
+  // Calls done() once every record of `logged` may be acknowledged, or with the first error.
+  void WhenLogged(const std::vector<Logged>& logged, std::function<void(base::Result<void>)> done);
+  // On `shard` (OpenLog): opens its log under `dir` and replays it. Errors as OpenLog.
+  base::Result<LogRecovery> ReplayShard(std::size_t shard, const std::string& dir);
+
   // SetOwnershipHook's hook; guarded by ownership_mu, copied out before it is called.
   std::shared_ptr<const std::function<void(std::uint32_t)>> ownership_hook;
   // Runs the ownership hook for `partitions` (all on `shard`): inline when on that shard, else

@@ -243,6 +243,7 @@ std::vector<MergeBatch> MapService::LeaveCluster(base::Millis silent_ms) {
             }
           }
         }
+        impl->LogClearAll(shard);  // every store of the shard was emptied
         return part;
       },
       [&promise](std::vector<ShardPart> parts) { promise.set_value(std::move(parts)); });

@@ -217,4 +217,109 @@ TEST_CASE(
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE(
+    "grid-node --data-dir: a member SIGKILLed and restarted keeps every acknowledged write of "
+    "its persisting maps, with absolute TTL deadlines, and nothing of a map that does not "
+    "persist",
+    "[tools][node]") {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("grid-node-log-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  TempFile config(
+      "maps:\n"
+      "  orders: {persistence: always}\n"
+      "  events: {persistence: periodic}\n");
+  const std::vector<std::string> args = {"--data-dir", dir.string(), "--config", config.path()};
+  auto node = NodeProcess::StartOrFail(args);
+  auto client = ConnectOrFail(*node);
+  auto orders = client->GetMap("orders");
+  auto events = client->GetMap("events");
+  auto cache = client->GetMap("cache");
+  for (int i = 0; i < 2000; ++i) {
+    REQUIRE(orders->Set("o" + std::to_string(i), "order-" + std::to_string(i)));
+  }
+  for (int i = 0; i < 500; ++i) REQUIRE(events->Set("e" + std::to_string(i), "event"));
+  for (int i = 0; i < 100; ++i) REQUIRE(cache->Set("c" + std::to_string(i), "cached"));
+  tessera::map::WriteOptions short_ttl;
+  short_ttl.ttl_ms = 1500;
+  tessera::map::WriteOptions long_ttl;
+  long_ttl.ttl_ms = 3'600'000;
+  const auto short_written = std::chrono::steady_clock::now();
+  REQUIRE(orders->Set("short", "x", short_ttl));
+  REQUIRE(orders->Set("long", "y", long_ttl));
+  client->Shutdown();
+  CHECK(node->Stop(SIGKILL) == 128 + SIGKILL);
+  // Restarted after the short TTL ran out: an entry whose TTL restarted at the restart would
+  // still be there.
+  std::this_thread::sleep_until(short_written + std::chrono::milliseconds(1600));
+  auto again = NodeProcess::StartOrFail(args);
+  client = ConnectOrFail(*again);
+  orders = client->GetMap("orders");
+  events = client->GetMap("events");
+  cache = client->GetMap("cache");
+  int missing = 0;
+  for (int i = 0; i < 2000; ++i) {
+    auto got = orders->Get("o" + std::to_string(i));
+    REQUIRE(got);
+    missing += *got == std::optional<std::string>("order-" + std::to_string(i)) ? 0 : 1;
+  }
+  CHECK(missing == 0);
+  for (int i = 0; i < 500; ++i) {
+    auto got = events->Get("e" + std::to_string(i));
+    REQUIRE(got);
+    missing += got->has_value() ? 0 : 1;
+  }
+  CHECK(missing == 0);
+  CHECK(cache->Get("c1").value() == std::nullopt);
+  CHECK(orders->Get("short").value() == std::nullopt);
+  CHECK(orders->Get("long").value() == std::optional<std::string>("y"));
+  client->Shutdown();
+  CHECK(again->Stop() == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE(
+    "grid-node --data-dir: each member logs the replicas it holds, backups included, so one "
+    "member of two restarted alone on its directory (at another port) has every write",
+    "[tools][node]") {
+  const auto base =
+      std::filesystem::temp_directory_path() / ("grid-node-logs-" + std::to_string(getpid()));
+  std::filesystem::remove_all(base);
+  TempFile config("maps:\n  orders: {persistence: always}\n");
+  auto args = [&](const std::string& name) {
+    return std::vector<std::string>{"--data-dir", (base / name).string(), "--config",
+                                    config.path(), "--threads", "2"};
+  };
+  auto a = NodeProcess::StartOrFail(args("a"));
+  auto b_args = args("b");
+  const std::uint16_t b_http = UnusedPort();
+  b_args.insert(b_args.end(), {"--join", a->address(), "--http-port", std::to_string(b_http)});
+  auto b = NodeProcess::StartOrFail(b_args);
+  WaitForMembers(*a, 2);
+  // Every partition has its owner and its backup (one on each member) once safe.
+  REQUIRE(WaitForStatus(b_http, "/health/safe", 200).status == 200);
+  auto client = ConnectOrFail(*a);
+  auto orders = client->GetMap("orders");
+  for (int i = 0; i < 1000; ++i) {
+    REQUIRE(orders->Set("o" + std::to_string(i), "order-" + std::to_string(i)));
+  }
+  client->Shutdown();
+  CHECK(a->Stop(SIGKILL) == 128 + SIGKILL);
+  CHECK(b->Stop(SIGKILL) == 128 + SIGKILL);
+  // b alone, at a new port: it held every partition, as owner or as backup.
+  auto alone = NodeProcess::StartOrFail(args("b"));
+  client = ConnectOrFail(*alone);
+  orders = client->GetMap("orders");
+  int missing = 0;
+  for (int i = 0; i < 1000; ++i) {
+    auto got = orders->Get("o" + std::to_string(i));
+    REQUIRE(got);
+    missing += *got == std::optional<std::string>("order-" + std::to_string(i)) ? 0 : 1;
+  }
+  CHECK(missing == 0);
+  client->Shutdown();
+  CHECK(alone->Stop() == 0);
+  std::filesystem::remove_all(base);
+}
+
 }  // namespace tessera::integration

@@ -294,7 +294,7 @@ Result<void> ApplyMapConfig(const std::string& name, const YAML::Node& node, Nod
     return Fail(ErrorCode::kBadRequest, "'maps." + name +
                                             "' must be a mapping of default_ttl_ms, "
                                             "max_idle_ms, max_entries, async_backups, "
-                                            "merge_policy, min_cluster_size");
+                                            "merge_policy, min_cluster_size, persistence");
   }
   map::MapConfig map_config;
   for (const auto& item : node) {
@@ -306,6 +306,21 @@ Result<void> ApplyMapConfig(const std::string& name, const YAML::Node& node, Nod
                     "'maps." + name + ".async_backups' is '" + text + "'; use true or false");
       }
       map_config.async_backups = text == "true";
+      continue;
+    }
+    if (key == "persistence") {
+      const auto text = item.second.as<std::string>();
+      if (text == "none") {
+        map_config.persistence = map::Persistence::kNone;
+      } else if (text == "periodic") {
+        map_config.persistence = map::Persistence::kPeriodic;
+      } else if (text == "always") {
+        map_config.persistence = map::Persistence::kAlways;
+      } else {
+        return Fail(ErrorCode::kBadRequest, "'maps." + name + ".persistence' is '" + text +
+                                                "'; use none, periodic or always (with "
+                                                "--data-dir)");
+      }
       continue;
     }
     if (key == "merge_policy") {
@@ -330,7 +345,8 @@ Result<void> ApplyMapConfig(const std::string& name, const YAML::Node& node, Nod
     } else {
       return Fail(ErrorCode::kBadRequest, "unknown key 'maps." + name + "." + key +
                                               "': use default_ttl_ms, max_idle_ms, max_entries, "
-                                              "async_backups, merge_policy, min_cluster_size");
+                                              "async_backups, merge_policy, min_cluster_size, "
+                                              "persistence");
     }
   }
   config.member.maps[name] = map_config;
@@ -489,6 +505,7 @@ std::string HelpText() {
          "    orders: {default_ttl_ms: 60000, max_idle_ms: 0, max_entries: 100000}\n"
          "    events: {async_backups: true}   # writes do not wait for backups\n"
          "    carts: {merge_policy: latest_update, min_cluster_size: 2}  # split brain\n"
+         "    ledger: {persistence: always}  # with --data-dir: acknowledged after fsync\n"
          "  topics:\n"
          "    ledger: {global_ordering: true}  # every listener sees one order\n"
          "\nExit codes: 0 clean shutdown, 1 start failed (e.g. port in use), 2 bad flags or "

@@ -157,6 +157,18 @@ void ShardLog::WhenDurable(std::uint64_t seq, DurableCallback done) {
   wake_.notify_one();
 }
 
+void ShardLog::WhenWritten(std::uint64_t seq, DurableCallback done) {
+  std::unique_lock lock(mu_);
+  if (failed_) {
+    const base::Error error = *failed_;
+    lock.unlock();
+    done(std::unexpected(error));
+    return;
+  }
+  written_waiters_.emplace(seq, std::move(done));
+  wake_.notify_one();
+}
+
 std::vector<std::string> ShardLog::TakeRecovered() { return std::move(recovered_); }
 
 ShardLogStats ShardLog::stats() const {
@@ -175,7 +187,9 @@ void ShardLog::Flusher() {
     wake_.wait_until(lock, next_sync, [this] {
       const bool answerable = !waiters_.empty() && (waiters_.begin()->first <= durable_seq_ ||
                                                     durable_seq_ < appended_seq_);
-      return stop_ || !pending_.empty() || answerable;
+      const bool written = !written_waiters_.empty() &&
+                           written_waiters_.begin()->first <= written_seq_;
+      return stop_ || !pending_.empty() || answerable || written;
     });
     if (failed_) break;
     const bool unsynced = durable_seq_ < appended_seq_;
@@ -207,6 +221,11 @@ void ShardLog::Flusher() {
       next_sync = Clock::now() + interval;
     }
     std::vector<DurableCallback> ready;
+    for (auto it = written_waiters_.begin();
+         it != written_waiters_.end() && it->first <= written_seq_;) {
+      ready.push_back(std::move(it->second));
+      it = written_waiters_.erase(it);
+    }
     for (auto it = waiters_.begin(); it != waiters_.end() && it->first <= durable_seq_;) {
       ready.push_back(std::move(it->second));
       it = waiters_.erase(it);
@@ -221,7 +240,9 @@ void ShardLog::Flusher() {
   }
   // Failed or stopped: whoever still waits hears it.
   std::vector<DurableCallback> rest;
+  for (auto& [seq, done] : written_waiters_) rest.push_back(std::move(done));
   for (auto& [seq, done] : waiters_) rest.push_back(std::move(done));
+  written_waiters_.clear();
   waiters_.clear();
   const base::Result<void> result =
       failed_ ? base::Result<void>(std::unexpected(*failed_))

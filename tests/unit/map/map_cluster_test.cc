@@ -1609,12 +1609,24 @@ TEST_CASE(
     REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "k" + std::to_string(i), "v")));
   }
   const auto before = service.CopiesSent().partitions;
+  // The shard is held while the table posts its first copy task, and a read is queued right
+  // behind it: a test thread descheduled between the two on a busy machine let the shard run
+  // two tasks before the read was queued (18-56 partitions seen, 6 of 12 runs under load).
+  std::promise<void> holding;
+  std::promise<void> release;
+  auto released = release.get_future();
+  one.shards.InvokeOn(0, [&] {
+    holding.set_value();
+    released.wait();
+  });
+  holding.get_future().wait();
   service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"self", "a"}),
                             {{"a", "a"}, {"self", "self"}}, "self", &one.peers);
-  // A read completing now is queued like this task: behind one task's copies, several small
-  // partitions (1-6 entries each here) but at most 10, not 271 partitions.
+  // A read queued now is behind one task's copies, several small partitions (1-6 entries each
+  // here) but at most 10, not 271 partitions.
   std::promise<std::uint64_t> seen;
   one.shards.InvokeOn(0, [&] { seen.set_value(service.CopiesSent().partitions - before); });
+  release.set_value();
   const auto first_task = seen.get_future().get();
   CHECK(first_task >= 2);
   CHECK(first_task <= 10);

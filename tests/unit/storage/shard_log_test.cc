@@ -131,6 +131,45 @@ TEST_CASE(
   CHECK((*log)->stats().syncs <= (*log)->stats().batches);
 }
 
+TEST_CASE(
+    "A shard log answers a WhenWritten waiter once its records are in the file, without a sync, "
+    "in order",
+    "[storage]") {
+  TempDir tmp;
+  ShardLogOptions options;
+  options.sync_interval_ms = 3'600'000;
+  auto log = ShardLog::Open(tmp.path, options, nullptr);
+  REQUIRE(log);
+  ShardLog& shard_log = **log;
+  std::mutex mu;
+  std::vector<std::uint64_t> answered;
+  auto all = std::make_shared<std::promise<void>>();
+  for (std::uint64_t i = 1; i <= 300; ++i) {
+    auto seq = shard_log.Append(Payload(i));
+    REQUIRE(seq);
+    shard_log.WhenWritten(*seq, [&mu, &answered, all, seq = *seq](tessera::base::Result<void> r) {
+      std::lock_guard lock(mu);
+      if (r) answered.push_back(seq);
+      if (seq == 300) all->set_value();
+    });
+  }
+  REQUIRE(all->get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK(shard_log.stats().syncs == 0);  // written, not synced: the interval is an hour
+  CHECK(shard_log.durable_seq() == 0);
+  {
+    std::lock_guard lock(mu);
+    REQUIRE(answered.size() == 300);
+    for (std::size_t i = 0; i < answered.size(); ++i) CHECK(answered[i] == i + 1);
+  }
+  // What was answered is in the segment file for another process to read.
+  auto segments = Segments(tmp.path);
+  REQUIRE(segments.size() == 1);
+  auto contents = tessera::storage::ReadSegment(segments[0]);
+  REQUIRE(contents);
+  REQUIRE(contents->records.size() == 300);
+  CHECK(contents->records[299] == Payload(300));
+}
+
 TEST_CASE("A torn tail of a shard log's last segment is cut at reopen, with a warning",
           "[storage]") {
   TempDir tmp;

@@ -84,7 +84,10 @@ struct MemberOptions {
   // The member's data directory (storage::DataDir; empty = none). Start opens it, created if
   // absent, and holds its lock until Shutdown; it keeps the member's persistent id
   // (member_id()) and is refused when another process holds it or it belongs to another
-  // cluster name or partition count. It holds no map data yet.
+  // cluster name or partition count. Its "maps" folder holds the member's map log
+  // (MapService::OpenLog): maps whose MapConfig::persistence is not kNone, and every internal
+  // map, are logged and come back at the next start. A cluster restart does not recover the
+  // partitions other members held yet (issue 42: recovery).
   std::string data_dir;
 };
 

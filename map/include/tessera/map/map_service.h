@@ -32,6 +32,15 @@ namespace tessera::map {
 
 class EntryProcessorRegistry;
 
+// Whether and how a map's writes go to the member's log (MapService::OpenLog). kNone: memory
+// only. kPeriodic: a write is acknowledged once its record was handed to the OS (it survives
+// the process being killed) and synced with the rest every MapServiceOptions::log_sync_ms (a
+// power cut loses at most that much). kAlways: acknowledged only after its record was synced
+// (fdatasync, one for every write that arrived meanwhile: group commit). Without a log, all
+// three are kNone.
+enum class Persistence : std::uint8_t { kNone = 0, kPeriodic = 1, kAlways = 2 };
+std::string_view PersistenceName(Persistence p);  // "none", "periodic", "always"
+
 // Per-map settings. A map without explicit config uses MapServiceOptions::default_config.
 struct MapConfig {
   base::Millis default_ttl_ms = 0;       // 0 = entries never expire unless a write says so
@@ -52,6 +61,11 @@ struct MapConfig {
   // The minority side of a network partition then fails writes with kNoQuorum instead of
   // accepting writes that the merge would discard. Reads are always served.
   std::uint32_t min_cluster_size = 0;
+  // With a log (MapService::OpenLog): see Persistence. Internal maps ("__": streams, reliable
+  // topics, transaction ids, the framework's outbox, inbox, dead letters and sagas) are kAlways
+  // whenever there is a log; a companion map (a hash's fields, a stream's entries) is as its
+  // owner's map.
+  Persistence persistence = Persistence::kNone;
 };
 
 struct MapServiceOptions {
@@ -87,6 +101,17 @@ struct MapServiceOptions {
   // nothing; logged), for a source that died or a copy lost for good. Migration copies leave
   // a source about scan_entries_per_task entries per shard task.
   base::Millis migration_copy_wait_ms = 10'000;
+  // With a log: how long a kPeriodic write may wait for its fdatasync (Persistence).
+  base::Millis log_sync_ms = 1000;
+};
+
+// What MapService::OpenLog found and replayed.
+struct LogRecovery {
+  std::uint64_t records = 0;  // log records replayed (one per write, transaction or copy part)
+  std::uint64_t updates = 0;  // entry updates in them
+  std::uint64_t bytes = 0;    // their payload bytes
+  std::uint64_t entries = 0;  // live entries held afterwards, every map
+  base::Millis took_ms = 0;
 };
 
 // The map where partition transactions keep the ids of committed batches: key
@@ -200,8 +225,9 @@ class MapService {
   // result (flag false, conflict); an operation's error (a processor's, say) undoes it too
   // and is the call's error. A committed batch's changes go to each backup as one message,
   // applied there in one step, and its entry events are delivered after it committed. `done` runs
-  // inline when the caller is on the owning shard (keyed ops), else on some shard thread (or, for
-  // partitions of other members, the routing's thread).
+  // inline when the caller is on the owning shard (keyed ops) and nothing is waited for, else on
+  // some shard thread (or, for partitions of other members and writes waiting for backups, the
+  // routing's thread; for writes waiting for the log, its flusher thread).
   // Errors: kBadRequest (empty map name, missing key, bad options; a transaction that is
   // empty, longer than max_transaction_ops, or has a key outside its partition, named),
   // kUnknownProcessor,
@@ -229,6 +255,20 @@ class MapService {
   };
   static constexpr std::size_t kMaxPrefetchKeys = 32;
   void PrefetchKeys(std::span<const KeyRef> keys) const;
+
+  // Persistence: opens (creating) the log of every shard under `dir` ("shards-N/shard-I",
+  // N the shard count) and replays what it holds into the stores, all shards in parallel:
+  // every write a member applied to a map that persists (Persistence), as owner or as
+  // backup, and the partition copies it received, in the order applied. TTL deadlines are
+  // absolute: an entry whose deadline passed while the member was down is not brought back.
+  // From here on each shard logs what it applies (MapConfig::persistence). Call once, after
+  // Start and before serving requests or joining a cluster. Blocks until replayed.
+  // Errors (kStorage naming the file and offset, kConflict): a log damaged in its middle, a
+  // log written with another shard count (until snapshots can re-shard it), a folder that
+  // cannot be read or written; nothing is served from a partial replay then.
+  base::Result<LogRecovery> OpenLog(const std::string& dir);
+  // Whether OpenLog succeeded (writes are being logged).
+  bool logging() const;
 
   // Cluster: this service belongs to a cluster member and serves nothing until its first
   // SetPartitionTable: requests wait (retrying, as for a migrating partition), and requests

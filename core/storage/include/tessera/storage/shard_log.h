@@ -16,7 +16,7 @@
 // member must stop acknowledging writes it cannot keep; retrying an fsync after a failure
 // would report success for pages the kernel already dropped.
 //
-// Thread-safety: Append, WhenDurable and TakeRecovered from one thread at a time (the shard's);
+// Thread-safety: Append, WhenDurable, WhenWritten and TakeRecovered from one thread at a time (the shard's);
 // durable_seq and stats from any thread. Callbacks run on the flusher thread, in sequence
 // order (at once on the caller's thread only when the log has failed).
 
@@ -82,6 +82,10 @@ class ShardLog {
   // Calls `done` once every record up to `seq` is durable (ok), or with the log's error
   // (kShuttingDown when the log closes first: `seq` was never appended).
   void WhenDurable(std::uint64_t seq, DurableCallback done);
+  // Calls `done` once every record up to `seq` was handed to the OS (write(2)): it survives
+  // the process being killed, not a power cut before the next sync. Errors as WhenDurable.
+  // Does not make the flusher sync sooner.
+  void WhenWritten(std::uint64_t seq, DurableCallback done);
   // The records the folder held when opened, in sequence order (the first one's number is
   // first_recovered_seq()); moved out by the first call.
   std::vector<std::string> TakeRecovered();
@@ -111,7 +115,8 @@ class ShardLog {
   std::string pending_;             // encoded records not yet handed to the flusher
   std::uint64_t appended_seq_ = 0;  // the last sequence number given out
   std::uint64_t written_seq_ = 0;   // the last one written to a segment
-  std::multimap<std::uint64_t, DurableCallback> waiters_;
+  std::multimap<std::uint64_t, DurableCallback> waiters_;          // WhenDurable
+  std::multimap<std::uint64_t, DurableCallback> written_waiters_;  // WhenWritten
   std::optional<base::Error> failed_;
   bool stop_ = false;
   ShardLogStats stats_;
