@@ -91,7 +91,8 @@ base::Result<void> Member::Start() {
   impl_->maps.Start();
   if (impl_->data_dir) {
     // Before any request or table: what the log holds is back before the member serves.
-    auto replayed = impl_->maps.OpenLog((std::filesystem::path(options_.data_dir) / "maps").string());
+    auto replayed =
+        impl_->maps.OpenLog((std::filesystem::path(options_.data_dir) / "maps").string());
     if (!replayed) {
       ShutdownLocked();
       return std::unexpected(replayed.error());

@@ -143,7 +143,7 @@ void MapService::Impl::WhenLogged(const std::vector<Logged>& logged,
 }
 
 MapService::Callback MapService::Impl::AfterLogged(std::vector<base::Result<Logged>> logged,
-                                                  Callback done) {
+                                                   Callback done) {
   std::vector<Logged> waits;
   std::optional<base::Error> failure;
   for (const auto& l : logged) {
@@ -168,12 +168,12 @@ MapService::Callback MapService::Impl::AfterLogged(std::vector<base::Result<Logg
   };
 }
 
-base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard,
-                                                        const std::string& dir) {
+base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const std::string& dir) {
   const auto started = std::chrono::steady_clock::now();
   storage::ShardLogOptions log_options;
   log_options.sync_interval_ms = options.log_sync_ms;
-  const std::filesystem::path path = std::filesystem::path(dir) / ("shard-" + std::to_string(shard));
+  const std::filesystem::path path =
+      std::filesystem::path(dir) / ("shard-" + std::to_string(shard));
   auto opened = storage::ShardLog::Open(path, log_options, log);
   if (!opened) return std::unexpected(opened.error());
   LogRecovery out;
@@ -191,7 +191,8 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard,
                                     "folder aside to start without it",
                                     path.string(), first + i, why));
     };
-    if (record.size() < kLogRecordHeader || static_cast<std::uint8_t>(record[0]) != kLogRecordFormat) {
+    if (record.size() < kLogRecordHeader ||
+        static_cast<std::uint8_t>(record[0]) != kLogRecordFormat) {
       return bad("unknown format");
     }
     std::uint64_t wall = 0;
@@ -260,7 +261,9 @@ base::Result<LogRecovery> MapService::OpenLog(const std::string& dir) {
   auto future = promise.get_future();
   shards_.MapReduce<base::Result<LogRecovery>>(
       [impl = impl_.get(), folder](std::size_t shard) { return impl->ReplayShard(shard, folder); },
-      [&promise](std::vector<base::Result<LogRecovery>> all) { promise.set_value(std::move(all)); });
+      [&promise](std::vector<base::Result<LogRecovery>> all) {
+        promise.set_value(std::move(all));
+      });
   LogRecovery total;
   std::optional<base::Error> failure;
   for (auto& r : future.get()) {
@@ -289,8 +292,8 @@ base::Result<LogRecovery> MapService::OpenLog(const std::string& dir) {
   impl_->config_version.fetch_add(1, std::memory_order_acq_rel);  // internal maps now persist
   if (impl_->log) {
     impl_->log->info(
-        "map log {}: replayed {} records ({} updates, {} bytes) in {} ms; {} entries held",
-        folder, total.records, total.updates, total.bytes, total.took_ms, total.entries);
+        "map log {}: replayed {} records ({} updates, {} bytes) in {} ms; {} entries held", folder,
+        total.records, total.updates, total.bytes, total.took_ms, total.entries);
   }
   return total;
 }

@@ -430,8 +430,8 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
   const bool log_it = MayLog(shard, request);
   auto run = [this, shard, &merged, &request, &written, &owned, log_it](
                  std::uint32_t p, const MapRequest& rq) -> base::Result<void> {
-    auto part = RunOnPartition(shard, p, rq,
-                               log_it || owned.HasBackups(p) ? &written.updates : nullptr);
+    auto part =
+        RunOnPartition(shard, p, rq, log_it || owned.HasBackups(p) ? &written.updates : nullptr);
     if (!part) return std::unexpected(part.error());
     MergeResult(request.op, merged, std::move(*part));
     return {};
@@ -489,8 +489,8 @@ void MapService::Impl::ExecuteFanOut(MapRequest& request, Callback& done) {
   auto logged = std::make_shared<std::vector<base::Result<Logged>>>(shards.size(), Logged{});
   shards.MapReduce<base::Result<MapResult>>(
       [this, parts, shared_request, has_keys, token, updates, logged](std::size_t shard) {
-        auto result = RunPartsOnShard(shard, *shared_request,
-                                      has_keys ? &(*parts)[shard] : nullptr, (*updates)[shard]);
+        auto result = RunPartsOnShard(shard, *shared_request, has_keys ? &(*parts)[shard] : nullptr,
+                                      (*updates)[shard]);
         (*logged)[shard] = LogUpdates(shard, (*updates)[shard].updates);
         return result;
       },

@@ -801,27 +801,25 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
         if ((*parts)[shard].empty()) return Outcome{};
         return impl->ApplyOnShard(shard, (*parts)[shard], sender);
       },
-      [impl = impl_.get(), done = std::move(done), token, sender](
-          std::vector<Outcome> per_shard) mutable {
+      [impl = impl_.get(), done = std::move(done), token,
+       sender](std::vector<Outcome> per_shard) mutable {
         // A backup acknowledges what it applied once its log allows (the map's persistence).
+        auto not_logged = [](const base::Error& e) {
+          return base::Error(ErrorCode::kStorage,
+                             "the backup applied the update in memory but could not log it to "
+                             "disk: " +
+                                 e.message());
+        };
         std::vector<Impl::Logged> logged;
         for (auto& o : per_shard) {
-          if (!o.logged) {
-            return done(base::Fail(ErrorCode::kStorage,
-                                   "the backup applied the update in memory but could not log "
-                                   "it to disk: " + o.logged.error().message()));
-          }
+          if (!o.logged) return done(std::unexpected(not_logged(o.logged.error())));
           if (o.logged->wait != Persistence::kNone) logged.push_back(*o.logged);
         }
         if (!logged.empty()) {
           auto inner = std::move(done);
-          done = [impl, logged, inner](base::Result<StalePartitions> r) {
-            impl->WhenLogged(logged, [inner, r = std::move(r)](base::Result<void> ok) {
-              if (!ok) {
-                return inner(base::Fail(ErrorCode::kStorage,
-                                        "the backup applied the update in memory but could not "
-                                        "log it to disk: " + ok.error().message()));
-              }
+          done = [impl, logged, inner, not_logged](base::Result<StalePartitions> r) {
+            impl->WhenLogged(logged, [inner, not_logged, r = std::move(r)](base::Result<void> ok) {
+              if (!ok) return inner(std::unexpected(not_logged(ok.error())));
               inner(r);
             });
           };

@@ -288,7 +288,7 @@ TEST_CASE(
   TempFile config("maps:\n  orders: {persistence: always}\n");
   auto args = [&](const std::string& name) {
     return std::vector<std::string>{"--data-dir", (base / name).string(), "--config",
-                                    config.path(), "--threads", "2"};
+                                    config.path()};  // StartOrFail runs 2 threads
   };
   auto a = NodeProcess::StartOrFail(args("a"));
   auto b_args = args("b");

@@ -145,19 +145,16 @@ base::Result<std::uint64_t> ShardLog::Append(std::string_view payload) {
 }
 
 void ShardLog::WhenDurable(std::uint64_t seq, DurableCallback done) {
-  std::unique_lock lock(mu_);
-  if (failed_) {
-    const base::Error error = *failed_;
-    lock.unlock();
-    done(std::unexpected(error));
-    return;
-  }
   // Even when already durable: the flusher answers every waiter, so answers come in order.
-  waiters_.emplace(seq, std::move(done));
-  wake_.notify_one();
+  AddWaiter(waiters_, seq, std::move(done));
 }
 
 void ShardLog::WhenWritten(std::uint64_t seq, DurableCallback done) {
+  AddWaiter(written_waiters_, seq, std::move(done));
+}
+
+void ShardLog::AddWaiter(std::multimap<std::uint64_t, DurableCallback>& waiters, std::uint64_t seq,
+                         DurableCallback done) {
   std::unique_lock lock(mu_);
   if (failed_) {
     const base::Error error = *failed_;
@@ -165,7 +162,7 @@ void ShardLog::WhenWritten(std::uint64_t seq, DurableCallback done) {
     done(std::unexpected(error));
     return;
   }
-  written_waiters_.emplace(seq, std::move(done));
+  waiters.emplace(seq, std::move(done));
   wake_.notify_one();
 }
 
@@ -187,8 +184,8 @@ void ShardLog::Flusher() {
     wake_.wait_until(lock, next_sync, [this] {
       const bool answerable = !waiters_.empty() && (waiters_.begin()->first <= durable_seq_ ||
                                                     durable_seq_ < appended_seq_);
-      const bool written = !written_waiters_.empty() &&
-                           written_waiters_.begin()->first <= written_seq_;
+      const bool written =
+          !written_waiters_.empty() && written_waiters_.begin()->first <= written_seq_;
       return stop_ || !pending_.empty() || answerable || written;
     });
     if (failed_) break;

@@ -16,9 +16,10 @@
 // member must stop acknowledging writes it cannot keep; retrying an fsync after a failure
 // would report success for pages the kernel already dropped.
 //
-// Thread-safety: Append, WhenDurable, WhenWritten and TakeRecovered from one thread at a time (the shard's);
-// durable_seq and stats from any thread. Callbacks run on the flusher thread, in sequence
-// order (at once on the caller's thread only when the log has failed).
+// Thread-safety: Append and TakeRecovered from one thread at a time (the shard's: it numbers the
+// records); WhenDurable, WhenWritten, durable_seq and stats from any thread. Callbacks run on
+// the flusher thread, in sequence order (at once on the caller's thread only when the log has
+// failed).
 
 #include <atomic>
 #include <condition_variable>
@@ -97,6 +98,9 @@ class ShardLog {
  private:
   ShardLog(std::filesystem::path dir, ShardLogOptions options, std::shared_ptr<spdlog::logger> log);
   base::Result<void> Recover();
+  // Adds `done` to `waiters` (guarded by mu_), or answers it at once when the log failed.
+  void AddWaiter(std::multimap<std::uint64_t, DurableCallback>& waiters, std::uint64_t seq,
+                 DurableCallback done);
   base::Result<void> StartSegment(std::uint64_t first_seq);
   void Flusher();
   // One batch: write what is pending (and sync when `sync`); returns the write's outcome.
