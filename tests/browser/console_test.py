@@ -31,7 +31,8 @@ from harness import Cluster, http, wait_for  # noqa: E402
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    NoSuchElementException, StaleElementReferenceException)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -93,6 +94,22 @@ def click(driver, css, timeout=20):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def wait_text(driver, css, pred, timeout=20):
+    """The text of the element once pred(text) holds (read again if the page redrew it
+    between finding and reading: every 2 s); the last text read after the timeout."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        try:
+            text = driver.find_element(By.CSS_SELECTOR, css).text
+            if pred(text):
+                return text
+        except (StaleElementReferenceException, NoSuchElementException):
+            pass
+        time.sleep(0.1)
+    return text
 
 
 def main():
@@ -207,7 +224,8 @@ def main():
         driver.save_screenshot(os.path.join(shots, "sagas.png"))
         click(driver, 'nav a[data-page="outbox"]')
         WebDriverWait(driver, 20).until(EC.presence_of_element_located((By.ID, "outbox")))
-        heading = driver.find_element(By.CSS_SELECTOR, "section h2").text
+        # The page redraws every 2 s: an element found just before a redraw is stale when read.
+        heading = wait_text(driver, "section h2", lambda t: t.startswith("Outbox:"))
         check(heading.startswith("Outbox:"), f"the outbox page shows what is pending: {heading}")
         driver.save_screenshot(os.path.join(shots, "outbox.png"))
 
