@@ -272,7 +272,12 @@ TEST_CASE(
   CHECK(sum("tessera_stream_committed_total{group=\"billing\",stream=\"orders\"}") == kEvents);
   CHECK(sum("tessera_stream_delivered_total{group=\"shipping\",stream=\"orders\"}") >= kEvents);
   CHECK(sum("tessera_stream_lag_events{group=\"billing\",stream=\"orders\"}") == 0);
-  CHECK(sum("tessera_stream_leases_held{group=\"billing\",stream=\"orders\"}") == 16);
+  // Every sub-stream leased by a consumer of the group; a lease moving between two of them
+  // (the group rebalancing as its consumers come and renew) is briefly held by neither: 14 was
+  // read once in a full run, so the gauge is read until it shows all 16 (bounded).
+  const std::string leases = "tessera_stream_leases_held{group=\"billing\",stream=\"orders\"}";
+  WaitUntil([&] { return sum(leases) == 16; });
+  CHECK(sum(leases) == 16);
   CHECK(sum("tessera_stream_events{stream=\"orders\"}") == 0);  // both groups committed all
   (*client)->Shutdown();
   b.Shutdown();
