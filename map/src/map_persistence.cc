@@ -71,6 +71,8 @@ base::Result<MapService::Impl::Logged> MapService::Impl::LogUpdates(
   // Only what a map that persists changed, and partition-wide clears (a copy's start).
   std::vector<ReplicaUpdate> kept;
   bool all = true;
+  // The updates of one write are mostly of one map: its table is looked up once.
+  const MapTable* table = nullptr;
   for (std::size_t i = 0; i < updates.size(); ++i) {
     const ReplicaUpdate& u = updates[i];
     bool keep = true;
@@ -78,10 +80,14 @@ base::Result<MapService::Impl::Logged> MapService::Impl::LogUpdates(
         u.kind == ReplicaUpdate::Kind::kHandoff || u.kind == ReplicaUpdate::Kind::kResyncChunk) {
       keep = false;  // no change to the stores
     } else if (!u.map_name.empty()) {
-      MapTable& table = TableOn(shard, u.map_name);
-      Refresh(table);
-      keep = table.config.persistence != Persistence::kNone;
-      if (keep && table.config.persistence > logged.wait) logged.wait = table.config.persistence;
+      if (table == nullptr || table->name != u.map_name) {
+        MapTable& found = TableOn(shard, u.map_name);
+        Refresh(found);
+        table = &found;
+      }
+      const Persistence p = table->config.persistence;
+      keep = p != Persistence::kNone;
+      if (p > logged.wait) logged.wait = p;
     }
     if (!keep && all) {
       all = false;
