@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "member_impl.h"
+#include "member_persistence.h"
 #include "native_protocol.h"
 #include "tessera/base/check.h"
 #include "tessera/base/log.h"
@@ -96,6 +97,18 @@ base::Result<void> Member::Start() {
     if (!replayed) {
       ShutdownLocked();
       return std::unexpected(replayed.error());
+    }
+    auto report = LoadRecoveryReport(*impl_->data_dir, *replayed, options_.partition_count);
+    if (!report) {
+      ShutdownLocked();
+      return std::unexpected(report.error());
+    }
+    impl_->recovery = std::move(*report);
+    if (impl_->recovery && options_.listen) {
+      impl_->maps.SetRecovering(fmt::format(
+          "recovering: this member restarted on its data directory (partition table version "
+          "{}) and waits for its cluster to restore the table",
+          impl_->recovery->table_version));
     }
   }
   // A listening member is a cluster member (maybe of one): until its first partition table
@@ -209,7 +222,8 @@ void Member::StartRouter() {
 base::Result<void> Member::StartMembership() {
   // Membership runs on real time even when a test drives TTLs with a manual clock.
   membership::MemberInfo self{uuid_, fmt::format("{}:{}", options_.host, native_port()),
-                              impl_->steady.WallMs()};
+                              impl_->steady.WallMs(),
+                              impl_->data_dir ? impl_->member_id : std::string()};
   if (!options_.listen) {
     auto view = std::make_shared<membership::ClusterView>();
     view->members = {1, {self}};
@@ -222,6 +236,9 @@ base::Result<void> Member::StartMembership() {
   cluster.membership.settings = {options_.cluster_name, wire::kProtocolVersion,
                                  options_.partition_count};
   cluster.membership.backup_count = options_.backup_count;
+  cluster.membership.recovery = impl_->recovery;
+  cluster.membership.recovery_policy = options_.recovery_policy;
+  cluster.membership.recovery_timeout_ms = options_.recovery_timeout_ms;
   cluster.membership.seeds = options_.join;
   cluster.membership.heartbeat_interval_ms = options_.heartbeat_interval_ms;
   cluster.membership.failure_timeout_ms = options_.failure_timeout_ms;
@@ -251,6 +268,23 @@ base::Result<void> Member::StartMembership() {
       }
       impl_->last_master = master->uuid;
     }
+    if (view.partitions.version == 0) {
+      // A full-cluster restart waits for the members of its last table (membership.h,
+      // "Recovery"): no table yet, and requests say why.
+      impl_->maps.SetRecovering(fmt::format(
+          "recovering: the cluster restarts from its members' data directories and waits for "
+          "the members of its last partition table (its master {} says which on "
+          "/health/ready)",
+          view.members.master() ? view.members.master()->address : std::string("(none yet)")));
+      if (impl_->native_handler) impl_->native_handler->PublishView(EncodedView(&view));
+      return;
+    }
+    if (impl_->data_dir && view.members.Find(uuid_)) {
+      if (auto kept = PersistClusterState(*impl_->data_dir, view, uuid_); !kept) {
+        log_->error("the partition table could not be kept in the data directory: {}",
+                    kept.error().message());
+      }
+    }
     // The partition table as addresses, for routing, backups and migration.
     std::unordered_map<std::string, std::string> address;
     std::vector<map::MapService::TableMember> members;
@@ -272,7 +306,8 @@ base::Result<void> Member::StartMembership() {
     std::vector<std::string> owners;
     for (const auto& r : replicas) owners.push_back(r.empty() ? std::string() : r.front());
     impl_->relay->SetPeers(std::move(others), self_address, std::move(owners));
-    impl_->maps.SetPartitionTable(std::move(replicas), members, self_address, impl_->router.get());
+    impl_->maps.SetPartitionTable(std::move(replicas), members, self_address, impl_->router.get(),
+                                  view.partitions.recovered);
     if (view.members.Find(uuid_)) impl_->merger->OnJoined();  // a merge's entries may go
     // Clients keep the table to send each key to its owner (see client.h).
     if (impl_->native_handler) impl_->native_handler->PublishView(EncodedView(&view));
@@ -514,7 +549,7 @@ std::string Member::MetricsText() const {
 std::string Member::EncodedView(const membership::ClusterView* view) const {
   membership::ClusterMessage message;
   message.type = membership::MessageType::kView;
-  message.from = {uuid_, fmt::format("{}:{}", options_.host, native_port()), 0};
+  message.from = {uuid_, fmt::format("{}:{}", options_.host, native_port()), 0, {}};
   message.view = view ? *view : *cluster_view();
   return membership::EncodeClusterMessage(message);
 }

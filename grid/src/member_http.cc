@@ -76,7 +76,8 @@ MemberHealth Member::Health() const {
   } else if (!listed) {
     h.ready = {false, "the member is not in its cluster's member list yet"};
   } else if (!assigned) {
-    h.ready = {false, "the partition table is not assigned yet"};
+    const std::string recovering = service ? service->recovery_status() : std::string();
+    h.ready = {false, recovering.empty() ? "the partition table is not assigned yet" : recovering};
   } else {
     h.ready = {true, fmt::format("member of a cluster of {} (list version {}, table version {})",
                                  h.members, h.list_version, h.table_version)};

@@ -71,6 +71,8 @@ struct Member::Impl {
   std::unique_ptr<ClusterMerger> merger;       // split-brain merges (clustered members)
   std::unique_ptr<storage::DataDir> data_dir;  // MemberOptions::data_dir, Start to Shutdown
   std::string member_id;                       // its id, set before any port opens
+  // What a restart on the data directory brought back of the cluster's last table (Start).
+  std::optional<membership::RecoveryReport> recovery;
   // Fault injection (Member::BlockPeers): shared by the router's and membership's pools.
   std::shared_ptr<net::PeerBlocklist> blocklist = std::make_shared<net::PeerBlocklist>();
   std::shared_ptr<EmbeddedTopics> embedded_topics;

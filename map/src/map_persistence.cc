@@ -76,9 +76,9 @@ base::Result<MapService::Impl::Logged> MapService::Impl::LogUpdates(
   for (std::size_t i = 0; i < updates.size(); ++i) {
     const ReplicaUpdate& u = updates[i];
     bool keep = true;
-    if (u.kind == ReplicaUpdate::Kind::kPartitionComplete ||
-        u.kind == ReplicaUpdate::Kind::kHandoff || u.kind == ReplicaUpdate::Kind::kResyncChunk) {
-      keep = false;  // no change to the stores
+    if (u.kind == ReplicaUpdate::Kind::kHandoff || u.kind == ReplicaUpdate::Kind::kResyncChunk) {
+      keep = false;  // no change to the stores (a copy's end is kept: replay counts the
+                     // replica complete from there, see LogRecovery)
     } else if (!u.map_name.empty()) {
       if (table == nullptr || table->name != u.map_name) {
         MapTable& found = TableOn(shard, u.map_name);
@@ -186,6 +186,8 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
   const std::uint64_t first = (*opened)->first_recovered_seq();
   auto records = (*opened)->TakeRecovered();
   const base::Millis now_wall = clock.WallMs();
+  out.versions.assign(partitioner.partition_count(), 0);
+  out.held.assign(partitioner.partition_count(), true);
   states[shard]->replaying = true;
   for (std::size_t i = 0; i < records.size(); ++i) {
     const std::string& record = records[i];
@@ -223,8 +225,37 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
     out.bytes += record.size();
     ++out.records;
     ApplyOnShard(shard, *updates, "");
+    for (const auto& u : *updates) {
+      if (u.partition_id >= out.versions.size()) continue;
+      auto& version = out.versions[u.partition_id];
+      const bool start_of_copy = (u.kind == ReplicaUpdate::Kind::kClearPartition &&
+                                  u.map_name.empty() && u.version == 0) ||
+                                 u.kind == ReplicaUpdate::Kind::kResyncBegin;
+      if (start_of_copy) {  // a copy, a resync or a leave: nothing held until it completes
+        out.held[u.partition_id] = false;
+        version = 0;
+      } else if (u.kind == ReplicaUpdate::Kind::kPartitionComplete) {
+        out.held[u.partition_id] = true;
+        version = u.version;
+      } else if (u.version > version) {
+        version = u.version;
+      }
+    }
   }
   states[shard]->replaying = false;
+  // Replay set the flags of the copies it applied; a table decides them from here on. The
+  // replica version goes on from the log's (a recovered owner numbers its next write after it).
+  {
+    OwnershipChange change(*this);
+    for (std::uint32_t p = static_cast<std::uint32_t>(shard); p < partitioner.partition_count();
+         p += static_cast<std::uint32_t>(shards.size())) {
+      auto& f = flags[p];
+      f.version.store(out.versions[p]);
+      f.versioned.store(false);
+      f.copy_arrived.store(false);
+      f.pending.store(false);
+    }
+  }
   for (const auto& [name, table] : states[shard]->maps) {
     for (std::size_t slot = 0; slot < table->stores.slot_count(); ++slot) {
       if (const RecordStore* store = table->stores.At(slot)) out.entries += store->size();
@@ -271,11 +302,20 @@ base::Result<LogRecovery> MapService::OpenLog(const std::string& dir) {
         promise.set_value(std::move(all));
       });
   LogRecovery total;
+  total.versions.assign(partitioner_.partition_count(), 0);
+  total.held.assign(partitioner_.partition_count(), true);
   std::optional<base::Error> failure;
-  for (auto& r : future.get()) {
+  auto results = future.get();
+  for (std::size_t shard = 0; shard < results.size(); ++shard) {
+    auto& r = results[shard];
     if (!r) {
       if (!failure) failure = r.error();
       continue;
+    }
+    for (std::uint32_t p = 0; p < partitioner_.partition_count(); ++p) {
+      if (shards_.ShardOfPartition(p) != shard) continue;
+      total.versions[p] = r->versions[p];
+      total.held[p] = r->held[p];
     }
     total.records += r->records;
     total.updates += r->updates;

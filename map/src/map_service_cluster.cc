@@ -78,6 +78,15 @@ void MapService::Impl::Route(MapRequest request, Callback done, int attempt) {
     return done(Fail(ErrorCode::kNotOwner,
                      "this member has not received the partition table yet; the sender retries"));
   }
+  if (expects_table.load(std::memory_order_relaxed) && CurrentRouting() == nullptr) {
+    // A full-cluster restart waiting for its members: no point in waiting ~12 s for a table.
+    std::unique_lock lock(recovering_mu);
+    if (!recovering.empty()) {
+      std::string why = recovering;
+      lock.unlock();
+      return done(Fail(ErrorCode::kRecovering, why + "; retry shortly"));
+    }
+  }
   if (MapOpIsKeyed(request.op)) {
     const std::uint32_t partition_id = partitioner.PartitionOf(request.key);
     if (IsLocal(partition_id)) return ExecuteKeyed(request, done);

@@ -328,6 +328,10 @@ struct MapService::Impl {
   };
   // Set by ExpectPartitionTable: a cluster member, which serves nothing before its first table.
   std::atomic<bool> expects_table{false};
+  // SetRecovering: why the cluster serves nothing yet (a full-cluster restart); cleared by
+  // the first table.
+  std::mutex recovering_mu;
+  std::string recovering;  // guarded by recovering_mu
   // Members in this member's cluster (1 until the first table), for the quorum check; set when
   // any map's config asks for a quorum.
   std::atomic<std::size_t> cluster_size{1};

@@ -43,6 +43,11 @@ void MapService::Impl::SendDeferredCopies(std::size_t shard, std::uint32_t p) {
   for (auto& target : to) CopyToNewHolder(shard, p, std::move(target), SteadyMs());
 }
 
+void MapService::SetRecovering(std::string why) {
+  std::lock_guard lock(impl_->recovering_mu);
+  impl_->recovering = std::move(why);
+}
+
 void MapService::ExpectPartitionTable() {
   Impl::OwnershipChange change(*impl_);
   if (impl_->routing) return;
@@ -54,7 +59,7 @@ void MapService::ExpectPartitionTable() {
 
 void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replicas,
                                    const std::vector<TableMember>& listed, std::string self,
-                                   ClusterRouting* routing) {
+                                   ClusterRouting* routing, bool recovered) {
   TESSERA_CHECK(replicas.size() == partitioner_.partition_count(),
                 "the partition table must list replicas for every partition");
   std::vector<std::pair<std::uint32_t, std::vector<std::string>>> copies;  // partition, to
@@ -106,7 +111,10 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     std::vector<std::string> survivors;  // the previous replicas of p without replaced ones
     for (std::uint32_t p = 0; p < next->replicas.size(); ++p) {
       const auto& after = next->replicas[p];
-      const std::vector<std::string>* before_p = previous ? &previous->replicas[p] : &kNone;
+      // A recovered first table: its holders have their replicas from their own logs, as if
+      // a previous table had listed them.
+      const std::vector<std::string>* before_p =
+          previous ? &previous->replicas[p] : (recovered ? &next->replicas[p] : &kNone);
       if (!replaced.empty()) {
         survivors.clear();
         for (const auto& m : *before_p) {
@@ -194,6 +202,8 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     }
     self_address = next->self;
     impl_->routing = std::move(next);
+    std::lock_guard lock(impl_->recovering_mu);
+    impl_->recovering.clear();
   }
   // Before the copies are posted: on each shard, work stopped by the hook is over before the
   // partition's copy leaves (posts to a shard run in order).

@@ -26,16 +26,19 @@ void WriteMember(schema::MemberInfo::Builder out, const MemberInfo& m) {
   out.setUuid(m.uuid);
   out.setAddress(m.address);
   out.setStartWallMs(m.start_wall_ms);
+  if (!m.member_id.empty()) out.setMemberId(m.member_id);
 }
 
 MemberInfo ReadMember(schema::MemberInfo::Reader in) {
-  return {FromText(in.getUuid()), FromText(in.getAddress()), in.getStartWallMs()};
+  return {FromText(in.getUuid()), FromText(in.getAddress()), in.getStartWallMs(),
+          FromText(in.getMemberId())};
 }
 
 void WriteView(schema::View::Builder out, const ClusterView& view) {
   out.setListVersion(view.members.version);
   out.setTableVersion(view.partitions.version);
   out.setBackupCount(view.partitions.backup_count);
+  out.setRecovered(view.partitions.recovered);
   const auto& members = view.members.members;
   auto list = out.initMembers(static_cast<unsigned>(members.size()));
   std::unordered_map<std::string, std::uint16_t> index;
@@ -60,6 +63,7 @@ base::Result<ClusterView> ReadView(schema::View::Reader in) {
   view.members.version = in.getListVersion();
   view.partitions.version = in.getTableVersion();
   view.partitions.backup_count = in.getBackupCount();
+  view.partitions.recovered = in.getRecovered();
   for (auto m : in.getMembers()) view.members.members.push_back(ReadMember(m));
   const std::size_t count = view.members.members.size();
   for (auto slots : in.getPartitions()) {
@@ -75,6 +79,30 @@ base::Result<ClusterView> ReadView(schema::View::Reader in) {
     view.partitions.replicas.push_back(std::move(replicas));
   }
   return view;
+}
+
+void WriteRecovery(schema::RecoveryReport::Builder out, const RecoveryReport& r) {
+  out.setMemberId(r.member_id);
+  out.setTableVersion(r.table_version);
+  auto members = out.initTableMembers(static_cast<unsigned>(r.table_members.size()));
+  for (unsigned i = 0; i < members.size(); ++i) members.set(i, r.table_members[i]);
+  auto versions = out.initVersions(static_cast<unsigned>(r.versions.size()));
+  for (unsigned i = 0; i < versions.size(); ++i) versions.set(i, r.versions[i]);
+  auto held = out.initHeld(static_cast<unsigned>(r.held.size()));
+  for (unsigned i = 0; i < held.size(); ++i) held.set(i, r.held[i]);
+  auto owned = out.initOwned(static_cast<unsigned>(r.owned.size()));
+  for (unsigned i = 0; i < owned.size(); ++i) owned.set(i, r.owned[i]);
+}
+
+RecoveryReport ReadRecovery(schema::RecoveryReport::Reader in) {
+  RecoveryReport r;
+  r.member_id = FromText(in.getMemberId());
+  r.table_version = in.getTableVersion();
+  for (auto m : in.getTableMembers()) r.table_members.push_back(FromText(m));
+  for (auto v : in.getVersions()) r.versions.push_back(v);
+  for (bool h : in.getHeld()) r.held.push_back(h);
+  for (bool o : in.getOwned()) r.owned.push_back(o);
+  return r;
 }
 
 }  // namespace
@@ -124,6 +152,10 @@ std::string EncodeClusterMessage(const ClusterMessage& message) {
     auto uuids = out.initMemberUuids(static_cast<unsigned>(message.member_uuids.size()));
     for (unsigned i = 0; i < uuids.size(); ++i) uuids.set(i, message.member_uuids[i]);
   }
+  if (message.recovery) {
+    out.setHasRecovery(true);
+    WriteRecovery(out.initRecovery(), *message.recovery);
+  }
   if (message.view) {
     out.setHasView(true);
     WriteView(out.initView(), *message.view);
@@ -163,6 +195,7 @@ base::Result<ClusterMessage> DecodeClusterMessage(std::string_view bytes) {
     out.member_count = in.getMemberCount();
     out.migrations_pending = in.getMigrationsPending();
     for (auto uuid : in.getMemberUuids()) out.member_uuids.push_back(FromText(uuid));
+    if (in.getHasRecovery()) out.recovery = ReadRecovery(in.getRecovery());
     if (in.getHasView()) {
       auto view = ReadView(in.getView());
       if (!view) return std::unexpected(view.error());

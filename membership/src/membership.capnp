@@ -9,6 +9,7 @@ struct MemberInfo {
   uuid @0 :Text;
   address @1 :Text;        # advertised native-protocol "host:port"
   startWallMs @2 :Int64;   # wall clock at the member's start (ms since the epoch)
+  memberId @3 :Text;       # persistent id (its data directory's); empty: none
 }
 
 struct View {
@@ -18,6 +19,16 @@ struct View {
   backupCount @3 :UInt32;
   partitions @4 :List(List(UInt16));
   # partitions[p] = indices into members: owner first, then backups.
+  recovered @5 :Bool;              # a full-cluster restart's first table
+}
+
+struct RecoveryReport {
+  memberId @0 :Text;
+  tableVersion @1 :Int64;
+  tableMembers @2 :List(Text);
+  versions @3 :List(UInt64);
+  held @4 :List(Bool);
+  owned @5 :List(Bool);
 }
 
 struct ClusterMessage {
@@ -37,4 +48,6 @@ struct ClusterMessage {
   migrationsPending @13 :Int64;  # heartbeat: replica copies the sender still waits for
   memberUuids @14 :List(Text);   # splitProbe/splitProbeReply: the members of the sender's
                                  # cluster (empty from a member of an earlier release)
+  recovery @15 :RecoveryReport;  # joinRequest/heartbeat before the first table: what the
+  hasRecovery @16 :Bool;         # sender restarted with (full-cluster restart)
 }

@@ -31,7 +31,9 @@ Membership::Membership(MemberInfo self, MembershipOptions options, Transport& tr
       options_(std::move(options)),
       transport_(transport),
       clock_(clock),
-      log_(std::move(log)) {}
+      log_(std::move(log)) {
+  if (options_.recovery && options_.recovery->table_version > 0) own_recovery_ = options_.recovery;
+}
 
 bool Membership::is_master() const {
   const MemberInfo* master = view_.members.master();
@@ -85,6 +87,12 @@ void Membership::Tick() {
       }
       if (now >= next_heartbeat_ms_) SendHeartbeats();
       if (state_ == MemberState::kMember) DetectFailures();
+      if (is_master() && Recovering()) {
+        MaybeFinishRecovery();  // the timeout of kPartial, and what it waits for
+      } else if (is_master() && recovered_version_ != 0 && AllReported(recovered_version_)) {
+        log_->info("every member installed the recovered partition table; adding backups");
+        PublishMembers(view_.members.members);
+      }
       CompleteLeaves();
       if (is_master() && options_.merge_interval_ms > 0 && now >= next_probe_ms_) {
         SendSplitProbes();
@@ -200,7 +208,8 @@ void Membership::SendJoinRequests() {
   if (!master_hint_.empty()) targets.push_back(master_hint_);
   std::sort(targets.begin(), targets.end());
   targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
-  const ClusterMessage request = Make(MessageType::kJoinRequest);
+  ClusterMessage request = Make(MessageType::kJoinRequest);
+  request.recovery = own_recovery_;
   for (const auto& address : targets) {
     if (address != self_.address && !refused_by_.count(address)) transport_.Send(address, request);
   }
@@ -261,6 +270,7 @@ void Membership::OnJoinRequest(const ClusterMessage& m) {
     transport_.Send(m.from.address, refusal);
     return;
   }
+  NoteRecovery(m);  // kept for when this member is (or becomes) the master
   if (state_ == MemberState::kJoining) {
     joiners_heard_ms_[m.from.address] = clock_.NowMs();  // see MaybeStartWithJoiners
     return;
@@ -347,6 +357,14 @@ void Membership::PublishMembers(std::vector<MemberInfo> members) {
   ClusterView next;
   next.members.version = view_.members.version + 1;
   next.members.members = std::move(members);
+  if (Recovering()) {
+    next.partitions = view_.partitions;  // none until MaybeFinishRecovery
+    InstallView(std::move(next));
+    Broadcast();
+    MaybeFinishRecovery();
+    return;
+  }
+  recovered_version_ = 0;  // this table adds the backups too
   next.partitions = partition::Rebalance(view_.partitions, next.members.Uuids(),
                                          options_.settings.partition_count, options_.backup_count);
   InstallView(std::move(next));
@@ -414,6 +432,17 @@ void Membership::CompleteLeaves() {
 
 void Membership::InstallView(ClusterView view) {
   view_ = std::move(view);
+  if (view_.partitions.version > 0) {  // the cluster has a table: nothing left to recover
+    own_recovery_.reset();
+    recovery_reports_.clear();
+    recovery_since_ms_ = 0;
+    recovery_status_.clear();
+  } else if (own_recovery_ && !is_master() && view_.members.master()) {
+    recovery_status_ = fmt::format(
+        "the cluster is recovering: its master at {} restores the partition table once the "
+        "members of the last one are back",
+        view_.members.master()->address);
+  }
   const base::Millis now = clock_.NowMs();
   std::unordered_map<std::string, base::Millis> heard;
   for (const auto& m : view_.members.members) {
@@ -493,6 +522,7 @@ void Membership::OnHeartbeat(const ClusterMessage& m) {
     return;
   }
   peer_reports_[m.from.uuid] = {m.table_version, m.migrations_pending, clock_.NowMs()};
+  NoteRecovery(m);
   CompleteLeaves();
   if (is_master() &&
       (m.list_version < view_.members.version || m.table_version < view_.partitions.version)) {
@@ -668,6 +698,7 @@ void Membership::OnMergeInto(const ClusterMessage& m) {
 ClusterMessage Membership::MakeHeartbeat() const {
   ClusterMessage heartbeat = Make(MessageType::kHeartbeat);
   if (options_.migrations_pending) heartbeat.migrations_pending = options_.migrations_pending();
+  heartbeat.recovery = own_recovery_;  // until the cluster has a table (InstallView)
   return heartbeat;
 }
 

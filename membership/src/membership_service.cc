@@ -175,8 +175,16 @@ void MembershipService::Publish() {
     if (peer_reports_ != loop_->membership.peer_reports()) {
       peer_reports_ = loop_->membership.peer_reports();
     }
+    if (recovery_status_ != loop_->membership.recovery_status()) {
+      recovery_status_ = loop_->membership.recovery_status();
+    }
   }
   changed_.notify_all();
+}
+
+std::string MembershipService::recovery_status() const {
+  std::lock_guard lock(mu_);
+  return recovery_status_;
 }
 
 std::map<std::string, PeerReport> MembershipService::peer_reports() const {

@@ -75,6 +75,8 @@ constexpr RespErrorRow kRespErrors[] = {
     {base::ErrorCode::kBadRequest, base::ErrorReason::kCrossPartition, "CROSSSLOT",
      "Keys in request don't hash to the same slot (give both keys the same hash tag, e.g. "
      "{user1}:a and {user1}:b)"},
+    // Redis answers LOADING while it loads its data set at start; clients retry it.
+    {base::ErrorCode::kRecovering, std::nullopt, "LOADING", ""},
 };
 
 }  // namespace

@@ -278,48 +278,4 @@ TEST_CASE(
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE(
-    "grid-node --data-dir: each member logs the replicas it holds, backups included, so one "
-    "member of two restarted alone on its directory (at another port) has every write",
-    "[tools][node]") {
-  const auto base =
-      std::filesystem::temp_directory_path() / ("grid-node-logs-" + std::to_string(getpid()));
-  std::filesystem::remove_all(base);
-  TempFile config("maps:\n  orders: {persistence: always}\n");
-  auto args = [&](const std::string& name) {
-    return std::vector<std::string>{"--data-dir", (base / name).string(), "--config",
-                                    config.path()};  // StartOrFail runs 2 threads
-  };
-  auto a = NodeProcess::StartOrFail(args("a"));
-  auto b_args = args("b");
-  const std::uint16_t b_http = UnusedPort();
-  b_args.insert(b_args.end(), {"--join", a->address(), "--http-port", std::to_string(b_http)});
-  auto b = NodeProcess::StartOrFail(b_args);
-  WaitForMembers(*a, 2);
-  // Every partition has its owner and its backup (one on each member) once safe.
-  REQUIRE(WaitForStatus(b_http, "/health/safe", 200).status == 200);
-  auto client = ConnectOrFail(*a);
-  auto orders = client->GetMap("orders");
-  for (int i = 0; i < 1000; ++i) {
-    REQUIRE(orders->Set("o" + std::to_string(i), "order-" + std::to_string(i)));
-  }
-  client->Shutdown();
-  CHECK(a->Stop(SIGKILL) == 128 + SIGKILL);
-  CHECK(b->Stop(SIGKILL) == 128 + SIGKILL);
-  // b alone, at a new port: it held every partition, as owner or as backup.
-  auto alone = NodeProcess::StartOrFail(args("b"));
-  client = ConnectOrFail(*alone);
-  orders = client->GetMap("orders");
-  int missing = 0;
-  for (int i = 0; i < 1000; ++i) {
-    auto got = orders->Get("o" + std::to_string(i));
-    REQUIRE(got);
-    missing += *got == std::optional<std::string>("order-" + std::to_string(i)) ? 0 : 1;
-  }
-  CHECK(missing == 0);
-  client->Shutdown();
-  CHECK(alone->Stop() == 0);
-  std::filesystem::remove_all(base);
-}
-
 }  // namespace tessera::integration

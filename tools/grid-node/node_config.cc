@@ -242,9 +242,28 @@ std::vector<Setting> Settings() {
          return {};
        }},
       {"data-dir",
-       "directory for what outlives this process, locked while it runs: so far the member's "
-       "persistent id only, no map data (default: none)",
+       "directory for what outlives this process, locked while it runs: the member's "
+       "persistent id, its last partition table and the log of the maps that persist "
+       "(maps.NAME.persistence) (default: none)",
        NonEmptyString("data-dir", &MemberOptions::data_dir)},
+      {"recovery",
+       "after a restart of every member on its data directory: full waits for every member of "
+       "the last partition table; partial goes on after --recovery-timeout-ms when every "
+       "partition has a replica among the members back (default full)",
+       [](NodeConfig& c, const std::string& text) -> Result<void> {
+         if (text == "full") {
+           c.member.recovery_policy = membership::RecoveryPolicy::kFull;
+         } else if (text == "partial") {
+           c.member.recovery_policy = membership::RecoveryPolicy::kPartial;
+         } else {
+           return Fail(ErrorCode::kBadRequest, "'recovery' is '" + text + "'; use full or partial");
+         }
+         return {};
+       }},
+      {"recovery-timeout-ms",
+       "with --recovery partial: how long the restarted cluster waits for the members of its "
+       "last partition table before it goes on without them (default 300000)",
+       MillisSetter("recovery-timeout-ms", &MemberOptions::recovery_timeout_ms)},
       {"log-level", "trace|debug|info|warn|error (default info)", SetLogLevel},
   };
 }

@@ -40,6 +40,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "NoQuorum";
     case ErrorCode::kStorage:
       return "Storage";
+    case ErrorCode::kRecovering:
+      return "Recovering";
   }
   return "Unknown";
 }

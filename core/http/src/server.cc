@@ -69,6 +69,7 @@ Response Response::FromError(const base::Error& error) {
     case ErrorCode::kNoQuorum:
     case ErrorCode::kNotOwner:
     case ErrorCode::kShuttingDown:
+    case ErrorCode::kRecovering:
       return Error(503, "unavailable", error.message() + "; try again");
     default:
       return Error(500, "internal", error.message());

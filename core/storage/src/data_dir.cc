@@ -73,6 +73,20 @@ base::Result<void> WriteAtomically(const std::filesystem::path& dir, std::string
   return {};
 }
 
+// The text before a file's checksum line ("crc32c <8 hex digits>", the CRC-32C of everything
+// before it), or what is wrong with it.
+std::expected<std::string, std::string> CheckedBody(const std::string& text) {
+  const auto crc_at = text.rfind("crc32c ");
+  if (crc_at == std::string::npos || (crc_at != 0 && text[crc_at - 1] != '\n')) {
+    return std::unexpected("no checksum line");
+  }
+  std::string body = text.substr(0, crc_at);
+  std::string stored = text.substr(crc_at + 7);
+  if (!stored.empty() && stored.back() == '\n') stored.pop_back();
+  if (stored != Hex32(Crc32c(body))) return std::unexpected("checksum mismatch");
+  return body;
+}
+
 struct Identity {
   std::string member_id;
   std::string cluster_name;
@@ -94,14 +108,9 @@ base::Result<Identity> DecodeIdentity(const std::filesystem::path& file, const s
                     "); restore it from a backup of this directory, or move the directory "
                     "aside to start this member without its data");
   };
-  const auto crc_at = text.rfind("crc32c ");
-  if (crc_at == std::string::npos || (crc_at != 0 && text[crc_at - 1] != '\n')) {
-    return damaged("no checksum line");
-  }
-  const std::string body = text.substr(0, crc_at);
-  std::string stored = text.substr(crc_at + 7);
-  if (!stored.empty() && stored.back() == '\n') stored.pop_back();
-  if (stored != Hex32(Crc32c(body))) return damaged("checksum mismatch");
+  const auto checked = CheckedBody(text);
+  if (!checked) return damaged(checked.error());
+  const std::string& body = *checked;
   std::map<std::string, std::string, std::less<>> fields;
   std::istringstream lines(body);
   std::string line;
@@ -226,5 +235,32 @@ DataDir::DataDir(std::filesystem::path path, int lock_fd, std::string member_id,
       created_(created) {}
 
 DataDir::~DataDir() { ::close(lock_fd_); }
+
+base::Result<void> DataDir::WriteChecked(std::string_view name, std::string_view text) const {
+  std::string body(text);
+  if (!body.empty() && body.back() != '\n') body += '\n';
+  return WriteAtomically(path_, name, body + "crc32c " + Hex32(Crc32c(body)) + "\n");
+}
+
+base::Result<std::optional<std::string>> DataDir::ReadChecked(std::string_view name) const {
+  const auto file = path_ / std::string(name);
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return std::optional<std::string>();
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream read;
+  read << in.rdbuf();
+  if (!in && !in.eof()) {
+    return Fail(ErrorCode::kStorage, "cannot read " + file.string() + ": " + Errno());
+  }
+  const std::string text = read.str();
+  const auto damaged = [&file](const std::string& what) {
+    return Fail(ErrorCode::kStorage, file.string() + " is damaged (" + what +
+                                         "); restore it from a backup of this directory, or "
+                                         "move it aside");
+  };
+  auto checked = CheckedBody(text);
+  if (!checked) return damaged(checked.error());
+  return std::optional<std::string>(std::move(*checked));
+}
 
 }  // namespace tessera::storage

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -162,4 +163,46 @@ TEST_CASE("A map log written with another shard count is refused with a clear er
   CHECK(s.recovery.error().message().find("with 2 shards, and this member runs 3: start it "
                                           "with --threads 2") != std::string::npos);
   CHECK_FALSE(s.fixture->service.logging());
+}
+
+TEST_CASE(
+    "Replay reports per partition the replica version its log ends at, and a partition copy "
+    "cut off before its end as not held",
+    "[map][persistence]") {
+  TempDir tmp;
+  {
+    LoggedService s(tmp.path, 1'000'000);
+    REQUIRE(s.recovery);
+    CHECK(s.recovery->held.size() == 271);
+    CHECK(s.recovery->versions == std::vector<std::uint64_t>(271, 0));
+    auto apply = [&](std::vector<ReplicaUpdate> updates) {
+      std::promise<void> applied;
+      s.fixture->service.ApplyReplica(
+          std::move(updates), [&](tessera::base::Result<StalePartitions>) { applied.set_value(); });
+      applied.get_future().wait();
+    };
+    using Kind = ReplicaUpdate::Kind;
+    // Partition 3: a complete copy at version 40, then two writes (41, 42).
+    apply({{Kind::kClearPartition, "", 3, "", "", 0, 0, 0},
+           {Kind::kCopySet, "orders", 3, "k3", "copied", 0, 0, 0},
+           {Kind::kPartitionComplete, "", 3, "master", "", 0, 0, 40}});
+    apply({{Kind::kSet, "orders", 3, "k3", "written", 0, 0, 41}});
+    apply({{Kind::kSet, "orders", 3, "k3b", "written", 0, 0, 42}});
+    // Partition 4: a copy whose end never came.
+    apply({{Kind::kClearPartition, "", 4, "", "", 0, 0, 0},
+           {Kind::kCopySet, "orders", 4, "k4", "part", 0, 0, 0}});
+    // Partition 5: held, then cleared by a resync that never ended.
+    apply({{Kind::kSet, "orders", 5, "k5", "v", 0, 0, 7}});
+    apply({{Kind::kResyncBegin, "", 5, "", "", 0, 0, 0}});
+  }
+  LoggedService again(tmp.path, 1'000'100);
+  REQUIRE(again.recovery);
+  const LogRecovery& r = *again.recovery;
+  CHECK(r.versions[3] == 42);
+  CHECK(r.held[3]);
+  CHECK(!r.held[4]);
+  CHECK(r.versions[4] == 0);
+  CHECK(!r.held[5]);
+  CHECK(r.held[6]);  // never mentioned: a complete, empty replica
+  CHECK(r.versions[6] == 0);
 }

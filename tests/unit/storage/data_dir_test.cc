@@ -167,3 +167,31 @@ TEST_CASE("A data directory that cannot be made or locked is a storage error nam
   REQUIRE(!empty);
   CHECK(empty.error().code() == ErrorCode::kBadRequest);
 }
+
+TEST_CASE(
+    "A data directory keeps small checked files whole: absent reads as none, a damaged one is "
+    "named",
+    "[storage]") {
+  TempDir tmp;
+  auto dir = DataDir::Open(tmp.path / "d", "dev", 271, "m-1");
+  REQUIRE(dir);
+  auto none = (*dir)->ReadChecked("cluster.state");
+  REQUIRE(none);
+  CHECK(!none->has_value());
+  REQUIRE((*dir)->WriteChecked("cluster.state", "table-version 3\nowned 1,2\n"));
+  auto read = (*dir)->ReadChecked("cluster.state");
+  REQUIRE(read);
+  CHECK(**read == "table-version 3\nowned 1,2\n");
+  REQUIRE((*dir)->WriteChecked("cluster.state", "table-version 4"));  // replaced whole
+  CHECK(**(*dir)->ReadChecked("cluster.state") == "table-version 4\n");
+  {
+    std::fstream f(tmp.path / "d" / "cluster.state", std::ios::in | std::ios::out);
+    f.seekp(14);
+    f.put('9');
+  }
+  auto damaged = (*dir)->ReadChecked("cluster.state");
+  REQUIRE(!damaged);
+  CHECK(damaged.error().code() == ErrorCode::kStorage);
+  CHECK(damaged.error().message().find("cluster.state is damaged (checksum mismatch)") !=
+        std::string::npos);
+}

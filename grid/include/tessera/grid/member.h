@@ -22,6 +22,7 @@
 #include "tessera/map/entry_processor.h"
 #include "tessera/map/map_service.h"
 #include "tessera/membership/cluster_view.h"
+#include "tessera/membership/membership.h"
 #include "tessera/topic/topic_service.h"
 #include "tessera/wire/message.h"
 
@@ -89,6 +90,12 @@ struct MemberOptions {
   // map, are logged and come back at the next start. A cluster restart does not recover the
   // partitions other members held yet (issue 42: recovery).
   std::string data_dir;
+  // Full-cluster restart (membership.h, "Recovery"): a member restarted on a data directory
+  // that holds a partition table waits, with its cluster, for the members of that table
+  // (requests get kRecovering meanwhile). kFull waits for all of them; kPartial goes on after
+  // recovery_timeout_ms when every partition has a replica among the members back.
+  membership::RecoveryPolicy recovery_policy = membership::RecoveryPolicy::kFull;
+  std::int64_t recovery_timeout_ms = 300'000;
 };
 
 class Member final : public Instance {

@@ -112,6 +112,12 @@ struct LogRecovery {
   std::uint64_t bytes = 0;    // their payload bytes
   std::uint64_t entries = 0;  // live entries held afterwards, every map
   base::Millis took_ms = 0;
+  // Per partition (indexed by partition id): the replica version the log ends at, and whether
+  // the replica here is complete: no partition copy (or leave) cleared it since without its
+  // copy completing. A partition the log never mentions counts as a complete, empty replica
+  // at version 0. What a full-cluster restart decides by (membership's RecoveryReport).
+  std::vector<std::uint64_t> versions;
+  std::vector<bool> held;
 };
 
 // The map where partition transactions keep the ids of committed batches: key
@@ -295,9 +301,16 @@ class MapService {
   // ExpectPartitionTable was called), except that requests from other members (local_only)
   // are answered kNotOwner: the sender retries.
   // REQUIRES: replicas.size() == partition count; `routing` outlives the service. Thread-safe.
+  // `recovered`: a full-cluster restart's first table (partition::PartitionTable::recovered):
+  // this member serves the partitions it owns in it from what it replayed (OpenLog), as if it
+  // had held them in a previous table; without it a first table waits for copies.
   void SetPartitionTable(std::vector<std::vector<std::string>> replicas,
                          const std::vector<TableMember>& members, std::string self,
-                         ClusterRouting* routing);
+                         ClusterRouting* routing, bool recovered = false);
+  // Cluster, before the first table: why this member serves nothing yet (a full-cluster
+  // restart waiting for members); requests then fail at once with kRecovering and this text
+  // instead of waiting for a table. Empty: they wait (a joiner). Thread-safe.
+  void SetRecovering(std::string why);
   // Applies updates the owner of their partitions sent (backup writes, migration copies);
   // `done` runs once they are applied, on some shard thread, with the partitions whose replica
   // version showed missed updates (the owner re-copies them). Error kNotOwner: the batch wrote

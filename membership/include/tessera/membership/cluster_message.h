@@ -52,6 +52,22 @@ struct ClusterSettings {
   friend bool operator==(const ClusterSettings&, const ClusterSettings&) = default;
 };
 
+// What a member restarted on its data directory holds, for a full-cluster restart (Membership,
+// "Recovery"): sent with its join requests and heartbeats until its cluster has a partition
+// table.
+struct RecoveryReport {
+  std::string member_id;                   // its persistent id
+  std::int64_t table_version = 0;          // of the last table it persisted; 0: none
+  std::vector<std::string> table_members;  // that table's members, by persistent id
+  // Per partition: the replica version its log ends at, whether it holds a complete replica
+  // (not one whose copy was cut off), and whether it owned the partition in that table.
+  std::vector<std::uint64_t> versions;
+  std::vector<bool> held;
+  std::vector<bool> owned;
+
+  friend bool operator==(const RecoveryReport&, const RecoveryReport&) = default;
+};
+
 struct ClusterMessage {
   MessageType type = MessageType::kHeartbeat;
   MemberInfo from;                  // the sender
@@ -69,6 +85,8 @@ struct ClusterMessage {
   // kHeartbeat: replica copies (migrations) the sender still waits for, under its
   // table_version; what /health/safe of every member reads (MembershipOptions).
   std::int64_t migrations_pending = 0;
+  // kJoinRequest, kHeartbeat: the sender's RecoveryReport, until its cluster has a table.
+  std::optional<RecoveryReport> recovery;
 
   friend bool operator==(const ClusterMessage&, const ClusterMessage&) = default;
 };

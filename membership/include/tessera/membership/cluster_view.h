@@ -17,6 +17,9 @@ struct MemberInfo {
   std::string uuid;                // fresh at every start of a member process
   std::string address;             // advertised native-protocol "host:port"
   base::Millis start_wall_ms = 0;  // wall clock at start, for people
+  // The member's persistent id (its data directory's, kept across restarts, also at another
+  // address); empty for a member without a data directory.
+  std::string member_id{};
 
   friend bool operator==(const MemberInfo&, const MemberInfo&) = default;
 };

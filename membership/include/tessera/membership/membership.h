@@ -51,6 +51,18 @@
 //     that receives a JoinRequest from a member it lists (more than a join interval after
 //     admitting it) knows that member lost its state: it removes it and admits it afresh, so
 //     the new table copies its partitions to it.
+//   - Recovery (full-cluster restart): a member restarted on its data directory has a
+//     RecoveryReport (MembershipOptions::recovery): the last table it persisted (its members
+//     by persistent id) and, per partition, the replica version its log ends at. It sends the
+//     report with its join requests and heartbeats until its cluster has a table. A master
+//     whose cluster has no table yet and that knows a report (its own, a joiner's) publishes
+//     member lists without a table (clients get kRecovering) until every member of the newest
+//     reported table is back, by persistent id (at any address), or, with recovery policy
+//     kPartial, the recovery timeout passed and every partition has a replica among those
+//     back. Then it publishes a table marked `recovered` listing for each partition one
+//     replica: the member whose log ends at the newest version (the last table's owner
+//     between equals); each member serves what it replayed. Once every member reported that
+//     table, the next one adds backups, copied from those owners as any migration.
 //   - Leave: the master hands mastership to the next-oldest by sending a View without itself;
 //     another member asks the master to remove it. Every member that installs a View answers
 //     its sender with a heartbeat at once (which carries its table version). The leave is
@@ -91,6 +103,10 @@ class Transport {
   virtual void Send(const std::string& address, const ClusterMessage& message) = 0;
 };
 
+enum class RecoveryPolicy { kFull, kPartial };
+// "full", "partial".
+std::string_view RecoveryPolicyName(RecoveryPolicy policy);
+
 struct MembershipOptions {
   ClusterSettings settings;
   std::uint32_t backup_count = 1;  // replicas beyond the owner (max partition::kMaxBackupCount)
@@ -110,6 +126,13 @@ struct MembershipOptions {
   // each member knows whether the whole cluster is safe to stop a member of (peer_reports);
   // called on the membership's thread. Null: reports 0.
   std::function<std::int64_t()> migrations_pending;
+  // This member's data, when it restarted on a data directory that held a partition table
+  // (see "Recovery"); nullopt or table_version 0: nothing to recover.
+  std::optional<RecoveryReport> recovery;
+  // kFull: wait for every member of the last table; kPartial: after recovery_timeout_ms, go on
+  // with the members back when every partition has a replica among them.
+  RecoveryPolicy recovery_policy = RecoveryPolicy::kFull;
+  base::Millis recovery_timeout_ms = 300'000;
 };
 
 // What a member last said of itself in a heartbeat.
@@ -172,6 +195,8 @@ class Membership {
   // The last heartbeat of each other member of the view (by uuid); a member not heard since
   // it joined (or since this member joined) is absent.
   const std::map<std::string, PeerReport>& peer_reports() const { return peer_reports_; }
+  // While the cluster waits to recover (see "Recovery"), what it waits for; empty otherwise.
+  const std::string& recovery_status() const { return recovery_status_; }
 
  private:
   void SendJoinRequests();
@@ -214,6 +239,11 @@ class Membership {
   std::string RefusalReason(const ClusterSettings& theirs) const;
   ClusterMessage Make(MessageType type) const;
   void InstallView(ClusterView view);
+  // Recovery (see above): whether this cluster has no table yet and a member's data to
+  // recover; the master's check whether it can publish the recovered table (and does).
+  bool Recovering() const;
+  void MaybeFinishRecovery();
+  void NoteRecovery(const ClusterMessage& m);
 
   const MemberInfo self_;
   const MembershipOptions options_;
@@ -249,6 +279,13 @@ class Membership {
   // (other master, shared member) pairs already logged by ConsiderMerge (logged once each).
   std::set<std::string> overlap_logged_;
   std::map<std::string, PeerReport> peer_reports_;  // by uuid, members of the view only
+  // Recovery: this member's report until its cluster has a table; the others' (by uuid).
+  std::optional<RecoveryReport> own_recovery_;
+  std::map<std::string, RecoveryReport> recovery_reports_;
+  base::Millis recovery_since_ms_ = 0;  // master: when it began to wait (0: not waiting)
+  base::Millis recovery_logged_ms_ = 0;
+  std::int64_t recovered_version_ = 0;  // master: the recovered table, until all reported it
+  std::string recovery_status_;
   // Master: members removed at their request, not yet told (see "Leave").
   struct Leaver {
     std::string address;

@@ -80,6 +80,8 @@ class MembershipService {
   std::uint64_t rejoins() const { return rejoins_.load(); }
   // Membership::peer_reports(), as of the last event the loop handled.
   std::map<std::string, PeerReport> peer_reports() const;
+  // Membership::recovery_status(), as of the last event the loop handled.
+  std::string recovery_status() const;
 
  private:
   struct Loop;     // the event loop, transport and state machine; private to the .cc
@@ -94,6 +96,7 @@ class MembershipService {
   std::condition_variable changed_;
   std::shared_ptr<const ClusterView> view_;         // guarded by mu_
   std::map<std::string, PeerReport> peer_reports_;  // guarded by mu_
+  std::string recovery_status_;                     // guarded by mu_
   std::atomic<MemberState> state_{MemberState::kJoining};
   std::atomic<bool> master_{false};
   std::atomic<std::uint64_t> pauses_{0};

@@ -25,6 +25,10 @@ struct PartitionTable {
   std::uint32_t backup_count = 1;
   // replicas[p][i]: uuid of the member holding replica i of partition p (0 = owner).
   std::vector<std::vector<std::string>> replicas;
+  // A full-cluster restart's first table (Membership, "Recovery"): every member listed holds
+  // its replica from its own data directory, so nothing is copied to it. Tables Rebalance
+  // makes are not.
+  bool recovered = false;
 
   std::uint32_t partition_count() const { return static_cast<std::uint32_t>(replicas.size()); }
   // The owner's uuid, or empty when the partition has none (no members).

@@ -95,7 +95,8 @@ struct ConsumerOptions {
   std::vector<base::ErrorCode> unavailable = {
       base::ErrorCode::kTimeout,      base::ErrorCode::kMemberLeft,
       base::ErrorCode::kNotOwner,     base::ErrorCode::kConnectionFailed,
-      base::ErrorCode::kShuttingDown, base::ErrorCode::kNoQuorum};
+      base::ErrorCode::kShuttingDown, base::ErrorCode::kNoQuorum,
+      base::ErrorCode::kRecovering};
   // ...but not for good: an event appended longer ago than this that still finds the grid
   // unavailable becomes a dead letter after all (a dependency that always times out for this
   // one event must not hold its sub-stream forever). 0 = no limit.

@@ -32,6 +32,7 @@ enum class ErrorCode : std::uint16_t {
   kConflict = 16,          // a lease or fence the caller relied on is held by someone else
   kNoQuorum = 17,          // the map needs more cluster members for writes than can be seen
   kStorage = 18,           // the member's data directory or disk failed (unreadable, full, ...)
+  kRecovering = 19,        // the cluster restarts from its data directories: retry shortly
 };
 
 // Returns the code's name, e.g. "Timeout". Unknown numeric values give "Unknown".

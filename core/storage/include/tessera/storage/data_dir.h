@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -59,6 +60,14 @@ class DataDir {
   const std::string& member_id() const { return member_id_; }
   // Whether this open made the identity file (a new directory, or one without it).
   bool created() const { return created_; }
+
+  // A small text file of the directory (`name`, a plain file name), written whole as member.id
+  // is, with a checksum line appended: afterwards it is the old or the new text whatever
+  // happens. Errors: kStorage naming the file and the system's reason.
+  base::Result<void> WriteChecked(std::string_view name, std::string_view text) const;
+  // Reads what WriteChecked wrote: nullopt when the file is absent. Errors: kStorage naming
+  // the file (unreadable; damaged: no checksum line, checksum mismatch).
+  base::Result<std::optional<std::string>> ReadChecked(std::string_view name) const;
 
  private:
   DataDir(std::filesystem::path path, int lock_fd, std::string member_id, bool created);

@@ -1,0 +1,40 @@
+#pragma once
+// What a member with a data directory keeps of its cluster besides its map log: the last
+// partition table it installed (its members by persistent id, the partitions it owned), in
+// DIR/cluster.state, and the RecoveryReport a full-cluster restart decides by (membership.h,
+// "Recovery").
+//
+// Format of cluster.state (text, written whole by storage::DataDir::WriteChecked):
+//   tessera-cluster-state 1
+//   table-version <n>
+//   member <persistent id>        one line per listed member that has one
+//   owned <p>,<p>,...             the partitions this member owned (may be empty)
+//
+// Thread-compatible functions.
+
+#include <optional>
+#include <string>
+
+#include "tessera/base/error.h"
+#include "tessera/map/map_service.h"
+#include "tessera/membership/cluster_message.h"
+#include "tessera/membership/cluster_view.h"
+#include "tessera/storage/data_dir.h"
+
+namespace tessera::grid {
+
+inline constexpr std::string_view kClusterStateFile = "cluster.state";
+
+// Writes `view`'s table as this member (`self_uuid`) saw it. A view without a table writes
+// nothing. Errors: kStorage (DataDir::WriteChecked).
+base::Result<void> PersistClusterState(const storage::DataDir& dir,
+                                       const membership::ClusterView& view,
+                                       const std::string& self_uuid);
+
+// The report of a member restarted on `dir` that replayed `replayed`: nullopt when the
+// directory holds no cluster.state (no table was ever installed: nothing to recover).
+// Errors: kStorage naming the file (damaged, unreadable, malformed).
+base::Result<std::optional<membership::RecoveryReport>> LoadRecoveryReport(
+    const storage::DataDir& dir, const map::LogRecovery& replayed, std::uint32_t partition_count);
+
+}  // namespace tessera::grid

@@ -1,0 +1,202 @@
+// Full-cluster restart on data directories (issue 42; membership.h "Recovery"): grid-node
+// processes SIGKILLed together and started again, at other ports, each on its directory.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "child_process.h"
+
+namespace tessera::integration {
+namespace {
+
+// A fresh folder under the temp directory, removed at the end of the test.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name)
+      : path_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()))) {
+    std::filesystem::remove_all(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& sub) const { return (path_ / sub).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Reads `key` of `map` through `client` until the cluster answers other than kRecovering
+// (bounded by `limit`); returns that answer.
+base::Result<std::optional<std::string>> ReadOnceRecovered(grid::Client& client,
+                                                           const std::string& map,
+                                                           const std::string& key,
+                                                           std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    auto got = client.GetMap(map)->Get(key);
+    if (got || got.error().code() != base::ErrorCode::kRecovering ||
+        std::chrono::steady_clock::now() > deadline) {
+      return got;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "grid-node --data-dir: three members SIGKILLed together mid-load and restarted at other "
+    "ports keep every acknowledged write, requests get Recovering until all three are back",
+    "[tools][node][recovery]") {
+  TempDir base("grid-node-recovery");
+  TempFile config(
+      "maps:\n"
+      "  orders: {persistence: always}\n"
+      "  events: {persistence: periodic}\n");
+  auto args = [&](const std::string& name, std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--data-dir", base / name, "--config", config.path()});
+    return FastClusterArgs(extra);
+  };
+  auto a = NodeProcess::StartOrFail(args("a", {}));
+  auto b = NodeProcess::StartOrFail(args("b", {"--join", a->address()}));
+  const std::uint16_t c_http = UnusedPort();
+  auto c = NodeProcess::StartOrFail(
+      args("c", {"--join", a->address(), "--http-port", std::to_string(c_http)}));
+  for (const auto* node : {a.get(), b.get(), c.get()}) WaitForMembers(*node, 3);
+  REQUIRE(WaitForStatus(c_http, "/health/safe", 200).status == 200);
+
+  // Two writers, through different members, until about 3000 writes are acknowledged; then
+  // every process is killed while they still write.
+  std::atomic<bool> stop{false};
+  std::atomic<int> acknowledged{0};
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::string>> acked;  // (map, key); value = key
+  auto writer = [&](const NodeProcess* through, const std::string& prefix) {
+    auto client = grid::Client::Connect(ClientOptionsFor(*through, 2000ms));
+    if (!client) return;  // checked below: too few writes acknowledged
+    for (int i = 0; !stop.load() && i < 100'000; ++i) {
+      const std::string map = i % 4 == 0 ? "events" : "orders";
+      const std::string key = prefix + std::to_string(i);
+      if (!(*client)->GetMap(map)->Set(key, key)) continue;  // the members are going down
+      std::lock_guard lock(mu);
+      acked.emplace_back(map, key);
+      acknowledged.fetch_add(1);
+    }
+    (*client)->Shutdown();
+  };
+  std::thread w1(writer, a.get(), "a-");
+  std::thread w2(writer, c.get(), "c-");
+  const auto load_deadline = std::chrono::steady_clock::now() + 60s;
+  while (acknowledged.load() < 3000 && std::chrono::steady_clock::now() < load_deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(acknowledged.load() >= 3000);
+  for (auto* node : {a.get(), b.get(), c.get()}) kill(node->pid(), SIGKILL);
+  stop.store(true);
+  w1.join();
+  w2.join();
+  for (auto* node : {a.get(), b.get(), c.get()}) CHECK(node->Stop(SIGKILL) == 128 + SIGKILL);
+  std::vector<std::pair<std::string, std::string>> written;
+  {
+    std::lock_guard lock(mu);
+    written = acked;
+  }
+  WARN(written.size() << " writes acknowledged before the kill");
+
+  // Two of three back (at new ports): the cluster waits, and says why.
+  const std::uint16_t a_http = UnusedPort();
+  auto a2 = NodeProcess::StartOrFail(args("a", {"--http-port", std::to_string(a_http)}));
+  auto b2 = NodeProcess::StartOrFail(args("b", {"--join", a2->address()}));
+  WaitForMembers(*a2, 2);
+  auto client = ConnectOrFail(*a2);
+  auto refused = client->GetMap("orders")->Get(written.front().second);
+  REQUIRE(!refused);
+  CHECK(refused.error().code() == base::ErrorCode::kRecovering);
+  CHECK(refused.error().message().find("recovering") != std::string::npos);
+  const auto ready = HttpGet(a_http, "/health/ready");
+  CHECK(ready.status == 503);
+  INFO(ready.body);
+  CHECK(ready.body.find("waiting for 1 of the 3 members of the last partition table") !=
+        std::string::npos);
+
+  auto c2 = NodeProcess::StartOrFail(args("c", {"--join", a2->address()}));
+  auto first = ReadOnceRecovered(*client, written.front().first, written.front().second, 30s);
+  REQUIRE(first);
+  CHECK(*first == std::optional<std::string>(written.front().second));
+  for (const auto* node : {a2.get(), b2.get(), c2.get()}) {
+    auto through = ConnectOrFail(*node);
+    int missing = 0;
+    std::string example;
+    for (const auto& [map, key] : written) {
+      auto got = through->GetMap(map)->Get(key);
+      REQUIRE(got);
+      if (*got != std::optional<std::string>(key)) {
+        ++missing;
+        example = map + " " + key;
+      }
+    }
+    INFO("through " << node->address() << ", e.g. " << example);
+    CHECK(missing == 0);
+    through->Shutdown();
+  }
+  // Backups were added and copied: every partition has its owner and its backup again.
+  CHECK(WaitForStatus(a_http, "/health/safe", 200).status == 200);
+  REQUIRE(client->GetMap("orders")->Set("after", "restart"));
+  CHECK(client->GetMap("orders")->Get("after").value() == std::optional<std::string>("restart"));
+  client->Shutdown();
+  for (auto* node : {a2.get(), b2.get(), c2.get()}) CHECK(node->Stop() == 0);
+}
+
+TEST_CASE(
+    "grid-node --data-dir --recovery partial: one member of two restarted alone serves every "
+    "write after the recovery timeout (it held each partition as owner or backup), before it "
+    "Recovering",
+    "[tools][node][recovery]") {
+  TempDir base("grid-node-partial");
+  TempFile config("maps:\n  orders: {persistence: always}\n");
+  auto args = [&](const std::string& name, std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--data-dir", base / name, "--config", config.path()});
+    return extra;  // StartOrFail runs 2 threads
+  };
+  auto a = NodeProcess::StartOrFail(args("a", {}));
+  const std::uint16_t b_http = UnusedPort();
+  auto b = NodeProcess::StartOrFail(
+      args("b", {"--join", a->address(), "--http-port", std::to_string(b_http)}));
+  WaitForMembers(*a, 2);
+  // Every partition has its owner and its backup (one on each member) once safe.
+  REQUIRE(WaitForStatus(b_http, "/health/safe", 200).status == 200);
+  auto client = ConnectOrFail(*a);
+  auto orders = client->GetMap("orders");
+  for (int i = 0; i < 1000; ++i) {
+    REQUIRE(orders->Set("o" + std::to_string(i), "order-" + std::to_string(i)));
+  }
+  client->Shutdown();
+  CHECK(a->Stop(SIGKILL) == 128 + SIGKILL);
+  CHECK(b->Stop(SIGKILL) == 128 + SIGKILL);
+  // b alone, at a new port: it held every partition, as owner or as backup.
+  const auto started = std::chrono::steady_clock::now();
+  auto alone = NodeProcess::StartOrFail(
+      args("b", {"--recovery", "partial", "--recovery-timeout-ms", "3000"}));
+  client = ConnectOrFail(*alone);
+  orders = client->GetMap("orders");
+  auto early = orders->Get("o1");
+  if (std::chrono::steady_clock::now() - started < 2500ms) {
+    REQUIRE(!early);
+    CHECK(early.error().code() == base::ErrorCode::kRecovering);
+  }
+  REQUIRE(ReadOnceRecovered(*client, "orders", "o0", 30s));
+  int missing = 0;
+  for (int i = 0; i < 1000; ++i) {
+    auto got = orders->Get("o" + std::to_string(i));
+    REQUIRE(got);
+    missing += *got == std::optional<std::string>("order-" + std::to_string(i)) ? 0 : 1;
+  }
+  CHECK(missing == 0);
+  client->Shutdown();
+  CHECK(alone->Stop() == 0);
+}
+
+}  // namespace tessera::integration
