@@ -40,6 +40,8 @@ namespace {
 // for a copy that stopped coming and a failure timeout's worth of a dead owner.
 constexpr int kMaxRouteAttempts = 65;
 constexpr int kMaxRouteDelayMs = 200;
+// Retries (about 0.7 s) before a request to a recovering cluster fails with kRecovering.
+constexpr int kRecoveringAttempts = 8;
 constexpr std::size_t kCopyChunkBytes = 4 << 20;  // one replica message of a partition copy
 constexpr int kResyncRetryMs = 1000;  // between attempts to re-copy a partition to a backup
 constexpr int kResyncAttempts = 30;
@@ -79,9 +81,11 @@ void MapService::Impl::Route(MapRequest request, Callback done, int attempt) {
                      "this member has not received the partition table yet; the sender retries"));
   }
   if (expects_table.load(std::memory_order_relaxed) && CurrentRouting() == nullptr) {
-    // A full-cluster restart waiting for its members: no point in waiting ~12 s for a table.
+    // A full-cluster restart: its table usually follows at once (every member of the last
+    // one is back), so the request waits a little; a cluster that waits for members says so
+    // rather than after ~12 s of retries.
     std::unique_lock lock(recovering_mu);
-    if (!recovering.empty()) {
+    if (!recovering.empty() && attempt >= kRecoveringAttempts) {
       std::string why = recovering;
       lock.unlock();
       return done(Fail(ErrorCode::kRecovering, why + "; retry shortly"));

@@ -68,6 +68,39 @@ TEST_CASE(
   for (const auto* node : {a.get(), b.get(), c.get()}) WaitForMembers(*node, 3);
   REQUIRE(WaitForStatus(c_http, "/health/safe", 200).status == 200);
 
+  // A stream with a consumer group that handled the first 100 of its 150 events.
+  std::vector<std::pair<std::int64_t, std::int64_t>> stream_before;  // per sub: tail, cursor
+  {
+    auto client = ConnectOrFail(*b);
+    auto stream = client->GetStream("shipments");
+    for (int i = 0; i < 100; ++i) REQUIRE(stream->Append("k" + std::to_string(i % 10), "e"));
+    REQUIRE(stream->CreateGroup("billing"));
+    std::atomic<int> handled{0};
+    auto id = stream->Subscribe("billing", [&](const grid::StreamEvent&) -> base::Result<void> {
+      handled.fetch_add(1);
+      return {};
+    });
+    REQUIRE(id);
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    auto lag = [&] {
+      auto info = stream->Info();
+      return info && !info->groups.empty() ? info->groups.front().lag : -1;
+    };
+    while (lag() != 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);
+    }
+    REQUIRE(lag() == 0);
+    stream->Unsubscribe(*id);
+    for (int i = 0; i < 50; ++i) REQUIRE(stream->Append("k" + std::to_string(i % 10), "later"));
+    auto info = stream->Info();
+    REQUIRE(info);
+    for (const auto& sub : info->sub_streams) {
+      REQUIRE(sub.groups.size() == 1);
+      stream_before.emplace_back(sub.tail, sub.groups.front().cursor);
+    }
+    client->Shutdown();
+  }
+
   // Two writers, through different members, until about 3000 writes are acknowledged; then
   // every process is killed while they still write.
   std::atomic<bool> stop{false};
@@ -141,6 +174,19 @@ TEST_CASE(
     INFO("through " << node->address() << ", e.g. " << example);
     CHECK(missing == 0);
     through->Shutdown();
+  }
+  // The stream's events and the group's committed cursors are as they were (50 events left).
+  {
+    auto info = client->GetStream("shipments")->Info();
+    REQUIRE(info);
+    std::vector<std::pair<std::int64_t, std::int64_t>> stream_after;
+    for (const auto& sub : info->sub_streams) {
+      REQUIRE(sub.groups.size() == 1);
+      stream_after.emplace_back(sub.tail, sub.groups.front().cursor);
+    }
+    CHECK(stream_after == stream_before);
+    REQUIRE(info->groups.size() == 1);
+    CHECK(info->groups.front().lag == 50);
   }
   // Backups were added and copied: every partition has its owner and its backup again.
   CHECK(WaitForStatus(a_http, "/health/safe", 200).status == 200);
