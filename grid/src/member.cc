@@ -47,6 +47,16 @@ Member::Member(MemberOptions options, std::shared_ptr<spdlog::logger> log, const
   hash::Register();  // the data type families a member serves (map/family.h)
   streams::Register();
   options_.map_options.failure_timeout_ms = options_.failure_timeout_ms;  // LeaveCluster's
+  options_.map_options.on_log_failure = [log = log_, failed = std::make_shared<std::atomic<bool>>(),
+                                         host = options_.on_storage_failure](
+                                            const base::Error& error) {
+    if (failed->exchange(true)) return;  // once per member, not per shard
+    log->critical(
+        "{}: writes to persisting maps are refused from now on; {}", error.message(),
+        host ? "this member stops, so that its cluster serves its partitions from their backups"
+             : "stop this member, free or fix the disk, and start it again on its data directory");
+    if (host) host(error);
+  };
   impl_ = std::make_unique<Impl>(options_, log_, clock, processors_);
   impl_->work = std::make_unique<PartitionWorkService>(impl_->shards, impl_->maps, *this);
 }

@@ -178,6 +178,7 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
   const auto started = std::chrono::steady_clock::now();
   storage::ShardLogOptions log_options;
   log_options.sync_interval_ms = options.log_sync_ms;
+  log_options.on_failure = options.on_log_failure;
   const std::filesystem::path path =
       std::filesystem::path(dir) / ("shard-" + std::to_string(shard));
   auto opened = storage::ShardLog::Open(path, log_options, log);

@@ -1,11 +1,13 @@
 // Full-cluster restart on data directories (issue 42; membership.h "Recovery"): grid-node
 // processes SIGKILLed together and started again, at other ports, each on its directory.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -243,6 +245,73 @@ TEST_CASE(
   CHECK(missing == 0);
   client->Shutdown();
   CHECK(alone->Stop() == 0);
+}
+
+}  // namespace tessera::integration
+
+namespace tessera::integration {
+
+TEST_CASE(
+    "grid-node --data-dir: a log that can no longer be written (a file size limit, as a full "
+    "disk) stops the member with exit code 1, no failed write was acknowledged, and a restart "
+    "has every acknowledged one",
+    "[tools][node][recovery]") {
+  TempDir base("grid-node-full");
+  std::filesystem::create_directories(base / "");
+  // grid-node under a file size limit of 1 MB: the log's first segment cannot grow past it.
+  const std::string wrapper = base / "limited-grid-node";
+  std::ofstream(wrapper) << "#!/bin/sh\nexec prlimit --fsize=1000000 " << GRID_NODE_PATH
+                         << " \"$@\"\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  TempFile config("maps:\n  orders: {persistence: always}\n");
+  const std::vector<std::string> args = {"--data-dir", base / "node", "--config", config.path()};
+  auto node = NodeProcess::StartProgramOrFail(wrapper, args);
+  auto client = grid::Client::Connect(ClientOptionsFor(*node, 2000ms));
+  REQUIRE(client);
+  auto orders = (*client)->GetMap("orders");
+  const std::string value(1000, 'v');
+  int acknowledged = 0;
+  std::optional<base::Error> refused;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!refused && acknowledged < 5000 && std::chrono::steady_clock::now() < deadline) {
+    auto written = orders->Set("o" + std::to_string(acknowledged), value);
+    if (written) {
+      ++acknowledged;
+    } else {
+      refused = written.error();
+    }
+  }
+  REQUIRE(refused);
+  INFO(refused->message());
+  CHECK(refused->code() == base::ErrorCode::kStorage);
+  CHECK(refused->message().find("could not be logged to disk") != std::string::npos);
+  CHECK(acknowledged > 100);
+  (*client)->Shutdown();
+  // The member stops by itself: exit code 1 (Stop's SIGTERM finds it gone or going).
+  const auto stopping = std::chrono::steady_clock::now() + 15s;
+  bool exited = false;
+  while (!exited && std::chrono::steady_clock::now() < stopping) {
+    siginfo_t info{};
+    // WNOWAIT: left waitable for Stop, which reads the exit code.
+    exited =
+        waitid(P_PID, static_cast<id_t>(node->pid()), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == node->pid();
+    if (!exited) std::this_thread::sleep_for(50ms);
+  }
+  CHECK(exited);
+  CHECK(node->Stop() == 1);
+
+  auto again = NodeProcess::StartOrFail(args);
+  auto reader = ConnectOrFail(*again);
+  int missing = 0;
+  for (int i = 0; i < acknowledged; ++i) {
+    auto got = ReadOnceRecovered(*reader, "orders", "o" + std::to_string(i), 30s);
+    REQUIRE(got);
+    missing += *got == std::optional<std::string>(value) ? 0 : 1;
+  }
+  CHECK(missing == 0);
+  reader->Shutdown();
+  CHECK(again->Stop() == 0);
 }
 
 }  // namespace tessera::integration

@@ -10,11 +10,16 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "node_config.h"
@@ -51,7 +56,20 @@ int Serve(const NodeConfig& config, const std::function<void(grid::Member&)>& pr
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   auto log = MakeLogger(config.log_level);
-  grid::Member member(config.member, log);  // registers the built-in entry processors
+  // A failed log (a full disk; with a file size limit, EFBIG rather than SIGXFSZ) stops the
+  // member: it must not go on acknowledging writes it cannot keep.
+  std::signal(SIGXFSZ, SIG_IGN);
+  auto storage_failure = std::make_shared<std::optional<std::string>>();
+  auto storage_mu = std::make_shared<std::mutex>();
+  grid::MemberOptions options = config.member;
+  options.on_storage_failure = [storage_failure, storage_mu](const base::Error& error) {
+    {
+      std::lock_guard lock(*storage_mu);
+      *storage_failure = error.message();
+    }
+    kill(getpid(), SIGTERM);  // sigwait below wakes
+  };
+  grid::Member member(options, log);  // registers the built-in entry processors
   if (config.member.http_port) admin::RegisterAdminApi(member);  // REST API and console
   if (prepare) prepare(member);
   if (auto started = member.Start(); !started) {
@@ -75,9 +93,21 @@ int Serve(const NodeConfig& config, const std::function<void(grid::Member&)>& pr
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  log->info("received {}, shutting down", strsignal(signal_number));
+  std::optional<std::string> failed;
+  {
+    std::lock_guard lock(*storage_mu);
+    failed = *storage_failure;
+  }
+  if (!failed) log->info("received {}, shutting down", strsignal(signal_number));
   if (stopping) stopping();
   member.Shutdown();
+  if (failed) {
+    std::fprintf(stderr,
+                 "grid-node: stopped: the data directory's log failed (%s); free or fix the "
+                 "disk and start the member again on its data directory\n",
+                 failed->c_str());
+    return 1;
+  }
   log->info("stopped");
   return 0;
 }

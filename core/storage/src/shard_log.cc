@@ -247,6 +247,9 @@ void ShardLog::Flusher() {
                     ErrorCode::kShuttingDown, "the log of " + dir_.string() + " was closed")));
   lock.unlock();
   Finish(std::move(rest), result);
+  if (!result && result.error().code() == ErrorCode::kStorage && options_.on_failure) {
+    options_.on_failure(result.error());
+  }
 }
 
 base::Result<void> ShardLog::FlushBatch(std::string batch, std::uint64_t last_seq, bool sync) {

@@ -95,6 +95,13 @@ struct MemberOptions {
   // (requests get kRecovering meanwhile). kFull waits for all of them; kPartial goes on after
   // recovery_timeout_ms when every partition has a replica among the members back.
   membership::RecoveryPolicy recovery_policy = membership::RecoveryPolicy::kFull;
+  // A write or fsync of the data directory's log failed (a full or failing disk): the member
+  // must not go on as if it kept what it acknowledges. Writes to persisting maps fail with
+  // kStorage from then on (logged once); this is called once, on a log thread, for the host to
+  // stop the member (grid-node exits 1) so its cluster fails its partitions over to their
+  // backups. It must not call Shutdown itself (post it elsewhere). Null: the member logs it
+  // and serves on, refusing those writes.
+  std::function<void(const base::Error&)> on_storage_failure;
   std::int64_t recovery_timeout_ms = 300'000;
 };
 

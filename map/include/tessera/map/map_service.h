@@ -103,6 +103,10 @@ struct MapServiceOptions {
   base::Millis migration_copy_wait_ms = 10'000;
   // With a log: how long a kPeriodic write may wait for its fdatasync (Persistence).
   base::Millis log_sync_ms = 1000;
+  // With a log: called when a shard's log fails (a write or fsync error, a full disk), once
+  // per shard, on that log's flusher thread. From then on every write to a persisting map
+  // fails with kStorage (it is not acknowledged); a member stops (grid::MemberOptions).
+  std::function<void(const base::Error&)> on_log_failure;
 };
 
 // What MapService::OpenLog found and replayed.

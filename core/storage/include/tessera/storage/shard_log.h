@@ -25,6 +25,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,9 @@ struct ShardLogOptions {
   // How long written records may wait for their fdatasync when nobody waits for them; 0 = sync
   // every batch.
   base::Millis sync_interval_ms = 1000;
+  // Called once, on the flusher thread, when a write or sync failed and the log failed for
+  // good (after its waiters heard it): the owner stops what depends on the log. May be null.
+  std::function<void(const base::Error&)> on_failure;
 };
 
 struct ShardLogStats {
