@@ -148,6 +148,11 @@ TEST_CASE("grid-node rejects unreadable or invalid config files with exit code 2
   TempFile bad_async("maps:\n  orders: {async_backups: maybe}\n");
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--config", bad_async.path()}), 2,
                       "async_backups' is 'maybe'; use true or false");
+  TempFile bad_persistence("maps:\n  orders: {persistence: sometimes}\n");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--config", bad_persistence.path()}), 2,
+                      "persistence' is 'sometimes'; use none, periodic or always");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--recovery", "eventually"}), 2,
+                      "'recovery' is 'eventually'; use full or partial");
 }
 
 TEST_CASE("grid-node exits 1 with one line when its port is in use", "[tools][node]") {
