@@ -87,8 +87,9 @@ struct MemberOptions {
   // (member_id()) and is refused when another process holds it or it belongs to another
   // cluster name or partition count. Its "maps" folder holds the member's map log
   // (MapService::OpenLog): maps whose MapConfig::persistence is not kNone, and every internal
-  // map, are logged and come back at the next start. A cluster restart does not recover the
-  // partitions other members held yet (issue 42: recovery).
+  // map, are logged and come back at the next start. It also keeps the last partition table
+  // (cluster.state): after a restart of every member the cluster waits for that table's
+  // members and serves each partition from its newest replica (recovery_policy below).
   std::string data_dir;
   // Full-cluster restart (membership.h, "Recovery"): a member restarted on a data directory
   // that holds a partition table waits, with its cluster, for the members of that table
