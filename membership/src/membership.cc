@@ -185,9 +185,12 @@ void Membership::Leave() {
     ClusterView next;
     next.members.version = view_.members.version + 1;
     next.members.members = std::move(rest);
-    next.partitions =
-        partition::Rebalance(view_.partitions, next.members.Uuids(),
-                             options_.settings.partition_count, options_.backup_count);
+    // Still recovering: no table either (the next master, which heard every member's report
+    // in their heartbeats, goes on waiting for the last table's members).
+    next.partitions = Recovering() ? view_.partitions
+                                   : partition::Rebalance(view_.partitions, next.members.Uuids(),
+                                                          options_.settings.partition_count,
+                                                          options_.backup_count);
     state_ = MemberState::kLeaving;
     handover_ = Leaver{self_.address, next.partitions.version, clock_.NowMs() + LeaveBoundMs()};
     InstallView(std::move(next));

@@ -797,3 +797,29 @@ TEST_CASE("A recovery report and a persistent member id round-trip through the c
   REQUIRE(decoded);
   CHECK(*decoded == m);
 }
+
+TEST_CASE(
+    "A master that leaves while its cluster recovers hands over no table: the next master goes "
+    "on waiting for the last table's members",
+    "[membership][recovery]") {
+  SimNetwork net;
+  auto every = [](int) -> std::uint64_t { return 5; };
+  auto none = [](int) { return false; };
+  Membership& a = net.Start("a:1", Recovering(Report("id-a", every, none)));
+  Membership& b = net.Start("b:1", Recovering(Report("id-b", every, none), {"a:1"}));
+  net.Run(1500);
+  REQUIRE(a.is_master());
+  REQUIRE(b.view().members.members.size() == 2);
+  a.Leave();
+  net.Run(1500);
+  REQUIRE(b.is_master());
+  CHECK(b.view().members.members.size() == 1);
+  CHECK(b.view().partitions.version == 0);
+  CHECK(b.recovery_status().find("waiting for 2 of the 3 members") != std::string::npos);
+  // Both others back: b recovers.
+  net.Start("a:1", Recovering(Report("id-a", every, none), {"b:1"}));
+  net.Start("c:1", Recovering(Report("id-c", every, none), {"b:1"}));
+  net.Run(3000);
+  CHECK(b.view().partitions.version >= 8);
+  CHECK(b.recovery_status().empty());
+}
