@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include <boost/beast/http.hpp>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
 #include <regex>
 #include <thread>
 
@@ -229,18 +231,51 @@ std::unique_ptr<grid::Client> ConnectOrFail(const NodeProcess& node) {
   return std::move(*client);
 }
 
-std::uint16_t UnusedPort() {
+namespace {
+
+// Whether nothing listens on 127.0.0.1:`port` (bound with SO_REUSEADDR, as grid-node's
+// listeners are, so a port in TIME_WAIT still counts as free).
+bool Bindable(std::uint16_t port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   REQUIRE(fd >= 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  addr.sin_port = htons(port);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   close(fd);
-  return ntohs(addr.sin_port);
+  return ok;
+}
+
+}  // namespace
+
+std::uint16_t UnusedPort() {
+  // Below the kernel's ephemeral range (32768-60999 by default): a port the kernel hands out
+  // for `bind(0)` or for an outgoing connection's local end is never one of these, so a member
+  // restarted at its port after seconds finds it free. Test processes running side by side
+  // (ctest -j) agree through a lock file per port, held until the process exits.
+  constexpr int kFirst = 20000;
+  constexpr int kCount = 12000;
+  static const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tessera-test-ports";
+  static int next = static_cast<int>(getpid() * 7919L % kCount);
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  for (int tried = 0; tried < kCount; ++tried) {
+    const auto port = static_cast<std::uint16_t>(kFirst + next);
+    next = (next + 1) % kCount;
+    const auto lock_path = dir / (std::to_string(port) + ".lock");
+    int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 || !Bindable(port)) {
+      close(fd);
+      continue;
+    }
+    return port;  // fd stays open: the lock is this process's until it exits
+  }
+  FAIL("no free loopback port in " << kFirst << "-" << kFirst + kCount - 1);
+  return 0;
 }
 
 membership::ClusterView WaitForMembers(const NodeProcess& node, std::size_t count) {

@@ -108,7 +108,9 @@ class TempFile {
   std::filesystem::path path_;
 };
 
-// A loopback port with nothing listening on it (bound, read back and closed).
+// A loopback port with nothing listening on it, below the kernel's ephemeral range and
+// reserved for this process (a lock file per port), so no other test and no outgoing
+// connection takes it while a member is down and about to be restarted there.
 std::uint16_t UnusedPort();
 
 // HTTP/1.1 against a member's --http-port on 127.0.0.1.

@@ -5,6 +5,7 @@ master cut off), SIGTERM rolling restarts, and mixes of them.
 
 Every process started here is stopped by Cluster.stop (the runner calls it on every exit)."""
 import ctypes
+import fcntl
 import json
 import os
 import random
@@ -12,6 +13,7 @@ import re
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 
@@ -22,19 +24,38 @@ def _die_with_parent():
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+_held_port_locks = []
+
+
 def free_ports(count):
-    """`count` distinct loopback ports with nothing listening (all bound at once, so the
-    kernel cannot hand out one of them twice, then closed)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """`count` distinct loopback ports with nothing listening, below the kernel's ephemeral
+    range (32768-60999 by default): neither `bind(0)` nor an outgoing connection's local end
+    takes one of them while its member is down and about to be restarted there. Harnesses
+    and the C++ tests (tests/integration/child_process.cc UnusedPort) agree through a lock
+    file per port, held until this process exits."""
+    first, span = 20000, 12000
+    lock_dir = os.path.join(tempfile.gettempdir(), "tessera-test-ports")
+    os.makedirs(lock_dir, exist_ok=True)
+    ports = []
+    offset = os.getpid() * 7919 % span
+    for tried in range(span):
+        if len(ports) == count:
+            break
+        port = first + (offset + tried) % span
+        fd = os.open(os.path.join(lock_dir, "%d.lock" % port), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            os.close(fd)
+            continue
+        _held_port_locks.append(fd)
+        ports.append(port)
+    if len(ports) < count:
+        raise RuntimeError("no %d free loopback ports in %d-%d" % (count, first, first + span - 1))
+    return ports
 
 
 class Node:
