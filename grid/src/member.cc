@@ -113,13 +113,11 @@ base::Result<void> Member::Start() {
       ShutdownLocked();
       return std::unexpected(report.error());
     }
+    // Requests wait for the first table as any joiner's do (MapService::ExpectPartitionTable);
+    // they fail with kRecovering only once the cluster's view says it has no table to give
+    // (the view listener below). Said here already, a lone member whose own table follows at
+    // once failed the requests of a slow first moment.
     impl_->recovery = std::move(*report);
-    if (impl_->recovery && options_.listen) {
-      impl_->maps.SetRecovering(fmt::format(
-          "recovering: this member restarted on its data directory (partition table version "
-          "{}) and waits for its cluster to restore the table",
-          impl_->recovery->table_version));
-    }
   }
   // A listening member is a cluster member (maybe of one): until its first partition table
   // it must not serve from its empty stores what other members own.
