@@ -14,7 +14,15 @@
 //                                then each step erases the oldest key and writes a new one:
 //                                ns per step, and per lookup of a present key; median over
 //                                the rounds.
-// With no arguments runs all three with the defaults (1M entries, 3 rounds).
+//   map_bench compaction [keys] [rounds] [compact_bytes]
+//                                a log under a steady overwrite load: 2 shards, a periodic
+//                                map of `keys` 16-byte keys with 100-byte values overwritten
+//                                `rounds` times in batches of 100, compaction at
+//                                compact_bytes (default MapServiceOptions'): live bytes, bytes
+//                                logged, the log's disk use at the end and at its worst (per
+//                                live entry and over the live bytes), then the restart's replay
+//                                (entries/s, MB/s of log). The log goes under $TMPDIR or /tmp.
+// With no arguments runs the first three with the defaults (1M entries, 3 rounds).
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
@@ -24,6 +32,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -231,6 +240,105 @@ void ChurnBench(std::int64_t n, int rounds) {
       median(step_ns), median(find_ns), rounds);
 }
 
+namespace {
+
+void CompactionBench(std::int64_t keys, int rounds, std::uint64_t compact_bytes) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir_template = std::string(tmp ? tmp : "/tmp") + "/map_bench_log.XXXXXX";
+  if (mkdtemp(dir_template.data()) == nullptr) {
+    std::perror("map_bench compaction: mkdtemp");
+    std::exit(1);
+  }
+  const std::string dir = dir_template;
+  map::MapServiceOptions options;
+  if (compact_bytes > 0) options.log_compact_bytes = compact_bytes;
+  map::MapConfig periodic;
+  periodic.persistence = map::Persistence::kPeriodic;
+  auto log =
+      std::make_shared<spdlog::logger>("map", std::make_shared<spdlog::sinks::null_sink_mt>());
+  const std::string value(100, 'v');
+  const double live = static_cast<double>(keys) * (16 + 100);
+  std::uint64_t worst = 0, end = 0, logged = 0, compactions = 0;
+  {
+    runtime::ShardSet shards(2);
+    shards.Start();
+    base::SteadyClock clock;
+    map::EntryProcessorRegistry processors;
+    map::MapService service(shards, partition::Partitioner(), clock, processors, log, options);
+    service.Start();
+    service.Configure("overwritten", periodic);
+    if (auto opened = service.OpenLog(dir); !opened) {
+      std::fprintf(stderr, "map_bench compaction: %s\n", opened.error().message().c_str());
+      std::exit(1);
+    }
+    for (int r = 0; r < rounds; ++r) {
+      for (std::int64_t start = 0; start < keys; start += 100) {
+        map::MapRequest rq;
+        rq.op = map::MapOp::kPutAll;
+        rq.map_name = "overwritten";
+        for (std::int64_t i = start; i < std::min(keys, start + 100); ++i) {
+          rq.entries.emplace_back(Key(i), value);
+        }
+        Run(service, std::move(rq));
+        worst = std::max(worst, service.GetLogStats().disk_bytes);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the last round's sync
+    const auto stats = service.GetLogStats();
+    end = stats.disk_bytes;
+    logged = stats.bytes;
+    compactions = stats.compactions;
+    service.Stop();
+    shards.Stop();
+  }
+  std::printf(
+      "compaction: %lld keys (16 + 100 bytes: %.1f MB live) overwritten %d times, 2 shards, "
+      "log_compact_bytes %llu, log_segment_bytes %llu\n",
+      static_cast<long long>(keys), live / 1e6, rounds,
+      static_cast<unsigned long long>(options.log_compact_bytes),
+      static_cast<unsigned long long>(options.log_segment_bytes));
+  std::printf("  logged %.1f MB; %llu compaction rounds (over both shards)\n",
+              static_cast<double>(logged) / 1e6, static_cast<unsigned long long>(compactions));
+  std::printf("  disk at the end %.1f MB: %.0f bytes per live entry, %.2f x live\n",
+              static_cast<double>(end) / 1e6, static_cast<double>(end) / static_cast<double>(keys),
+              static_cast<double>(end) / live);
+  std::printf("  disk at its worst %.1f MB: %.0f bytes per live entry, %.2f x live\n",
+              static_cast<double>(worst) / 1e6,
+              static_cast<double>(worst) / static_cast<double>(keys),
+              static_cast<double>(worst) / live);
+  {
+    runtime::ShardSet shards(2);
+    shards.Start();
+    base::SteadyClock clock;
+    map::EntryProcessorRegistry processors;
+    map::MapService service(shards, partition::Partitioner(), clock, processors, log, options);
+    service.Start();
+    service.Configure("overwritten", periodic);
+    const auto start = std::chrono::steady_clock::now();
+    auto replayed = service.OpenLog(dir);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!replayed || replayed->entries != static_cast<std::uint64_t>(keys)) {
+      std::fprintf(stderr, "map_bench compaction: the restart found %llu entries of %lld\n",
+                   replayed ? static_cast<unsigned long long>(replayed->entries) : 0ull,
+                   static_cast<long long>(keys));
+      std::exit(1);
+    }
+    std::printf(
+        "  restart: replayed %llu records (%.1f MB) in %.3f s: %.0f entries/s, %.1f MB/s of log\n",
+        static_cast<unsigned long long>(replayed->records),
+        static_cast<double>(replayed->bytes) / 1e6, seconds,
+        static_cast<double>(keys) / std::max(seconds, 1e-6),
+        static_cast<double>(replayed->bytes) / 1e6 / std::max(seconds, 1e-6));
+    service.Stop();
+    shards.Stop();
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
   const std::int64_t n = argc > 2 ? std::atoll(argv[2]) : 1'000'000;
@@ -238,5 +346,9 @@ int main(int argc, char** argv) {
   if (mode == "memory" || mode == "all") MemoryBench(n);
   if (mode == "sweep" || mode == "all") SweepBench(n, std::max(rounds, 1));
   if (mode == "churn" || mode == "all") ChurnBench(n, std::max(rounds, 1));
+  if (mode == "compaction") {
+    CompactionBench(argc > 2 ? n : 100'000, argc > 3 ? std::max(rounds, 1) : 20,
+                    argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 0);
+  }
   return 0;
 }

@@ -11,6 +11,23 @@
 // The wall clock makes TTL deadlines absolute: at replay an entry's TTL left is reduced by the
 // time since it was logged (gone if none is left), and its age since the last update grows by
 // it (merge policies compare update times). Max-idle restarts at the replay.
+//
+// Compaction: once a shard logged more than MapServiceOptions::log_compact_bytes (or its last
+// snapshot's size, if larger) since its last round began, it writes a snapshot of each of its
+// partitions into its own log, one partition per slice (many small ones together), each slice
+// a task of its own between the shard's requests. A partition's snapshot is what a migration
+// copy of it would hold (the maps that persist), written in one task as consecutive records:
+//
+//   payload: format (u8, 2), the writer's wall clock (i64 LE, ms), partition id (u32 LE),
+//            flags (u8: 1 first record of the snapshot, 2 last), EncodeReplicaUpdates(...)
+//
+// A replica the log holds whole ends in kPartitionComplete with its version; one whose copy is
+// still arriving (LogRecovery::held false) starts with the copy's clear and has no end marker,
+// and its copy's remaining records follow. Replay applies, for each partition, its last
+// complete snapshot and the records after it, and skips every record of the partition before
+// it (and any incomplete snapshot after it: a crash mid-snapshot). When a round's last record
+// is durable, the segments holding only records before the round's first are deleted
+// (storage::ShardLog::DropBefore): every partition of the shard has a later snapshot.
 
 #include <spdlog/spdlog.h>
 
@@ -25,15 +42,59 @@ namespace tessera::map {
 namespace {
 
 constexpr std::uint8_t kLogRecordFormat = 1;
+constexpr std::uint8_t kSnapshotRecordFormat = 2;
 constexpr std::size_t kLogRecordHeader = 9;
+constexpr std::size_t kSnapshotRecordHeader = kLogRecordHeader + 5;
+constexpr std::uint8_t kFirstOfSnapshot = 1;
+constexpr std::uint8_t kLastOfSnapshot = 2;
+constexpr std::size_t kSnapshotChunkBytes = 4 << 20;  // a snapshot record's updates, about
+
+void PutU64(std::string& out, std::size_t at, std::uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+std::uint64_t GetU64(std::string_view in, std::size_t at, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) {
+    v |= static_cast<std::uint64_t>(static_cast<unsigned char>(in[at + i])) << (8 * i);
+  }
+  return v;
+}
 
 std::string EncodeLogRecord(base::Millis wall_ms, const std::vector<ReplicaUpdate>& updates) {
   std::string out(kLogRecordHeader, '\0');
   out[0] = static_cast<char>(kLogRecordFormat);
-  const auto wall = static_cast<std::uint64_t>(wall_ms);
-  for (int i = 0; i < 8; ++i) out[1 + i] = static_cast<char>((wall >> (8 * i)) & 0xff);
+  PutU64(out, 1, static_cast<std::uint64_t>(wall_ms), 8);
   out += EncodeReplicaUpdates(updates);
   return out;
+}
+
+std::string EncodeSnapshotRecord(base::Millis wall_ms, std::uint32_t partition_id,
+                                 std::uint8_t flags, const std::vector<ReplicaUpdate>& updates) {
+  std::string out(kSnapshotRecordHeader, '\0');
+  out[0] = static_cast<char>(kSnapshotRecordFormat);
+  PutU64(out, 1, static_cast<std::uint64_t>(wall_ms), 8);
+  PutU64(out, 9, partition_id, 4);
+  out[13] = static_cast<char>(flags);
+  out += EncodeReplicaUpdates(updates);
+  return out;
+}
+
+// How a logged update changes what the log says of its partition's replica (LogRecovery):
+// a copy, a resync or a leave starts it over (nothing held until it completes).
+void TrackReplica(const ReplicaUpdate& u, std::uint8_t& held, std::uint64_t& version) {
+  const bool start_of_copy =
+      (u.kind == ReplicaUpdate::Kind::kClearPartition && u.map_name.empty() && u.version == 0) ||
+      u.kind == ReplicaUpdate::Kind::kResyncBegin;
+  if (start_of_copy) {
+    held = 0;
+    version = 0;
+  } else if (u.kind == ReplicaUpdate::Kind::kPartitionComplete) {
+    held = 1;
+    version = u.version;
+  } else if (u.version > version) {
+    version = u.version;
+  }
 }
 
 std::string ShardsFolder(std::size_t shards) { return "shards-" + std::to_string(shards); }
@@ -53,6 +114,21 @@ std::string_view PersistenceName(Persistence p) {
 }
 
 bool MapService::logging() const { return impl_->logging.load(); }
+
+MapService::LogStats MapService::GetLogStats() const {
+  LogStats out;
+  if (!impl_->logging.load()) return out;
+  for (const auto& shard_log : impl_->logs) {
+    const storage::ShardLogStats s = shard_log->stats();
+    out.records += s.records;
+    out.bytes += s.bytes;
+    out.syncs += s.syncs;
+    out.disk_bytes += s.disk_bytes;
+    out.segments_dropped += s.segments_dropped;
+  }
+  out.compactions = impl_->compactions.load(std::memory_order_relaxed);
+  return out;
+}
 
 bool MapService::Impl::MayLog(std::size_t shard, const MapRequest& request) {
   if (!logging.load(std::memory_order_relaxed) || !SpecOf(request.op).writes) return false;
@@ -97,10 +173,117 @@ base::Result<MapService::Impl::Logged> MapService::Impl::LogUpdates(
     }
   }
   if (!all && kept.empty()) return Logged{shard, 0, Persistence::kNone};
-  auto seq = logs[shard]->Append(EncodeLogRecord(clock.WallMs(), all ? updates : kept));
+  const std::vector<ReplicaUpdate>& logging_now = all ? updates : kept;
+  const std::string record = EncodeLogRecord(clock.WallMs(), logging_now);
+  auto seq = logs[shard]->Append(record);
   if (!seq) return std::unexpected(seq.error());
   logged.seq = *seq;
+  for (const auto& u : logging_now) {
+    if (u.partition_id < log_held.size()) {
+      TrackReplica(u, log_held[u.partition_id], log_version[u.partition_id]);
+    }
+  }
+  MaybeCompact(shard, record.size());
   return logged;
+}
+
+void MapService::Impl::MaybeCompact(std::size_t shard, std::uint64_t bytes) {
+  LogCompaction& c = compaction[shard];
+  c.logged_bytes += bytes;
+  if (c.round_first_seq != 0 || stopped.load(std::memory_order_relaxed) ||
+      c.logged_bytes < std::max(options.log_compact_bytes, c.snapshot_bytes)) {
+    return;
+  }
+  c.logged_bytes = 0;
+  c.round_bytes = 0;
+  c.next = 0;
+  c.round_first_seq = ~std::uint64_t{0};  // running: the first snapshot record sets it
+  CompactInTurn(shard);
+}
+
+void MapService::Impl::CompactInTurn(std::size_t shard) {
+  shards.InvokeOn(shard, [this, shard] {
+    LogCompaction& c = compaction[shard];
+    if (stopped.load()) {
+      c.round_first_seq = 0;
+      return;
+    }
+    const std::size_t step = shards.size();
+    const auto budget =
+        static_cast<std::size_t>(std::max<std::int64_t>(options.scan_entries_per_task, 1));
+    std::size_t done = 0;
+    while (done < budget) {
+      const std::size_t p = shard + c.next * step;
+      if (p >= partitioner.partition_count()) break;
+      done += std::max<std::size_t>(PartitionEntryCount(shard, static_cast<std::uint32_t>(p)), 1);
+      auto last = SnapshotPartition(shard, static_cast<std::uint32_t>(p));
+      if (!last) {  // the log failed: the member stops (on_log_failure)
+        if (log) log->error("shard {}: compaction stopped: {}", shard, last.error().message());
+        c.round_first_seq = 0;
+        return;
+      }
+      c.round_last_seq = *last;
+      ++c.next;
+    }
+    if (shard + c.next * step < partitioner.partition_count()) return CompactInTurn(shard);
+    // Every partition of the shard has a snapshot from round_first_seq on: once it is durable,
+    // the segments before it go.
+    const std::uint64_t first = c.round_first_seq;
+    c.snapshot_bytes = c.round_bytes;
+    c.round_first_seq = 0;
+    compactions.fetch_add(1, std::memory_order_relaxed);
+    storage::ShardLog* shard_log = logs[shard].get();
+    shard_log->WhenDurable(c.round_last_seq, [shard_log, first](base::Result<void> durable) {
+      if (durable) shard_log->DropBefore(first);  // else failed (the member stops) or closing
+    });
+  });
+}
+
+base::Result<std::uint64_t> MapService::Impl::SnapshotPartition(std::size_t shard,
+                                                                std::uint32_t p) {
+  // The maps that persist (as LogUpdates decides), and any map replay filled: a map
+  // configured not to persist after its entries were logged keeps them in the log.
+  auto exported = ExportPartition(shard, p, [this](MapTable& table) {
+    Refresh(table);
+    return table.config.persistence != Persistence::kNone || table.from_log;
+  });
+  const bool held = log_held[p] != 0;
+  std::vector<std::vector<ReplicaUpdate>> chunks(1);
+  std::size_t bytes = 0;
+  // Not held: the copy's clear, then what of it arrived (the version the log says is lost
+  // with it, as it is of any replica that is not held).
+  if (!held) chunks.back().push_back(std::move(exported.front()));
+  for (std::size_t i = 1; i + 1 < exported.size(); ++i) {
+    ReplicaUpdate& u = exported[i];
+    // Above the encoded size (a Cap'n Proto struct and its texts per update), so a record
+    // stays far below storage::kMaxRecordBytes.
+    const std::size_t size = u.map_name.size() + u.key.size() + u.value.size() + 128;
+    if (bytes + size > kSnapshotChunkBytes && !chunks.back().empty()) {
+      chunks.emplace_back();
+      bytes = 0;
+    }
+    bytes += size;
+    chunks.back().push_back(std::move(u));
+  }
+  if (held) {  // complete, at the version the log says
+    exported.back().version = log_version[p];
+    chunks.back().push_back(std::move(exported.back()));
+  }
+  const base::Millis wall = clock.WallMs();
+  std::uint64_t last = 0;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    const std::uint8_t flags =
+        (i == 0 ? kFirstOfSnapshot : 0) | (i + 1 == chunks.size() ? kLastOfSnapshot : 0);
+    const std::string record = EncodeSnapshotRecord(wall, p, flags, chunks[i]);
+    auto seq = logs[shard]->Append(record);
+    if (!seq) return std::unexpected(seq.error());
+    compaction[shard].round_bytes += record.size();
+    if (compaction[shard].round_first_seq == ~std::uint64_t{0}) {
+      compaction[shard].round_first_seq = *seq;
+    }
+    last = *seq;
+  }
+  return last;
 }
 
 void MapService::Impl::LogClearAll(std::size_t shard) {
@@ -178,6 +361,7 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
   const auto started = std::chrono::steady_clock::now();
   storage::ShardLogOptions log_options;
   log_options.sync_interval_ms = options.log_sync_ms;
+  log_options.segment_bytes = options.log_segment_bytes;
   log_options.on_failure = options.on_log_failure;
   const std::filesystem::path path =
       std::filesystem::path(dir) / ("shard-" + std::to_string(shard));
@@ -187,29 +371,68 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
   const std::uint64_t first = (*opened)->first_recovered_seq();
   auto records = (*opened)->TakeRecovered();
   const base::Millis now_wall = clock.WallMs();
-  out.versions.assign(partitioner.partition_count(), 0);
-  out.held.assign(partitioner.partition_count(), true);
+  const std::uint32_t partitions = partitioner.partition_count();
+  out.versions.assign(partitions, 0);
+  std::vector<std::uint8_t> held(partitions, 1);
+  auto bad = [&](std::size_t i, const std::string& why) {
+    states[shard]->replaying = false;
+    return base::Fail(ErrorCode::kStorage,
+                      fmt::format("{}: record {} is not a map update ({}): the log was written "
+                                  "by another release or damaged after its checksum; move the "
+                                  "folder aside to start without it",
+                                  path.string(), first + i, why));
+  };
+  // Each partition's last complete snapshot (its first and last record), found first: the
+  // partition's records before it are skipped, and so is any snapshot after it.
+  constexpr std::size_t kNone = ~std::size_t{0};
+  std::vector<std::size_t> snapshot_first(partitions, kNone), snapshot_last(partitions, kNone);
+  {
+    std::vector<std::size_t> open(partitions, kNone);
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      const std::string& record = records[i];
+      if (record.empty() || static_cast<std::uint8_t>(record[0]) != kSnapshotRecordFormat) {
+        continue;
+      }
+      if (record.size() < kSnapshotRecordHeader) return bad(i, "a short snapshot header");
+      const auto p = static_cast<std::uint32_t>(GetU64(record, 9, 4));
+      const auto flags = static_cast<std::uint8_t>(record[13]);
+      if (p >= partitions) return bad(i, fmt::format("a snapshot of partition {}", p));
+      if (flags & kFirstOfSnapshot) open[p] = i;
+      if ((flags & kLastOfSnapshot) && open[p] != kNone) {
+        snapshot_first[p] = open[p];
+        snapshot_last[p] = i;
+        open[p] = kNone;
+      }
+    }
+  }
   states[shard]->replaying = true;
   for (std::size_t i = 0; i < records.size(); ++i) {
-    const std::string& record = records[i];
-    auto bad = [&](const std::string& why) {
-      states[shard]->replaying = false;
-      return base::Fail(ErrorCode::kStorage,
-                        fmt::format("{}: record {} is not a map update ({}): the log was written "
-                                    "by another release or damaged after its checksum; move the "
-                                    "folder aside to start without it",
-                                    path.string(), first + i, why));
-    };
-    if (record.size() < kLogRecordHeader ||
-        static_cast<std::uint8_t>(record[0]) != kLogRecordFormat) {
-      return bad("unknown format");
+    std::string& record = records[i];
+    const auto format = record.empty() ? 0 : static_cast<std::uint8_t>(record[0]);
+    const bool snapshot = format == kSnapshotRecordFormat;
+    if ((format != kLogRecordFormat && !snapshot) || record.size() < kLogRecordHeader) {
+      return bad(i, "unknown format");
     }
-    std::uint64_t wall = 0;
-    for (int b = 0; b < 8; ++b) {
-      wall |= static_cast<std::uint64_t>(static_cast<unsigned char>(record[1 + b])) << (8 * b);
+    const std::uint64_t wall = GetU64(record, 1, 8);
+    if (snapshot) {
+      const auto p = static_cast<std::uint32_t>(GetU64(record, 9, 4));
+      if (i < snapshot_first[p] || i > snapshot_last[p] || snapshot_first[p] == kNone) {
+        continue;  // superseded, or a snapshot a crash cut short
+      }
+      if (i == snapshot_first[p]) {  // the partition starts over from here: empty and whole
+        held[p] = 1;
+        out.versions[p] = 0;
+      }
     }
-    auto updates = DecodeReplicaUpdates(std::string_view(record).substr(kLogRecordHeader));
-    if (!updates) return bad(updates.error().message());
+    auto updates = DecodeReplicaUpdates(
+        std::string_view(record).substr(snapshot ? kSnapshotRecordHeader : kLogRecordHeader));
+    if (!updates) return bad(i, updates.error().message());
+    if (!snapshot) {  // a partition's updates from before its snapshot are superseded
+      std::erase_if(*updates, [&](const ReplicaUpdate& u) {
+        return u.partition_id < partitions && snapshot_first[u.partition_id] != kNone &&
+               i < snapshot_first[u.partition_id];
+      });
+    }
     const base::Millis age = std::max<base::Millis>(0, now_wall - static_cast<base::Millis>(wall));
     for (auto& u : *updates) {
       if (u.kind != ReplicaUpdate::Kind::kSet && u.kind != ReplicaUpdate::Kind::kCopySet) continue;
@@ -222,28 +445,27 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
         u.ttl_left_ms -= age;
       }
     }
-    out.updates += updates->size();
     out.bytes += record.size();
+    record = std::string();  // replayed: its memory goes
+    if (updates->empty()) continue;
+    out.updates += updates->size();
     ++out.records;
     ApplyOnShard(shard, *updates, "");
     for (const auto& u : *updates) {
-      if (u.partition_id >= out.versions.size()) continue;
-      auto& version = out.versions[u.partition_id];
-      const bool start_of_copy = (u.kind == ReplicaUpdate::Kind::kClearPartition &&
-                                  u.map_name.empty() && u.version == 0) ||
-                                 u.kind == ReplicaUpdate::Kind::kResyncBegin;
-      if (start_of_copy) {  // a copy, a resync or a leave: nothing held until it completes
-        out.held[u.partition_id] = false;
-        version = 0;
-      } else if (u.kind == ReplicaUpdate::Kind::kPartitionComplete) {
-        out.held[u.partition_id] = true;
-        version = u.version;
-      } else if (u.version > version) {
-        version = u.version;
+      if (u.partition_id < partitions) {
+        TrackReplica(u, held[u.partition_id], out.versions[u.partition_id]);
       }
     }
   }
   states[shard]->replaying = false;
+  out.held.assign(held.begin(), held.end());
+  for (std::uint32_t p = static_cast<std::uint32_t>(shard); p < partitions;
+       p += static_cast<std::uint32_t>(shards.size())) {
+    log_held[p] = held[p];
+    log_version[p] = out.versions[p];
+  }
+  // What the log holds counts toward the first round: a long history is compacted soon.
+  compaction[shard].logged_bytes = out.bytes;
   // Replay set the flags of the copies it applied; a table decides them from here on. The
   // replica version goes on from the log's (a recovered owner numbers its next write after it).
   {
@@ -294,6 +516,9 @@ base::Result<LogRecovery> MapService::OpenLog(const std::string& dir) {
                       fmt::format("cannot read the map log folder {}: {}", dir, ec.message()));
   }
   impl_->logs.resize(shards_.size());
+  impl_->compaction.assign(shards_.size(), {});
+  impl_->log_held.assign(partitioner_.partition_count(), 1);
+  impl_->log_version.assign(partitioner_.partition_count(), 0);
   const std::string folder = (fs::path(dir) / mine).string();
   std::promise<std::vector<base::Result<LogRecovery>>> promise;
   auto future = promise.get_future();

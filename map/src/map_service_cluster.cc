@@ -629,14 +629,14 @@ std::size_t MapService::Impl::PartitionEntryCount(std::size_t shard,
   return n;
 }
 
-std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(std::size_t shard,
-                                                             std::uint32_t partition_id) {
+std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(
+    std::size_t shard, std::uint32_t partition_id, const std::function<bool(MapTable&)>& keep) {
   std::vector<ReplicaUpdate> out;
   out.push_back({ReplicaUpdate::Kind::kClearPartition, "", partition_id, "", "", 0, 0, 0});
   const base::Millis now = clock.NowMs();
   for (auto& [name, table] : states[shard]->maps) {
     RecordStore* slot = table->stores.Find(partition_id / shards.size());
-    if (!slot) continue;
+    if (!slot || (keep && !keep(*table))) continue;
     if (CompanionOf(name) && !IsLiveCompanion(shard, name, partition_id, now)) continue;
     slot->ForEach([&](const Record& r) {
       if (r.ExpiredAt(now)) return;

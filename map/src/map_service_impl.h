@@ -90,6 +90,9 @@ struct MapTable {
   std::uint64_t config_version = 0;
   ListenerRegistry::Snapshot listeners;
   std::uint64_t listeners_version = 0;
+  // Replay put entries here: snapshots keep them even if the map is configured not to persist
+  // (compaction never deletes what the log held; see map_persistence.cc).
+  bool from_log = false;
 };
 
 // Whether `request` is a kStreamRead with wait_ms (a long poll; map_service_waits.cc).
@@ -524,8 +527,10 @@ struct MapService::Impl {
   void CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> queue);
   // On partition p's shard: how many entries its stores hold (all maps).
   std::size_t PartitionEntryCount(std::size_t shard, std::uint32_t partition_id) const;
-  // On partition p's shard: clear + every live entry of every map, for a migration.
-  std::vector<ReplicaUpdate> ExportPartition(std::size_t shard, std::uint32_t partition_id);
+  // On partition p's shard: clear + every live entry of every map (of the maps `keep` accepts,
+  // when given), then kPartitionComplete: a migration copy, or a snapshot.
+  std::vector<ReplicaUpdate> ExportPartition(std::size_t shard, std::uint32_t partition_id,
+                                             const std::function<bool(MapTable&)>& keep = nullptr);
   // What a backup found applying one batch: partitions whose replica version showed missed
   // updates, and partitions it refused a write of because it serves them as owner or because
   // the sender is not in its view (`from_outsider`).
@@ -612,6 +617,31 @@ struct MapService::Impl {
   void WhenLogged(const std::vector<Logged>& logged, std::function<void(base::Result<void>)> done);
   // On `shard` (OpenLog): opens its log under `dir` and replays it. Errors as OpenLog.
   base::Result<LogRecovery> ReplayShard(std::size_t shard, const std::string& dir);
+  // Compaction, per shard and on its thread (map_persistence.cc, "Compaction").
+  struct LogCompaction {
+    std::uint64_t logged_bytes = 0;     // appended since the last round began (replay: held)
+    std::uint64_t snapshot_bytes = 0;   // what the last complete round wrote: about the live data
+    std::uint64_t round_first_seq = 0;  // the running round's first record; 0: none runs
+    std::uint64_t round_last_seq = 0;   // its last record so far
+    std::uint64_t round_bytes = 0;      // what it wrote so far
+    std::size_t next = 0;               // its next partition: shard + next * shard count
+  };
+  std::vector<LogCompaction> compaction;
+  std::atomic<std::uint64_t> compactions{0};  // complete rounds, every shard
+  // Per partition (written on its shard only): LogRecovery::held and ::versions as the log
+  // says them now; a snapshot says the same.
+  std::vector<std::uint8_t> log_held;
+  std::vector<std::uint64_t> log_version;
+  // On `shard`, after it appended `bytes`: starts a round once it logged more than
+  // max(options.log_compact_bytes, the last round's snapshot bytes) since the last one began.
+  void MaybeCompact(std::size_t shard, std::uint64_t bytes);
+  // On `shard`: snapshots the round's next partitions (about options.scan_entries_per_task
+  // entries), posting the rest behind what the shard received meanwhile; after the last one,
+  // once the round is durable, drops the segments before it (storage::ShardLog::DropBefore).
+  void CompactInTurn(std::size_t shard);
+  // On `shard`: appends partition p's snapshot as one or more consecutive records and returns
+  // the last one's number. Errors: the log's.
+  base::Result<std::uint64_t> SnapshotPartition(std::size_t shard, std::uint32_t p);
 
   // SetOwnershipHook's hook; guarded by ownership_mu, copied out before it is called.
   std::shared_ptr<const std::function<void(std::uint32_t)>> ownership_hook;

@@ -70,7 +70,9 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
     switch (u.kind) {
       case ReplicaUpdate::Kind::kSet:
       case ReplicaUpdate::Kind::kCopySet: {
-        RecordStore& store = StoreOf(TableOn(shard, u.map_name), u.partition_id);
+        MapTable& table = TableOn(shard, u.map_name);
+        if (states[shard]->replaying) table.from_log = true;
+        RecordStore& store = StoreOf(table, u.partition_id);
         const auto written = store.Write(u.key, u.value, now);
         Record* record = written.record;
         // An entry with a companion replaced here (this copy may not have expired it yet):

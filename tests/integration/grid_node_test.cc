@@ -116,6 +116,11 @@ TEST_CASE("grid-node rejects bad flags with exit code 2 and one line", "[tools][
                       "max-transaction-ops must be at least 1");
   RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--transaction-id-ttl-ms", "x"}), 2,
                       "transaction-id-ttl-ms");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--log-compact-bytes", "100"}), 2,
+                      "log-compact-bytes must be at least 4096");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--log-segment-bytes", "-1"}), 2,
+                      "log-segment-bytes");
+  RequireOneLineError(RunProcess(GRID_NODE_PATH, {"--log-sync-ms", "soon"}), 2, "log-sync-ms");
 }
 
 TEST_CASE("grid-node --max-transaction-ops bounds a transaction's size", "[tools][node][tx]") {

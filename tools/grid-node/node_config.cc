@@ -264,6 +264,40 @@ std::vector<Setting> Settings() {
        "with --recovery partial: how long the restarted cluster waits for the members of its "
        "last partition table before it goes on without them (default 300000)",
        MillisSetter("recovery-timeout-ms", &MemberOptions::recovery_timeout_ms)},
+      {"log-sync-ms",
+       "with --data-dir: how long a write to a map with persistence periodic may wait for its "
+       "fdatasync (default 1000)",
+       [](NodeConfig& c, const std::string& text) -> Result<void> {
+         auto v = ParseUnsigned("log-sync-ms", text, 3'600'000);
+         if (!v) return std::unexpected(v.error());
+         c.member.map_options.log_sync_ms = static_cast<base::Millis>(*v);
+         return {};
+       }},
+      {"log-compact-bytes",
+       "with --data-dir: a shard snapshots its partitions into its log, and deletes the log "
+       "segments before the snapshot, once it logged this many bytes (or its last snapshot's "
+       "size, if larger) since its last snapshot began (default 67108864)",
+       [](NodeConfig& c, const std::string& text) -> Result<void> {
+         auto v = ParseUnsigned("log-compact-bytes", text, 1ull << 40);
+         if (!v) return std::unexpected(v.error());
+         if (*v < 4096) {
+           return Fail(ErrorCode::kBadRequest, "log-compact-bytes must be at least 4096");
+         }
+         c.member.map_options.log_compact_bytes = *v;
+         return {};
+       }},
+      {"log-segment-bytes",
+       "with --data-dir: a log segment file ends past this size; compaction deletes whole "
+       "segments (default 67108864)",
+       [](NodeConfig& c, const std::string& text) -> Result<void> {
+         auto v = ParseUnsigned("log-segment-bytes", text, 1ull << 40);
+         if (!v) return std::unexpected(v.error());
+         if (*v < 4096) {
+           return Fail(ErrorCode::kBadRequest, "log-segment-bytes must be at least 4096");
+         }
+         c.member.map_options.log_segment_bytes = *v;
+         return {};
+       }},
       {"log-level", "trace|debug|info|warn|error (default info)", SetLogLevel},
   };
 }

@@ -66,7 +66,21 @@ base::Result<std::unique_ptr<SegmentWriter>> SegmentWriter::Create(
   auto writer = std::unique_ptr<SegmentWriter>(new SegmentWriter(path, fd));
   writer->buffer_ = Header();
   if (auto synced = writer->Sync(); !synced) return std::unexpected(synced.error());
+  if (auto synced = SyncDirectory(path.parent_path()); !synced) {
+    return std::unexpected(synced.error());
+  }
   return writer;
+}
+
+base::Result<void> SyncDirectory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    auto error = StorageError(dir, "cannot fsync the folder", errno);
+    if (fd >= 0) ::close(fd);
+    return std::unexpected(error);
+  }
+  ::close(fd);
+  return {};
 }
 
 SegmentWriter::SegmentWriter(std::filesystem::path path, int fd)

@@ -109,7 +109,9 @@ base::Result<void> ShardLog::Recover() {
     }
     appended_seq_ += contents->records.size();
     for (auto& r : contents->records) recovered_.push_back(std::move(r));
-    if (i + 1 == segments.size() && contents->records.empty()) {
+    if (i + 1 != segments.size() || !contents->records.empty()) {
+      segments_.emplace_back(first, contents->valid_bytes);
+    } else {
       // The last segment holds no record (started just before the process ended): the new
       // segment takes its name.
       std::filesystem::remove(file, ec);
@@ -127,9 +129,38 @@ base::Result<void> ShardLog::Recover() {
 base::Result<void> ShardLog::StartSegment(std::uint64_t first_seq) {
   auto segment = SegmentWriter::Create(dir_ / SegmentName(first_seq));
   if (!segment) return std::unexpected(segment.error());
+  std::lock_guard lock(mu_);
+  if (segment_ && !segments_.empty()) segments_.back().second = segment_->size();
   segment_ = std::move(*segment);
   ++segments_started_;
+  segments_.emplace_back(first_seq, segment_->size());
   return {};
+}
+
+void ShardLog::DropBefore(std::uint64_t seq) {
+  std::lock_guard lock(mu_);
+  drop_before_ = std::max(drop_before_, seq);
+  if (DropPending()) wake_.notify_one();
+}
+
+void ShardLog::DropOldest(std::unique_lock<std::mutex>& lock) {
+  const std::filesystem::path file = dir_ / SegmentName(segments_[0].first);
+  lock.unlock();
+  std::error_code ec;
+  std::filesystem::remove(file, ec);
+  base::Result<void> synced;
+  if (!ec || ec == std::errc::no_such_file_or_directory) synced = SyncDirectory(dir_);
+  lock.lock();
+  if ((ec && ec != std::errc::no_such_file_or_directory) || !synced) {
+    if (log_) {
+      log_->warn("cannot delete the compacted log segment {}: {}; the next compaction tries again",
+                 file.string(), ec ? ec.message() : synced.error().message());
+    }
+    drop_before_ = 0;
+    return;
+  }
+  segments_.erase(segments_.begin());
+  ++stats_.segments_dropped;
 }
 
 base::Result<std::uint64_t> ShardLog::Append(std::string_view payload) {
@@ -172,6 +203,7 @@ ShardLogStats ShardLog::stats() const {
   std::lock_guard lock(mu_);
   ShardLogStats out = stats_;
   out.segments = segments_started_.load();
+  for (const auto& [first, bytes] : segments_) out.disk_bytes += bytes;
   return out;
 }
 
@@ -186,7 +218,7 @@ void ShardLog::Flusher() {
                                                     durable_seq_ < appended_seq_);
       const bool written =
           !written_waiters_.empty() && written_waiters_.begin()->first <= written_seq_;
-      return stop_ || !pending_.empty() || answerable || written;
+      return stop_ || !pending_.empty() || answerable || written || DropPending();
     });
     if (failed_) break;
     const bool unsynced = durable_seq_ < appended_seq_;
@@ -209,6 +241,7 @@ void ShardLog::Flusher() {
         break;
       }
       written_seq_ = last;
+      if (!segments_.empty()) segments_.back().second = segment_->size();
       if (sync) {
         ++stats_.syncs;
         durable_seq_ = last;
@@ -234,6 +267,7 @@ void ShardLog::Flusher() {
     }
     // Stopped with everything synced: waiters left wait for records never appended.
     if (stop_ && pending_.empty() && durable_seq_ == appended_seq_) break;
+    if (DropPending()) DropOldest(lock);  // one per turn, after the batch and its answers
   }
   // Failed or stopped: whoever still waits hears it.
   std::vector<DurableCallback> rest;

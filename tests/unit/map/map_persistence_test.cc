@@ -2,10 +2,17 @@
 // comes back after a restart, with absolute TTL deadlines; what does not persist does not.
 #include <catch2/catch.hpp>
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "../storage/temp_dir.h"
 #include "service_fixture.h"
@@ -22,8 +29,8 @@ namespace {
 // "events" (periodic) and "cache" (none) configured, its log opened under `dir`.
 struct LoggedService {
   LoggedService(const std::filesystem::path& dir, tessera::base::Millis start_ms,
-                std::size_t shards = 3)
-      : fixture(std::make_unique<ServiceFixture>(shards)) {
+                std::size_t shards = 3, MapServiceOptions options = ServiceFixture::Fast())
+      : fixture(std::make_unique<ServiceFixture>(shards, options)) {
     fixture->clock.Set(start_ms);
     MapConfig always;
     always.persistence = Persistence::kAlways;
@@ -46,6 +53,47 @@ MapRequest WithTtl(MapRequest rq, tessera::base::Millis ttl_ms) {
   rq.options.ttl_ms = ttl_ms;
   return rq;
 }
+
+// Small segments and an early first compaction, so a test sees many of both.
+MapServiceOptions Compacting(std::uint64_t segment_bytes, std::uint64_t compact_bytes) {
+  MapServiceOptions o = ServiceFixture::Fast();
+  o.log_segment_bytes = segment_bytes;
+  o.log_compact_bytes = compact_bytes;
+  o.log_sync_ms = 20;
+  return o;
+}
+
+// Waits (at most 20 s) until `done(stats)`; the last stats either way.
+template <typename Done>
+MapService::LogStats AwaitLogStats(MapService& service, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto stats = service.GetLogStats();
+  while (!done(stats) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    stats = service.GetLogStats();
+  }
+  return stats;
+}
+
+// The log's bytes on disk. REQUIRES: no service has the log open.
+std::uint64_t FolderBytes(const std::filesystem::path& dir) {
+  std::uint64_t bytes = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.path().extension() == ".log") bytes += e.file_size();
+  }
+  return bytes;
+}
+
+// A key of partition `p` (the default partitioner's), starting with `prefix`.
+std::string KeyIn(std::uint32_t p, const std::string& prefix) {
+  const tessera::partition::Partitioner partitioner;
+  for (int i = 0;; ++i) {
+    std::string key = prefix + std::to_string(i);
+    if (partitioner.PartitionOf(key) == p) return key;
+  }
+}
+
+std::string Value(int round) { return "r" + std::to_string(round) + std::string(100, 'v'); }
 
 }  // namespace
 
@@ -205,4 +253,182 @@ TEST_CASE(
   CHECK(!r.held[5]);
   CHECK(r.held[6]);  // never mentioned: a complete, empty replica
   CHECK(r.versions[6] == 0);
+}
+
+TEST_CASE(
+    "Compaction snapshots a shard's partitions into its log and deletes the segments before "
+    "them, disk use stays bounded under overwrites, and a restart brings back the live data",
+    "[map][persistence]") {
+  TempDir tmp;
+  constexpr std::uint64_t kSegment = 8 << 10;
+  constexpr std::uint64_t kCompact = 64 << 10;
+  constexpr int kKeys = 200;
+  constexpr int kRounds = 60;
+  {
+    LoggedService s(tmp.path, 1'000'000, 2, Compacting(kSegment, kCompact));
+    REQUIRE(s.recovery);
+    // Written first, so later rounds carry it in their snapshots.
+    s.Run(WithTtl(ServiceFixture::Rq(MapOp::kSet, "orders", "ttl", "x"), 100'000));
+    for (int round = 0; round < kRounds; ++round) {
+      for (int k = 0; k < kKeys; ++k) {
+        s.Run(ServiceFixture::Rq(MapOp::kSet, "events", "k" + std::to_string(k), Value(round)));
+      }
+      s.Run(ServiceFixture::Rq(MapOp::kSet, "cache", "c" + std::to_string(round), "memory"));
+    }
+    for (int k = 0; k < 10; ++k) {
+      s.Run(ServiceFixture::Rq(MapOp::kRemove, "events", "k" + std::to_string(k)));
+    }
+    s.Run(ServiceFixture::Rq(MapOp::kSet, "orders", "last", "always"));
+    // Rounds run between requests; the segments go once a round is durable.
+    const auto stats = AwaitLogStats(s.fixture->service, [](const MapService::LogStats& st) {
+      return st.compactions >= 4 && st.segments_dropped >= 4;
+    });
+    CHECK(stats.compactions >= 4);
+    CHECK(stats.segments_dropped >= 4);
+    CHECK(stats.bytes > 1'000'000);  // about 1.4 MB logged; about 25 KB live
+  }
+  // Per shard the log holds at most two segments, two snapshots, and max(kCompact, a
+  // snapshot) of writes plus what was written while its last round ran.
+  const std::uint64_t on_disk = FolderBytes(tmp.path);
+  INFO(on_disk << " bytes on disk");
+  CHECK(on_disk <= 2 * (2 * kSegment + 3 * kCompact));
+  LoggedService s(tmp.path, 1'050'000, 2, Compacting(kSegment, kCompact));
+  REQUIRE(s.recovery);
+  INFO("replayed " << s.recovery->records << " records");
+  CHECK(s.recovery->records < kKeys * kRounds / 4);  // far fewer than were written
+  for (int k = 0; k < kKeys; ++k) {
+    INFO("k" << k);
+    if (k < 10) {
+      CHECK_FALSE(s.Get("events", "k" + std::to_string(k)).has_value());
+    } else {
+      CHECK(s.Get("events", "k" + std::to_string(k)) == Value(kRounds - 1));
+    }
+  }
+  auto view = s.Run(ServiceFixture::Rq(MapOp::kGetEntryView, "orders", "ttl")).view;
+  REQUIRE(view);
+  CHECK(view->expire_at_ms == 1'100'000);  // its deadline, through the snapshots
+  CHECK(s.Get("orders", "last") == "always");
+  CHECK(s.Run(ServiceFixture::Rq(MapOp::kSize, "events")).count == kKeys - 10);
+  CHECK(s.Run(ServiceFixture::Rq(MapOp::kSize, "cache")).count == 0);
+}
+
+TEST_CASE(
+    "Compaction keeps each partition's replica version and whether its copy completed, and a "
+    "partial copy's entries",
+    "[map][persistence]") {
+  TempDir tmp;
+  using Kind = ReplicaUpdate::Kind;
+  // Keys of the partitions the updates name, so reads find them.
+  const std::string k3 = KeyIn(3, "a"), k3b = KeyIn(3, "b"), k4 = KeyIn(4, "a"), k5 = KeyIn(5, "a"),
+                    k10 = KeyIn(10, "a");
+  {
+    LoggedService s(tmp.path, 1'000'000, 1, Compacting(2 << 10, 4 << 10));
+    REQUIRE(s.recovery);
+    auto apply = [&](std::vector<ReplicaUpdate> updates) {
+      std::promise<void> applied;
+      s.fixture->service.ApplyReplica(
+          std::move(updates), [&](tessera::base::Result<StalePartitions>) { applied.set_value(); });
+      applied.get_future().wait();
+    };
+    apply({{Kind::kClearPartition, "", 3, "", "", 0, 0, 0},
+           {Kind::kCopySet, "orders", 3, k3, "copied", 0, 0, 0},
+           {Kind::kPartitionComplete, "", 3, "master", "", 0, 0, 40}});
+    apply({{Kind::kSet, "orders", 3, k3, "written", 0, 0, 41}});
+    apply({{Kind::kSet, "orders", 3, k3b, "written", 0, 0, 42}});
+    apply({{Kind::kClearPartition, "", 4, "", "", 0, 0, 0},
+           {Kind::kCopySet, "orders", 4, k4, "part", 0, 0, 0}});
+    apply({{Kind::kSet, "orders", 5, k5, "v", 0, 0, 7}});
+    apply({{Kind::kResyncBegin, "", 5, "", "", 0, 0, 0}});
+    // Writes to partition 10 alone fill segments and start rounds; the first segments, which
+    // held partitions 3 to 5's records, go.
+    // (A round writes about 27 KB here, 100 bytes for each of 271 partitions: the next one
+    // starts after as much.)
+    for (std::uint64_t v = 1; v <= 1000; ++v) {
+      apply({{Kind::kSet, "orders", 10, k10, Value(static_cast<int>(v)), 0, 0, v}});
+    }
+    const auto stats = AwaitLogStats(s.fixture->service, [](const MapService::LogStats& st) {
+      return st.compactions >= 2 && st.segments_dropped >= 2;
+    });
+    CHECK(stats.compactions >= 2);
+    REQUIRE(stats.segments_dropped >= 2);
+    CHECK_FALSE(
+        std::filesystem::exists(tmp.path / "shards-1" / "shard-0" / "00000000000000000001.log"));
+  }
+  LoggedService again(tmp.path, 1'000'100, 1, Compacting(2 << 10, 4 << 10));
+  REQUIRE(again.recovery);
+  const LogRecovery& r = *again.recovery;
+  CHECK(r.versions[3] == 42);
+  CHECK(r.held[3]);
+  CHECK(!r.held[4]);
+  CHECK(r.versions[4] == 0);
+  CHECK(!r.held[5]);
+  CHECK(r.held[6]);
+  CHECK(r.versions[10] == 1000);
+  CHECK(again.Get("orders", k3) == "written");
+  CHECK(again.Get("orders", k3b) == "written");
+  CHECK(again.Get("orders", k4) == "part");  // what of the copy had arrived
+  CHECK_FALSE(again.Get("orders", k5).has_value());
+  CHECK(again.Get("orders", k10) == Value(1000));
+}
+
+TEST_CASE("A service killed at any moment of its compactions loses no acknowledged write",
+          "[map][persistence]") {
+  constexpr int kKeys = 50;
+  // Killed after so many acknowledged writes (each about 110 bytes; a round starts every 4 KB
+  // or a snapshot's size of writes, so each kill falls at another point of another round).
+  for (int kill_after : {1000, 3000, 6000}) {
+    INFO("killed after " << kill_after << " acknowledged writes");
+    TempDir tmp;
+    int acks[2];
+    REQUIRE(pipe(acks) == 0);
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {  // writes until killed, telling the parent each acknowledged one
+      close(acks[0]);
+      try {
+        LoggedService s(tmp.path, 1'000'000, 2, Compacting(2 << 10, 4 << 10));
+        if (!s.recovery) _exit(2);
+        for (int i = 0;; ++i) {
+          s.Run(
+              ServiceFixture::Rq(MapOp::kSet, "events", "k" + std::to_string(i % kKeys), Value(i)));
+          if (write(acks[1], &i, sizeof i) != sizeof i) _exit(3);
+        }
+      } catch (...) {
+        _exit(4);  // a failed write: the parent sees the pipe close early
+      }
+    }
+    close(acks[1]);
+    int last = -1;
+    int i = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (last < kill_after && std::chrono::steady_clock::now() < deadline) {
+      pollfd readable{acks[0], POLLIN, 0};
+      if (poll(&readable, 1, 1000) <= 0) continue;
+      if (read(acks[0], &i, sizeof i) != sizeof i) break;
+      last = i;
+    }
+    kill(child, SIGKILL);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    while (read(acks[0], &i, sizeof i) == sizeof i) last = i;
+    close(acks[0]);
+    REQUIRE(last >= kill_after);
+    // Rounds ran and deleted segments: the first record's segment is gone from some shard.
+    bool dropped = false;
+    for (const char* shard : {"shard-0", "shard-1"}) {
+      dropped = dropped || !std::filesystem::exists(tmp.path / "shards-2" / shard /
+                                                    "00000000000000000001.log");
+    }
+    CHECK(dropped);
+    LoggedService s(tmp.path, 1'000'000, 2, Compacting(2 << 10, 4 << 10));
+    REQUIRE(s.recovery);
+    for (int k = 0; k < kKeys; ++k) {
+      // The key's last acknowledged write, or the one in flight when the kill came.
+      const int acked = last - ((last - k) % kKeys + kKeys) % kKeys;
+      INFO("k" << k << ": last acknowledged write " << acked);
+      const auto got = s.Get("events", "k" + std::to_string(k));
+      CHECK((got == Value(acked) || got == Value(acked + kKeys)));
+    }
+  }
 }

@@ -37,6 +37,21 @@ bool AwaitDurable(ShardLog& log, std::uint64_t seq) {
   return future.wait_for(std::chrono::seconds(10)) == std::future_status::ready && future.get();
 }
 
+// Waits (bounded) until the log deleted `count` segments since it opened.
+bool AwaitDropped(ShardLog& log, std::uint64_t count) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (log.stats().segments_dropped < count && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return log.stats().segments_dropped == count;
+}
+
+std::uint64_t DiskBytes(const std::filesystem::path& dir) {
+  std::uint64_t bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) bytes += e.file_size();
+  return bytes;
+}
+
 std::vector<std::filesystem::path> Segments(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> out;
   for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path());
@@ -168,6 +183,59 @@ TEST_CASE(
   REQUIRE(contents);
   REQUIRE(contents->records.size() == 300);
   CHECK(contents->records[299] == Payload(300));
+}
+
+TEST_CASE(
+    "DropBefore deletes only the segments wholly before its bound, and a reopen starts "
+    "at the first one kept",
+    "[storage]") {
+  TempDir tmp;
+  ShardLogOptions options;
+  options.segment_bytes = 2048;
+  std::uint64_t first_kept = 0;
+  std::uint64_t segments_before = 0;
+  {
+    auto log = ShardLog::Open(tmp.path, options, nullptr);
+    REQUIRE(log);
+    for (std::uint64_t i = 1; i <= 400; ++i) {
+      REQUIRE((*log)->Append(Payload(i)));
+      if (i % 20 == 0) REQUIRE(AwaitDurable(**log, i));
+    }
+    REQUIRE(AwaitDurable(**log, 400));
+    const auto files = Segments(tmp.path);
+    segments_before = files.size();
+    REQUIRE(segments_before > 4);
+    const std::uint64_t disk = (*log)->stats().disk_bytes;
+    CHECK(disk == DiskBytes(tmp.path));
+    // Segment names are their first record's number: the bound falls inside the third one,
+    // so the first two go and the third, which holds records from before the bound too, stays.
+    const std::uint64_t third = std::stoull(files[2].filename().string());
+    const std::uint64_t fourth = std::stoull(files[3].filename().string());
+    REQUIRE(fourth > third + 1);
+    (*log)->DropBefore(third + 1);
+    REQUIRE(AwaitDropped(**log, 2));
+    CHECK(Segments(tmp.path).size() == segments_before - 2);
+    CHECK((*log)->stats().disk_bytes < disk);
+    CHECK((*log)->stats().disk_bytes == DiskBytes(tmp.path));
+    // A bound past every record never deletes the segment being written.
+    (*log)->DropBefore(1'000'000);
+    REQUIRE(AwaitDropped(**log, segments_before - 1));
+    CHECK(Segments(tmp.path).size() == 1);
+    CHECK(std::stoull(Segments(tmp.path)[0].filename().string()) <= 401);
+    first_kept = std::stoull(Segments(tmp.path)[0].filename().string());
+    REQUIRE((*log)->Append(Payload(401)));
+    REQUIRE(AwaitDurable(**log, 401));
+  }
+  auto reopened = ShardLog::Open(tmp.path, options, nullptr);
+  INFO((reopened ? std::string() : reopened.error().message()));
+  REQUIRE(reopened);
+  CHECK((*reopened)->first_recovered_seq() == first_kept);
+  auto records = (*reopened)->TakeRecovered();
+  REQUIRE(records.size() == 401 - first_kept + 1);
+  for (std::size_t i = 0; i < records.size(); ++i) CHECK(records[i] == Payload(first_kept + i));
+  auto next = (*reopened)->Append(Payload(402));
+  REQUIRE(next);
+  CHECK(*next == 402);
 }
 
 TEST_CASE("A torn tail of a shard log's last segment is cut at reopen, with a warning",

@@ -103,6 +103,15 @@ struct MapServiceOptions {
   base::Millis migration_copy_wait_ms = 10'000;
   // With a log: how long a kPeriodic write may wait for its fdatasync (Persistence).
   base::Millis log_sync_ms = 1000;
+  // With a log: a shard's log segments end past this size; compaction deletes whole segments.
+  std::uint64_t log_segment_bytes = 64ull << 20;
+  // With a log: a shard snapshots its partitions into its log (one partition per slice between
+  // requests, no fork, no pause) once it logged more than max(log_compact_bytes, what its last
+  // snapshot took) since its last snapshot began, and then deletes the segments the snapshot
+  // superseded. Disk use per shard stays within about 2 L + max(L, log_compact_bytes) + what
+  // is written while a round runs + two segments, L its live data (docs/operations.md,
+  // "Persistence").
+  std::uint64_t log_compact_bytes = 64ull << 20;
   // With a log: called when a shard's log fails (a write or fsync error, a full disk), once
   // per shard, on that log's flusher thread. From then on every write to a persisting map
   // fails with kStorage (it is not acknowledged); a member stops (grid::MemberOptions).
@@ -279,6 +288,16 @@ class MapService {
   base::Result<LogRecovery> OpenLog(const std::string& dir);
   // Whether OpenLog succeeded (writes are being logged).
   bool logging() const;
+  // The log's figures since OpenLog, every shard together (zero without a log).
+  struct LogStats {
+    std::uint64_t records = 0;           // appended (writes, copies, snapshots)
+    std::uint64_t bytes = 0;             // their encoded bytes
+    std::uint64_t syncs = 0;             // fdatasyncs
+    std::uint64_t disk_bytes = 0;        // the segments on disk now
+    std::uint64_t compactions = 0;       // complete snapshot rounds, over the shards
+    std::uint64_t segments_dropped = 0;  // deleted by compaction
+  };
+  LogStats GetLogStats() const;
 
   // Cluster: this service belongs to a cluster member and serves nothing until its first
   // SetPartitionTable: requests wait (retrying, as for a migrating partition), and requests

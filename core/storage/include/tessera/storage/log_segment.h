@@ -35,6 +35,10 @@ inline constexpr std::size_t kSegmentHeaderBytes = 16;
 inline constexpr std::size_t kRecordHeaderBytes = 8;
 inline constexpr std::uint32_t kMaxRecordBytes = 64u * 1024 * 1024;
 
+// fsyncs the directory `dir`: a file created, renamed or deleted in it stays so after a power
+// cut. Errors: kStorage naming the directory.
+base::Result<void> SyncDirectory(const std::filesystem::path& dir);
+
 // Appends one record (header and payload) to `out`, as a segment holds it.
 // REQUIRES: 1 <= payload.size() <= kMaxRecordBytes.
 void EncodeRecord(std::string& out, std::string_view payload);
@@ -47,7 +51,8 @@ void EncodeRecord(std::string& out, std::string_view payload);
 // writes it logs here).
 class SegmentWriter {
  public:
-  // Creates `path` (it must not exist) and writes the header. Errors: kStorage.
+  // Creates `path` (it must not exist), writes the header and syncs it and its folder.
+  // Errors: kStorage.
   static base::Result<std::unique_ptr<SegmentWriter>> Create(const std::filesystem::path& path);
   ~SegmentWriter();
   SegmentWriter(const SegmentWriter&) = delete;

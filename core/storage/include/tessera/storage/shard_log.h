@@ -11,6 +11,10 @@
 // folder reads every segment in order (the records are kept for the caller to replay, see
 // TakeRecovered), cuts the last one's torn tail (logged), and starts a new segment after them.
 //
+// Compaction: once the caller has logged, and synced, what supersedes every record before some
+// sequence number (a snapshot of each partition, map/src/map_persistence.cc), DropBefore
+// deletes the closed segments that hold only such records, oldest first.
+//
 // A failed write or sync fails the log for good (kStorage, the file and the system's reason,
 // "No space left on device" included): every waiter and every later Append gets the error. The
 // member must stop acknowledging writes it cannot keep; retrying an fsync after a failure
@@ -57,11 +61,13 @@ struct ShardLogOptions {
 };
 
 struct ShardLogStats {
-  std::uint64_t records = 0;   // appended since Open
-  std::uint64_t bytes = 0;     // encoded bytes appended since Open
-  std::uint64_t batches = 0;   // writes to a segment
-  std::uint64_t syncs = 0;     // fdatasyncs
-  std::uint64_t segments = 0;  // segments started since Open
+  std::uint64_t records = 0;           // appended since Open
+  std::uint64_t bytes = 0;             // encoded bytes appended since Open
+  std::uint64_t batches = 0;           // writes to a segment
+  std::uint64_t syncs = 0;             // fdatasyncs
+  std::uint64_t segments = 0;          // segments started since Open
+  std::uint64_t segments_dropped = 0;  // deleted by DropBefore since Open
+  std::uint64_t disk_bytes = 0;        // the folder's segments, as written (not yet synced too)
 };
 
 class ShardLog {
@@ -96,6 +102,14 @@ class ShardLog {
   std::vector<std::string> TakeRecovered();
   std::uint64_t first_recovered_seq() const { return first_recovered_seq_; }
 
+  // Has the flusher delete the segments whose records all come before `seq`, oldest first,
+  // one per turn between its batches (an unlink and a sync of the folder each: a crash leaves
+  // the newest ones, never a gap, and no acknowledgement waits for more than one); never the
+  // segment being written. A deletion that fails is logged and left to a later call; the log
+  // goes on. REQUIRES: what supersedes the records before `seq` is durable (WhenDurable
+  // answered). Any thread.
+  void DropBefore(std::uint64_t seq);
+
   std::uint64_t durable_seq() const { return durable_seq_.load(); }
   ShardLogStats stats() const;
 
@@ -117,6 +131,14 @@ class ShardLog {
   std::vector<std::string> recovered_;
   std::uint64_t first_recovered_seq_ = 1;
   std::unique_ptr<SegmentWriter> segment_;  // the flusher's (and Open's)
+  // The segments on disk, oldest first: each one's first sequence number and size in bytes
+  // (the last one's as of its last batch). Guarded by mu_.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> segments_;
+  std::uint64_t drop_before_ = 0;  // DropBefore's bound, guarded by mu_
+  // Whether a segment waits for deletion (mu_ held).
+  bool DropPending() const { return segments_.size() >= 2 && segments_[1].first <= drop_before_; }
+  // The flusher: deletes the oldest segment (DropPending; mu_ held by `lock`, released meanwhile).
+  void DropOldest(std::unique_lock<std::mutex>& lock);
 
   mutable std::mutex mu_;  // this shard and its flusher only
   std::condition_variable wake_;
