@@ -14,11 +14,12 @@
 //                                then each step erases the oldest key and writes a new one:
 //                                ns per step, and per lookup of a present key; median over
 //                                the rounds.
-//   map_bench compaction [keys] [rounds] [compact_bytes]
+//   map_bench compaction [keys] [rounds] [compact_bytes] [segment_bytes]
 //                                a log under a steady overwrite load: 2 shards, a periodic
 //                                map of `keys` 16-byte keys with 100-byte values overwritten
 //                                `rounds` times in batches of 100, compaction at
-//                                compact_bytes (default MapServiceOptions'): live bytes, bytes
+//                                compact_bytes with segments of segment_bytes (defaults:
+//                                MapServiceOptions'): live bytes, bytes
 //                                logged, the log's disk use at the end and at its worst (per
 //                                live entry and over the live bytes), then the restart's replay
 //                                (entries/s, MB/s of log). The log goes under $TMPDIR or /tmp.
@@ -242,7 +243,8 @@ void ChurnBench(std::int64_t n, int rounds) {
 
 namespace {
 
-void CompactionBench(std::int64_t keys, int rounds, std::uint64_t compact_bytes) {
+void CompactionBench(std::int64_t keys, int rounds, std::uint64_t compact_bytes,
+                     std::uint64_t segment_bytes) {
   const char* tmp = std::getenv("TMPDIR");
   std::string dir_template = std::string(tmp ? tmp : "/tmp") + "/map_bench_log.XXXXXX";
   if (mkdtemp(dir_template.data()) == nullptr) {
@@ -252,6 +254,7 @@ void CompactionBench(std::int64_t keys, int rounds, std::uint64_t compact_bytes)
   const std::string dir = dir_template;
   map::MapServiceOptions options;
   if (compact_bytes > 0) options.log_compact_bytes = compact_bytes;
+  if (segment_bytes > 0) options.log_segment_bytes = segment_bytes;
   map::MapConfig periodic;
   periodic.persistence = map::Persistence::kPeriodic;
   auto log =
@@ -348,7 +351,8 @@ int main(int argc, char** argv) {
   if (mode == "churn" || mode == "all") ChurnBench(n, std::max(rounds, 1));
   if (mode == "compaction") {
     CompactionBench(argc > 2 ? n : 100'000, argc > 3 ? std::max(rounds, 1) : 20,
-                    argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 0);
+                    argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 0,
+                    argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 0);
   }
   return 0;
 }
