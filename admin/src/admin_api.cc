@@ -155,6 +155,7 @@ json ClusterJson(grid::Member& member) {
   for (std::size_t i = 0; i < view->members.members.size(); ++i) {
     const auto& m = view->members.members[i];
     members.push_back({{"uuid", m.uuid},
+                       {"member_id", m.member_id},
                        {"address", m.address},
                        {"master", i == 0},
                        {"this_member", m.uuid == member.uuid()},
@@ -162,22 +163,26 @@ json ClusterJson(grid::Member& member) {
                        {"partitions_owned", counts[m.uuid].first},
                        {"backups", counts[m.uuid].second}});
   }
-  return {{"cluster", member.options().cluster_name},
-          {"member",
-           {{"uuid", member.uuid()},
-            {"address", fmt::format("{}:{}", member.options().host, member.native_port())},
-            {"state", health.state}}},
-          {"health",
-           {{"live", CheckJson(health.live)},
-            {"ready", CheckJson(health.ready)},
-            {"safe", CheckJson(health.safe)}}},
-          {"master", health.master},
-          {"members", std::move(members)},
-          {"list_version", view->members.version},
-          {"table_version", view->partitions.version},
-          {"partition_count", view->partitions.partition_count()},
-          {"backup_count", view->partitions.backup_count},
-          {"migrations_pending", health.migrations_pending}};
+  return {
+      {"cluster", member.options().cluster_name},
+      {"member",
+       {{"uuid", member.uuid()},
+        {"address", fmt::format("{}:{}", member.options().host, member.native_port())},
+        {"state", health.state}}},
+      {"health",
+       {{"live", CheckJson(health.live)},
+        {"ready", CheckJson(health.ready)},
+        {"safe", CheckJson(health.safe)}}},
+      {"master", health.master},
+      {"members", std::move(members)},
+      {"list_version", view->members.version},
+      {"table_version", view->partitions.version},
+      {"partition_count", view->partitions.partition_count()},
+      {"backup_count", view->partitions.backup_count},
+      {"migrations_pending", health.migrations_pending},
+      // This member's data directory, log and recovery (grid-cli persistence status asks
+      // every member).
+      {"persistence", json::parse(member.InfoJson(), nullptr, false).value("persistence", json())}};
 }
 
 // A stream that exists (404 otherwise), or the error response in `out`.

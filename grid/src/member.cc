@@ -57,8 +57,18 @@ Member::Member(MemberOptions options, std::shared_ptr<spdlog::logger> log, const
              : "stop this member, free or fix the disk, and start it again on its data directory");
     if (host) host(error);
   };
+  // Shared with the logs' flusher threads, which may outlive the registry.
+  auto fsync_latency = std::make_shared<metrics::LatencyHistogram>();
+  options_.map_options.on_log_sync =
+      [fsync_latency, host = options_.map_options.on_log_sync](std::chrono::nanoseconds took) {
+        fsync_latency->Record(took);
+        if (host) host(took);
+      };
   impl_ = std::make_unique<Impl>(options_, log_, clock, processors_);
   impl_->work = std::make_unique<PartitionWorkService>(impl_->shards, impl_->maps, *this);
+  impl_->metrics.AdoptHistogram("tessera_log_fsync_seconds", {},
+                                "Time each fdatasync of a shard's map log took (--data-dir)",
+                                std::move(fsync_latency));
 }
 
 void Member::RegisterPartitionWork(std::string name, PartitionWorkFactory factory) {
@@ -108,6 +118,7 @@ base::Result<void> Member::Start() {
       ShutdownLocked();
       return std::unexpected(replayed.error());
     }
+    impl_->replayed = *replayed;
     auto report = LoadRecoveryReport(*impl_->data_dir, *replayed, options_.partition_count);
     if (!report) {
       ShutdownLocked();
@@ -466,7 +477,40 @@ std::string Member::MetricsText() const {
       .RegisterGauge("tessera_member_migrations_pending", {},
                      "Replicas here whose migration copy has not arrived")
       .Set(static_cast<double>(impl_->maps.AwaitingPartitionCount()));
+  if (impl_->maps.logging()) {  // --data-dir; tessera_log_fsync_seconds is recorded as it goes
+    const map::MapService::LogStats log = impl_->maps.GetLogStats();
+    sync(registry.RegisterCounter("tessera_log_records_total", {},
+                                  "Records appended to the map log (writes, copies, snapshots)"),
+         static_cast<std::int64_t>(log.records));
+    sync(registry.RegisterCounter("tessera_log_bytes_total", {}, "Bytes appended to the map log"),
+         static_cast<std::int64_t>(log.bytes));
+    sync(registry.RegisterCounter("tessera_log_compactions_total", {},
+                                  "Snapshot rounds of a shard's partitions completed"),
+         static_cast<std::int64_t>(log.compactions));
+    sync(registry.RegisterCounter("tessera_log_segments_deleted_total", {},
+                                  "Log segments deleted after a snapshot superseded them"),
+         static_cast<std::int64_t>(log.segments_dropped));
+    registry
+        .RegisterGauge("tessera_log_disk_bytes", {},
+                       "Bytes of the map log's segments on disk, every shard")
+        .Set(static_cast<double>(log.disk_bytes));
+  }
+  if (impl_->replayed) {
+    registry
+        .RegisterGauge("tessera_log_replayed_entries", {},
+                       "Entries the member held after replaying its map log at start")
+        .Set(static_cast<double>(impl_->replayed->entries));
+    registry
+        .RegisterGauge("tessera_log_replay_seconds", {},
+                       "How long the replay of the map log at start took (slowest shard)")
+        .Set(static_cast<double>(impl_->replayed->took_ms) / 1000.0);
+  }
   if (auto* service = impl_->membership_ptr.load()) {
+    registry
+        .RegisterGauge("tessera_member_recovering", {},
+                       "1 while the cluster waits, after a restart of every member, for the "
+                       "members of its last partition table (/health/ready says which)")
+        .Set(service->recovery_status().empty() ? 0.0 : 1.0);
     sync(registry.RegisterCounter("tessera_member_pauses_total", {},
                                   "Times this process did not run for more than a third of the "
                                   "failure timeout (stopped, VM stall, swapping)"),
@@ -609,6 +653,10 @@ std::string Member::InfoJson() const {
   info["maps"] = impl_->maps.MapNames();
   info["migrations_pending"] = impl_->maps.AwaitingPartitionCount();
   info["forwarded_requests"] = impl_->maps.ForwardedCount();
+  auto* membership = impl_->membership_ptr.load();
+  info["persistence"] =
+      PersistenceJson(options_.data_dir, member_id(), impl_->maps, impl_->replayed,
+                      membership ? membership->recovery_status() : std::string());
   return info.dump();
 }
 

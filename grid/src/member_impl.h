@@ -73,6 +73,8 @@ struct Member::Impl {
   std::string member_id;                       // its id, set before any port opens
   // What a restart on the data directory brought back of the cluster's last table (Start).
   std::optional<membership::RecoveryReport> recovery;
+  // What the map log held at Start (its replay), with a data directory.
+  std::optional<map::LogRecovery> replayed;
   // Fault injection (Member::BlockPeers): shared by the router's and membership's pools.
   std::shared_ptr<net::PeerBlocklist> blocklist = std::make_shared<net::PeerBlocklist>();
   std::shared_ptr<EmbeddedTopics> embedded_topics;

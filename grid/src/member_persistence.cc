@@ -81,4 +81,31 @@ base::Result<std::optional<membership::RecoveryReport>> LoadRecoveryReport(
   return std::optional<membership::RecoveryReport>(std::move(report));
 }
 
+nlohmann::json PersistenceJson(const std::string& data_dir, const std::string& member_id,
+                               const map::MapService& maps,
+                               const std::optional<map::LogRecovery>& replayed,
+                               const std::string& recovery_status) {
+  const map::MapService::LogStats log = maps.GetLogStats();
+  nlohmann::json out = {{"data_dir", data_dir},
+                        {"member_id", member_id},
+                        {"logging", maps.logging()},
+                        {"log",
+                         {{"records", log.records},
+                          {"bytes", log.bytes},
+                          {"fsyncs", log.syncs},
+                          {"disk_bytes", log.disk_bytes},
+                          {"compactions", log.compactions},
+                          {"segments_deleted", log.segments_dropped}}},
+                        {"replayed", nullptr},
+                        {"recovery", recovery_status}};
+  if (replayed) {
+    out["replayed"] = {{"records", replayed->records},
+                       {"updates", replayed->updates},
+                       {"bytes", replayed->bytes},
+                       {"entries", replayed->entries},
+                       {"took_ms", replayed->took_ms}};
+  }
+  return out;
+}
+
 }  // namespace tessera::grid

@@ -12,6 +12,8 @@
 //
 // Thread-compatible functions.
 
+#include <nlohmann/json.hpp>
+
 #include <optional>
 #include <string>
 
@@ -36,5 +38,14 @@ base::Result<void> PersistClusterState(const storage::DataDir& dir,
 // Errors: kStorage naming the file (damaged, unreadable, malformed).
 base::Result<std::optional<membership::RecoveryReport>> LoadRecoveryReport(
     const storage::DataDir& dir, const map::LogRecovery& replayed, std::uint32_t partition_count);
+
+// The "persistence" object of a member's info (Member::InfoJson; grid-cli persistence status,
+// /api/v1/cluster): its data directory ("" without one), persistent id, whether it logs, the
+// log's figures (MapService::GetLogStats), what its start replayed (null without a data
+// directory) and why it waits in a full-cluster restart ("" when it does not).
+nlohmann::json PersistenceJson(const std::string& data_dir, const std::string& member_id,
+                               const map::MapService& maps,
+                               const std::optional<map::LogRecovery>& replayed,
+                               const std::string& recovery_status);
 
 }  // namespace tessera::grid

@@ -363,6 +363,8 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
   log_options.sync_interval_ms = options.log_sync_ms;
   log_options.segment_bytes = options.log_segment_bytes;
   log_options.on_failure = options.on_log_failure;
+  log_options.on_sync = options.on_log_sync;
+  log_options.skip_damaged = options.log_skip_damaged;
   const std::filesystem::path path =
       std::filesystem::path(dir) / ("shard-" + std::to_string(shard));
   auto opened = storage::ShardLog::Open(path, log_options, log);

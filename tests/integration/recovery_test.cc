@@ -315,3 +315,84 @@ TEST_CASE(
 }
 
 }  // namespace tessera::integration
+
+namespace tessera::integration {
+
+TEST_CASE(
+    "A member's persistence shows in grid-cli persistence status, /api/v1/cluster and its "
+    "metrics: data directory, log figures and fsync times, and what its restart replayed",
+    "[tools][node][recovery]") {
+  TempDir base("grid-node-persistence-status");
+  TempFile config("maps:\n  orders: {persistence: always}\n");
+  const std::uint16_t http = UnusedPort();
+  auto args = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--data-dir", base / "a", "--config", config.path(), "--http-port",
+                               std::to_string(http)});
+    return FastClusterArgs(extra);
+  };
+  auto a = NodeProcess::StartOrFail(args({}));
+  auto memory_only = NodeProcess::StartOrFail(FastClusterArgs({"--join", a->address()}));
+  WaitForMembers(*a, 2);
+  auto client = ConnectOrFail(*a);
+  for (int i = 0; i < 100; ++i) {
+    REQUIRE(client->GetMap("orders")->Set("o" + std::to_string(i), "placed"));
+  }
+  client->Shutdown();
+
+  auto status =
+      RunProcess(GRID_CLI_PATH, {"--address", a->address(), "--json", "persistence", "status"});
+  REQUIRE(status.exit_code == 0);
+  auto doc = nlohmann::json::parse(status.out);
+  REQUIRE(doc["members"].size() == 2);
+  for (const auto& m : doc["members"]) {
+    INFO(m.dump());
+    if (m["address"] == a->address()) {
+      CHECK(m["data_dir"] == base / "a");
+      CHECK(m["logging"] == true);
+      CHECK(m["log"]["records"].get<std::int64_t>() >= 50);  // its half, owner or backup
+      CHECK(m["log"]["fsyncs"].get<std::int64_t>() > 0);
+      CHECK(m["log"]["disk_bytes"].get<std::int64_t>() > 0);
+      CHECK(m["replayed"]["entries"] == 0);  // a new directory
+    } else {
+      CHECK(m["data_dir"] == "");
+      CHECK(m["logging"] == false);
+      CHECK(m["replayed"].is_null());
+    }
+    CHECK(m["recovery"] == "");
+  }
+  auto text = RunProcess(GRID_CLI_PATH, {"--address", a->address(), "persistence", "status"});
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("(none: memory only)") != std::string::npos);
+  CHECK(text.out.find(base / "a") != std::string::npos);
+
+  const auto cluster = HttpGet(http, "/api/v1/cluster");
+  REQUIRE(cluster.status == 200);
+  auto api = nlohmann::json::parse(cluster.body);
+  CHECK(api["persistence"]["logging"] == true);
+  CHECK(api["persistence"]["member_id"] == api["members"][0]["member_id"]);
+
+  const auto metrics = HttpGet(http, "/metrics");
+  REQUIRE(metrics.status == 200);
+  INFO(metrics.body);
+  for (const char* series :
+       {"tessera_log_records_total ", "tessera_log_bytes_total ", "tessera_log_disk_bytes ",
+        "tessera_log_compactions_total 0", "tessera_log_fsync_seconds_count ",
+        "tessera_log_replayed_entries 0", "tessera_member_recovering 0"}) {
+    CHECK(metrics.body.find(series) != std::string::npos);
+  }
+  CHECK(metrics.body.find("tessera_log_fsync_seconds_count 0") == std::string::npos);
+
+  // Restarted on its directory: what it replayed shows.
+  memory_only->Stop(SIGTERM);
+  CHECK(a->Stop(SIGKILL) == 128 + SIGKILL);
+  auto again = NodeProcess::StartOrFail(args({}));
+  status =
+      RunProcess(GRID_CLI_PATH, {"--address", again->address(), "--json", "persistence", "status"});
+  REQUIRE(status.exit_code == 0);
+  doc = nlohmann::json::parse(status.out);
+  REQUIRE(doc["members"].size() == 1);
+  INFO(doc.dump());
+  CHECK(doc["members"][0]["replayed"]["entries"].get<std::int64_t>() == 100);
+}
+
+}  // namespace tessera::integration

@@ -149,6 +149,9 @@ std::string GeneralHelp() {
          "  dlq replay GROUP (EVENT_ID | --all | --type T | --key K) [--wait MS]\n"
          "                       one of the group's running consumers runs the handler again (and\n"
          "                       the events parked behind it); prints the outcome\n"
+         "  persistence status   every member's data directory, map log (disk use, records,\n"
+         "                       fsyncs, compactions), what its start replayed and, after a\n"
+         "                       restart of every member, what the cluster waits for\n"
          "  outbox status        a service member's outbox: pending events per service and\n"
          "                       partition, oldest age (connect to the service's member)\n"
          "  consumers            every stream's consumer groups: lag, leases, dead letters\n"
@@ -666,6 +669,13 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   if (words[0] == "fault") return ParseFaultCommand(words, vm, command);
   if (words[0] == "dlq") return ParseDlqCommand(words, vm, command);
   if (words[0] == "saga") return ParseSagaCommand(words, vm, command);
+  if (words[0] == "persistence") {
+    if (words.size() != 2 || words[1] != "status") {
+      return Fail(ErrorCode::kBadRequest, "use 'persistence status'; run grid-cli --help");
+    }
+    command.kind = CommandKind::kPersistenceStatus;
+    return CheckOptionsAllowed(vm, nullptr, "persistence status");
+  }
   if (words[0] == "outbox") {
     if (words.size() != 2 || words[1] != "status") {
       return Fail(ErrorCode::kBadRequest, "use 'outbox status'; run grid-cli --help");
@@ -688,7 +698,8 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown command '" + words[0] +
-                  "' (use map, topic, stream, dlq, outbox, consumers, saga, fault, ping, "
+                  "' (use map, topic, stream, dlq, outbox, persistence, consumers, saga, fault, "
+                  "ping, "
                   "members, partitions, cluster or metrics); run "
                   "grid-cli --help");
 }

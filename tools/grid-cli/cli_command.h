@@ -43,14 +43,15 @@ enum class CommandKind {
   kFault,           // fault injection: the members the connected member stops sending to
   kDlqList,         // a consumer group's dead letters (saga), by event id
   kDlqCount,
-  kDlqShow,       // one dead letter
-  kDlqDiscard,    // removes one dead letter
-  kDlqReplay,     // asks the group's consumers to replay dead letters, waits for the outcome
-  kOutboxStatus,  // a service member's outbox: pending events per service and partition
-  kConsumers,     // every stream's consumer groups: lag, leases, dead letters
-  kSagaList,      // a service member's sagas, filtered by status, type, age
-  kSagaShow,      // one saga with its steps
-  kSagaStats,     // sagas per status and type, durations of the finished ones
+  kDlqShow,            // one dead letter
+  kDlqDiscard,         // removes one dead letter
+  kDlqReplay,          // asks the group's consumers to replay dead letters, waits for the outcome
+  kOutboxStatus,       // a service member's outbox: pending events per service and partition
+  kPersistenceStatus,  // every member's data directory, log figures, replay and recovery
+  kConsumers,          // every stream's consumer groups: lag, leases, dead letters
+  kSagaList,           // a service member's sagas, filtered by status, type, age
+  kSagaShow,           // one saga with its steps
+  kSagaStats,          // sagas per status and type, durations of the finished ones
 };
 
 struct CliCommand {

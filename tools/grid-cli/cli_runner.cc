@@ -248,6 +248,51 @@ std::optional<std::int64_t> PendingMigrations(const membership::ClusterView& vie
   return total;
 }
 
+// Every member's "persistence" info (Member::InfoJson), each asked directly; a member that
+// cannot be asked is listed as unreachable.
+Result<CommandOutput> RunPersistenceStatus(const membership::ClusterView& view,
+                                           const CliCommand& command) {
+  json members = json::array();
+  std::string text =
+      fmt::format("{:<22} {:<10} {:>9} {:>10} {:>9} {:>11} {:>10}  {}\n", "member", "member id",
+                  "disk MB", "records", "fsyncs", "compactions", "replayed", "data dir");
+  std::string recovery;
+  for (const auto& member : view.members.members) {
+    auto options = command.client;
+    options.addresses = {member.address};
+    auto client = grid::Client::Connect(options, SilentLogger());
+    auto info = client ? (*client)->FetchMemberInfoJson()
+                       : base::Result<std::string>(std::unexpected(client.error()));
+    if (client) (*client)->Shutdown();
+    auto doc = info ? json::parse(*info, nullptr, false) : json();
+    if (!info || doc.is_discarded() || !doc.contains("persistence")) {
+      const std::string why = info ? "an unreadable member info" : info.error().message();
+      members.push_back({{"address", member.address}, {"unreachable", why}});
+      text += fmt::format("{:<22} unreachable: {}\n", member.address, why);
+      continue;
+    }
+    json p = doc["persistence"];
+    p["address"] = member.address;
+    const bool logging = p.value("logging", false);
+    const json& log = p["log"];
+    const std::string id = p.value("member_id", std::string());
+    text += fmt::format(
+        "{:<22} {:<10} {:>9} {:>10} {:>9} {:>11} {:>10}  {}\n", member.address, id.substr(0, 8),
+        logging ? fmt::format("{:.1f}", log.value("disk_bytes", 0.0) / 1e6) : "-",
+        logging ? std::to_string(log.value("records", std::int64_t{0})) : "-",
+        logging ? std::to_string(log.value("fsyncs", std::int64_t{0})) : "-",
+        logging ? std::to_string(log.value("compactions", std::int64_t{0})) : "-",
+        p["replayed"].is_object() ? std::to_string(p["replayed"].value("entries", std::int64_t{0}))
+                                  : "-",
+        p.value("data_dir", std::string()).empty() ? "(none: memory only)"
+                                                   : p.value("data_dir", std::string()));
+    if (recovery.empty()) recovery = p.value("recovery", std::string());
+    members.push_back(std::move(p));
+  }
+  if (!recovery.empty()) text += recovery + "\n";
+  return CommandOutput{text, {{"members", std::move(members)}, {"recovery", recovery}}};
+}
+
 // Topic counters summed over every member of `view` (each asked directly).
 Result<CommandOutput> RunTopicStats(const membership::ClusterView& view,
                                     const CliCommand& command) {
@@ -342,6 +387,11 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
       auto view = client.FetchClusterView();
       if (!view) return std::unexpected(view.error());
       return RunTopicStats(*view, command);
+    }
+    case CommandKind::kPersistenceStatus: {
+      auto view = client.FetchClusterView();
+      if (!view) return std::unexpected(view.error());
+      return RunPersistenceStatus(*view, command);
     }
     case CommandKind::kPing:
       return RunPing(client, connect_us);

@@ -286,6 +286,19 @@ std::vector<Setting> Settings() {
          c.member.map_options.log_compact_bytes = *v;
          return {};
        }},
+      {"log-skip-damaged",
+       "with --data-dir: true starts the member even though its map log is damaged in the middle "
+       "of a file, skipping the damaged records (each logged with its file and offset; what "
+       "they held is lost); without it such a start stops with one line naming both "
+       "(default false)",
+       [](NodeConfig& c, const std::string& text) -> Result<void> {
+         if (text != "true" && text != "false") {
+           return Fail(ErrorCode::kBadRequest,
+                       "'log-skip-damaged' is '" + text + "'; use true or false");
+         }
+         c.member.map_options.log_skip_damaged = text == "true";
+         return {};
+       }},
       {"log-segment-bytes",
        "with --data-dir: a log segment file ends past this size; compaction deletes whole "
        "segments (default 67108864)",

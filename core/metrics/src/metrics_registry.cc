@@ -129,8 +129,14 @@ LatencyHistogram& MetricsRegistry::RegisterHistogram(std::string_view name, Labe
                                                      std::string_view help) {
   std::lock_guard lock(mutex_);
   Series& series = FindOrAdd(name, std::move(labels), help, Type::kHistogram);
-  if (!series.histogram) series.histogram = std::make_unique<LatencyHistogram>();
+  if (!series.histogram) series.histogram = std::make_shared<LatencyHistogram>();
   return *series.histogram;
+}
+
+void MetricsRegistry::AdoptHistogram(std::string_view name, Labels labels, std::string_view help,
+                                     std::shared_ptr<LatencyHistogram> histogram) {
+  std::lock_guard lock(mutex_);
+  FindOrAdd(name, std::move(labels), help, Type::kHistogram).histogram = std::move(histogram);
 }
 
 }  // namespace tessera::metrics

@@ -137,7 +137,8 @@ base::Result<SegmentContents> ReadSegment(const std::filesystem::path& path,
                 "log segment " + path.string() + " is damaged at offset " + std::to_string(offset) +
                     " (" + std::string(what) +
                     "); restore the member's data directory from a backup, or start it with "
-                    "the records there skipped (they are lost)");
+                    "damaged records skipped (grid-node --log-skip-damaged true; what they held "
+                    "is lost)");
   };
   SegmentContents out;
   out.file_bytes = file.size();

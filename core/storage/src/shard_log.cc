@@ -89,8 +89,16 @@ base::Result<void> ShardLog::Recover() {
                             std::to_string(appended_seq_) +
                             ": records are missing; restore the data directory from a backup");
     }
-    auto contents = ReadSegment(file);
+    auto contents = ReadSegment(file, {options_.skip_damaged});
     if (!contents) return std::unexpected(contents.error());
+    for (const std::uint64_t at : contents->skipped_at) {
+      if (log_) {
+        log_->warn(
+            "log segment {}: skipped a damaged record at offset {} and what followed up "
+            "to the next good record (asked to: what they held is lost)",
+            file.string(), at);
+      }
+    }
     if (contents->torn_at) {
       if (i + 1 != segments.size()) {
         return base::Fail(ErrorCode::kStorage,
@@ -108,6 +116,12 @@ base::Result<void> ShardLog::Recover() {
       if (auto cut = TruncateSegment(file, contents->valid_bytes); !cut) return cut;
     }
     appended_seq_ += contents->records.size();
+    if (!contents->skipped_at.empty()) {
+      // The records skipped are not counted: the next segment's name says where this one
+      // ended, and the last one's next record comes after at least one per damaged span.
+      appended_seq_ = i + 1 < segments.size() ? std::max(appended_seq_, segments[i + 1].first - 1)
+                                              : appended_seq_ + contents->skipped_at.size();
+    }
     for (auto& r : contents->records) recovered_.push_back(std::move(r));
     if (i + 1 != segments.size() || !contents->records.empty()) {
       segments_.emplace_back(first, contents->valid_bytes);
@@ -288,15 +302,22 @@ void ShardLog::Flusher() {
 
 base::Result<void> ShardLog::FlushBatch(std::string batch, std::uint64_t last_seq, bool sync) {
   segment_->AppendEncoded(batch);
-  auto outcome = sync ? segment_->Sync() : segment_->Write();
+  auto outcome = sync ? TimedSync() : segment_->Write();
   if (!outcome) return outcome;
   if (segment_->size() >= options_.segment_bytes) {
     if (!sync) {
-      if (auto synced = segment_->Sync(); !synced) return synced;
+      if (auto synced = TimedSync(); !synced) return synced;
     }
     return StartSegment(last_seq + 1);
   }
   return {};
+}
+
+base::Result<void> ShardLog::TimedSync() {
+  const auto started = std::chrono::steady_clock::now();
+  auto synced = segment_->Sync();
+  if (synced && options_.on_sync) options_.on_sync(std::chrono::steady_clock::now() - started);
+  return synced;
 }
 
 void ShardLog::Finish(std::vector<DurableCallback> callbacks, const base::Result<void>& outcome) {

@@ -153,4 +153,19 @@ TEST_CASE("RenderPrometheus omits HELP without help text and renders special flo
 }
 
 }  // namespace
+
+TEST_CASE("An adopted histogram renders as a registered one and outlives its registry") {
+  auto shared = std::make_shared<LatencyHistogram>();
+  {
+    MetricsRegistry registry;
+    registry.AdoptHistogram("tessera_log_fsync_seconds", {}, "Fsync time.", shared);
+    for (int i = 0; i < 10; ++i) shared->Record(std::chrono::milliseconds(2));
+    const std::string text = registry.RenderPrometheus();
+    CHECK(text.find("# TYPE tessera_log_fsync_seconds summary") != std::string::npos);
+    CHECK(text.find("tessera_log_fsync_seconds_count 10") != std::string::npos);
+  }
+  shared->Record(std::chrono::milliseconds(1));  // a holder on another thread, after it
+  CHECK(shared->Snapshot().count == 11);
+}
+
 }  // namespace tessera::metrics

@@ -266,6 +266,54 @@ TEST_CASE("A torn tail of a shard log's last segment is cut at reopen, with a wa
 }
 
 TEST_CASE(
+    "A damaged record in the middle of a shard log stops the open naming file and offset, and "
+    "with skip_damaged the open goes on without it, numbering on from the next segment",
+    "[storage]") {
+  TempDir tmp;
+  ShardLogOptions options;
+  options.segment_bytes = 2048;
+  {
+    auto log = ShardLog::Open(tmp.path, options, nullptr);
+    REQUIRE(log);
+    for (std::uint64_t i = 1; i <= 200; ++i) {
+      REQUIRE((*log)->Append(Payload(i)));
+      if (i % 10 == 0) REQUIRE(AwaitDurable(**log, i));
+    }
+  }
+  const auto files = Segments(tmp.path);
+  REQUIRE(files.size() > 3);
+  const auto damaged = files[1];  // neither the first nor the last segment
+  std::string bytes = ReadFile(damaged);
+  const std::size_t at = bytes.size() / 2;
+  bytes[at] = static_cast<char>(bytes[at] ^ 0x5a);  // a flipped byte inside some record
+  WriteFile(damaged, bytes);
+
+  auto refused = ShardLog::Open(tmp.path, options, nullptr);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == ErrorCode::kStorage);
+  CHECK_THAT(refused.error().message(), Catch::Contains(damaged.filename().string()) &&
+                                            Catch::Contains("damaged at offset") &&
+                                            Catch::Contains("--log-skip-damaged"));
+
+  std::ostringstream warnings;
+  auto logger = std::make_shared<spdlog::logger>(
+      "log", std::make_shared<spdlog::sinks::ostream_sink_mt>(warnings));
+  options.skip_damaged = true;
+  auto reopened = ShardLog::Open(tmp.path, options, logger);
+  INFO((reopened ? std::string() : reopened.error().message()));
+  REQUIRE(reopened);
+  auto records = (*reopened)->TakeRecovered();
+  CHECK(records.size() == 199);  // the one record the flipped byte was in
+  CHECK(records.front() == Payload(1));
+  CHECK(records.back() == Payload(200));
+  CHECK_THAT(warnings.str(), Catch::Contains("skipped a damaged record at offset") &&
+                                 Catch::Contains(damaged.filename().string()));
+  auto next = (*reopened)->Append(Payload(201));
+  REQUIRE(next);
+  CHECK(*next == 201);  // numbered after the last segment's records, as before the damage
+}
+
+TEST_CASE(
     "A torn record in a segment that is not the last, or a missing segment, stops the open "
     "naming the file",
     "[storage]") {

@@ -191,6 +191,11 @@ class Member final : public Instance {
   // The registry behind MetricsText, for code built on the member that keeps series of its
   // own (a histogram it records into): they render with the member's metrics.
   metrics::MetricsRegistry& metrics_registry();
+  // This member as grid-cli and other members see it (the native protocol's member info), a
+  // JSON object: uuid, member_id, data_dir, address, cluster, shards, partitions, maps,
+  // migrations_pending, ..., and "persistence" (its data directory, map log figures, what its
+  // start replayed, a full-cluster restart's wait). Thread-safe.
+  std::string InfoJson() const;
 
  private:
   struct Impl;
@@ -200,7 +205,6 @@ class Member final : public Instance {
   base::Result<void> StartMembership();
   void StartRouter();
   void ShutdownLocked();  // REQUIRES: impl_->mu held
-  std::string InfoJson() const;
   // `view` (or the current view) as the View message clients receive (native_protocol.h).
   std::string EncodedView(const membership::ClusterView* view = nullptr) const;
   MemberOptions options_;

@@ -7,6 +7,7 @@
 // Shard: each (map, partition) store lives on shard partition % N and is touched only there.
 // Thread-safety: every public method is safe to call from any thread.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -116,6 +117,12 @@ struct MapServiceOptions {
   // per shard, on that log's flusher thread. From then on every write to a persisting map
   // fails with kStorage (it is not acknowledged); a member stops (grid::MemberOptions).
   std::function<void(const base::Error&)> on_log_failure;
+  // With a log: OpenLog skips damaged records in the middle of a segment (logged, each with its
+  // file and offset) instead of failing (storage::ShardLogOptions::skip_damaged).
+  bool log_skip_damaged = false;
+  // With a log: called after each fdatasync of a shard's log, on its flusher thread, with how
+  // long it took (a member's tessera_log_fsync_seconds). May be null.
+  std::function<void(std::chrono::nanoseconds)> on_log_sync;
 };
 
 // What MapService::OpenLog found and replayed.

@@ -53,6 +53,11 @@ class MetricsRegistry {
                                std::function<double()> callback);
   LatencyHistogram& RegisterHistogram(std::string_view name, Labels labels = {},
                                       std::string_view help = "");
+  // Renders `histogram` as RegisterHistogram's would be, shared with its other holders (a
+  // callback on another thread that may outlive the registry records into it). Adopting
+  // again under the same name and labels replaces it.
+  void AdoptHistogram(std::string_view name, Labels labels, std::string_view help,
+                      std::shared_ptr<LatencyHistogram> histogram);
 
   // Families whose values live elsewhere and are copied in before rendering: each call
   // replaces every series of the family with `values`, so a label set no longer listed is
@@ -78,7 +83,7 @@ class MetricsRegistry {
   struct Series {
     std::unique_ptr<Counter> counter;
     std::unique_ptr<Gauge> gauge;
-    std::unique_ptr<LatencyHistogram> histogram;
+    std::shared_ptr<LatencyHistogram> histogram;
   };
   struct Family {
     Type type;

@@ -26,6 +26,7 @@
 // failed).
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -58,6 +59,13 @@ struct ShardLogOptions {
   // Called once, on the flusher thread, when a write or sync failed and the log failed for
   // good (after its waiters heard it): the owner stops what depends on the log. May be null.
   std::function<void(const base::Error&)> on_failure;
+  // Open skips damaged records in the middle of a segment instead of refusing the folder
+  // (an operator's explicit choice: what they held is lost), with a warning naming the file
+  // and offset of each.
+  bool skip_damaged = false;
+  // Called on the flusher thread after each fdatasync of a segment, with how long it took.
+  // May be null.
+  std::function<void(std::chrono::nanoseconds)> on_sync;
 };
 
 struct ShardLogStats {
@@ -123,6 +131,7 @@ class ShardLog {
   void Flusher();
   // One batch: write what is pending (and sync when `sync`); returns the write's outcome.
   base::Result<void> FlushBatch(std::string batch, std::uint64_t last_seq, bool sync);
+  base::Result<void> TimedSync();  // segment_->Sync(), timed for options_.on_sync
   void Finish(std::vector<DurableCallback> callbacks, const base::Result<void>& outcome);
 
   const std::filesystem::path dir_;
