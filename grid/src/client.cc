@@ -215,6 +215,10 @@ base::Result<std::vector<std::string>> Client::SetBlockedPeers(
   return native::DecodeAddressList(*reply);
 }
 
+base::Result<std::string> Client::ForceRecovery() {
+  return ClusterCall(*impl_, native::kClusterRecoveryForce);
+}
+
 base::Result<std::string> Client::FetchTopicStatsJson() {
   return ClusterCall(*impl_, native::kTopicStats, wire::Service::kTopic);
 }

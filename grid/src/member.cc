@@ -185,6 +185,14 @@ base::Result<void> Member::StartNative() {
   hooks.message = [this](std::string bytes) {
     if (auto* service = impl_->membership_ptr.load()) service->Deliver(std::move(bytes));
   };
+  hooks.recovery_force = [this]() -> base::Result<std::string> {
+    auto* service = impl_->membership_ptr.load();
+    if (!service) {
+      return base::Fail(base::ErrorCode::kBadRequest,
+                        "this member is not in a cluster: there is no recovery to force");
+    }
+    return service->ForceRecovery();
+  };
   if (options_.fault_injection) {
     hooks.fault = [this](const std::string& payload) {
       BlockPeers(native::DecodeAddressList(payload));

@@ -333,6 +333,18 @@ void NativeHandler::HandleCluster(const std::shared_ptr<net::Connection>& connec
       }
       connection->Send(Message::MakeResponse(request, cluster_.fault(request.payload)));
       return;
+    case native::kClusterRecoveryForce:
+      if (!cluster_.recovery_force || !cluster_.off_shard) {
+        return ReplyError(connection, request, ErrorCode::kBadRequest,
+                          "this member is not in a cluster: there is no recovery to force");
+      }
+      cluster_.off_shard([connection, request, force = cluster_.recovery_force] {
+        auto done = force();
+        if (!done)
+          return ReplyError(connection, request, done.error().code(), done.error().message());
+        connection->Send(Message::MakeResponse(request, *done));
+      });
+      return;
     case native::kClusterMessage: {
       if (!cluster_.message) break;
       const wire::Hello* hello = connection->peer_hello();

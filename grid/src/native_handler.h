@@ -35,6 +35,9 @@ struct ClusterHooks {
   // kClusterFault: sets the blocked peers (Member::BlockPeers) from the payload and returns
   // them; null when fault injection is off.
   std::function<std::string(const std::string&)> fault;
+  // kClusterRecoveryForce (run through `off_shard`: it waits for the membership's thread);
+  // null when not clustered.
+  std::function<base::Result<std::string>()> recovery_force;
 };
 
 class NativeHandler final : public net::RequestHandler {

@@ -62,6 +62,11 @@ inline constexpr std::uint16_t kClusterMetrics = 5;
 //   injection on, else kUnsupported): request the addresses this member must stop sending to,
 //   one per line (empty: none, the network heals), response the same list as now in force.
 inline constexpr std::uint16_t kClusterFault = 6;
+//   recovery force (operators: grid-cli recovery force): empty request, answered by the
+//   master of a cluster recovering from a restart of every member (Membership::ForceRecovery):
+//   the response says what it did; errors name why not (not recovering, not the master,
+//   partitions without a replica back).
+inline constexpr std::uint16_t kClusterRecoveryForce = 7;
 // kClusterFault's payloads: addresses one per line.
 inline std::string EncodeAddressList(const std::vector<std::string>& addresses) {
   std::string out;

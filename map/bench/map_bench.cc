@@ -243,6 +243,26 @@ void ChurnBench(std::int64_t n, int rounds) {
 
 namespace {
 
+// Two shards and a map service on them, "overwritten" configured as `config`; stopped when it
+// goes.
+struct LoggedBenchService {
+  LoggedBenchService(const map::MapServiceOptions& options, const map::MapConfig& config,
+                     std::shared_ptr<spdlog::logger> log)
+      : shards(2), service(shards, partition::Partitioner(), clock, processors, log, options) {
+    shards.Start();
+    service.Start();
+    service.Configure("overwritten", config);
+  }
+  ~LoggedBenchService() {
+    service.Stop();
+    shards.Stop();
+  }
+  runtime::ShardSet shards;
+  base::SteadyClock clock;
+  map::EntryProcessorRegistry processors;
+  map::MapService service;
+};
+
 void CompactionBench(std::int64_t keys, int rounds, std::uint64_t compact_bytes,
                      std::uint64_t segment_bytes) {
   const char* tmp = std::getenv("TMPDIR");
@@ -263,13 +283,8 @@ void CompactionBench(std::int64_t keys, int rounds, std::uint64_t compact_bytes,
   const double live = static_cast<double>(keys) * (16 + 100);
   std::uint64_t worst = 0, end = 0, logged = 0, compactions = 0;
   {
-    runtime::ShardSet shards(2);
-    shards.Start();
-    base::SteadyClock clock;
-    map::EntryProcessorRegistry processors;
-    map::MapService service(shards, partition::Partitioner(), clock, processors, log, options);
-    service.Start();
-    service.Configure("overwritten", periodic);
+    LoggedBenchService bench(options, periodic, log);
+    map::MapService& service = bench.service;
     if (auto opened = service.OpenLog(dir); !opened) {
       std::fprintf(stderr, "map_bench compaction: %s\n", opened.error().message().c_str());
       std::exit(1);
@@ -291,8 +306,6 @@ void CompactionBench(std::int64_t keys, int rounds, std::uint64_t compact_bytes,
     end = stats.disk_bytes;
     logged = stats.bytes;
     compactions = stats.compactions;
-    service.Stop();
-    shards.Stop();
   }
   std::printf(
       "compaction: %lld keys (16 + 100 bytes: %.1f MB live) overwritten %d times, 2 shards, "
@@ -310,13 +323,8 @@ void CompactionBench(std::int64_t keys, int rounds, std::uint64_t compact_bytes,
               static_cast<double>(worst) / static_cast<double>(keys),
               static_cast<double>(worst) / live);
   {
-    runtime::ShardSet shards(2);
-    shards.Start();
-    base::SteadyClock clock;
-    map::EntryProcessorRegistry processors;
-    map::MapService service(shards, partition::Partitioner(), clock, processors, log, options);
-    service.Start();
-    service.Configure("overwritten", periodic);
+    LoggedBenchService bench(options, periodic, log);
+    map::MapService& service = bench.service;
     const auto start = std::chrono::steady_clock::now();
     auto replayed = service.OpenLog(dir);
     const double seconds =
@@ -333,8 +341,6 @@ void CompactionBench(std::int64_t keys, int rounds, std::uint64_t compact_bytes,
         static_cast<double>(replayed->bytes) / 1e6, seconds,
         static_cast<double>(keys) / std::max(seconds, 1e-6),
         static_cast<double>(replayed->bytes) / 1e6 / std::max(seconds, 1e-6));
-    service.Stop();
-    shards.Stop();
   }
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);

@@ -89,8 +89,12 @@ void Membership::MaybeFinishRecovery() {
     if (best[p] < 0) unheld.push_back(p);
   }
   const bool timed_out = now - recovery_since_ms_ >= options_.recovery_timeout_ms;
-  const bool go = missing.empty() || (options_.recovery_policy == RecoveryPolicy::kPartial &&
-                                      timed_out && unheld.empty());
+  const bool go =
+      missing.empty() ||
+      ((force_recovery_ || (options_.recovery_policy == RecoveryPolicy::kPartial && timed_out)) &&
+       unheld.empty());
+  force_recovery_ = false;
+  recovery_unheld_ = unheld.size();
   if (!go) {
     recovery_status_ = fmt::format(
         "recovering: waiting for {} of the {} members of the last partition table (version {}) "
@@ -142,6 +146,33 @@ void Membership::MaybeFinishRecovery() {
       newest->table_members.size(), now - recovery_since_ms_);
   InstallView(std::move(next));
   Broadcast();
+}
+
+base::Result<std::string> Membership::ForceRecovery() {
+  if (!is_master()) {
+    const MemberInfo* master = view_.members.master();
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "this member is not its cluster's master; ask the master" +
+                          (master ? " at " + master->address : std::string()));
+  }
+  if (!Recovering()) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "the cluster is not recovering (it has a partition table); nothing to "
+                      "force");
+  }
+  const std::string waited_for = recovery_status_;
+  force_recovery_ = true;
+  MaybeFinishRecovery();
+  force_recovery_ = false;
+  if (Recovering()) {
+    return base::Fail(base::ErrorCode::kConflict,
+                      fmt::format("cannot go on: {} partition(s) have no replica among the "
+                                  "members back; start a member that holds them ({})",
+                                  recovery_unheld_, waited_for));
+  }
+  log_->warn("recovery forced by an operator: {}", waited_for);
+  return fmt::format("recovery forced: the cluster serves from the {} member(s) back (it was {})",
+                     view_.members.members.size(), waited_for);
 }
 
 }  // namespace tessera::membership

@@ -4,7 +4,8 @@
 // the loop publishes after every step, so readers never wait for the loop.
 #include "tessera/membership/membership_service.h"
 
-#include <utility>  // before Asio's awaitable header (Boost 1.74)
+#include <future>  // before Asio's awaitable header (Boost 1.74)
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -111,6 +112,20 @@ void MembershipService::Start() {
     ArmTick();
   });
   thread_ = std::thread([this] { loop_->io.run(); });
+}
+
+base::Result<std::string> MembershipService::ForceRecovery() {
+  auto done = std::make_shared<std::promise<base::Result<std::string>>>();
+  auto answer = done->get_future();
+  boost::asio::post(loop_->io, [this, done] {
+    done->set_value(loop_->membership.ForceRecovery());
+    Publish();
+  });
+  if (answer.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    return base::Fail(base::ErrorCode::kTimeout,
+                      "the membership did not answer within 5 s; try again");
+  }
+  return answer.get();
 }
 
 void MembershipService::ArmTick() {

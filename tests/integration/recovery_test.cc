@@ -319,6 +319,62 @@ TEST_CASE(
 namespace tessera::integration {
 
 TEST_CASE(
+    "grid-cli recovery force: two of three members back after a restart of every member serve "
+    "every write once an operator forces the recovery, and forcing a cluster that is not "
+    "recovering is refused",
+    "[tools][node][recovery]") {
+  TempDir base("grid-node-recovery-force");
+  TempFile config("maps:\n  orders: {persistence: always}\n");
+  auto args = [&](const std::string& name, std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--data-dir", base / name, "--config", config.path()});
+    return FastClusterArgs(extra);
+  };
+  auto a = NodeProcess::StartOrFail(args("a", {}));
+  auto b = NodeProcess::StartOrFail(args("b", {"--join", a->address()}));
+  auto c = NodeProcess::StartOrFail(args("c", {"--join", a->address()}));
+  for (const auto* node : {a.get(), b.get(), c.get()}) WaitForMembers(*node, 3);
+  const std::uint16_t a_http = UnusedPort();
+  {
+    auto client = ConnectOrFail(*a);
+    for (int i = 0; i < 500; ++i) {
+      REQUIRE(client->GetMap("orders")->Set("o" + std::to_string(i), "v" + std::to_string(i)));
+    }
+    client->Shutdown();
+  }
+  for (auto* node : {a.get(), b.get(), c.get()}) CHECK(node->Stop(SIGKILL) == 128 + SIGKILL);
+
+  // c's disk is lost for good: a and b come back (at other ports) and wait for it.
+  auto a2 = NodeProcess::StartOrFail(args("a", {"--http-port", std::to_string(a_http)}));
+  auto b2 = NodeProcess::StartOrFail(args("b", {"--join", a2->address()}));
+  WaitForMembers(*a2, 2);
+  auto client = ConnectOrFail(*b2);
+  auto waiting = client->GetMap("orders")->Get("o1");
+  REQUIRE(!waiting);
+  CHECK(waiting.error().code() == base::ErrorCode::kRecovering);
+
+  // Asked through b, which is not the master: grid-cli asks the master.
+  auto forced = RunProcess(GRID_CLI_PATH, {"--address", b2->address(), "recovery", "force"});
+  INFO(forced.out << forced.err);
+  REQUIRE(forced.exit_code == 0);
+  CHECK(forced.out.find("recovery forced") != std::string::npos);
+  REQUIRE(ReadOnceRecovered(*client, "orders", "o0", 30s));
+  int missing = 0;
+  for (int i = 0; i < 500; ++i) {
+    auto got = client->GetMap("orders")->Get("o" + std::to_string(i));
+    REQUIRE(got);
+    missing += *got == std::optional<std::string>("v" + std::to_string(i)) ? 0 : 1;
+  }
+  CHECK(missing == 0);  // each partition had a replica on a or b (backup count 1)
+  CHECK(WaitForStatus(a_http, "/health/safe", 200).status == 200);
+
+  auto again = RunProcess(GRID_CLI_PATH, {"--address", a2->address(), "recovery", "force"});
+  CHECK(again.exit_code != 0);
+  CHECK(again.err.find("not recovering") != std::string::npos);
+  client->Shutdown();
+  for (auto* node : {a2.get(), b2.get()}) CHECK(node->Stop() == 0);
+}
+
+TEST_CASE(
     "A member's persistence shows in grid-cli persistence status, /api/v1/cluster and its "
     "metrics: data directory, log figures and fsync times, and what its restart replayed",
     "[tools][node][recovery]") {

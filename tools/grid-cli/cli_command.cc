@@ -152,6 +152,9 @@ std::string GeneralHelp() {
          "  persistence status   every member's data directory, map log (disk use, records,\n"
          "                       fsyncs, compactions), what its start replayed and, after a\n"
          "                       restart of every member, what the cluster waits for\n"
+         "  recovery force       after a restart of every member: the cluster goes on without\n"
+         "                       the members of its last table still missing, when every\n"
+         "                       partition has a replica among those back (asks the master)\n"
          "  outbox status        a service member's outbox: pending events per service and\n"
          "                       partition, oldest age (connect to the service's member)\n"
          "  consumers            every stream's consumer groups: lag, leases, dead letters\n"
@@ -676,6 +679,13 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
     command.kind = CommandKind::kPersistenceStatus;
     return CheckOptionsAllowed(vm, nullptr, "persistence status");
   }
+  if (words[0] == "recovery") {
+    if (words.size() != 2 || words[1] != "force") {
+      return Fail(ErrorCode::kBadRequest, "use 'recovery force'; run grid-cli --help");
+    }
+    command.kind = CommandKind::kRecoveryForce;
+    return CheckOptionsAllowed(vm, nullptr, "recovery force");
+  }
   if (words[0] == "outbox") {
     if (words.size() != 2 || words[1] != "status") {
       return Fail(ErrorCode::kBadRequest, "use 'outbox status'; run grid-cli --help");
@@ -698,7 +708,8 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   }
   return Fail(ErrorCode::kBadRequest,
               "unknown command '" + words[0] +
-                  "' (use map, topic, stream, dlq, outbox, persistence, consumers, saga, fault, "
+                  "' (use map, topic, stream, dlq, outbox, persistence, recovery, consumers, "
+                  "saga, fault, "
                   "ping, "
                   "members, partitions, cluster or metrics); run "
                   "grid-cli --help");

@@ -388,6 +388,24 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
       if (!view) return std::unexpected(view.error());
       return RunTopicStats(*view, command);
     }
+    case CommandKind::kRecoveryForce: {
+      // The master decides; the connected member may be any of the cluster's.
+      auto view = client.FetchClusterView();
+      if (!view) return std::unexpected(view.error());
+      const membership::MemberInfo* master = view->members.master();
+      if (master == nullptr) {
+        return base::Fail(base::ErrorCode::kBadRequest,
+                          "the connected member knows no master yet; try again shortly");
+      }
+      auto options = command.client;
+      options.addresses = {master->address};
+      auto at_master = grid::Client::Connect(options, SilentLogger());
+      if (!at_master) return std::unexpected(at_master.error());
+      auto done = (*at_master)->ForceRecovery();
+      (*at_master)->Shutdown();
+      if (!done) return std::unexpected(done.error());
+      return CommandOutput{*done + "\n", {{"master", master->address}, {"result", *done}}};
+    }
     case CommandKind::kPersistenceStatus: {
       auto view = client.FetchClusterView();
       if (!view) return std::unexpected(view.error());

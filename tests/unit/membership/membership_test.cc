@@ -785,6 +785,48 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "ForceRecovery goes on at once without the missing members when every partition has a "
+    "replica back, refuses while one has none, and is refused by a member that is not the "
+    "master or a cluster that is not recovering",
+    "[membership][recovery]") {
+  SimNetwork net;
+  // a holds every partition but 7 (its log has no complete replica of it); b holds 7.
+  auto a_report = Report(
+      "id-a", [](int) { return 3; }, [](int) { return true; });
+  a_report.held[7] = false;
+  Membership& a = net.Start("a:1", Recovering(a_report));
+  net.Run(2000);
+  REQUIRE(a.is_master());
+  auto refused = a.ForceRecovery();  // partition 7 has no replica back
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == tessera::base::ErrorCode::kConflict);
+  CHECK(refused.error().message().find("1 partition(s) have no replica") != std::string::npos);
+  net.Run(1000);
+  CHECK(a.view().partitions.version == 0);  // still waiting (policy full, no timeout)
+
+  auto b_report = Report(
+      "id-b", [](int) { return 3; }, [](int p) { return p == 7; });
+  Membership& b = net.Start("b:1", Recovering(b_report, {"a:1"}));
+  net.Run(2000);
+  REQUIRE(a.view().members.members.size() == 2);
+  CHECK(a.view().partitions.version == 0);  // c (id-c) is still missing
+  auto not_master = b.ForceRecovery();
+  REQUIRE_FALSE(not_master);
+  CHECK(not_master.error().code() == tessera::base::ErrorCode::kBadRequest);
+  CHECK(not_master.error().message().find("a:1") != std::string::npos);
+  auto forced = a.ForceRecovery();
+  INFO((forced ? *forced : forced.error().message()));
+  REQUIRE(forced);
+  CHECK(forced->find("recovery forced") != std::string::npos);
+  CHECK(a.view().partitions.version == 8);
+  CHECK(a.view().partitions.recovered);
+  CHECK(a.view().partitions.Owner(7) == b.self().uuid);
+  auto again = a.ForceRecovery();
+  REQUIRE_FALSE(again);
+  CHECK(again.error().message().find("not recovering") != std::string::npos);
+}
+
 TEST_CASE("A recovery report and a persistent member id round-trip through the codec",
           "[membership][recovery]") {
   ClusterMessage m;

@@ -112,6 +112,12 @@ class Client final : public Instance {
   // sending anything to the members at `addresses` (Member::BlockPeers); empty heals. Returns
   // the list now in force. Errors: kUnsupported when fault injection is off there.
   base::Result<std::vector<std::string>> SetBlockedPeers(const std::vector<std::string>& addresses);
+  // Operators: the connected member, the master of a cluster recovering from a restart of
+  // every member, goes on without the members of its last table still missing, when every
+  // partition has a replica among those back (Membership::ForceRecovery). Returns what it did.
+  // Errors: kBadRequest (not recovering, not the master: the text names it), kConflict
+  // (partitions without a replica back).
+  base::Result<std::string> ForceRecovery();
 
   // The address of the member currently connected to ("" when disconnected).
   std::string connected_address() const;

@@ -59,7 +59,8 @@
 //     member lists without a table (clients get kRecovering) until every member of the newest
 //     reported table is back, by persistent id (at any address), or, with recovery policy
 //     kPartial, the recovery timeout passed and every partition has a replica among those
-//     back. Then it publishes a table marked `recovered` listing for each partition one
+//     back, or an operator forced it (ForceRecovery: the same without the timeout). Then it
+//     publishes a table marked `recovered` listing for each partition one
 //     replica: the member whose log ends at the newest version (the last table's owner
 //     between equals); each member serves what it replayed. Once every member reported that
 //     table, the next one adds backups, copied from those owners as any migration.
@@ -86,6 +87,7 @@
 #include <vector>
 
 #include "tessera/base/clock.h"
+#include "tessera/base/error.h"
 #include "tessera/membership/cluster_message.h"
 #include "tessera/membership/cluster_view.h"
 
@@ -197,6 +199,12 @@ class Membership {
   const std::map<std::string, PeerReport>& peer_reports() const { return peer_reports_; }
   // While the cluster waits to recover (see "Recovery"), what it waits for; empty otherwise.
   const std::string& recovery_status() const { return recovery_status_; }
+  // The master of a recovering cluster goes on without the members of the last table still
+  // missing, now, as kPartial would after its timeout: when every partition has a replica
+  // among the members back. Returns what it did. Errors: kBadRequest (not recovering, or not
+  // the master: the text names the master), kConflict (partitions without a replica among
+  // the members back: it goes on waiting).
+  base::Result<std::string> ForceRecovery();
 
  private:
   void SendJoinRequests();
@@ -286,6 +294,8 @@ class Membership {
   base::Millis recovery_logged_ms_ = 0;
   std::int64_t recovered_version_ = 0;  // master: the recovered table, until all reported it
   std::string recovery_status_;
+  bool force_recovery_ = false;      // ForceRecovery asked (one MaybeFinishRecovery)
+  std::size_t recovery_unheld_ = 0;  // partitions without a replica back, at the last look
   // Master: members removed at their request, not yet told (see "Leave").
   struct Leaver {
     std::string address;

@@ -82,6 +82,9 @@ class MembershipService {
   std::map<std::string, PeerReport> peer_reports() const;
   // Membership::recovery_status(), as of the last event the loop handled.
   std::string recovery_status() const;
+  // Membership::ForceRecovery, run on the loop thread; waits for it (at most 5 s: kTimeout).
+  // Call from a thread that is not the loop's.
+  base::Result<std::string> ForceRecovery();
 
  private:
   struct Loop;     // the event loop, transport and state machine; private to the .cc
