@@ -191,15 +191,19 @@ base::Result<std::uint64_t> ShardLog::Append(std::string_view payload) {
 
 void ShardLog::WhenDurable(std::uint64_t seq, DurableCallback done) {
   // Even when already durable: the flusher answers every waiter, so answers come in order.
-  AddWaiter(waiters_, seq, std::move(done));
+  // Always woken: a waiter makes it sync now rather than at the interval.
+  AddWaiter(waiters_, seq, std::move(done), /*wake_always=*/true);
 }
 
 void ShardLog::WhenWritten(std::uint64_t seq, DurableCallback done) {
-  AddWaiter(written_waiters_, seq, std::move(done));
+  // Woken only when the record is written already: otherwise it is pending (the append woke
+  // the flusher) or being written, and the flusher answers after that write. A wake per write
+  // cost a fifth of a shard's time under a periodic write load.
+  AddWaiter(written_waiters_, seq, std::move(done), /*wake_always=*/false);
 }
 
 void ShardLog::AddWaiter(std::multimap<std::uint64_t, DurableCallback>& waiters, std::uint64_t seq,
-                         DurableCallback done) {
+                         DurableCallback done, bool wake_always) {
   std::unique_lock lock(mu_);
   if (failed_) {
     const base::Error error = *failed_;
@@ -208,7 +212,7 @@ void ShardLog::AddWaiter(std::multimap<std::uint64_t, DurableCallback>& waiters,
     return;
   }
   waiters.emplace(seq, std::move(done));
-  wake_.notify_one();
+  if (wake_always || seq <= written_seq_) wake_.notify_one();
 }
 
 std::vector<std::string> ShardLog::TakeRecovered() { return std::move(recovered_); }

@@ -125,8 +125,9 @@ class ShardLog {
   ShardLog(std::filesystem::path dir, ShardLogOptions options, std::shared_ptr<spdlog::logger> log);
   base::Result<void> Recover();
   // Adds `done` to `waiters` (guarded by mu_), or answers it at once when the log failed.
+  // Wakes the flusher when `wake_always` or when `seq` is written already.
   void AddWaiter(std::multimap<std::uint64_t, DurableCallback>& waiters, std::uint64_t seq,
-                 DurableCallback done);
+                 DurableCallback done, bool wake_always);
   base::Result<void> StartSegment(std::uint64_t first_seq);
   void Flusher();
   // One batch: write what is pending (and sync when `sync`); returns the write's outcome.
