@@ -258,7 +258,8 @@ std::uint16_t UnusedPort() {
   // (ctest -j) agree through a lock file per port, held until the process exits.
   constexpr int kFirst = 20000;
   constexpr int kCount = 12000;
-  static const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tessera-test-ports";
+  static const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "tessera-test-ports";
   static int next = static_cast<int>(getpid() * 7919L % kCount);
   std::error_code ignored;
   std::filesystem::create_directories(dir, ignored);

@@ -63,6 +63,20 @@ Setter UnsignedSetter(std::string key, std::uint64_t max,
   };
 }
 
+// A byte count of the map service's options, from `min` to 1 TiB.
+Setter MapBytesSetter(std::string key, std::uint64_t min,
+                      std::uint64_t map::MapServiceOptions::*field) {
+  return [key, min, field](NodeConfig& c, const std::string& text) -> Result<void> {
+    auto v = ParseUnsigned(key, text, 1ull << 40);
+    if (!v) return std::unexpected(v.error());
+    if (*v < min) {
+      return Fail(ErrorCode::kBadRequest, key + " must be at least " + std::to_string(min));
+    }
+    c.member.map_options.*field = *v;
+    return {};
+  };
+}
+
 Result<void> SetRespPort(NodeConfig& c, const std::string& text) {
   if (text == "off" || text == "false" || text.empty()) {
     c.member.resp_port.reset();
@@ -277,15 +291,7 @@ std::vector<Setting> Settings() {
        "with --data-dir: a shard snapshots its partitions into its log, and deletes the log "
        "segments before the snapshot, once it logged this many bytes (or its last snapshot's "
        "size, if larger) since its last snapshot began (default 67108864)",
-       [](NodeConfig& c, const std::string& text) -> Result<void> {
-         auto v = ParseUnsigned("log-compact-bytes", text, 1ull << 40);
-         if (!v) return std::unexpected(v.error());
-         if (*v < 4096) {
-           return Fail(ErrorCode::kBadRequest, "log-compact-bytes must be at least 4096");
-         }
-         c.member.map_options.log_compact_bytes = *v;
-         return {};
-       }},
+       MapBytesSetter("log-compact-bytes", 4096, &map::MapServiceOptions::log_compact_bytes)},
       {"log-skip-damaged",
        "with --data-dir: true starts the member even though its map log is damaged in the middle "
        "of a file, skipping the damaged records (each logged with its file and offset; what "
@@ -302,15 +308,7 @@ std::vector<Setting> Settings() {
       {"log-segment-bytes",
        "with --data-dir: a log segment file ends past this size; compaction deletes whole "
        "segments (default 67108864)",
-       [](NodeConfig& c, const std::string& text) -> Result<void> {
-         auto v = ParseUnsigned("log-segment-bytes", text, 1ull << 40);
-         if (!v) return std::unexpected(v.error());
-         if (*v < 4096) {
-           return Fail(ErrorCode::kBadRequest, "log-segment-bytes must be at least 4096");
-         }
-         c.member.map_options.log_segment_bytes = *v;
-         return {};
-       }},
+       MapBytesSetter("log-segment-bytes", 4096, &map::MapServiceOptions::log_segment_bytes)},
       {"log-level", "trace|debug|info|warn|error (default info)", SetLogLevel},
   };
 }

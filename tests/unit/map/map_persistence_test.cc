@@ -213,6 +213,49 @@ TEST_CASE("A map log written with another shard count is refused with a clear er
   CHECK_FALSE(s.fixture->service.logging());
 }
 
+namespace {
+
+// Applies `updates` as a backup would (ApplyReplica) and waits for it.
+void Apply(LoggedService& s, std::vector<ReplicaUpdate> updates) {
+  std::promise<void> applied;
+  s.fixture->service.ApplyReplica(
+      std::move(updates), [&](tessera::base::Result<StalePartitions>) { applied.set_value(); });
+  applied.get_future().wait();
+}
+
+// Keys of the partitions the replica history names (so reads find them).
+struct HistoryKeys {
+  std::string k3 = KeyIn(3, "a"), k3b = KeyIn(3, "b"), k4 = KeyIn(4, "a"), k5 = KeyIn(5, "a");
+};
+
+// Partition 3: a complete copy at version 40, then two writes (41, 42). Partition 4: a copy
+// whose end never came. Partition 5: held, then cleared by a resync that never ended.
+void ApplyReplicaHistory(LoggedService& s, const HistoryKeys& k) {
+  using Kind = ReplicaUpdate::Kind;
+  Apply(s, {{Kind::kClearPartition, "", 3, "", "", 0, 0, 0},
+            {Kind::kCopySet, "orders", 3, k.k3, "copied", 0, 0, 0},
+            {Kind::kPartitionComplete, "", 3, "master", "", 0, 0, 40}});
+  Apply(s, {{Kind::kSet, "orders", 3, k.k3, "written", 0, 0, 41}});
+  Apply(s, {{Kind::kSet, "orders", 3, k.k3b, "written", 0, 0, 42}});
+  Apply(s, {{Kind::kClearPartition, "", 4, "", "", 0, 0, 0},
+            {Kind::kCopySet, "orders", 4, k.k4, "part", 0, 0, 0}});
+  Apply(s, {{Kind::kSet, "orders", 5, k.k5, "v", 0, 0, 7}});
+  Apply(s, {{Kind::kResyncBegin, "", 5, "", "", 0, 0, 0}});
+}
+
+// What a replay of ApplyReplicaHistory reports.
+void CheckReplicaHistory(const LogRecovery& r) {
+  CHECK(r.versions[3] == 42);
+  CHECK(r.held[3]);
+  CHECK(!r.held[4]);
+  CHECK(r.versions[4] == 0);
+  CHECK(!r.held[5]);
+  CHECK(r.held[6]);  // never mentioned: a complete, empty replica
+  CHECK(r.versions[6] == 0);
+}
+
+}  // namespace
+
 TEST_CASE(
     "Replay reports per partition the replica version its log ends at, and a partition copy "
     "cut off before its end as not held",
@@ -223,36 +266,11 @@ TEST_CASE(
     REQUIRE(s.recovery);
     CHECK(s.recovery->held.size() == 271);
     CHECK(s.recovery->versions == std::vector<std::uint64_t>(271, 0));
-    auto apply = [&](std::vector<ReplicaUpdate> updates) {
-      std::promise<void> applied;
-      s.fixture->service.ApplyReplica(
-          std::move(updates), [&](tessera::base::Result<StalePartitions>) { applied.set_value(); });
-      applied.get_future().wait();
-    };
-    using Kind = ReplicaUpdate::Kind;
-    // Partition 3: a complete copy at version 40, then two writes (41, 42).
-    apply({{Kind::kClearPartition, "", 3, "", "", 0, 0, 0},
-           {Kind::kCopySet, "orders", 3, "k3", "copied", 0, 0, 0},
-           {Kind::kPartitionComplete, "", 3, "master", "", 0, 0, 40}});
-    apply({{Kind::kSet, "orders", 3, "k3", "written", 0, 0, 41}});
-    apply({{Kind::kSet, "orders", 3, "k3b", "written", 0, 0, 42}});
-    // Partition 4: a copy whose end never came.
-    apply({{Kind::kClearPartition, "", 4, "", "", 0, 0, 0},
-           {Kind::kCopySet, "orders", 4, "k4", "part", 0, 0, 0}});
-    // Partition 5: held, then cleared by a resync that never ended.
-    apply({{Kind::kSet, "orders", 5, "k5", "v", 0, 0, 7}});
-    apply({{Kind::kResyncBegin, "", 5, "", "", 0, 0, 0}});
+    ApplyReplicaHistory(s, HistoryKeys());
   }
   LoggedService again(tmp.path, 1'000'100);
   REQUIRE(again.recovery);
-  const LogRecovery& r = *again.recovery;
-  CHECK(r.versions[3] == 42);
-  CHECK(r.held[3]);
-  CHECK(!r.held[4]);
-  CHECK(r.versions[4] == 0);
-  CHECK(!r.held[5]);
-  CHECK(r.held[6]);  // never mentioned: a complete, empty replica
-  CHECK(r.versions[6] == 0);
+  CheckReplicaHistory(*again.recovery);
 }
 
 TEST_CASE(
@@ -318,33 +336,18 @@ TEST_CASE(
     "[map][persistence]") {
   TempDir tmp;
   using Kind = ReplicaUpdate::Kind;
-  // Keys of the partitions the updates name, so reads find them.
-  const std::string k3 = KeyIn(3, "a"), k3b = KeyIn(3, "b"), k4 = KeyIn(4, "a"), k5 = KeyIn(5, "a"),
-                    k10 = KeyIn(10, "a");
+  const HistoryKeys k;
+  const std::string k10 = KeyIn(10, "a");
   {
     LoggedService s(tmp.path, 1'000'000, 1, Compacting(2 << 10, 4 << 10));
     REQUIRE(s.recovery);
-    auto apply = [&](std::vector<ReplicaUpdate> updates) {
-      std::promise<void> applied;
-      s.fixture->service.ApplyReplica(
-          std::move(updates), [&](tessera::base::Result<StalePartitions>) { applied.set_value(); });
-      applied.get_future().wait();
-    };
-    apply({{Kind::kClearPartition, "", 3, "", "", 0, 0, 0},
-           {Kind::kCopySet, "orders", 3, k3, "copied", 0, 0, 0},
-           {Kind::kPartitionComplete, "", 3, "master", "", 0, 0, 40}});
-    apply({{Kind::kSet, "orders", 3, k3, "written", 0, 0, 41}});
-    apply({{Kind::kSet, "orders", 3, k3b, "written", 0, 0, 42}});
-    apply({{Kind::kClearPartition, "", 4, "", "", 0, 0, 0},
-           {Kind::kCopySet, "orders", 4, k4, "part", 0, 0, 0}});
-    apply({{Kind::kSet, "orders", 5, k5, "v", 0, 0, 7}});
-    apply({{Kind::kResyncBegin, "", 5, "", "", 0, 0, 0}});
+    ApplyReplicaHistory(s, k);
     // Writes to partition 10 alone fill segments and start rounds; the first segments, which
     // held partitions 3 to 5's records, go.
     // (A round writes about 27 KB here, 100 bytes for each of 271 partitions: the next one
     // starts after as much.)
     for (std::uint64_t v = 1; v <= 1000; ++v) {
-      apply({{Kind::kSet, "orders", 10, k10, Value(static_cast<int>(v)), 0, 0, v}});
+      Apply(s, {{Kind::kSet, "orders", 10, k10, Value(static_cast<int>(v)), 0, 0, v}});
     }
     const auto stats = AwaitLogStats(s.fixture->service, [](const MapService::LogStats& st) {
       return st.compactions >= 2 && st.segments_dropped >= 2;
@@ -356,18 +359,12 @@ TEST_CASE(
   }
   LoggedService again(tmp.path, 1'000'100, 1, Compacting(2 << 10, 4 << 10));
   REQUIRE(again.recovery);
-  const LogRecovery& r = *again.recovery;
-  CHECK(r.versions[3] == 42);
-  CHECK(r.held[3]);
-  CHECK(!r.held[4]);
-  CHECK(r.versions[4] == 0);
-  CHECK(!r.held[5]);
-  CHECK(r.held[6]);
-  CHECK(r.versions[10] == 1000);
-  CHECK(again.Get("orders", k3) == "written");
-  CHECK(again.Get("orders", k3b) == "written");
-  CHECK(again.Get("orders", k4) == "part");  // what of the copy had arrived
-  CHECK_FALSE(again.Get("orders", k5).has_value());
+  CheckReplicaHistory(*again.recovery);
+  CHECK(again.recovery->versions[10] == 1000);
+  CHECK(again.Get("orders", k.k3) == "written");
+  CHECK(again.Get("orders", k.k3b) == "written");
+  CHECK(again.Get("orders", k.k4) == "part");  // what of the copy had arrived
+  CHECK_FALSE(again.Get("orders", k.k5).has_value());
   CHECK(again.Get("orders", k10) == Value(1000));
 }
 

@@ -37,6 +37,19 @@ bool AwaitDurable(ShardLog& log, std::uint64_t seq) {
   return future.wait_for(std::chrono::seconds(10)) == std::future_status::ready && future.get();
 }
 
+// Writes records Payload(1) .. Payload(count) to a new log at `dir`, waiting for durability
+// after every `every` of them (each wait ends a batch: segments of about that many records),
+// and closes it.
+void WriteDurably(const std::filesystem::path& dir, const ShardLogOptions& options,
+                  std::uint64_t count, std::uint64_t every) {
+  auto log = ShardLog::Open(dir, options, nullptr);
+  REQUIRE(log);
+  for (std::uint64_t i = 1; i <= count; ++i) {
+    REQUIRE((*log)->Append(Payload(i)));
+    if (i % every == 0) REQUIRE(AwaitDurable(**log, i));
+  }
+}
+
 // Waits (bounded) until the log deleted `count` segments since it opened.
 bool AwaitDropped(ShardLog& log, std::uint64_t count) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -272,14 +285,7 @@ TEST_CASE(
   TempDir tmp;
   ShardLogOptions options;
   options.segment_bytes = 2048;
-  {
-    auto log = ShardLog::Open(tmp.path, options, nullptr);
-    REQUIRE(log);
-    for (std::uint64_t i = 1; i <= 200; ++i) {
-      REQUIRE((*log)->Append(Payload(i)));
-      if (i % 10 == 0) REQUIRE(AwaitDurable(**log, i));
-    }
-  }
+  WriteDurably(tmp.path, options, 200, 10);
   const auto files = Segments(tmp.path);
   REQUIRE(files.size() > 3);
   const auto damaged = files[1];  // neither the first nor the last segment
@@ -320,15 +326,7 @@ TEST_CASE(
   TempDir tmp;
   ShardLogOptions options;
   options.segment_bytes = 256;
-  {
-    auto log = ShardLog::Open(tmp.path, options, nullptr);
-    REQUIRE(log);
-    for (int i = 1; i <= 40; ++i) {
-      auto seq = (*log)->Append(Payload(i));
-      REQUIRE(seq);
-      REQUIRE(AwaitDurable(**log, *seq));  // one batch each: segments of a few records
-    }
-  }
+  WriteDurably(tmp.path, options, 40, 1);  // one batch each: segments of a few records
   const auto segments = Segments(tmp.path);
   REQUIRE(segments.size() >= 4);
   SECTION("torn before the last") {
