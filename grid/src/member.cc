@@ -502,6 +502,15 @@ std::string Member::MetricsText() const {
         .RegisterGauge("tessera_log_disk_bytes", {},
                        "Bytes of the map log's segments on disk, every shard")
         .Set(static_cast<double>(log.disk_bytes));
+    registry
+        .RegisterGauge("tessera_log_disk_free_bytes", {},
+                       "Free bytes of the data directory's file system, as last read")
+        .Set(static_cast<double>(log.free_bytes));
+    registry
+        .RegisterGauge("tessera_log_space_low", {},
+                       "1 while free space is under --log-min-free-bytes: writes to maps that "
+                       "persist are refused")
+        .Set(log.space_low ? 1.0 : 0.0);
   }
   if (impl_->replayed) {
     registry

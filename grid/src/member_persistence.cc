@@ -95,7 +95,9 @@ nlohmann::json PersistenceJson(const std::string& data_dir, const std::string& m
                           {"fsyncs", log.syncs},
                           {"disk_bytes", log.disk_bytes},
                           {"compactions", log.compactions},
-                          {"segments_deleted", log.segments_dropped}}},
+                          {"segments_deleted", log.segments_dropped},
+                          {"free_bytes", log.free_bytes},
+                          {"space_low", log.space_low}}},
                         {"replayed", nullptr},
                         {"recovery", recovery_status}};
   if (replayed) {

@@ -118,6 +118,7 @@ bool MapService::logging() const { return impl_->logging.load(); }
 MapService::LogStats MapService::GetLogStats() const {
   LogStats out;
   if (!impl_->logging.load()) return out;
+  bool first = true;
   for (const auto& shard_log : impl_->logs) {
     const storage::ShardLogStats s = shard_log->stats();
     out.records += s.records;
@@ -125,17 +126,23 @@ MapService::LogStats MapService::GetLogStats() const {
     out.syncs += s.syncs;
     out.disk_bytes += s.disk_bytes;
     out.segments_dropped += s.segments_dropped;
+    out.free_bytes = first ? s.free_bytes : std::min(out.free_bytes, s.free_bytes);
+    first = false;
+    out.space_low = out.space_low || s.space_low;
   }
   out.compactions = impl_->compactions.load(std::memory_order_relaxed);
   return out;
 }
 
-bool MapService::Impl::MayLog(std::size_t shard, const MapRequest& request) {
+base::Result<bool> MapService::Impl::MayLog(std::size_t shard, const MapRequest& request) {
   if (!logging.load(std::memory_order_relaxed) || !SpecOf(request.op).writes) return false;
-  if (request.op == MapOp::kTransact) return true;
-  MapTable& table = TableOn(shard, request.map_name);
-  Refresh(table);
-  return table.config.persistence != Persistence::kNone;
+  if (request.op != MapOp::kTransact) {
+    MapTable& table = TableOn(shard, request.map_name);
+    Refresh(table);
+    if (table.config.persistence == Persistence::kNone) return false;
+  }
+  if (auto space = logs[shard]->CheckSpace(); !space) return std::unexpected(space.error());
+  return true;
 }
 
 base::Result<MapService::Impl::Logged> MapService::Impl::LogUpdates(
@@ -365,6 +372,7 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
   log_options.on_failure = options.on_log_failure;
   log_options.on_sync = options.on_log_sync;
   log_options.skip_damaged = options.log_skip_damaged;
+  log_options.min_free_bytes = options.log_min_free_bytes;
   const std::filesystem::path path =
       std::filesystem::path(dir) / ("shard-" + std::to_string(shard));
   auto opened = storage::ShardLog::Open(path, log_options, log);

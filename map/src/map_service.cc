@@ -427,7 +427,9 @@ base::Result<MapResult> MapService::Impl::RunPartsOnShard(
       if (auto ok = CheckConfirmed(request, partitions[i]); !ok) return std::unexpected(ok.error());
     }
   }
-  const bool log_it = MayLog(shard, request);
+  const auto may_log = MayLog(shard, request);
+  if (!may_log) return std::unexpected(may_log.error());
+  const bool log_it = *may_log;
   auto run = [this, shard, &merged, &request, &written, &owned, log_it](
                  std::uint32_t p, const MapRequest& rq) -> base::Result<void> {
     auto part =
@@ -780,7 +782,8 @@ std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapReque
     return std::nullopt;  // another shard or member, or backups to wait for: use Execute
   }
   if (auto ok = impl_->Admit(request); !ok) return std::unexpected(ok.error());
-  if (impl_->MayLog(shard, request)) return std::nullopt;  // its log record to wait for
+  // Its log record to wait for, or a refusal Execute answers.
+  if (auto log_it = impl_->MayLog(shard, request); !log_it || *log_it) return std::nullopt;
   RequestToken token(impl_->in_flight);
   return impl_->RunOnPartition(shard, partition_id, request);
 }

@@ -287,7 +287,9 @@ void MapService::Impl::RunKeyedOnShard(std::size_t shard, std::uint32_t partitio
     }
   }
   if (StreamReadWaits(request)) return WaitForStream(shard, partition_id, request, done);
-  const bool log_it = MayLog(shard, request);
+  const auto may_log = MayLog(shard, request);
+  if (!may_log) return done(std::unexpected(may_log.error()));
+  const bool log_it = *may_log;
   if (!owned.HasBackups(partition_id) && !log_it) {
     return done(RunOnPartition(shard, partition_id, request));
   }

@@ -602,7 +602,9 @@ struct MapService::Impl {
   std::atomic<bool> logging{false};
   // On `shard`, whether a write of `request` may have something to log: the shard logs, and
   // the request's map persists (or it is a transaction, which may write several maps).
-  bool MayLog(std::size_t shard, const MapRequest& request);
+  // Errors: kStorage (kDiskLow) when it may and the shard's log is short of free space
+  // (ShardLog::CheckSpace): the write is refused before it is applied.
+  base::Result<bool> MayLog(std::size_t shard, const MapRequest& request);
   // On `shard`: appends what `updates` changed in maps that persist, and partition-wide
   // clears, as one record (a write, a transaction's partition, or one applied batch of
   // replica updates). Errors: kStorage once the log failed (the write was applied in memory

@@ -75,6 +75,8 @@ constexpr RespErrorRow kRespErrors[] = {
     {base::ErrorCode::kBadRequest, base::ErrorReason::kCrossPartition, "CROSSSLOT",
      "Keys in request don't hash to the same slot (give both keys the same hash tag, e.g. "
      "{user1}:a and {user1}:b)"},
+    // Redis answers MISCONF while it cannot write its AOF or snapshot; clients fail the write.
+    {base::ErrorCode::kStorage, base::ErrorReason::kDiskLow, "MISCONF", ""},
     // Redis answers LOADING while it loads its data set at start; clients retry it.
     {base::ErrorCode::kRecovering, std::nullopt, "LOADING", ""},
 };

@@ -3,10 +3,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -349,6 +353,131 @@ TEST_CASE(
   client->Shutdown();
   CHECK(node->Stop() == 0);
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace tessera::integration
+
+namespace tessera::integration {
+namespace {
+
+// A small tmpfs mounted at a fresh folder for the life of the object (a file system this test
+// can fill up without filling the machine's). Needs CAP_SYS_ADMIN (the tests run as root).
+class SmallFileSystem {
+ public:
+  explicit SmallFileSystem(std::uint64_t bytes)
+      : path_(std::filesystem::temp_directory_path() /
+              ("grid-node-small-fs-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path_);
+    const std::string data = "size=" + std::to_string(bytes);
+    if (::mount("tmpfs", path_.c_str(), "tmpfs", 0, data.c_str()) != 0) {
+      error_ = std::string("cannot mount a tmpfs at ") + path_.string() + ": " +
+               std::strerror(errno) + " (this test needs CAP_SYS_ADMIN: run it as root)";
+    }
+  }
+  ~SmallFileSystem() {
+    if (error_.empty()) ::umount2(path_.c_str(), MNT_DETACH);
+    std::filesystem::remove_all(path_);
+  }
+  const std::string& error() const { return error_; }
+  const std::filesystem::path& path() const { return path_; }
+  std::uint64_t Free() const {
+    struct statvfs fs {};
+    return ::statvfs(path_.c_str(), &fs) == 0 ? std::uint64_t{fs.f_bavail} * fs.f_frsize : 0;
+  }
+
+ private:
+  std::filesystem::path path_;
+  std::string error_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "grid-node --data-dir on a file system short of its reserve refuses writes to persisting "
+    "maps with a clear error while reads go on, takes them again once space is freed, and "
+    "keeps every acknowledged write through a restart",
+    "[tools][node]") {
+  SmallFileSystem fs(32ull << 20);
+  REQUIRE(fs.error().empty());
+  const auto dir = fs.path() / "member";
+  // `default` holds RESP's string keys.
+  TempFile config("maps:\n  orders: {persistence: always}\n  default: {persistence: always}\n");
+  const std::vector<std::string> args = {"--data-dir",
+                                         dir.string(),
+                                         "--config",
+                                         config.path(),
+                                         "--log-min-free-bytes",
+                                         std::to_string(8 << 20),
+                                         "--resp-port",
+                                         "0"};
+  auto node = NodeProcess::StartOrFail(args);
+  auto client = ConnectOrFail(*node);
+  auto orders = client->GetMap("orders");
+  const std::string value(1000, 'v');
+  int acknowledged = 0;
+  for (; acknowledged < 1000; ++acknowledged) {
+    REQUIRE(orders->Set("o" + std::to_string(acknowledged), value));
+  }
+  // Something else on the disk leaves it 4 MiB free.
+  const auto filler = fs.path() / "filler";
+  {
+    std::ofstream out(filler, std::ios::binary);
+    const std::string chunk(1 << 20, 'f');
+    while (fs.Free() > (5ull << 20)) {
+      out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      out.flush();
+    }
+  }
+  // Within the member's next reading of the free space (every 250 ms), writes are refused.
+  base::Result<void> refused;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    refused = orders->Set("o" + std::to_string(acknowledged), value);
+    if (!refused) break;
+    ++acknowledged;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == base::ErrorCode::kStorage);
+  CHECK(refused.error().reason() == base::ErrorReason::kDiskLow);
+  CHECK(refused.error().message().find("under its reserve of 8.0 MiB") != std::string::npos);
+  // The refused write was not applied; reads go on, so do maps that do not persist.
+  CHECK(orders->Get("o" + std::to_string(acknowledged)).value() == std::nullopt);
+  CHECK(orders->Get("o0").value() == std::optional<std::string>(value));
+  CHECK(client->GetMap("cache")->Set("c", "v"));
+  // Over RESP, as from a Redis that cannot write its AOF.
+  std::smatch m;
+  REQUIRE(std::regex_search(node->ready_line(), m, std::regex(R"(resp 127\.0\.0\.1:([0-9]+))")));
+  const auto cli = RunProcess("/usr/bin/redis-cli", {"-p", m[1].str(), "SET", "r", "v"});
+  CHECK(cli.out.rfind("MISCONF the file system of this member's map log", 0) == 0);
+  const auto status =
+      RunProcess(GRID_CLI_PATH, {"--address", node->address(), "persistence", "status"});
+  CHECK(status.out.find("writes refused: its data directory has") != std::string::npos);
+  // Space freed: writes are taken again.
+  std::filesystem::remove(filler);
+  base::Result<void> taken = refused;
+  const auto again_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!taken && std::chrono::steady_clock::now() < again_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    taken = orders->Set("o" + std::to_string(acknowledged), value);
+  }
+  REQUIRE(taken);
+  ++acknowledged;
+  client->Shutdown();
+  CHECK(node->Stop(SIGKILL) == 128 + SIGKILL);
+
+  auto restarted = NodeProcess::StartOrFail(args);
+  client = ConnectOrFail(*restarted);
+  orders = client->GetMap("orders");
+  int missing = 0;
+  for (int i = 0; i < acknowledged; ++i) {
+    auto got = orders->Get("o" + std::to_string(i));
+    REQUIRE(got);
+    missing += *got == std::optional<std::string>(value) ? 0 : 1;
+  }
+  CHECK(missing == 0);
+  client->Shutdown();
+  CHECK(restarted->Stop() == 0);
 }
 
 }  // namespace tessera::integration

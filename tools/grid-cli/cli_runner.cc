@@ -286,6 +286,12 @@ Result<CommandOutput> RunPersistenceStatus(const membership::ClusterView& view,
                                   : "-",
         p.value("data_dir", std::string()).empty() ? "(none: memory only)"
                                                    : p.value("data_dir", std::string()));
+    if (logging && log.value("space_low", false)) {
+      text += fmt::format(
+          "{:<22} writes refused: its data directory has {:.1f} MB free, under its reserve "
+          "(--log-min-free-bytes)\n",
+          "", log.value("free_bytes", 0.0) / 1e6);
+    }
     if (recovery.empty()) recovery = p.value("recovery", std::string());
     members.push_back(std::move(p));
   }

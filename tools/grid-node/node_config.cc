@@ -309,6 +309,11 @@ std::vector<Setting> Settings() {
        "with --data-dir: a log segment file ends past this size; compaction deletes whole "
        "segments (default 67108864)",
        MapBytesSetter("log-segment-bytes", 4096, &map::MapServiceOptions::log_segment_bytes)},
+      {"log-min-free-bytes",
+       "with --data-dir: the free bytes the data directory's file system keeps in reserve; "
+       "below it writes to maps that persist are refused (reads go on) until space is freed; "
+       "0 turns the check off (default 67108864)",
+       MapBytesSetter("log-min-free-bytes", 0, &map::MapServiceOptions::log_min_free_bytes)},
       {"log-level", "trace|debug|info|warn|error (default info)", SetLogLevel},
   };
 }

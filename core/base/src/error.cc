@@ -58,6 +58,8 @@ std::string_view ErrorReasonName(ErrorReason reason) {
       return "RetryLater";
     case ErrorReason::kCrossPartition:
       return "CrossPartition";
+    case ErrorReason::kDiskLow:
+      return "DiskLow";
   }
   return "Unknown";
 }

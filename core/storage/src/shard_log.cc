@@ -4,11 +4,14 @@
 #include "tessera/storage/shard_log.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 
 namespace tessera::storage {
 namespace {
@@ -33,6 +36,17 @@ std::optional<std::uint64_t> FirstSeqOf(const std::filesystem::path& file) {
   return seq;
 }
 
+base::Result<std::uint64_t> StatvfsFree(const std::filesystem::path& dir) {
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) {
+    return base::Fail(ErrorCode::kStorage, "cannot read the free space of the file system of " +
+                                               dir.string() + ": " + std::strerror(errno));
+  }
+  return static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
 }  // namespace
 
 base::Result<std::unique_ptr<ShardLog>> ShardLog::Open(const std::filesystem::path& dir,
@@ -46,6 +60,7 @@ base::Result<std::unique_ptr<ShardLog>> ShardLog::Open(const std::filesystem::pa
   }
   auto shard_log = std::unique_ptr<ShardLog>(new ShardLog(dir, options, std::move(log)));
   if (auto recovered = shard_log->Recover(); !recovered) return std::unexpected(recovered.error());
+  shard_log->ReadFreeSpace();
   if (auto started = shard_log->StartSegment(shard_log->appended_seq_ + 1); !started) {
     return std::unexpected(started.error());
   }
@@ -148,7 +163,46 @@ base::Result<void> ShardLog::StartSegment(std::uint64_t first_seq) {
   segment_ = std::move(*segment);
   ++segments_started_;
   segments_.emplace_back(first_seq, segment_->size());
+  check_space_now_ = true;
   return {};
+}
+
+void ShardLog::ReadFreeSpace() {
+  if (options_.min_free_bytes == 0) return;
+  auto free = options_.free_bytes ? options_.free_bytes(dir_) : StatvfsFree(dir_);
+  if (!free) {
+    if (!free_space_unread_ && log_) {
+      log_->warn("{}; the last reading stands", free.error().message());
+    }
+    free_space_unread_ = true;
+    return;
+  }
+  free_space_unread_ = false;
+  free_bytes_ = *free;
+  const bool low = *free < options_.min_free_bytes;
+  if (low == space_low_.exchange(low) || !log_) return;
+  if (low) {
+    log_->warn(
+        "the file system of {} has {:.1f} MiB free, under the reserve of {:.1f} MiB "
+        "(--log-min-free-bytes): writes to maps that persist are refused until space is freed; "
+        "reads go on",
+        dir_.string(), *free / kMiB, options_.min_free_bytes / kMiB);
+  } else {
+    log_->info("the file system of {} has {:.1f} MiB free again: writes are taken", dir_.string(),
+               *free / kMiB);
+  }
+}
+
+base::Result<void> ShardLog::CheckSpace() const {
+  if (!space_low_.load(std::memory_order_relaxed)) return {};
+  return std::unexpected(base::Error(
+      ErrorCode::kStorage,
+      fmt::format(
+          "the file system of this member's map log ({}) has {:.1f} MiB free, under its reserve of "
+          "{:.1f} MiB: writes to maps that persist are refused until space is freed "
+          "(reads go on); free space there or lower --log-min-free-bytes",
+          dir_.parent_path().string(), free_bytes_.load() / kMiB, options_.min_free_bytes / kMiB),
+      base::ErrorReason::kDiskLow));
 }
 
 void ShardLog::DropBefore(std::uint64_t seq) {
@@ -222,6 +276,8 @@ ShardLogStats ShardLog::stats() const {
   ShardLogStats out = stats_;
   out.segments = segments_started_.load();
   for (const auto& [first, bytes] : segments_) out.disk_bytes += bytes;
+  out.free_bytes = free_bytes_.load();
+  out.space_low = space_low_.load();
   return out;
 }
 
@@ -229,9 +285,20 @@ void ShardLog::Flusher() {
   using Clock = std::chrono::steady_clock;
   const auto interval = std::chrono::milliseconds(options_.sync_interval_ms);
   auto next_sync = Clock::now() + interval;
+  const bool watch_space = options_.min_free_bytes != 0;
+  const auto check_interval =
+      std::chrono::milliseconds(std::max<base::Millis>(options_.space_check_ms, 1));
+  auto next_check = Clock::now() + check_interval;
   std::unique_lock lock(mu_);
   while (true) {
-    wake_.wait_until(lock, next_sync, [this] {
+    if (watch_space && (check_space_now_ || Clock::now() >= next_check)) {
+      check_space_now_ = false;
+      lock.unlock();
+      ReadFreeSpace();
+      lock.lock();
+      next_check = Clock::now() + check_interval;
+    }
+    wake_.wait_until(lock, watch_space ? std::min(next_sync, next_check) : next_sync, [this] {
       const bool answerable = !waiters_.empty() && (waiters_.begin()->first <= durable_seq_ ||
                                                     durable_seq_ < appended_seq_);
       const bool written =

@@ -384,3 +384,63 @@ TEST_CASE("A write the file system refuses fails the shard log for good, waiters
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 }
+
+TEST_CASE(
+    "A shard log under its free space reserve refuses new writes and takes them again once "
+    "space is freed",
+    "[storage]") {
+  TempDir tmp;
+  auto free = std::make_shared<std::atomic<std::uint64_t>>(100ull << 20);
+  ShardLogOptions options;
+  options.min_free_bytes = 64ull << 20;
+  options.space_check_ms = 5;
+  options.free_bytes =
+      [free](const std::filesystem::path&) -> tessera::base::Result<std::uint64_t> {
+    return free->load();
+  };
+  auto log = ShardLog::Open(tmp.path, options, nullptr);
+  REQUIRE(log);
+  CHECK((*log)->CheckSpace());
+  CHECK((*log)->stats().free_bytes == 100ull << 20);
+
+  auto await_low = [&](bool low) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((*log)->stats().space_low != low && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return (*log)->stats().space_low == low;
+  };
+  free->store(10ull << 20);
+  REQUIRE(await_low(true));
+  auto refused = (*log)->CheckSpace();
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == ErrorCode::kStorage);
+  CHECK(refused.error().reason() == tessera::base::ErrorReason::kDiskLow);
+  CHECK(refused.error().message().find("10.0 MiB free, under its reserve of 64.0 MiB") !=
+        std::string::npos);
+  // What was accepted before still reaches the disk: the reserve is for it.
+  auto seq = (*log)->Append(Payload(1));
+  REQUIRE(seq);
+  CHECK(AwaitDurable(**log, *seq));
+
+  free->store(65ull << 20);
+  REQUIRE(await_low(false));
+  CHECK((*log)->CheckSpace());
+}
+
+TEST_CASE("A shard log reads its file system's real free space when it has a reserve",
+          "[storage]") {
+  TempDir tmp;
+  ShardLogOptions options;
+  options.min_free_bytes = 1;
+  auto log = ShardLog::Open(tmp.path, options, nullptr);
+  REQUIRE(log);
+  CHECK((*log)->stats().free_bytes > 0);
+  CHECK((*log)->CheckSpace());
+  // Without one, it does not read it (and never refuses).
+  TempDir other;
+  auto unchecked = ShardLog::Open(other.path, {}, nullptr);
+  REQUIRE(unchecked);
+  CHECK((*unchecked)->stats().free_bytes == 0);
+  CHECK((*unchecked)->CheckSpace());
+}

@@ -120,6 +120,11 @@ struct MapServiceOptions {
   // With a log: OpenLog skips damaged records in the middle of a segment (logged, each with its
   // file and offset) instead of failing (storage::ShardLogOptions::skip_damaged).
   bool log_skip_damaged = false;
+  // With a log: the free bytes its file system keeps in reserve. Below it, writes to maps that
+  // persist are refused before they are applied (kStorage, reason kDiskLow), reads and
+  // backups' copies go on, and writes are taken again once space was freed (read every
+  // 250 ms). 0: not checked (a full disk then fails the log, see on_log_failure).
+  std::uint64_t log_min_free_bytes = 64ull << 20;
   // With a log: called after each fdatasync of a shard's log, on its flusher thread, with how
   // long it took (a member's tessera_log_fsync_seconds). May be null.
   std::function<void(std::chrono::nanoseconds)> on_log_sync;
@@ -303,6 +308,9 @@ class MapService {
     std::uint64_t disk_bytes = 0;        // the segments on disk now
     std::uint64_t compactions = 0;       // complete snapshot rounds, over the shards
     std::uint64_t segments_dropped = 0;  // deleted by compaction
+    std::uint64_t free_bytes = 0;        // the data directory's file system's free bytes, as
+                                         // last read (0 unless log_min_free_bytes is set)
+    bool space_low = false;              // under log_min_free_bytes: writes are refused
   };
   LogStats GetLogStats() const;
 

@@ -56,6 +56,10 @@ enum class ErrorReason : std::uint16_t {
   // kBadRequest: the keys of one request are in different partitions and it needs them in one
   // (a rename; Redis's CROSSSLOT).
   kCrossPartition = 4,
+  // kStorage: the member's data directory has less free space than its reserve
+  // (--log-min-free-bytes): writes to maps that persist are refused before they are applied,
+  // reads go on; writes are taken again once space is freed (Redis's MISCONF).
+  kDiskLow = 5,
 };
 
 // "WrongKind", "NotApplied", ... ("None"; "Unknown" for other values).

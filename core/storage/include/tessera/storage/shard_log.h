@@ -20,6 +20,13 @@
 // member must stop acknowledging writes it cannot keep; retrying an fsync after a failure
 // would report success for pages the kernel already dropped.
 //
+// Free space: with a reserve (min_free_bytes), the flusher reads the free space of the file
+// system holding the folder (at Open, on each new segment, and every space_check_ms) and
+// CheckSpace fails while it is under the reserve: the caller refuses new writes before it
+// applies them, and takes them again once space was freed. The log goes on writing what was
+// appended (what the caller already applied, backups' copies, snapshots that free space): the
+// reserve is what they use. A disk that fills up all the same fails the log as above.
+//
 // Thread-safety: Append and TakeRecovered from one thread at a time (the shard's: it numbers the
 // records); WhenDurable, WhenWritten, durable_seq and stats from any thread. Callbacks run on
 // the flusher thread, in sequence order (at once on the caller's thread only when the log has
@@ -66,6 +73,14 @@ struct ShardLogOptions {
   // Called on the flusher thread after each fdatasync of a segment, with how long it took.
   // May be null.
   std::function<void(std::chrono::nanoseconds)> on_sync;
+  // The free bytes the folder's file system keeps for what was already accepted (0: not
+  // checked; CheckSpace always ok).
+  std::uint64_t min_free_bytes = 0;
+  // How often the flusher reads the free space at most apart.
+  base::Millis space_check_ms = 250;
+  // Reads the free bytes (for the unprivileged) of the file system holding a folder; null:
+  // statvfs. Tests give their own.
+  std::function<base::Result<std::uint64_t>(const std::filesystem::path&)> free_bytes;
 };
 
 struct ShardLogStats {
@@ -76,6 +91,8 @@ struct ShardLogStats {
   std::uint64_t segments = 0;          // segments started since Open
   std::uint64_t segments_dropped = 0;  // deleted by DropBefore since Open
   std::uint64_t disk_bytes = 0;        // the folder's segments, as written (not yet synced too)
+  std::uint64_t free_bytes = 0;        // its file system's free bytes, as last read (a reserve)
+  bool space_low = false;              // free_bytes < min_free_bytes (CheckSpace fails)
 };
 
 class ShardLog {
@@ -118,6 +135,10 @@ class ShardLog {
   // answered). Any thread.
   void DropBefore(std::uint64_t seq);
 
+  // ok, or kStorage (reason kDiskLow: the folder, its free bytes and the reserve) while the
+  // free space last read is under min_free_bytes. Any thread; does not read the disk.
+  base::Result<void> CheckSpace() const;
+
   std::uint64_t durable_seq() const { return durable_seq_.load(); }
   ShardLogStats stats() const;
 
@@ -134,6 +155,8 @@ class ShardLog {
   base::Result<void> FlushBatch(std::string batch, std::uint64_t last_seq, bool sync);
   base::Result<void> TimedSync();  // segment_->Sync(), timed for options_.on_sync
   void Finish(std::vector<DurableCallback> callbacks, const base::Result<void>& outcome);
+  // Reads the free space (no lock held) and logs when it crosses the reserve.
+  void ReadFreeSpace();
 
   const std::filesystem::path dir_;
   const ShardLogOptions options_;
@@ -162,6 +185,10 @@ class ShardLog {
   ShardLogStats stats_;
   std::atomic<std::uint64_t> durable_seq_{0};
   std::atomic<std::uint64_t> segments_started_{0};
+  std::atomic<std::uint64_t> free_bytes_{0};
+  std::atomic<bool> space_low_{false};
+  bool free_space_unread_ = false;  // the last read failed (logged once); the flusher's
+  bool check_space_now_ = false;    // a new segment started: read before the next wait (mu_)
   std::thread flusher_;
 };
 
