@@ -1,7 +1,9 @@
 """Runs the order-fulfillment example's processes for scripts/demo-orders and
 scripts/chaos-orders: a shared cluster of grid-node processes and instances of the three
 services, on 127.0.0.1 with ports picked by the processes (read back from their ready lines).
-Every process started here is stopped by Cluster.stop_all(); logs go to the work folder."""
+Every process started here is stopped by Cluster.stop_all(); logs go to the work folder, and
+so do their data directories (WORK/data/NAME: every grid-node and every service instance keeps
+its data there, so that restart_all() brings back everything acknowledged)."""
 import json
 import os
 import re
@@ -113,32 +115,69 @@ class Cluster:
     def path(self, *parts):
         return os.path.join(self.bin_dir, *parts)
 
+    def data_dir(self, name):
+        """The data directory of the process `name` (kept across its restarts)."""
+        return os.path.join(self.work, "data", name)
+
+    def _shared_argv(self, name, port, join):
+        argv = [self.path("tools", "grid-node", "grid-node"), "--port", str(port),
+                "--cluster-name", "shared", "--log-level", NODE_LOG_LEVEL, "--threads", "1",
+                "--data-dir", self.data_dir(name)] + self.fast
+        if join is not None:
+            argv += ["--join", join.native, "--join-timeout-ms", "2000"]
+        return argv
+
     def start_shared(self, count=3, http=False):
         """Starts `count` grid-nodes; with `http`, each serves HTTP (--http-port 0: health,
         metrics, the REST API and the console) at its Proc's .http."""
         for i in range(count):
-            argv = [self.path("tools", "grid-node", "grid-node"), "--port", "0", "--cluster-name",
-                    "shared", "--log-level", NODE_LOG_LEVEL, "--threads", "1"] + self.fast
+            name = f"grid-node-{i + 1}"
+            argv = self._shared_argv(name, 0, self.shared[0] if self.shared else None)
             if http:
                 argv += ["--http-port", "0"]
-            if self.shared:
-                argv += ["--join", self.shared[0].native, "--join-timeout-ms", "2000"]
-            self.shared.append(self._start(Proc(f"grid-node-{i + 1}", argv, self.work)))
+            self.shared.append(self._start(Proc(name, argv, self.work)))
         return self.shared
 
     def restart_shared(self, node):
         alive = [n for n in self.shared if n is not node and n.running()]
-        argv = [self.path("tools", "grid-node", "grid-node"), "--port", node.native.split(":")[1],
-                "--cluster-name", "shared", "--log-level", NODE_LOG_LEVEL,
-                "--threads", "1"] + self.fast
-        if alive:
-            argv += ["--join", alive[0].native, "--join-timeout-ms", "2000"]
-        node.argv = argv
+        node.argv = self._shared_argv(node.name, node.native.split(":")[1],
+                                      alive[0] if alive else None)
         return node.start()
+
+    def restart_all(self, groups):
+        """SIGKILLs every process at once (the shared grid-nodes and every service instance),
+        then starts them again on their data directories: the grid-nodes at their ports (the
+        address the services know), the first one alone and the others joining it; then each
+        of `groups` (a list of instances of one service) together, the first at its port and
+        the others joining it. Each cluster recovers once all of its last members are back."""
+        procs = [p for p in self.procs if p.running()]
+        for p in procs:
+            if p.paused:
+                p.resume()
+            p.signal(signal.SIGKILL)
+        for p in procs:
+            p.popen.wait()
+        first = self.shared[0]
+        first.argv = self._shared_argv(first.name, first.native.split(":")[1], None)
+        first.start()
+        for n in self.shared[1:]:
+            n.argv = self._shared_argv(n.name, n.native.split(":")[1], first)
+            n.launch()
+        for n in self.shared[1:]:
+            n.wait_ready()
+        for group in groups:
+            self._restart_argv(group[0], None, same_address=True)
+            group[0].launch()
+            for p in group[1:]:
+                self._restart_argv(p, group[0], same_address=False)
+                p.launch()
+            for p in group:
+                p.wait_ready()
+        self.write_addresses()
 
     def service(self, kind, index=1, extra=(), join=None):
         """Starts `kind`-service (order, inventory, payment); `join` is another instance."""
-        argv = self._service_argv(kind, 0, extra)
+        argv = self._service_argv(kind, index, 0, extra)
         if join is not None:
             argv += ["--join", join.native]
         return self._start(Proc(f"{kind}-{index}", argv, self.work))
@@ -154,7 +193,7 @@ class Cluster:
             port = s.getsockname()[1]
         procs = []
         for i in range(count):
-            argv = self._service_argv(kind, port if i == 0 else 0, extra)
+            argv = self._service_argv(kind, i + 1, port if i == 0 else 0, extra)
             if i > 0:
                 argv += ["--join", f"127.0.0.1:{port}"]
             procs.append(Proc(f"{kind}-{i + 1}", argv, self.work))
@@ -166,16 +205,21 @@ class Cluster:
         self.write_addresses()
         return procs
 
-    def _service_argv(self, kind, port, extra):
+    def _service_argv(self, kind, index, port, extra):
         argv = [self.path("examples", "order-fulfillment", f"{kind}-service"), "--port",
-                str(port), "--http-port", "0", "--log-level", SERVICE_LOG_LEVEL] + self.fast
+                str(port), "--http-port", "0", "--log-level", SERVICE_LOG_LEVEL,
+                "--data-dir", self.data_dir(f"{kind}-{index}")] + self.fast
         for n in self.shared:
             argv += ["--shared", n.native]
         return argv + list(extra)
 
     def restart(self, proc, join=None, same_address=False):
-        """Starts `proc` again with its arguments (a new embedded member on a new port, or
-        with `same_address` on the port it had)."""
+        """Starts `proc` again with its arguments and data directory (a new embedded member on
+        a new port, or with `same_address` on the port it had)."""
+        self._restart_argv(proc, join, same_address)
+        return proc.start()
+
+    def _restart_argv(self, proc, join, same_address):
         argv = [a for a in proc.argv]
         if "--join" in argv:
             i = argv.index("--join")
@@ -184,7 +228,6 @@ class Cluster:
         if join is not None:
             argv += ["--join", join.native]
         proc.argv = argv
-        return proc.start()
 
     def _start(self, proc):
         self.procs.append(proc)

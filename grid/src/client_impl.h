@@ -192,10 +192,10 @@ struct Client::Impl : public Invoker,
   static Result<map::MapResult> Decode(Result<wire::Message>&& response);
 
   // Whether a failed call is sent again (within its deadline): never sent (connection failed),
-  // no member took it (not owner), or a read or a transaction with an id whose connection was
-  // lost. Another write whose connection was lost may have been applied: the caller is told
-  // (kMemberLeft).
-  static bool Retryable(const base::Error& error, const map::MapRequest& request);
+  // no member took it (not owner; recovering, with options.retry_recovering), or a read or a
+  // transaction with an id whose connection was lost. Another write whose connection was lost
+  // may have been applied: the caller is told (kMemberLeft).
+  bool Retryable(const base::Error& error, const map::MapRequest& request) const;
 
   static std::chrono::milliseconds Remaining(Clock::time_point deadline);
 

@@ -103,7 +103,7 @@ Result<map::MapResult> Client::Impl::Decode(Result<wire::Message>&& response) {
                         : map::DecodeResult(response->payload);
 }
 
-bool Client::Impl::Retryable(const base::Error& error, const map::MapRequest& request) {
+bool Client::Impl::Retryable(const base::Error& error, const map::MapRequest& request) const {
   const auto code = error.code();
   // A transaction with an id is applied once however often it is sent (map_service_tx.cc).
   // So is a stream append whose every event has an id (map_ops_stream.cc).
@@ -114,7 +114,9 @@ bool Client::Impl::Retryable(const base::Error& error, const map::MapRequest& re
        request.argument.GetInt64("dedup_ms").value_or(0) > 0 &&
        std::none_of(request.keys.begin(), request.keys.end(),
                     [](const std::string& id) { return id.empty(); }));
+  // kRecovering: the cluster has no partition table yet, nothing was applied.
   return code == ErrorCode::kConnectionFailed || code == ErrorCode::kNotOwner ||
+         (code == ErrorCode::kRecovering && options.retry_recovering) ||
          (code == ErrorCode::kMemberLeft && idempotent);
 }
 
@@ -152,7 +154,7 @@ void Client::Impl::InvokeUntil(std::shared_ptr<const map::MapRequest> request,
                    done = std::move(done)](Result<wire::Message>&& r) mutable {
     auto result = Decode(std::move(r));
     auto self = weak.lock();
-    if (result || !self || Clock::now() >= deadline || !Retryable(result.error(), *request)) {
+    if (result || !self || Clock::now() >= deadline || !self->Retryable(result.error(), *request)) {
       return done(std::move(result));
     }
     self->log->debug("retrying {} after: {}", map::MapOpName(request->op),
@@ -195,7 +197,7 @@ struct KeyedReply {
     auto self = weak.lock();
     if (result || !self || Clock::now() >= deadline) return done(std::move(result));
     auto request = map::DecodeLeanRequest(std::string_view(body.get(), body_size));
-    if (!request || !Client::Impl::Retryable(result.error(), *request)) {
+    if (!request || !self->Retryable(result.error(), *request)) {
       return done(std::move(result));
     }
     self->log->debug("retrying {} after: {}", map::MapOpName(request->op),
@@ -267,7 +269,8 @@ Result<map::MapResult> Client::Impl::InvokeSyncKept(const map::MapRequest& reque
       return result;
     }
     log->debug("retrying {} after: {}", map::MapOpName(request.op), result.error().message());
-    if (result.error().code() == ErrorCode::kNotOwner) {
+    if (result.error().code() == ErrorCode::kNotOwner ||
+        result.error().code() == ErrorCode::kRecovering) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }

@@ -41,6 +41,7 @@ const std::map<std::string, std::string> kCommonFlags = {
     {"member-http-port", "off"},
     {"min-cluster-size", "0"},
     {"fault-injection", "false"},
+    {"data-dir", ""},
 };
 
 }  // namespace
@@ -142,6 +143,11 @@ base::Result<void> Service::Prepare() {
   mo.map_options.default_config.min_cluster_size =
       static_cast<std::uint32_t>(std::min<std::int64_t>(IntFlag("min-cluster-size"), 1000));
   mo.fault_injection = Flag("fault-injection") == "true";
+  // With a data directory, every map of the service's member persists and acknowledges a
+  // write once it is on disk (the framework's internal maps do so anyway): a restart of every
+  // instance keeps its state, its outbox and its sagas.
+  mo.data_dir = Flag("data-dir");
+  if (!mo.data_dir.empty()) mo.map_options.default_config.persistence = map::Persistence::kAlways;
   // An instance started with --join must not found a cluster of its own because the machine
   // is slow to answer: it would take writes that its service's other instances do not see.
   mo.join_timeout_ms = std::max<std::int64_t>(10'000, 2 * mo.failure_timeout_ms);
@@ -165,7 +171,8 @@ base::Result<void> Service::Prepare() {
 base::Result<void> Service::StartMember() {
   if (auto ok = member_->Start(); !ok) return ok;
   const auto quorum = static_cast<std::size_t>(IntFlag("min-cluster-size"));
-  if (join_.empty() && quorum <= 1) return {};
+  const bool restarting = !Flag("data-dir").empty();
+  if (join_.empty() && quorum <= 1 && !restarting) return {};
   // Serve (consumers, REST) only once in a cluster: a member serves at once and joins in the
   // background, and what it took before would be its own until the clusters merged. With a
   // quorum, only once the cluster has it: before, every write of the service would be refused.
@@ -177,7 +184,10 @@ base::Result<void> Service::StartMember() {
     if (view && view->members.Find(member_->uuid())) {
       // The partition table writes are admitted against, which follows the view.
       const std::size_t size = member_->map_service().ClusterSize();
-      if (size >= quorum) return {};
+      // From a data directory: once its cluster has a partition table (after a restart of
+      // every instance, once they are all back: until then every request is refused).
+      const bool recovered = !restarting || member_->Health().ready.ok;
+      if (size >= quorum && recovered) return {};
       if (!told) {
         base::NamedLogger(program_)->info(
             "waiting for {} instances in this service's cluster (--min-cluster-size) before "
@@ -190,7 +200,8 @@ base::Result<void> Service::StartMember() {
   }
   return base::Fail(base::ErrorCode::kTimeout,
                     fmt::format("the member was not in a cluster of {} instances (--join, "
-                                "--min-cluster-size) within 60 s; start the other instances",
+                                "--min-cluster-size; with --data-dir, every instance of its "
+                                "last cluster back) within 60 s; start the other instances",
                                 std::max<std::size_t>(quorum, 2)));
 }
 

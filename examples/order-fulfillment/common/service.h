@@ -16,6 +16,10 @@
 //   --member-http-port P   the embedded member's HTTP port (off by default; 0 = any): health,
 //                      /metrics, the REST API and the console (tessera/admin/admin_api.h)
 //   --log-level LEVEL  trace|debug|info|warn|error (default info)
+//   --data-dir DIR     the embedded member's data directory (grid-node's --data-dir): every map
+//                      of the service persists (`always`), so a restart of every instance
+//                      keeps its state, outbox and sagas; StartMember then waits until its
+//                      cluster has a partition table (all instances of its last one back)
 // and the service's own flags, each with a default (`--name value`). Every service answers
 // GET /health (200 {"status":"ok"}) once serving.
 //

@@ -53,7 +53,7 @@ const char* kUsage =
     "         [--concurrency N]\n"
     "common flags: --port P --join HOST:PORT --shared-cluster NAME --http-port P --threads N\n"
     "              --heartbeat-ms MS --failure-timeout-ms MS --log-level LEVEL\n"
-    "              --min-cluster-size N --fault-injection true|false\n"
+    "              --min-cluster-size N --fault-injection true|false --data-dir DIR\n"
     "See examples/order-fulfillment/README.md.\n";
 
 struct ChargeOf {

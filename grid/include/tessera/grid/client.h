@@ -6,12 +6,13 @@
 // and sends each keyed call straight to its partition's owner; whole-map calls (size, values,
 // queries, executeOnEntries, getAll/putAll) go to one member, which fans them out and merges.
 // Calls are retried within their timeout when never sent, when no member took them (not
-// owner), and reads and transactions (which carry an id: applied once) when their member
-// left; another write whose member left mid-call fails with kMemberLeft (it may have been
-// applied). When the first member goes away the client
-// reconnects (rotating through its addresses and every member the last view listed, with
-// backoff); a call made meanwhile waits within its timeout. Entry listeners are registered on
-// every member, and again on members that join or come back (logged).
+// owner, or the cluster is recovering: a restart of every member from its data directory, until
+// the members of its last partition table are back), and reads and transactions (which carry an id:
+// applied once) when their member left; another write whose member left mid-call fails with
+// kMemberLeft (it may have been applied). When the first member goes away the client reconnects
+// (rotating through its addresses and every member the last view listed, with backoff); a call made
+// meanwhile waits within its timeout. Entry listeners are registered on every member, and again on
+// members that join or come back (logged).
 //
 // Thread-safety: safe to use from many threads at once. Callbacks run on the client's I/O
 // thread, its ClientLoop's (async results), or its event thread (entry listeners; started on
@@ -70,6 +71,10 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds call_timeout{5000};  // every blocking call fails after this
   std::uint32_t max_frame_bytes = 16 * 1024 * 1024;
+  // Calls the cluster refuses as recovering (kRecovering: its members restart from their data
+  // directories, nothing was applied) are retried within call_timeout; false returns that
+  // error at once (a caller that shows the state rather than waits it out).
+  bool retry_recovering = true;
   // The highest native protocol version offered in the hello; the member answers with the
   // lower of this and its own. From 2, get, set, put, putIfAbsent, remove, delete,
   // containsKey and replace travel as lean frames (no Cap'n Proto; wire/frame_codec.h,
