@@ -219,6 +219,10 @@ base::Result<std::string> Client::ForceRecovery() {
   return ClusterCall(*impl_, native::kClusterRecoveryForce);
 }
 
+base::Result<std::string> Client::BackupDataDir(const std::string& folder) {
+  return ClusterCall(*impl_, native::kClusterBackup, wire::Service::kCluster, folder);
+}
+
 base::Result<std::string> Client::FetchTopicStatsJson() {
   return ClusterCall(*impl_, native::kTopicStats, wire::Service::kTopic);
 }

@@ -193,6 +193,11 @@ base::Result<void> Member::StartNative() {
     }
     return service->ForceRecovery();
   };
+  if (impl_->data_dir) {
+    hooks.backup = [this](const std::string& target) {
+      return BackupDataDir(*impl_->data_dir, impl_->maps, target);
+    };
+  }
   if (options_.fault_injection) {
     hooks.fault = [this](const std::string& payload) {
       BlockPeers(native::DecodeAddressList(payload));

@@ -3,8 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <filesystem>
 #include <sstream>
+
+#include "tessera/storage/log_segment.h"
 
 namespace tessera::grid {
 namespace {
@@ -108,6 +113,77 @@ nlohmann::json PersistenceJson(const std::string& data_dir, const std::string& m
                        {"took_ms", replayed->took_ms}};
   }
   return out;
+}
+
+base::Result<std::string> BackupDataDir(const storage::DataDir& dir, const map::MapService& maps,
+                                        const std::string& target) {
+  namespace fs = std::filesystem;
+  const auto started = std::chrono::steady_clock::now();
+  const fs::path root(target);
+  if (target.empty() || !root.is_absolute()) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "the backup folder '" + target +
+                          "' is not an absolute path (a folder on the member's machine)");
+  }
+  std::error_code ec;
+  const fs::path data = fs::weakly_canonical(dir.path(), ec);
+  const fs::path into = fs::weakly_canonical(root, ec);
+  if (std::mismatch(data.begin(), data.end(), into.begin(), into.end()).first == data.end()) {
+    return base::Fail(base::ErrorCode::kBadRequest,
+                      "the backup folder " + target + " is inside the member's data directory " +
+                          dir.path().string() + "; pick a folder outside it");
+  }
+  const fs::path final_dir = root / dir.member_id();
+  const fs::path partial = root / (dir.member_id() + ".partial");
+  if (fs::exists(final_dir, ec) || fs::exists(partial, ec)) {
+    return base::Fail(base::ErrorCode::kConflict,
+                      (fs::exists(final_dir, ec) ? final_dir : partial).string() +
+                          " exists already; back up into a new folder");
+  }
+  fs::create_directories(partial, ec);
+  if (ec) {
+    return base::Fail(base::ErrorCode::kStorage,
+                      "cannot create the backup folder " + partial.string() + ": " + ec.message());
+  }
+  auto copy = [&]() -> base::Result<std::uint64_t> {
+    std::uint64_t bytes = 0;
+    for (const std::string_view name : {std::string_view("member.id"), kClusterStateFile}) {
+      const fs::path from = dir.path() / name;
+      std::error_code missing;
+      const auto size = fs::file_size(from, missing);
+      if (missing) continue;  // cluster.state: no table installed yet
+      if (auto copied = storage::CopyFilePrefix(from, partial / name, size); !copied) {
+        return std::unexpected(copied.error());
+      }
+      bytes += size;
+    }
+    auto log_bytes = maps.BackupLog((partial / "maps").string());
+    if (!log_bytes) return std::unexpected(log_bytes.error());
+    if (auto synced = storage::SyncDirectory(partial); !synced) {
+      return std::unexpected(synced.error());
+    }
+    std::error_code renamed;
+    fs::rename(partial, final_dir, renamed);
+    if (renamed) {
+      return base::Fail(base::ErrorCode::kStorage, "cannot rename " + partial.string() + " to " +
+                                                       final_dir.string() + ": " +
+                                                       renamed.message());
+    }
+    if (auto synced = storage::SyncDirectory(root); !synced) return std::unexpected(synced.error());
+    return bytes + *log_bytes;
+  };
+  auto bytes = copy();
+  if (!bytes) {
+    fs::remove_all(partial, ec);  // this backup's own unfinished copy
+    return std::unexpected(bytes.error());
+  }
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  return nlohmann::json{{"member_id", dir.member_id()},
+                        {"dir", final_dir.string()},
+                        {"bytes", *bytes},
+                        {"took_ms", took.count()}}
+      .dump();
 }
 
 }  // namespace tessera::grid

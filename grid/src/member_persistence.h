@@ -48,4 +48,15 @@ nlohmann::json PersistenceJson(const std::string& data_dir, const std::string& m
                                const std::optional<map::LogRecovery>& replayed,
                                const std::string& recovery_status);
 
+// A backup of a running member's data directory `dir` into TARGET/<member id>, consistent as
+// of the call: its identity and cluster.state files, then its map log
+// (MapService::BackupLog: every write acknowledged before the call, as whole records). It is
+// written into TARGET/<member id>.partial, synced, and renamed once whole, so a folder named
+// by the member's id is a complete backup; a member started on it (on this machine or another)
+// is this member as of the backup. Returns JSON {member_id, dir, bytes, took_ms}. Errors:
+// kBadRequest (a relative TARGET, or one inside the data directory), kConflict (the folder
+// exists), kStorage (naming the file).
+base::Result<std::string> BackupDataDir(const storage::DataDir& dir, const map::MapService& maps,
+                                        const std::string& target);
+
 }  // namespace tessera::grid

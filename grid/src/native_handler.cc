@@ -345,6 +345,18 @@ void NativeHandler::HandleCluster(const std::shared_ptr<net::Connection>& connec
         connection->Send(Message::MakeResponse(request, *done));
       });
       return;
+    case native::kClusterBackup:
+      if (!cluster_.backup || !cluster_.off_shard) {
+        return ReplyError(connection, request, ErrorCode::kBadRequest,
+                          "this member has no data directory (--data-dir): nothing to back up");
+      }
+      cluster_.off_shard([connection, request, backup = cluster_.backup] {
+        auto done = backup(request.payload);
+        if (!done)
+          return ReplyError(connection, request, done.error().code(), done.error().message());
+        connection->Send(Message::MakeResponse(request, *done));
+      });
+      return;
     case native::kClusterMessage: {
       if (!cluster_.message) break;
       const wire::Hello* hello = connection->peer_hello();

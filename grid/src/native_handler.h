@@ -38,6 +38,8 @@ struct ClusterHooks {
   // kClusterRecoveryForce (run through `off_shard`: it waits for the membership's thread);
   // null when not clustered.
   std::function<base::Result<std::string>()> recovery_force;
+  // kClusterBackup (run through `off_shard`: it copies files): the backup folder -> JSON.
+  std::function<base::Result<std::string>(const std::string&)> backup;
 };
 
 class NativeHandler final : public net::RequestHandler {

@@ -67,6 +67,10 @@ inline constexpr std::uint16_t kClusterFault = 6;
 //   the response says what it did; errors name why not (not recovering, not the master,
 //   partitions without a replica back).
 inline constexpr std::uint16_t kClusterRecoveryForce = 7;
+//   backup (operators: grid-cli persistence backup): request a folder on the member's machine
+//   (an absolute path); the member copies its data directory into FOLDER/<its persistent id>
+//   (member_persistence.h BackupDataDir), response JSON {member_id, dir, bytes, took_ms}.
+inline constexpr std::uint16_t kClusterBackup = 8;
 // kClusterFault's payloads: addresses one per line.
 inline std::string EncodeAddressList(const std::vector<std::string>& addresses) {
   std::string out;

@@ -134,6 +134,22 @@ MapService::LogStats MapService::GetLogStats() const {
   return out;
 }
 
+base::Result<std::uint64_t> MapService::BackupLog(const std::string& dest) const {
+  if (!impl_->logging.load()) {
+    return base::Fail(ErrorCode::kBadRequest, "this member keeps no map log (no data directory)");
+  }
+  const std::filesystem::path folder = std::filesystem::path(dest) / ShardsFolder(shards_.size());
+  std::uint64_t bytes = 0;
+  for (std::size_t shard = 0; shard < impl_->logs.size(); ++shard) {
+    auto copied = impl_->logs[shard]->Backup(folder / ("shard-" + std::to_string(shard)));
+    if (!copied) return std::unexpected(copied.error());
+    bytes += *copied;
+  }
+  if (auto synced = storage::SyncDirectory(folder); !synced) return std::unexpected(synced.error());
+  if (auto synced = storage::SyncDirectory(dest); !synced) return std::unexpected(synced.error());
+  return bytes;
+}
+
 base::Result<bool> MapService::Impl::MayLog(std::size_t shard, const MapRequest& request) {
   if (!logging.load(std::memory_order_relaxed) || !SpecOf(request.op).writes) return false;
   if (request.op != MapOp::kTransact) {

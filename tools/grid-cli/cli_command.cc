@@ -152,6 +152,10 @@ std::string GeneralHelp() {
          "  persistence status   every member's data directory, map log (disk use, records,\n"
          "                       fsyncs, compactions), what its start replayed and, after a\n"
          "                       restart of every member, what the cluster waits for\n"
+         "  persistence backup FOLDER\n"
+         "                       every member copies its data directory, as of now, into\n"
+         "                       FOLDER/<its member id> (an absolute path on its machine); a\n"
+         "                       member started on the copy is that member as of the backup\n"
          "  recovery force       after a restart of every member: the cluster goes on without\n"
          "                       the members of its last table still missing, when every\n"
          "                       partition has a replica among those back (asks the master)\n"
@@ -673,8 +677,19 @@ Result<void> ParseWords(const std::vector<std::string>& words, const po::variabl
   if (words[0] == "dlq") return ParseDlqCommand(words, vm, command);
   if (words[0] == "saga") return ParseSagaCommand(words, vm, command);
   if (words[0] == "persistence") {
+    if (words.size() == 3 && words[1] == "backup") {
+      if (words[2].empty() || words[2][0] != '/') {
+        return Fail(ErrorCode::kBadRequest,
+                    "persistence backup: the folder '" + words[2] +
+                        "' is not an absolute path (a folder on each member's machine)");
+      }
+      command.kind = CommandKind::kPersistenceBackup;
+      command.value = words[2];
+      return CheckOptionsAllowed(vm, nullptr, "persistence backup");
+    }
     if (words.size() != 2 || words[1] != "status") {
-      return Fail(ErrorCode::kBadRequest, "use 'persistence status'; run grid-cli --help");
+      return Fail(ErrorCode::kBadRequest,
+                  "use 'persistence status' or 'persistence backup FOLDER'; run grid-cli --help");
     }
     command.kind = CommandKind::kPersistenceStatus;
     return CheckOptionsAllowed(vm, nullptr, "persistence status");

@@ -48,6 +48,7 @@ enum class CommandKind {
   kDlqReplay,          // asks the group's consumers to replay dead letters, waits for the outcome
   kOutboxStatus,       // a service member's outbox: pending events per service and partition
   kPersistenceStatus,  // every member's data directory, log figures, replay and recovery
+  kPersistenceBackup,  // every member copies its data directory into a folder (`value`)
   kRecoveryForce,      // the recovering cluster's master goes on without missing members
   kConsumers,          // every stream's consumer groups: lag, leases, dead letters
   kSagaList,           // a service member's sagas, filtered by status, type, age

@@ -299,6 +299,43 @@ Result<CommandOutput> RunPersistenceStatus(const membership::ClusterView& view,
   return CommandOutput{text, {{"members", std::move(members)}, {"recovery", recovery}}};
 }
 
+// Every member of `view` backs up its data directory into `command.value` (each asked
+// directly, one after another); a member that cannot is listed with why, and the command fails
+// when any did not.
+Result<CommandOutput> RunPersistenceBackup(const membership::ClusterView& view,
+                                           const CliCommand& command) {
+  json members = json::array();
+  std::string text;
+  std::string failed;
+  for (const auto& member : view.members.members) {
+    auto options = command.client;
+    options.addresses = {member.address};
+    options.call_timeout = std::max(options.call_timeout, std::chrono::milliseconds(600'000));
+    auto client = grid::Client::Connect(options, SilentLogger());
+    auto done = client ? (*client)->BackupDataDir(command.value)
+                       : base::Result<std::string>(std::unexpected(client.error()));
+    if (client) (*client)->Shutdown();
+    auto doc = done ? json::parse(*done, nullptr, false) : json();
+    if (!done || doc.is_discarded()) {
+      const std::string why = done ? "an unreadable answer" : done.error().ToString();
+      members.push_back({{"address", member.address}, {"error", why}});
+      text += fmt::format("{:<22} failed: {}\n", member.address, why);
+      if (failed.empty()) failed = member.address + ": " + why;
+      continue;
+    }
+    doc["address"] = member.address;
+    text += fmt::format("{:<22} {} ({:.1f} MB in {} ms)\n", member.address,
+                        doc.value("dir", std::string()), doc.value("bytes", 0.0) / 1e6,
+                        doc.value("took_ms", std::int64_t{0}));
+    members.push_back(std::move(doc));
+  }
+  if (!failed.empty()) {
+    return base::Fail(base::ErrorCode::kStorage,
+                      "the backup is incomplete (" + failed + ")\n" + text);
+  }
+  return CommandOutput{text, {{"members", std::move(members)}}};
+}
+
 // Topic counters summed over every member of `view` (each asked directly).
 Result<CommandOutput> RunTopicStats(const membership::ClusterView& view,
                                     const CliCommand& command) {
@@ -416,6 +453,11 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
       auto view = client.FetchClusterView();
       if (!view) return std::unexpected(view.error());
       return RunPersistenceStatus(*view, command);
+    }
+    case CommandKind::kPersistenceBackup: {
+      auto view = client.FetchClusterView();
+      if (!view) return std::unexpected(view.error());
+      return RunPersistenceBackup(*view, command);
     }
     case CommandKind::kPing:
       return RunPing(client, connect_us);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -195,6 +196,52 @@ base::Result<void> TruncateSegment(const std::filesystem::path& path, std::uint6
   }
   ::close(fd);
   return {};
+}
+
+base::Result<void> CopyFilePrefix(const std::filesystem::path& from,
+                                  const std::filesystem::path& to, std::uint64_t bytes) {
+  auto fail = [](const std::filesystem::path& file, const char* what) {
+    return base::Fail(ErrorCode::kStorage, std::string("cannot ") + what + " " + file.string() +
+                                               " for a copy: " + std::strerror(errno));
+  };
+  const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return fail(from, "read");
+  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (out < 0) {
+    ::close(in);
+    return fail(to, "create");
+  }
+  base::Result<void> result;
+  std::uint64_t left = bytes;
+  bool in_kernel = true;  // copy_file_range, or read and write where a file system lacks it
+  std::string buffer;
+  while (left > 0 && result) {
+    ssize_t n = 0;
+    if (in_kernel) {
+      n = ::copy_file_range(in, nullptr, out, nullptr, left, 0);
+      if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+        in_kernel = false;
+        continue;
+      }
+    } else {
+      buffer.resize(std::min<std::uint64_t>(left, 1 << 20));
+      n = ::read(in, buffer.data(), buffer.size());
+      if (n > 0 && ::write(out, buffer.data(), static_cast<std::size_t>(n)) != n) {
+        result = fail(to, "write");
+        break;
+      }
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      result = n < 0 ? fail(to, "write") : fail(from, "read the whole of");
+    } else {
+      left -= static_cast<std::uint64_t>(n);
+    }
+  }
+  if (result && ::fsync(out) != 0) result = fail(to, "sync");
+  ::close(in);
+  ::close(out);
+  return result;
 }
 
 }  // namespace tessera::storage

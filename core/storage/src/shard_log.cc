@@ -193,6 +193,41 @@ void ShardLog::ReadFreeSpace() {
   }
 }
 
+base::Result<std::uint64_t> ShardLog::Backup(const std::filesystem::path& dest) {
+  std::error_code ec;
+  if (std::filesystem::exists(dest, ec)) {
+    return base::Fail(ErrorCode::kConflict, dest.string() +
+                                                " exists already; back up into a "
+                                                "new folder");
+  }
+  std::filesystem::create_directories(dest, ec);
+  if (ec) {
+    return base::Fail(ErrorCode::kStorage,
+                      "cannot create the backup folder " + dest.string() + ": " + ec.message());
+  }
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> segments;
+  {
+    std::lock_guard lock(mu_);
+    ++backups_;
+    segments = segments_;  // the last one's size: as of its last batch, whole records
+  }
+  base::Result<void> copied;
+  std::uint64_t bytes = 0;
+  for (const auto& [first, size] : segments) {
+    copied = CopyFilePrefix(dir_ / SegmentName(first), dest / SegmentName(first), size);
+    if (!copied) break;
+    bytes += size;
+  }
+  if (copied) copied = SyncDirectory(dest);
+  {
+    std::lock_guard lock(mu_);
+    --backups_;
+    if (DropPending()) wake_.notify_one();
+  }
+  if (!copied) return std::unexpected(copied.error());
+  return bytes;
+}
+
 base::Result<void> ShardLog::CheckSpace() const {
   if (!space_low_.load(std::memory_order_relaxed)) return {};
   return std::unexpected(base::Error(

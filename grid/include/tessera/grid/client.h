@@ -123,6 +123,13 @@ class Client final : public Instance {
   // Errors: kBadRequest (not recovering, not the master: the text names it), kConflict
   // (partitions without a replica back).
   base::Result<std::string> ForceRecovery();
+  // Has the connected member copy its data directory into `folder`/<its persistent id>, a
+  // folder on the member's machine (an absolute path): a consistent backup of the member as of
+  // the call, every write it acknowledged before included; a member started on the copy is
+  // that member as of then. Returns JSON {member_id, dir, bytes, took_ms}. Errors: kBadRequest
+  // (no data directory, a relative folder or one inside the data directory), kConflict (the
+  // member's folder exists there), kStorage.
+  base::Result<std::string> BackupDataDir(const std::string& folder);
 
   // The address of the member currently connected to ("" when disconnected).
   std::string connected_address() const;

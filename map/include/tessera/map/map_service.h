@@ -313,6 +313,11 @@ class MapService {
     bool space_low = false;              // under log_min_free_bytes: writes are refused
   };
   LogStats GetLogStats() const;
+  // With a log: copies every shard's log into `dest` (created; it must not exist), laid out
+  // as OpenLog's folder (`dest` is then a map log folder a member can open): each shard's
+  // written records, as ShardLog::Backup. Blocks; not on a shard thread. Returns the bytes
+  // copied. Errors: kBadRequest without a log; those of ShardLog::Backup.
+  base::Result<std::uint64_t> BackupLog(const std::string& dest) const;
 
   // Cluster: this service belongs to a cluster member and serves nothing until its first
   // SetPartitionTable: requests wait (retrying, as for a migrating partition), and requests

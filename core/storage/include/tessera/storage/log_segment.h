@@ -110,4 +110,10 @@ base::Result<SegmentContents> ReadSegment(const std::filesystem::path& path,
 // kStorage.
 base::Result<void> TruncateSegment(const std::filesystem::path& path, std::uint64_t valid_bytes);
 
+// Copies the first `bytes` bytes of the file `from` into the new file `to` (it must not
+// exist) and fsyncs it (not its folder). Errors: kStorage naming the file (also when `from` is
+// shorter).
+base::Result<void> CopyFilePrefix(const std::filesystem::path& from,
+                                  const std::filesystem::path& to, std::uint64_t bytes);
+
 }  // namespace tessera::storage

@@ -135,6 +135,14 @@ class ShardLog {
   // answered). Any thread.
   void DropBefore(std::uint64_t seq);
 
+  // Copies the log into the folder `dest` (created; it must not exist): every record written
+  // to a segment so far (every acknowledged write: `periodic` and `always` acknowledge only
+  // written records), as whole records: the closed segments whole, the one being written up to
+  // its last complete batch. Each file and the folder are fsynced. Segments are not deleted
+  // while it copies (DropBefore waits). Blocks for the copy; any thread but the flusher.
+  // Returns the bytes copied. Errors: kStorage naming the file; kConflict when `dest` exists.
+  base::Result<std::uint64_t> Backup(const std::filesystem::path& dest);
+
   // ok, or kStorage (reason kDiskLow: the folder, its free bytes and the reserve) while the
   // free space last read is under min_free_bytes. Any thread; does not read the disk.
   base::Result<void> CheckSpace() const;
@@ -169,7 +177,10 @@ class ShardLog {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> segments_;
   std::uint64_t drop_before_ = 0;  // DropBefore's bound, guarded by mu_
   // Whether a segment waits for deletion (mu_ held).
-  bool DropPending() const { return segments_.size() >= 2 && segments_[1].first <= drop_before_; }
+  bool DropPending() const {
+    return backups_ == 0 && segments_.size() >= 2 && segments_[1].first <= drop_before_;
+  }
+  int backups_ = 0;  // Backup calls copying now (mu_): no segment is deleted meanwhile
   // The flusher: deletes the oldest segment (DropPending; mu_ held by `lock`, released meanwhile).
   void DropOldest(std::unique_lock<std::mutex>& lock);
 
