@@ -5,7 +5,7 @@ chromium, chromium-driver, python3-selenium, installed by scripts/bootstrap).
 Starts three grid-nodes with --http-port (the shared cluster) and the order-fulfillment
 example's services, writes a map entry and places a poison order (a product missing from the
 catalog: its reservation becomes a dead letter of the inventory group), then, in the console
-of the first grid-node: sees the three members, opens the map and finds the entry, sees the
+of the first grid-node: sees the three members and its data directory, opens the map and finds the entry, sees the
 consumer groups, opens the dead letters, adds the product and presses Replay, and sees the
 dead letter leave (checked through the REST API too); then, in the console of the order
 service's member, its sagas (one with its steps) and its outbox. Checks /metrics of both with
@@ -154,6 +154,11 @@ def main():
         members = wait_rows(driver, "members", lambda r: len(r) == 3, "three members listed")
         check(len(members) == 3 and "master" in members[0],
               f"the overview lists 3 members, the first the master: {members}")
+        # The harness gives every grid-node a data directory: the overview shows this one's.
+        data_dir = cluster.data_dir("grid-node-1")
+        shown = wait_text(driver, "#persistence", lambda t: data_dir in t and "none in progress" in t)
+        check(data_dir in shown and "none in progress" in shown and "disk use of the map log" in shown,
+              f"the overview shows the member's data directory and log: {shown!r}")
         driver.save_screenshot(os.path.join(shots, "cluster.png"))
 
         click(driver, 'nav a[data-page="maps"]')
