@@ -1,6 +1,9 @@
 // Full-cluster restart on data directories (issue 42; membership.h "Recovery"): grid-node
 // processes SIGKILLed together and started again, at other ports, each on its directory.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +13,8 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <regex>
+#include <set>
 #include <thread>
 
 #include "child_process.h"
@@ -58,22 +63,89 @@ std::unique_ptr<grid::Client> ConnectNoRetry(const NodeProcess& node) {
   return std::move(*client);
 }
 
+// A blocking RESP connection to 127.0.0.1:`port` (the hash writer and its check); a read gives
+// up after 5 s.
+class RespConnection {
+ public:
+  explicit RespConnection(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    timeval timeout{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    ok_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RespConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // The reply's first line (":1", "-ERR ...", "$-1"), or for a bulk string its bytes; "" when
+  // the connection failed.
+  std::string Call(const std::vector<std::string>& args) {
+    std::string out = "*" + std::to_string(args.size()) + "\r\n";
+    for (const auto& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+    if (!ok_ ||
+        ::send(fd_, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
+      return ok_ = false, "";
+    }
+    std::string line = Line();
+    if (line.empty() || line[0] != '$' || line == "$-1") return line;
+    const std::size_t size = std::stoul(line.substr(1));
+    while (ok_ && buffer_.size() < size + 2) Fill();
+    if (!ok_) return "";
+    std::string bulk = buffer_.substr(0, size);
+    buffer_.erase(0, size + 2);
+    return bulk;
+  }
+
+ private:
+  void Fill() {
+    char chunk[4096];
+    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n <= 0)
+      ok_ = false;
+    else
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+  }
+  std::string Line() {
+    std::size_t end;
+    while ((end = buffer_.find("\r\n")) == std::string::npos && ok_) Fill();
+    if (!ok_) return "";
+    std::string line = buffer_.substr(0, end);
+    buffer_.erase(0, end + 2);
+    return line;
+  }
+  int fd_;
+  bool ok_ = false;
+  std::string buffer_;
+};
+
+std::uint16_t RespPortOf(const NodeProcess& node) {
+  std::smatch m;
+  const std::string& line = node.ready_line();
+  REQUIRE(std::regex_search(line, m, std::regex(R"(resp 127\.0\.0\.1:([0-9]+))")));
+  return static_cast<std::uint16_t>(std::stoi(m[1].str()));
+}
+
 }  // namespace
 
 TEST_CASE(
     "grid-node --data-dir: three members SIGKILLed together mid-load and restarted at other "
-    "ports keep every acknowledged write, requests get Recovering until all three are back",
+    "ports keep every acknowledged write (always and periodic maps, transactions, a hash over "
+    "RESP, a stream's group cursors), requests get Recovering until all three are back",
     "[tools][node][recovery]") {
   TempDir base("grid-node-recovery");
+  // `default` holds RESP's keyspace (the hash).
   TempFile config(
       "maps:\n"
       "  orders: {persistence: always}\n"
-      "  events: {persistence: periodic}\n");
+      "  events: {persistence: periodic}\n"
+      "  default: {persistence: always}\n");
   auto args = [&](const std::string& name, std::vector<std::string> extra) {
     extra.insert(extra.end(), {"--data-dir", base / name, "--config", config.path()});
     return FastClusterArgs(extra);
   };
-  auto a = NodeProcess::StartOrFail(args("a", {}));
+  auto a = NodeProcess::StartOrFail(args("a", {"--resp-port", "0"}));
   auto b = NodeProcess::StartOrFail(args("b", {"--join", a->address()}));
   const std::uint16_t c_http = UnusedPort();
   auto c = NodeProcess::StartOrFail(
@@ -133,8 +205,43 @@ TEST_CASE(
     }
     (*client)->Shutdown();
   };
+  // Transactions of two keys in one partition, and fields of 20 hashes over RESP.
+  std::vector<int> committed;       // transaction i wrote t<i>@tx<i> and u<i>@tx<i>
+  std::vector<std::string> fields;  // field f<i> of hash h<i % 20>, value = the field
+  int transactions_sent = 0;
+  auto transactions = [&] {
+    auto client = grid::Client::Connect(ClientOptionsFor(*b, 2000ms));
+    if (!client) return;
+    for (int i = 0; !stop.load() && i < 100'000; ++i) {
+      const std::string pk = "tx" + std::to_string(i);
+      grid::Transaction tx(pk);
+      tx.Set("orders", "t" + std::to_string(i) + "@" + pk, "T")
+          .Set("events", "u" + std::to_string(i) + "@" + pk, "U");
+      transactions_sent = i + 1;
+      auto r = (*client)->Transact(tx);
+      if (!r || !r->committed) continue;
+      std::lock_guard lock(mu);
+      committed.push_back(i);
+      acknowledged.fetch_add(1);
+    }
+    (*client)->Shutdown();
+  };
+  const std::uint16_t resp_port = RespPortOf(*a);
+  auto hashes = [&] {
+    RespConnection resp(resp_port);
+    for (int i = 0; !stop.load() && i < 100'000; ++i) {
+      const std::string field = "f" + std::to_string(i);
+      const std::string reply = resp.Call({"HSET", "h" + std::to_string(i % 20), field, field});
+      if (reply.empty() || reply[0] != ':') break;  // the member is going down
+      std::lock_guard lock(mu);
+      fields.push_back(field);
+      acknowledged.fetch_add(1);
+    }
+  };
   std::thread w1(writer, a.get(), "a-");
   std::thread w2(writer, c.get(), "c-");
+  std::thread w3(transactions);
+  std::thread w4(hashes);
   const auto load_deadline = std::chrono::steady_clock::now() + 60s;
   while (acknowledged.load() < 3000 && std::chrono::steady_clock::now() < load_deadline) {
     std::this_thread::sleep_for(10ms);
@@ -144,17 +251,23 @@ TEST_CASE(
   stop.store(true);
   w1.join();
   w2.join();
+  w3.join();
+  w4.join();
   for (auto* node : {a.get(), b.get(), c.get()}) CHECK(node->Stop(SIGKILL) == 128 + SIGKILL);
   std::vector<std::pair<std::string, std::string>> written;
   {
     std::lock_guard lock(mu);
     written = acked;
   }
-  WARN(written.size() << " writes acknowledged before the kill");
+  WARN(written.size() << " writes, " << committed.size() << " transactions and " << fields.size()
+                      << " hash fields acknowledged before the kill");
+  REQUIRE(committed.size() > 10);
+  REQUIRE(fields.size() > 10);
 
   // Two of three back (at new ports): the cluster waits, and says why.
   const std::uint16_t a_http = UnusedPort();
-  auto a2 = NodeProcess::StartOrFail(args("a", {"--http-port", std::to_string(a_http)}));
+  auto a2 = NodeProcess::StartOrFail(
+      args("a", {"--http-port", std::to_string(a_http), "--resp-port", "0"}));
   auto b2 = NodeProcess::StartOrFail(args("b", {"--join", a2->address()}));
   WaitForMembers(*a2, 2);
   auto client = ConnectNoRetry(*a2);
@@ -199,6 +312,34 @@ TEST_CASE(
     INFO("through " << node->address() << ", e.g. " << example);
     CHECK(missing == 0);
     through->Shutdown();
+  }
+  // Every committed transaction is there whole; none is there in part (all or nothing through
+  // the kill, those whose answer was lost included).
+  {
+    std::set<int> acked_tx(committed.begin(), committed.end());
+    int lost = 0, partial = 0;
+    for (int i = 0; i < transactions_sent; ++i) {
+      const std::string pk = "@tx" + std::to_string(i);
+      auto t = client->GetMap("orders")->Get("t" + std::to_string(i) + pk);
+      auto u = client->GetMap("events")->Get("u" + std::to_string(i) + pk);
+      REQUIRE(t);
+      REQUIRE(u);
+      if (t->has_value() != u->has_value()) ++partial;
+      if (acked_tx.contains(i) && !(t->has_value() && u->has_value())) ++lost;
+    }
+    CHECK(lost == 0);
+    CHECK(partial == 0);
+  }
+  // Every acknowledged hash field, read over RESP from the restarted member.
+  {
+    RespConnection resp(RespPortOf(*a2));
+    int missing = 0;
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      const std::string& field = fields[i];
+      const int n = std::stoi(field.substr(1));
+      missing += resp.Call({"HGET", "h" + std::to_string(n % 20), field}) == field ? 0 : 1;
+    }
+    CHECK(missing == 0);
   }
   // The stream's events and the group's committed cursors are as they were (50 events left).
   {
