@@ -31,6 +31,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -148,6 +149,44 @@ base::Result<std::uint64_t> MapService::BackupLog(const std::string& dest) const
   if (auto synced = storage::SyncDirectory(folder); !synced) return std::unexpected(synced.error());
   if (auto synced = storage::SyncDirectory(dest); !synced) return std::unexpected(synced.error());
   return bytes;
+}
+
+void MapService::Impl::DropUnheldReplicas(std::size_t shard,
+                                          const std::vector<std::uint32_t>& partitions) {
+  const auto current = CurrentRouting();
+  if (!current) return;
+  std::vector<ReplicaUpdate> clears;
+  std::uint64_t entries = 0;
+  for (const std::uint32_t p : partitions) {
+    const auto& holders = current->replicas[p];
+    if (std::find(holders.begin(), holders.end(), current->self) != holders.end() ||
+        flags[p].pending.load() || flags[p].copy_arrived.load()) {
+      continue;  // held again since: its copy replaces what was replayed
+    }
+    for (auto& [name, table] : states[shard]->maps) {
+      if (RecordStore* slot = table->stores.Find(p / shards.size())) {
+        entries += slot->size();
+        slot->Clear();
+      }
+    }
+    ReplicaUpdate clear;
+    clear.kind = ReplicaUpdate::Kind::kClearPartition;
+    clear.partition_id = p;
+    clears.push_back(std::move(clear));
+  }
+  if (clears.empty()) return;
+  if (auto logged = LogUpdates(shard, clears); !logged && log) {
+    log->warn(
+        "shard {}: the clear of {} superseded partition(s) was not logged ({}); the next "
+        "restart replays them again",
+        shard, clears.size(), logged.error().message());
+  }
+  if (log && entries > 0) {
+    log->info(
+        "shard {}: cleared {} entries of {} partition(s) replayed from the log whose newer "
+        "replica another member holds (the recovery chose it)",
+        shard, entries, clears.size());
+  }
 }
 
 base::Result<bool> MapService::Impl::MayLog(std::size_t shard, const MapRequest& request) {

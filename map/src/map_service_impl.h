@@ -585,6 +585,11 @@ struct MapService::Impl {
   // member it was taking the partition from, died or restarted mid-migration); copying the
   // empty replica would have been the new holders' whole copy. Guarded by ownership_mu.
   std::vector<std::vector<std::string>> deferred_copies;
+  // On `shard`, after a recovered table (a restart of every member): clears what this member
+  // replayed of `partitions`, which that table gave to another member's newer (or equal)
+  // replica, and logs the clear, so neither memory nor the next replay keeps a superseded
+  // copy; skips a partition a later table made this member hold again (its copy replaces it).
+  void DropUnheldReplicas(std::size_t shard, const std::vector<std::uint32_t>& partitions);
   // Sends `p`'s deferred copies, if any (on p's shard, after its copy arrived or was given up).
   void SendDeferredCopies(std::size_t shard, std::uint32_t p);
   // LeaveCluster ran and no table came since. Meanwhile this member applies no replica update

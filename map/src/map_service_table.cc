@@ -67,6 +67,9 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   // Partitions this member stopped owning whose new owner held them already: it waits for
   // our kHandoff, sent once the ownership hook stopped our work (on the shard).
   std::vector<std::vector<std::pair<std::uint32_t, std::string>>> handoffs(shards_.size());
+  // After a recovered table: partitions this member replayed but another member's replica
+  // was chosen for (DropUnheldReplicas), by shard.
+  std::vector<std::vector<std::uint32_t>> superseded(shards_.size());
   std::string self_address;
   {
     Impl::OwnershipChange change(*impl_);
@@ -138,6 +141,9 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       if (source.empty() && Contains(before, next->self)) source = next->self;
       const bool holder = Contains(after, next->self);
       const bool had = Contains(before, next->self);
+      if (recovered && !previous && !holder && impl_->logging.load()) {
+        superseded[shards_.ShardOfPartition(p)].push_back(p);
+      }
       const bool data_elsewhere =
           previous ? !source.empty() && source != next->self : members.size() > 1;
       auto& f = impl_->flags[p];
@@ -209,6 +215,11 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   // partition's copy leaves (posts to a shard run in order).
   for (std::size_t shard = 0; shard < changed.size(); ++shard) {
     if (!changed[shard].empty()) impl_->NotifyOwnership(shard, std::move(changed[shard]));
+    if (!superseded[shard].empty()) {
+      shards_.InvokeOn(shard,
+                       [impl = impl_.get(), shard, list = std::move(superseded[shard]),
+                        token = impl_->EnterRequest()] { impl->DropUnheldReplicas(shard, list); });
+    }
     if (handoffs[shard].empty() || routing == nullptr) continue;
     shards_.InvokeOn(shard, [impl = impl_.get(), routing, self_address,
                              list = std::move(handoffs[shard]), token = impl_->EnterRequest()] {

@@ -77,12 +77,12 @@ static void Record(char* line, int len) {
   free(line);
 }
 
-int fsync(int fd) {
-  static int (*real)(int) = NULL;
-  if (real == NULL) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+/* Runs the real `name` (fsync or fdatasync) on `fd`, tracing what it covered. */
+static int TracedSync(const char* name, int (**real)(int), int fd) {
+  if (*real == NULL) *real = (int (*)(int))dlsym(RTLD_NEXT, name);
   int len = 0;
   char* line = Describe(fd, &len);
-  const int r = real(fd);
+  const int r = (*real)(fd);
   if (r == 0) {
     Record(line, len);
   } else {
@@ -91,16 +91,12 @@ int fsync(int fd) {
   return r;
 }
 
+int fsync(int fd) {
+  static int (*real)(int) = NULL;
+  return TracedSync("fsync", &real, fd);
+}
+
 int fdatasync(int fd) {
   static int (*real)(int) = NULL;
-  if (real == NULL) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
-  int len = 0;
-  char* line = Describe(fd, &len);
-  const int r = real(fd);
-  if (r == 0) {
-    Record(line, len);
-  } else {
-    free(line);
-  }
-  return r;
+  return TracedSync("fdatasync", &real, fd);
 }

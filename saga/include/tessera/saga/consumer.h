@@ -87,7 +87,8 @@ struct ConsumerOptions {
   base::Millis dlq_retention_ms = 14LL * 24 * 3'600'000;
   base::Millis maintenance_ms = 500;  // replay requests, retention, DLQ gauges
   // Errors that say the grid cannot answer now (a member died and its partitions are moving,
-  // a frozen cluster, a shutdown): the event is not poison. Once the in-place retries are
+  // a frozen cluster, a shutdown, a restart of every member, a member's disk short of its
+  // free space reserve or failed): the event is not poison. Once the in-place retries are
   // spent, such an event is delivered again after the stream's retry delay (holding back its
   // sub-stream, so its key's order holds) instead of becoming a dead letter; counted as
   // `unavailable`. A handler whose own dependency fails for one event only should answer with
@@ -96,7 +97,7 @@ struct ConsumerOptions {
       base::ErrorCode::kTimeout,      base::ErrorCode::kMemberLeft,
       base::ErrorCode::kNotOwner,     base::ErrorCode::kConnectionFailed,
       base::ErrorCode::kShuttingDown, base::ErrorCode::kNoQuorum,
-      base::ErrorCode::kRecovering};
+      base::ErrorCode::kRecovering,   base::ErrorCode::kStorage};
   // ...but not for good: an event appended longer ago than this that still finds the grid
   // unavailable becomes a dead letter after all (a dependency that always times out for this
   // one event must not hold its sub-stream forever). 0 = no limit.
