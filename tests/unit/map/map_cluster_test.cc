@@ -1569,17 +1569,29 @@ struct OneShard {
     service.Stop();
     shards.Stop();
   }
-  // Whether `probe`, posted to the shard right after `request` was sent, ran before the answer.
+  // Whether a probe, queued on the shard right behind `request`'s first task, ran after the
+  // answer. The shard is held while both are queued: a test thread descheduled between the
+  // two on a busy machine let the shard run every task of a read in turn before the probe was
+  // queued (seen once under the full suite: a 200-task size answered "first").
   bool AnsweredBeforeProbe(const MapRequest& request,
                            tessera::base::Result<MapResult>* answer = nullptr) {
     std::atomic<bool> answered{false};
     std::promise<tessera::base::Result<MapResult>> result;
+    std::promise<void> holding;
+    std::promise<void> release;
+    auto released = release.get_future();
+    shards.InvokeOn(0, [&] {
+      holding.set_value();
+      released.wait();
+    });
+    holding.get_future().wait();
     service.Execute(request, [&](tessera::base::Result<MapResult> r) {
       answered.store(true);
       result.set_value(std::move(r));
     });
     std::promise<bool> seen;
     shards.InvokeOn(0, [&] { seen.set_value(answered.load()); });
+    release.set_value();
     const bool before = seen.get_future().get();
     auto r = result.get_future().get();
     if (answer != nullptr) *answer = std::move(r);
