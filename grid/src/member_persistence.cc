@@ -147,7 +147,7 @@ base::Result<std::string> BackupDataDir(const storage::DataDir& dir, const map::
   }
   auto copy = [&]() -> base::Result<std::uint64_t> {
     std::uint64_t bytes = 0;
-    for (const std::string_view name : {std::string_view("member.id"), kClusterStateFile}) {
+    for (const std::string_view name : {storage::DataDir::kIdentityFile, kClusterStateFile}) {
       const fs::path from = dir.path() / name;
       std::error_code missing;
       const auto size = fs::file_size(from, missing);

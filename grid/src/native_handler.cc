@@ -50,6 +50,17 @@ void ReplyError(const std::shared_ptr<net::Connection>& connection, const Messag
   connection->Send(Message::MakeErrorResponse(request, base::Error(code, std::move(message))));
 }
 
+// Runs `answer` through `off_shard` (it waits or does I/O) and replies with what it returns.
+void ReplyOffShard(const std::function<void(std::function<void()>)>& off_shard,
+                   const std::shared_ptr<net::Connection>& connection, const Message& request,
+                   std::function<base::Result<std::string>()> answer) {
+  off_shard([connection, request, answer = std::move(answer)] {
+    auto done = answer();
+    if (!done) return ReplyError(connection, request, done.error().code(), done.error().message());
+    connection->Send(Message::MakeResponse(request, *done));
+  });
+}
+
 }  // namespace
 
 NativeHandler::NativeHandler(map::MapService& maps, topic::TopicService& topics,
@@ -338,25 +349,15 @@ void NativeHandler::HandleCluster(const std::shared_ptr<net::Connection>& connec
         return ReplyError(connection, request, ErrorCode::kBadRequest,
                           "this member is not in a cluster: there is no recovery to force");
       }
-      cluster_.off_shard([connection, request, force = cluster_.recovery_force] {
-        auto done = force();
-        if (!done)
-          return ReplyError(connection, request, done.error().code(), done.error().message());
-        connection->Send(Message::MakeResponse(request, *done));
-      });
-      return;
+      return ReplyOffShard(cluster_.off_shard, connection, request, cluster_.recovery_force);
     case native::kClusterBackup:
       if (!cluster_.backup || !cluster_.off_shard) {
         return ReplyError(connection, request, ErrorCode::kBadRequest,
                           "this member has no data directory (--data-dir): nothing to back up");
       }
-      cluster_.off_shard([connection, request, backup = cluster_.backup] {
-        auto done = backup(request.payload);
-        if (!done)
-          return ReplyError(connection, request, done.error().code(), done.error().message());
-        connection->Send(Message::MakeResponse(request, *done));
-      });
-      return;
+      return ReplyOffShard(
+          cluster_.off_shard, connection, request,
+          [backup = cluster_.backup, payload = request.payload] { return backup(payload); });
     case native::kClusterMessage: {
       if (!cluster_.message) break;
       const wire::Hello* hello = connection->peer_hello();

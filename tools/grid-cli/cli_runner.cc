@@ -10,6 +10,7 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/null_sink.h>
 #include <condition_variable>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -146,6 +147,23 @@ Result<CommandOutput> RunStats(grid::Map& map, const CliCommand& c) {
   return CommandOutput{text, std::move(doc)};
 }
 
+// `call` on a client of the member at `address` alone (the command's options, with at least
+// `call_timeout` per call), shut down after: one member asked directly.
+Result<std::string> AskMember(const CliCommand& command, const std::string& address,
+                              const std::function<Result<std::string>(grid::Client&)>& call,
+                              std::chrono::milliseconds call_timeout = {}) {
+  auto options = command.client;
+  options.addresses = {address};
+  options.call_timeout = std::max(options.call_timeout, call_timeout);
+  auto client = grid::Client::Connect(options, SilentLogger());
+  if (!client) return std::unexpected(client.error());
+  auto answer = call(**client);
+  (*client)->Shutdown();
+  return answer;
+}
+
+Result<std::string> MemberInfo(grid::Client& client) { return client.FetchMemberInfoJson(); }
+
 // Every map of the cluster: the names each member has (asked directly), then each map's
 // statistics over the cluster.
 Result<CommandOutput> RunMapList(grid::Client& client, const CliCommand& command) {
@@ -153,12 +171,7 @@ Result<CommandOutput> RunMapList(grid::Client& client, const CliCommand& command
   if (!view) return std::unexpected(view.error());
   std::vector<std::string> names;
   for (const auto& member : view->members.members) {
-    auto options = command.client;
-    options.addresses = {member.address};
-    auto peer = grid::Client::Connect(options, SilentLogger());
-    if (!peer) return std::unexpected(peer.error());
-    auto info = (*peer)->FetchMemberInfoJson();
-    (*peer)->Shutdown();
+    auto info = AskMember(command, member.address, MemberInfo);
     if (!info) return std::unexpected(info.error());
     auto theirs = admin::MapNamesOfInfo(*info);
     if (!theirs) {
@@ -234,12 +247,7 @@ std::optional<std::int64_t> PendingMigrations(const membership::ClusterView& vie
                                               const CliCommand& command) {
   std::int64_t total = 0;
   for (const auto& member : view.members.members) {
-    auto options = command.client;
-    options.addresses = {member.address};
-    auto client = grid::Client::Connect(options, SilentLogger());
-    if (!client) return std::nullopt;
-    auto info = (*client)->FetchMemberInfoJson();
-    (*client)->Shutdown();
+    auto info = AskMember(command, member.address, MemberInfo);
     if (!info) return std::nullopt;
     auto doc = json::parse(*info, nullptr, false);
     if (doc.is_discarded() || !doc.contains("migrations_pending")) return std::nullopt;
@@ -258,12 +266,7 @@ Result<CommandOutput> RunPersistenceStatus(const membership::ClusterView& view,
                   "disk MB", "records", "fsyncs", "compactions", "replayed", "data dir");
   std::string recovery;
   for (const auto& member : view.members.members) {
-    auto options = command.client;
-    options.addresses = {member.address};
-    auto client = grid::Client::Connect(options, SilentLogger());
-    auto info = client ? (*client)->FetchMemberInfoJson()
-                       : base::Result<std::string>(std::unexpected(client.error()));
-    if (client) (*client)->Shutdown();
+    auto info = AskMember(command, member.address, MemberInfo);
     auto doc = info ? json::parse(*info, nullptr, false) : json();
     if (!info || doc.is_discarded() || !doc.contains("persistence")) {
       const std::string why = info ? "an unreadable member info" : info.error().message();
@@ -308,13 +311,9 @@ Result<CommandOutput> RunPersistenceBackup(const membership::ClusterView& view,
   std::string text;
   std::string failed;
   for (const auto& member : view.members.members) {
-    auto options = command.client;
-    options.addresses = {member.address};
-    options.call_timeout = std::max(options.call_timeout, std::chrono::milliseconds(600'000));
-    auto client = grid::Client::Connect(options, SilentLogger());
-    auto done = client ? (*client)->BackupDataDir(command.value)
-                       : base::Result<std::string>(std::unexpected(client.error()));
-    if (client) (*client)->Shutdown();
+    auto done = AskMember(
+        command, member.address, [&](grid::Client& c) { return c.BackupDataDir(command.value); },
+        std::chrono::milliseconds(600'000));  // the member copies its whole directory
     auto doc = done ? json::parse(*done, nullptr, false) : json();
     if (!done || doc.is_discarded()) {
       const std::string why = done ? "an unreadable answer" : done.error().ToString();
@@ -341,12 +340,8 @@ Result<CommandOutput> RunTopicStats(const membership::ClusterView& view,
                                     const CliCommand& command) {
   std::map<std::string, std::map<std::string, std::int64_t>> totals;
   for (const auto& member : view.members.members) {
-    auto options = command.client;
-    options.addresses = {member.address};
-    auto client = grid::Client::Connect(options, SilentLogger());
-    if (!client) return std::unexpected(client.error());
-    auto stats = (*client)->FetchTopicStatsJson();
-    (*client)->Shutdown();
+    auto stats =
+        AskMember(command, member.address, [](grid::Client& c) { return c.FetchTopicStatsJson(); });
     if (!stats) return std::unexpected(stats.error());
     auto doc = json::parse(*stats, nullptr, false);
     if (doc.is_discarded() || !doc.contains("topics")) {
@@ -381,6 +376,15 @@ Result<CommandOutput> RunTopicStats(const membership::ClusterView& view,
       "entered; delivered counts every listener it reached)\n",
       view.members.members.size());
   return CommandOutput{text, std::move(doc)};
+}
+
+// `run` over the connected member's view of the cluster.
+Result<CommandOutput> OverView(grid::Client& client, const CliCommand& command,
+                               Result<CommandOutput> (*run)(const membership::ClusterView&,
+                                                            const CliCommand&)) {
+  auto view = client.FetchClusterView();
+  if (!view) return std::unexpected(view.error());
+  return run(*view, command);
 }
 
 Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, double connect_us) {
@@ -426,11 +430,8 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
       return CommandOutput{text + "\n",
                            {{"address", client.connected_address()}, {"blocked", list}}};
     }
-    case CommandKind::kTopicStats: {
-      auto view = client.FetchClusterView();
-      if (!view) return std::unexpected(view.error());
-      return RunTopicStats(*view, command);
-    }
+    case CommandKind::kTopicStats:
+      return OverView(client, command, RunTopicStats);
     case CommandKind::kRecoveryForce: {
       // The master decides; the connected member may be any of the cluster's.
       auto view = client.FetchClusterView();
@@ -440,25 +441,15 @@ Result<CommandOutput> RunOn(grid::Client& client, const CliCommand& command, dou
         return base::Fail(base::ErrorCode::kBadRequest,
                           "the connected member knows no master yet; try again shortly");
       }
-      auto options = command.client;
-      options.addresses = {master->address};
-      auto at_master = grid::Client::Connect(options, SilentLogger());
-      if (!at_master) return std::unexpected(at_master.error());
-      auto done = (*at_master)->ForceRecovery();
-      (*at_master)->Shutdown();
+      auto done =
+          AskMember(command, master->address, [](grid::Client& c) { return c.ForceRecovery(); });
       if (!done) return std::unexpected(done.error());
       return CommandOutput{*done + "\n", {{"master", master->address}, {"result", *done}}};
     }
-    case CommandKind::kPersistenceStatus: {
-      auto view = client.FetchClusterView();
-      if (!view) return std::unexpected(view.error());
-      return RunPersistenceStatus(*view, command);
-    }
-    case CommandKind::kPersistenceBackup: {
-      auto view = client.FetchClusterView();
-      if (!view) return std::unexpected(view.error());
-      return RunPersistenceBackup(*view, command);
-    }
+    case CommandKind::kPersistenceStatus:
+      return OverView(client, command, RunPersistenceStatus);
+    case CommandKind::kPersistenceBackup:
+      return OverView(client, command, RunPersistenceBackup);
     case CommandKind::kPing:
       return RunPing(client, connect_us);
     case CommandKind::kMembers:

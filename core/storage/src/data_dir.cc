@@ -21,7 +21,7 @@ namespace {
 using base::ErrorCode;
 using base::Fail;
 
-constexpr std::string_view kIdentityFile = "member.id";
+constexpr std::string_view kIdentityFile = DataDir::kIdentityFile;
 constexpr std::string_view kLockFile = "LOCK";
 constexpr std::string_view kMagic = "tessera-data-dir";
 

@@ -36,6 +36,8 @@ class DataDir {
  public:
   // The identity format this build writes; a directory of a later one is refused.
   static constexpr int kFormat = 1;
+  // The identity file's name in the directory.
+  static constexpr std::string_view kIdentityFile = "member.id";
 
   // Opens the directory at `path`, creating it (and its parents) when absent, for a member of
   // cluster `cluster_name` with `partition_count` partitions. A directory without an identity
