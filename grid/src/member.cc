@@ -102,6 +102,7 @@ base::Result<void> Member::Start() {
                                       options_.partition_count, NewUuid());
     if (!dir) return std::unexpected(dir.error());
     impl_->data_dir = std::move(*dir);
+    impl_->state_writer = std::make_unique<EventExecutor>(log_);
     impl_->member_id = impl_->data_dir->member_id();
     log_->info("data directory {}: member id {} ({})", options_.data_dir,
                impl_->data_dir->member_id(), impl_->data_dir->created() ? "new" : "kept");
@@ -312,10 +313,12 @@ base::Result<void> Member::StartMembership() {
       return;
     }
     if (impl_->data_dir && view.members.Find(uuid_)) {
-      if (auto kept = PersistClusterState(*impl_->data_dir, view, uuid_); !kept) {
-        log_->error("the partition table could not be kept in the data directory: {}",
-                    kept.error().message());
-      }
+      impl_->state_writer->Post([this, view] {
+        if (auto kept = PersistClusterState(*impl_->data_dir, view, uuid_); !kept) {
+          log_->error("the partition table could not be kept in the data directory: {}",
+                      kept.error().message());
+        }
+      });
     }
     // The partition table as addresses, for routing, backups and migration.
     std::unordered_map<std::string, std::string> address;
@@ -749,7 +752,8 @@ void Member::ShutdownLocked() {
   if (impl_->router) impl_->router->Stop();  // after the map service: forwards finish first
   impl_->shards.Stop();
   impl_->events.Stop();
-  impl_->data_dir.reset();  // the directory's lock goes last
+  if (impl_->state_writer) impl_->state_writer->Stop();  // writes the last table it was given
+  impl_->data_dir.reset();                               // the directory's lock goes last
   log_->info("member {} stopped", uuid_);
 }
 

@@ -55,6 +55,9 @@ struct Member::Impl {
   // Native requests that wait for every shard (metrics), run off the shards; not `events`,
   // whose thread delivers listener events and must not wait.
   std::unique_ptr<EventExecutor> off_shard;
+  // Writes DIR/cluster.state for each table, in order, off the membership's thread: its
+  // fsyncs must not hold the heartbeats (a 2 s fsync under a busy disk got a member removed).
+  std::unique_ptr<EventExecutor> state_writer;
   std::shared_ptr<EmbeddedInvoker> invoker;
   topic::TopicService topics;
   std::unique_ptr<NativeHandler> native_handler;
