@@ -489,6 +489,14 @@ std::string Member::MetricsText() const {
                                 "Bytes of entries (keys and values) in the partition copies this "
                                 "member sent"),
        static_cast<std::int64_t>(copies.bytes));
+  sync(registry.RegisterCounter("tessera_catch_up_partitions_sent_total", {},
+                                "Of those copies, the catch-ups: the updates a holder restarted "
+                                "with its data missed, instead of the whole partition"),
+       static_cast<std::int64_t>(copies.catch_ups));
+  sync(registry.RegisterCounter("tessera_catch_up_bytes_sent_total", {},
+                                "Bytes of entries (keys and values) in the catch-ups this member "
+                                "sent"),
+       static_cast<std::int64_t>(copies.catch_up_bytes));
   registry
       .RegisterGauge("tessera_member_migrations_pending", {},
                      "Replicas here whose migration copy has not arrived")

@@ -35,7 +35,7 @@ void MemberRouter::Send(const std::string& address, map::MapRequest request, Cal
 }
 
 void MemberRouter::SendReplica(const std::string& address, std::vector<map::ReplicaUpdate> updates,
-                               std::function<void(base::Result<map::StalePartitions>)> done) {
+                               std::function<void(base::Result<map::ReplicaAck>)> done) {
   const std::int32_t partition =
       updates.empty() ? -1 : static_cast<std::int32_t>(updates.front().partition_id);
   auto message = wire::Message::MakeRequest(0, partition, wire::Service::kMap, native::kMapReplica,

@@ -30,7 +30,7 @@ class MemberRouter final : public map::ClusterRouting {
 
   void Send(const std::string& address, map::MapRequest request, Callback done) override;
   void SendReplica(const std::string& address, std::vector<map::ReplicaUpdate> updates,
-                   std::function<void(base::Result<map::StalePartitions>)> done) override;
+                   std::function<void(base::Result<map::ReplicaAck>)> done) override;
   // Fault injection (net::PeerBlocklist). REQUIRES: before the first call.
   void set_blocklist(std::shared_ptr<const net::PeerBlocklist> blocklist) {
     pool_->set_blocklist(std::move(blocklist));

@@ -234,7 +234,7 @@ void NativeHandler::ApplyReplica(const std::shared_ptr<net::Connection>& connect
   const std::string sender = MemberIdentity(*hello);
   maps_.ApplyReplica(
       std::move(*updates),
-      [connection, header = Header(request)](base::Result<map::StalePartitions> stale) {
+      [connection, header = Header(request)](base::Result<map::ReplicaAck> stale) {
         if (!stale) {
           connection->Send(Message::MakeErrorResponse(header, stale.error()));
           return;

@@ -132,7 +132,7 @@ struct ListenerOptions {
 
 # tessera::map::ReplicaUpdate: one change to a backup's copy of a partition.
 struct ReplicaUpdate {
-  kind @0 :UInt8;          # 1 set, 2 delete, 3 clear partition, 4 copy complete, 5 copy set, 6 resync begin, 7 resync chunk, 8 handoff
+  kind @0 :UInt8;          # 1 set, 2 delete, 3 clear partition, 4 copy complete, 5 copy set, 6 resync begin, 7 resync chunk, 8 handoff, 9 probe
   mapName @1 :Text;        # empty with kind 3: every map
   partitionId @2 :UInt32;
   key @3 :Data;
@@ -144,6 +144,7 @@ struct ReplicaUpdate {
   hits @9 :Int64;          # set/copy set: its reads on the owner
   valueKind @10 :UInt8;    # set/copy set: ValueKind of the entry (0 plain)
   entryVersion @11 :UInt32;  # set/copy set: the entry's version on the owner (0: not sent)
+  digest @12 :UInt64;      # copy complete: the history digest at version (0: unknown)
 }
 
 struct ReplicaUpdates {
@@ -151,6 +152,13 @@ struct ReplicaUpdates {
 }
 
 # A backup's acknowledgement of ReplicaUpdates.
+struct ReplicaPoint {
+  partitionId @0 :UInt32;
+  version @1 :UInt64;
+  digest @2 :UInt64;
+}
+
 struct ReplicaAck {
   stale @0 :List(UInt32);  # partitions whose updates it found it had missed
+  points @1 :List(ReplicaPoint);  # answers to probes (kind 9)
 }

@@ -462,6 +462,7 @@ std::string EncodeReplicaUpdates(const std::vector<ReplicaUpdate>& updates) {
     out.setHits(u.hits);
     out.setValueKind(static_cast<std::uint8_t>(u.value_kind));
     out.setEntryVersion(u.entry_version);
+    out.setDigest(u.digest);
   }
   return Finish(message);
 }
@@ -473,7 +474,7 @@ base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view b
         std::vector<ReplicaUpdate> out;
         out.reserve(in.getUpdates().size());
         for (auto u : in.getUpdates()) {
-          if (u.getKind() < 1 || u.getKind() > 8) {
+          if (u.getKind() < 1 || u.getKind() > 9) {
             return Fail(ErrorCode::kBadRequest,
                         "unknown replica update kind " + std::to_string(u.getKind()));
           }
@@ -482,33 +483,43 @@ base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view b
                         "unknown value kind " + std::to_string(u.getValueKind()) +
                             " in a replica update; upgrade every member to the same release");
           }
-          out.push_back({static_cast<ReplicaUpdate::Kind>(u.getKind()), FromText(u.getMapName()),
-                         u.getPartitionId(), FromData(u.getKey()), FromData(u.getValue()),
-                         u.getTtlLeftMs(), u.getMaxIdleMs(), u.getVersion(),
-                         std::max<std::int64_t>(0, u.getUpdateAgeMs()),
-                         std::max<std::int64_t>(0, u.getHits()),
-                         static_cast<ValueKind>(u.getValueKind()), u.getEntryVersion()});
+          out.push_back(
+              {static_cast<ReplicaUpdate::Kind>(u.getKind()), FromText(u.getMapName()),
+               u.getPartitionId(), FromData(u.getKey()), FromData(u.getValue()), u.getTtlLeftMs(),
+               u.getMaxIdleMs(), u.getVersion(), std::max<std::int64_t>(0, u.getUpdateAgeMs()),
+               std::max<std::int64_t>(0, u.getHits()), static_cast<ValueKind>(u.getValueKind()),
+               u.getEntryVersion(), u.getDigest()});
         }
         return out;
       });
 }
 
-std::string EncodeReplicaAck(const StalePartitions& stale) {
-  if (stale.empty()) return "";
-  tessera::wire::ScratchBuilder scratch(stale.size() * 4 + 16);
+std::string EncodeReplicaAck(const ReplicaAck& ack) {
+  if (ack.stale.empty() && ack.points.empty()) return "";
+  tessera::wire::ScratchBuilder scratch(ack.stale.size() * 4 + ack.points.size() * 24 + 32);
   capnp::MessageBuilder& message = scratch.message();
-  auto list = message.initRoot<wire::ReplicaAck>().initStale(static_cast<unsigned>(stale.size()));
-  for (unsigned i = 0; i < list.size(); ++i) list.set(i, stale[i]);
+  auto root = message.initRoot<wire::ReplicaAck>();
+  auto stale = root.initStale(static_cast<unsigned>(ack.stale.size()));
+  for (unsigned i = 0; i < stale.size(); ++i) stale.set(i, ack.stale[i]);
+  auto points = root.initPoints(static_cast<unsigned>(ack.points.size()));
+  for (unsigned i = 0; i < points.size(); ++i) {
+    points[i].setPartitionId(ack.points[i].partition_id);
+    points[i].setVersion(ack.points[i].version);
+    points[i].setDigest(ack.points[i].digest);
+  }
   return Finish(message);
 }
 
-base::Result<StalePartitions> DecodeReplicaAck(std::string_view bytes) {
-  if (bytes.empty()) return StalePartitions{};
-  return Read<wire::ReplicaAck, StalePartitions>(
+base::Result<ReplicaAck> DecodeReplicaAck(std::string_view bytes) {
+  if (bytes.empty()) return ReplicaAck{};
+  return Read<wire::ReplicaAck, ReplicaAck>(
       bytes, "replica acknowledgement",
-      [](wire::ReplicaAck::Reader in) -> base::Result<StalePartitions> {
-        StalePartitions out;
-        for (auto p : in.getStale()) out.push_back(p);
+      [](wire::ReplicaAck::Reader in) -> base::Result<ReplicaAck> {
+        ReplicaAck out;
+        for (auto p : in.getStale()) out.stale.push_back(p);
+        for (auto p : in.getPoints()) {
+          out.points.push_back({p.getPartitionId(), p.getVersion(), p.getDigest()});
+        }
         return out;
       });
 }

@@ -160,7 +160,7 @@ void MapService::Impl::DropUnheldReplicas(std::size_t shard,
   for (const std::uint32_t p : partitions) {
     const auto& holders = current->replicas[p];
     if (std::find(holders.begin(), holders.end(), current->self) != holders.end() ||
-        flags[p].pending.load() || flags[p].copy_arrived.load()) {
+        flags[p].pending.load() || flags[p].copy_arrived.load() || !flags[p].replayed.load()) {
       continue;  // held again since: its copy replaces what was replayed
     }
     for (auto& [name, table] : states[shard]->maps) {
@@ -214,7 +214,8 @@ base::Result<MapService::Impl::Logged> MapService::Impl::LogUpdates(
   for (std::size_t i = 0; i < updates.size(); ++i) {
     const ReplicaUpdate& u = updates[i];
     bool keep = true;
-    if (u.kind == ReplicaUpdate::Kind::kHandoff || u.kind == ReplicaUpdate::Kind::kResyncChunk) {
+    if (u.kind == ReplicaUpdate::Kind::kHandoff || u.kind == ReplicaUpdate::Kind::kResyncChunk ||
+        u.kind == ReplicaUpdate::Kind::kProbe) {
       keep = false;  // no change to the stores (a copy's end is kept: replay counts the
                      // replica complete from there, see LogRecovery)
     } else if (!u.map_name.empty()) {
@@ -236,10 +237,12 @@ base::Result<MapService::Impl::Logged> MapService::Impl::LogUpdates(
   }
   if (!all && kept.empty()) return Logged{shard, 0, Persistence::kNone};
   const std::vector<ReplicaUpdate>& logging_now = all ? updates : kept;
-  const std::string record = EncodeLogRecord(clock.WallMs(), logging_now);
+  const base::Millis wall = clock.WallMs();
+  const std::string record = EncodeLogRecord(wall, logging_now);
   auto seq = logs[shard]->Append(record);
   if (!seq) return std::unexpected(seq.error());
   logged.seq = *seq;
+  TrackHistory(shard, logging_now, wall);
   for (const auto& u : logging_now) {
     if (u.partition_id < log_held.size()) {
       TrackReplica(u, log_held[u.partition_id], log_version[u.partition_id]);
@@ -487,6 +490,7 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
       if (i == snapshot_first[p]) {  // the partition starts over from here: empty and whole
         held[p] = 1;
         out.versions[p] = 0;
+        if (p < history.size()) history[p].digest = 0;  // its kPartitionComplete says it
       }
     }
     auto updates = DecodeReplicaUpdates(
@@ -498,6 +502,8 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
                i < snapshot_first[u.partition_id];
       });
     }
+    // As logged (before the TTLs below move on): the history goes on as it did then.
+    TrackHistory(shard, *updates, static_cast<base::Millis>(wall));
     const base::Millis age = std::max<base::Millis>(0, now_wall - static_cast<base::Millis>(wall));
     for (auto& u : *updates) {
       if (u.kind != ReplicaUpdate::Kind::kSet && u.kind != ReplicaUpdate::Kind::kCopySet) continue;
@@ -542,6 +548,11 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
       f.versioned.store(false);
       f.copy_arrived.store(false);
       f.pending.store(false);
+      // What replay left: a probe's answer while nothing replaces it (map_catch_up.cc).
+      History& h = history[p];
+      h.replayed = held[p] != 0 && h.digest != 0;
+      h.replayed_at = {p, out.versions[p], h.digest};
+      f.replayed.store(held[p] == 0 || out.versions[p] != 0 || h.digest != kEmptyHistory);
     }
   }
   for (const auto& [name, table] : states[shard]->maps) {
@@ -584,6 +595,8 @@ base::Result<LogRecovery> MapService::OpenLog(const std::string& dir) {
   impl_->compaction.assign(shards_.size(), {});
   impl_->log_held.assign(partitioner_.partition_count(), 1);
   impl_->log_version.assign(partitioner_.partition_count(), 0);
+  impl_->history.assign(partitioner_.partition_count(), {});
+  for (auto& h : impl_->history) h.digest = h.base_digest = Impl::kEmptyHistory;
   const std::string folder = (fs::path(dir) / mine).string();
   std::promise<std::vector<base::Result<LogRecovery>>> promise;
   auto future = promise.get_future();
@@ -623,6 +636,7 @@ base::Result<LogRecovery> MapService::OpenLog(const std::string& dir) {
         },
         [&closed](std::vector<int>) { closed.set_value(); });
     closed.get_future().wait();
+    impl_->history.clear();
     return std::unexpected(*failure);
   }
   impl_->logging.store(true);

@@ -404,7 +404,7 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
     routing->SendReplica(
         backup, std::move(list),
         [this, gather, backup = backup, partitions, track_unconfirmed, applied_ms,
-         leaves_at_write](base::Result<StalePartitions> ack) {
+         leaves_at_write](base::Result<ReplicaAck> ack) {
           // A backup that missed an update gets the whole partition again (until it confirms
           // or stops being the backup), so a later promotion does not serve stale data. One
           // that applied this write but found it had missed an earlier one confirms the write.
@@ -436,7 +436,7 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
             }
             for (auto p : resync) ResyncBackup(p, backup, 0);
           } else {
-            for (auto p : *ack) ResyncBackup(p, backup, 0);
+            for (auto p : ack->stale) ResyncBackup(p, backup, 0);
           }
           std::unique_lock lock(gather->mu);
           if (!ack && !gather->failure) {
@@ -458,14 +458,22 @@ void MapService::Impl::ReplicateThen(std::vector<Written> written, base::Result<
 void MapService::Impl::CopyPartition(std::size_t shard, std::uint32_t partition_id,
                                      const std::string& target, ClusterRouting* routing,
                                      std::function<void(base::Result<void>)> done, bool resync) {
-  // Chunks bounded by bytes; the last carries kPartitionComplete.
-  std::vector<std::vector<ReplicaUpdate>> chunks(1);
-  std::size_t bytes = 0;
   auto updates = ExportPartition(shard, partition_id);
   if (resync) updates.front().kind = ReplicaUpdate::Kind::kResyncBegin;
   copies_sent.fetch_add(1, std::memory_order_relaxed);
+  std::uint64_t bytes = 0;
+  for (const auto& u : updates) bytes += u.key.size() + u.value.size();
+  copy_bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
+  SendCopy(partition_id, target, routing, std::move(updates), std::move(done), resync);
+}
+
+void MapService::Impl::SendCopy(std::uint32_t partition_id, const std::string& target,
+                                ClusterRouting* routing, std::vector<ReplicaUpdate> updates,
+                                std::function<void(base::Result<void>)> done, bool resync) {
+  // Chunks bounded by bytes; the last carries kPartitionComplete.
+  std::vector<std::vector<ReplicaUpdate>> chunks(1);
+  std::size_t bytes = 0;
   for (auto& u : updates) {
-    copy_bytes_sent.fetch_add(u.key.size() + u.value.size(), std::memory_order_relaxed);
     bytes += u.key.size() + u.value.size() + 32;
     if (bytes > kCopyChunkBytes && !chunks.back().empty()) {
       chunks.emplace_back();
@@ -488,7 +496,7 @@ void MapService::Impl::CopyPartition(std::size_t shard, std::uint32_t partition_
   };
   auto acks = std::make_shared<Acks>(chunks.size(), std::move(done), in_flight);
   for (auto& chunk : chunks) {
-    routing->SendReplica(target, std::move(chunk), [acks](base::Result<StalePartitions> ack) {
+    routing->SendReplica(target, std::move(chunk), [acks](base::Result<ReplicaAck> ack) {
       std::unique_lock lock(acks->mu);
       if (!ack && !acks->failure) acks->failure = ack.error();
       if (--acks->remaining != 0) return;
@@ -541,33 +549,56 @@ void MapService::Impl::CopyToNewHolder(std::size_t shard, std::uint32_t p, std::
   const auto& replicas = current->replicas[p];
   if (std::find(replicas.begin(), replicas.end(), target) == replicas.end()) return;
   const std::uint64_t failures = flags[p].unconfirmed_count.load();
-  CopyPartition(shard, p, target, current->routing,
-                [this, shard, p, target, first_ms, failures](base::Result<void> ack) {
-                  if (ack) {
-                    ConfirmedByCopy(p, target, failures);
-                    return;
-                  }
-                  // Only a copy never sent, or refused whole (kNotOwner: the target left its
-                  // cluster and has no table yet), goes again: one that timed out or lost its
-                  // connection may have been applied, and the target may serve the partition
-                  // since, with writes a second copy (clear, then this member's entries) would
-                  // wipe.
-                  const auto code = ack.error().code();
-                  const bool again =
-                      (code == ErrorCode::kConnectionFailed || code == ErrorCode::kNotOwner) &&
-                      SteadyMs() - first_ms < kCopyRetryLimitMs && !stopped.load();
-                  if (log) {
-                    log->warn("copy of partition {} to {} failed: {}{}", p, target,
-                              ack.error().ToString(), again ? "; sending it again" : "");
-                  }
-                  if (!again) return;
-                  auto timer = std::make_shared<boost::asio::steady_timer>(
-                      shards.Context(shard), std::chrono::milliseconds(kCopyRetryMs));
-                  timer->async_wait([this, timer, shard, p, target, first_ms,
-                                     token = EnterRequest()](const boost::system::error_code& e) {
-                    if (!e) CopyToNewHolder(shard, p, target, first_ms);
-                  });
-                });
+  std::function<void(base::Result<void>)> finish = [this, shard, p, target, first_ms,
+                                                    failures](base::Result<void> ack) {
+    if (ack) {
+      ConfirmedByCopy(p, target, failures);
+      return;
+    }
+    // Only a copy never sent, or refused whole (kNotOwner: the target left its
+    // cluster and has no table yet), goes again: one that timed out or lost its
+    // connection may have been applied, and the target may serve the partition
+    // since, with writes a second copy (clear, then this member's entries) would
+    // wipe.
+    const auto code = ack.error().code();
+    const bool again = (code == ErrorCode::kConnectionFailed || code == ErrorCode::kNotOwner) &&
+                       SteadyMs() - first_ms < kCopyRetryLimitMs && !stopped.load();
+    if (log) {
+      log->warn("copy of partition {} to {} failed: {}{}", p, target, ack.error().ToString(),
+                again ? "; sending it again" : "");
+    }
+    if (!again) return;
+    auto timer = std::make_shared<boost::asio::steady_timer>(
+        shards.Context(shard), std::chrono::milliseconds(kCopyRetryMs));
+    timer->async_wait([this, timer, shard, p, target, first_ms,
+                       token = EnterRequest()](const boost::system::error_code& e) {
+      if (!e) CopyToNewHolder(shard, p, target, first_ms);
+    });
+  };
+  if (history.empty()) return CopyPartition(shard, p, target, current->routing, std::move(finish));
+  // A member that logs may hold what it replayed of p: asked first, it may need only what it
+  // missed (CatchUpOrCopy). The answer is acted on on p's shard, under the table then.
+  ReplicaUpdate probe;
+  probe.kind = ReplicaUpdate::Kind::kProbe;
+  probe.partition_id = p;
+  current->routing->SendReplica(
+      target, {probe},
+      [this, shard, p, target, finish = std::move(finish),
+       token = EnterRequest()](base::Result<ReplicaAck> ack) mutable {
+        if (!ack) return finish(std::unexpected(ack.error()));  // not sent: as a copy's failure
+        std::optional<ReplicaPoint> at;
+        for (const auto& point : ack->points) {
+          if (point.partition_id == p) at = point;
+        }
+        shards.InvokeOn(shard, [this, shard, p, target, at, finish = std::move(finish),
+                                token = std::move(token)]() mutable {
+          auto now = CurrentRouting();
+          if (!now || !now->routing) return;
+          const auto& holders = now->replicas[p];
+          if (std::find(holders.begin(), holders.end(), target) == holders.end()) return;
+          CatchUpOrCopy(shard, p, target, now->routing, at, std::move(finish));
+        });
+      });
 }
 
 void MapService::Impl::ResyncBackup(std::uint32_t partition_id, std::string backup, int attempt) {
@@ -631,28 +662,42 @@ std::size_t MapService::Impl::PartitionEntryCount(std::size_t shard,
   return n;
 }
 
+void MapService::Impl::ExportStore(MapTable& table, std::uint32_t partition_id, base::Millis now,
+                                   std::vector<ReplicaUpdate>& out) {
+  RecordStore* slot = table.stores.Find(partition_id / shards.size());
+  if (slot == nullptr) return;
+  slot->ForEach([&](const Record& r) {
+    if (r.ExpiredAt(now)) return;
+    out.push_back({ReplicaUpdate::Kind::kCopySet, table.name, partition_id, std::string(r.key()),
+                   std::string(r.value()),
+                   r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now),
+                   r.max_idle_ms(), 0, std::max<base::Millis>(0, now - r.last_update_ms()),
+                   r.hits(), r.kind(), r.version()});
+  });
+}
+
 std::vector<ReplicaUpdate> MapService::Impl::ExportPartition(
     std::size_t shard, std::uint32_t partition_id, const std::function<bool(MapTable&)>& keep) {
   std::vector<ReplicaUpdate> out;
   out.push_back({ReplicaUpdate::Kind::kClearPartition, "", partition_id, "", "", 0, 0, 0});
   const base::Millis now = clock.NowMs();
   for (auto& [name, table] : states[shard]->maps) {
-    RecordStore* slot = table->stores.Find(partition_id / shards.size());
-    if (!slot || (keep && !keep(*table))) continue;
+    if (keep && !keep(*table)) continue;
     if (CompanionOf(name) && !IsLiveCompanion(shard, name, partition_id, now)) continue;
-    slot->ForEach([&](const Record& r) {
-      if (r.ExpiredAt(now)) return;
-      out.push_back({ReplicaUpdate::Kind::kCopySet, name, partition_id, std::string(r.key()),
-                     std::string(r.value()),
-                     r.expire_at_ms() == 0 ? 0 : std::max<base::Millis>(1, r.expire_at_ms() - now),
-                     r.max_idle_ms(), 0, std::max<base::Millis>(0, now - r.last_update_ms()),
-                     r.hits(), r.kind(), r.version()});
-    });
+    ExportStore(*table, partition_id, now, out);
   }
   auto current = CurrentRouting();
-  out.push_back({ReplicaUpdate::Kind::kPartitionComplete, "", partition_id,
-                 current ? current->master : std::string(), "", 0, 0,
-                 flags[partition_id].version.load()});
+  ReplicaUpdate complete{ReplicaUpdate::Kind::kPartitionComplete,
+                         "",
+                         partition_id,
+                         current ? current->master : std::string(),
+                         "",
+                         0,
+                         0,
+                         flags[partition_id].version.load()};
+  // The point of this member's history (0 without a log): the holder's history goes on from it.
+  if (partition_id < history.size()) complete.digest = history[partition_id].digest;
+  out.push_back(std::move(complete));
   return out;
 }
 
@@ -675,7 +720,9 @@ bool MapService::HasPartitionTable() const { return impl_->CurrentRouting() != n
 
 MapService::CopyCounters MapService::CopiesSent() const {
   return {impl_->copies_sent.load(std::memory_order_relaxed),
-          impl_->copy_bytes_sent.load(std::memory_order_relaxed)};
+          impl_->copy_bytes_sent.load(std::memory_order_relaxed),
+          impl_->catch_ups_sent.load(std::memory_order_relaxed),
+          impl_->catch_up_bytes_sent.load(std::memory_order_relaxed)};
 }
 
 void MapService::Impl::NotifyOwnership(std::size_t shard, std::vector<std::uint32_t> partitions) {

@@ -309,6 +309,10 @@ struct MapService::Impl {
     // the unconfirmed write would acknowledge what the merge then drops.
     std::atomic<std::int64_t> unconfirmed_since_ms{kNoUnconfirmed};
     std::atomic<std::uint64_t> unconfirmed_count{0};
+    // What replay left of the partition is here untouched (History::replayed): a table that
+    // does not make this member a holder drops it (DropUnheldReplicas). Written on the
+    // partition's shard.
+    std::atomic<bool> replayed{false};
   };
   static constexpr std::int64_t kNoUnconfirmed = std::numeric_limits<std::int64_t>::max();
   // The partition table as addresses, replaced whole on every change.
@@ -356,6 +360,8 @@ struct MapService::Impl {
   std::atomic<std::uint64_t> forwarded{0};        // keyed requests sent on to their owner
   std::atomic<std::uint64_t> copies_sent{0};      // partition copies (CopiesSent)
   std::atomic<std::uint64_t> copy_bytes_sent{0};  // their entries' keys and values
+  std::atomic<std::uint64_t> catch_ups_sent{0};   // copies sent as a catch-up (CopiesSent)
+  std::atomic<std::uint64_t> catch_up_bytes_sent{0};
   // Ring appends served here as owner (MapService::RingStats).
   void CountRingAppend(const MapRequest& request, const MapResult& result);
   mutable std::mutex ring_mu;
@@ -497,6 +503,12 @@ struct MapService::Impl {
   // for keyed requests (RunKeyedOnShard) and for each partition a multi-partition or
   // whole-map request runs on (RunPartsOnShard).
   base::Result<void> CheckConfirmed(const MapRequest& request, std::uint32_t partition_id) const;
+  // Sends `updates` (a copy of partition p, or its catch-up) to `target` in chunks bounded by
+  // bytes; done runs once, after every chunk was acknowledged or with the first error. With
+  // `resync`, the first update is a kResyncBegin and later chunks start with kResyncChunk.
+  void SendCopy(std::uint32_t partition_id, const std::string& target, ClusterRouting* routing,
+                std::vector<ReplicaUpdate> updates, std::function<void(base::Result<void>)> done,
+                bool resync);
   // On partition p's shard: exports it and sends it to `target` in bounded chunks; done runs
   // once, after every chunk was acknowledged or with the first error.
   void CopyPartition(std::size_t shard, std::uint32_t partition_id, const std::string& target,
@@ -525,6 +537,16 @@ struct MapService::Impl {
   // many small partitions do not each wait a turn. Each task holds a request token, so Stop
   // waits for the whole chain: a leaving member's copies are its handover.
   void CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> queue);
+  // On p's shard, after `target` answered CopyToNewHolder's probe with the point its replay
+  // left p at (null: none): sends the catch-up (map_catch_up.cc) when p's history here passed
+  // that point and still holds what followed it, else the whole partition (CopyPartition).
+  void CatchUpOrCopy(std::size_t shard, std::uint32_t p, const std::string& target,
+                     ClusterRouting* routing, const std::optional<ReplicaPoint>& at,
+                     std::function<void(base::Result<void>)> done);
+  // On partition p's shard: appends the entries of `table`'s store of p that are live at `now`
+  // to `out` as kCopySets (a copy's content).
+  void ExportStore(MapTable& table, std::uint32_t partition_id, base::Millis now,
+                   std::vector<ReplicaUpdate>& out);
   // On partition p's shard: how many entries its stores hold (all maps).
   std::size_t PartitionEntryCount(std::size_t shard, std::uint32_t partition_id) const;
   // On partition p's shard: clear + every live entry of every map (of the maps `keep` accepts,
@@ -535,11 +557,12 @@ struct MapService::Impl {
   // updates, and partitions it refused a write of because it serves them as owner or because
   // the sender is not in its view (`from_outsider`).
   struct ReplicaOutcome {
-    StalePartitions stale;
+    std::vector<std::uint32_t> stale;
     std::vector<std::uint32_t> refused;
     bool from_outsider = false;
     bool between_clusters = false;  // refused: this member left its cluster, no table since
     base::Result<Logged> logged = Logged{};  // what was logged of it (LogUpdates)
+    std::vector<ReplicaPoint> points;        // answers to kProbe
   };
   // `sender`: the sending member's identity (empty: unknown; MapService::ApplyReplica). Its
   // listing is checked here, on the shard, in the same task as the apply: a table installed
@@ -585,11 +608,16 @@ struct MapService::Impl {
   // member it was taking the partition from, died or restarted mid-migration); copying the
   // empty replica would have been the new holders' whole copy. Guarded by ownership_mu.
   std::vector<std::vector<std::string>> deferred_copies;
-  // On `shard`, after a recovered table (a restart of every member): clears what this member
-  // replayed of `partitions`, which that table gave to another member's newer (or equal)
-  // replica, and logs the clear, so neither memory nor the next replay keeps a superseded
-  // copy; skips a partition a later table made this member hold again (its copy replaces it).
+  // On `shard`, after a table that does not list this member as a holder of `partitions`
+  // (SetPartitionTable: its first, or the one after a recovered first table): clears what
+  // this member replayed of them, which the cluster holds in other members' replicas (newer
+  // or equal), and logs the clear, so neither memory nor the next replay keeps a superseded
+  // copy; skips a partition a later table made this member hold again (its copy replaces it)
+  // and one no longer as replayed (PartitionFlags::replayed).
   void DropUnheldReplicas(std::size_t shard, const std::vector<std::uint32_t>& partitions);
+  // The first table was a recovered one: the next drops what this member replayed and does
+  // not hold (SetPartitionTable). Guarded by ownership_mu.
+  bool replayed_drop_deferred = false;
   // Sends `p`'s deferred copies, if any (on p's shard, after its copy arrived or was given up).
   void SendDeferredCopies(std::size_t shard, std::uint32_t p);
   // LeaveCluster ran and no table came since. Meanwhile this member applies no replica update
@@ -639,6 +667,41 @@ struct MapService::Impl {
   // says them now; a snapshot says the same.
   std::vector<std::uint8_t> log_held;
   std::vector<std::uint64_t> log_version;
+  // --- catch-up (map_catch_up.cc) ---------------------------------------------------------
+  // Per partition, on its shard, while the member logs: the point (replica.h ReplicaPoint)
+  // of its history of persisting updates as this member's log holds it, and the last
+  // updates of that history with the point each leads to (the backlog), so a member whose
+  // replica ends at an earlier point of it gets only what followed (CatchUpOrCopy).
+  struct History {
+    struct Entry {
+      ReplicaUpdate update;
+      std::uint64_t digest = 0;  // the history's digest after it
+      base::Millis wall_ms = 0;  // when it was logged (its TTL left counts from there)
+    };
+    std::uint64_t digest = 0;       // now; 0: unknown (a copy is arriving, or came unlogged)
+    std::uint64_t base_digest = 0;  // the point the backlog starts after; 0: none
+    std::deque<Entry> backlog;
+    std::size_t backlog_bytes = 0;
+    // Replay's last point, while nothing but a new holder's writes came since (no copy, clear
+    // or write as owner): what a kProbe is answered with (PartitionFlags::replayed).
+    bool replayed = false;
+    ReplicaPoint replayed_at;
+  };
+  std::vector<History> history;  // per partition; empty without a log
+  // The digest of an empty partition's history (of a member's first start).
+  static constexpr std::uint64_t kEmptyHistory = 0x7e55e7a5eed0f00dull;
+  // On `shard`: what `updates` (a record, as logged) do to their partitions' histories;
+  // `wall_ms`: when it was logged. A copy's start makes the history unknown and its
+  // kPartitionComplete sets it to the copy's point; a persisting write extends it.
+  void TrackHistory(std::size_t shard, const std::vector<ReplicaUpdate>& updates,
+                    base::Millis wall_ms);
+  // On p's shard: the answer to a kProbe of p (History::replayed), if any.
+  std::optional<ReplicaPoint> ProbeAnswer(std::uint32_t p) const;
+  // On p's shard: the catch-up from point `digest` on (the non-persisting maps whole, the
+  // persisting ones' updates after it, kPartitionComplete with the current point), or
+  // nullopt when the backlog does not reach back to it.
+  std::optional<std::vector<ReplicaUpdate>> CatchUpFrom(std::size_t shard, std::uint32_t p,
+                                                        std::uint64_t digest);
   // On `shard`, after it appended `bytes`: starts a round once it logged more than
   // max(options.log_compact_bytes, the last round's snapshot bytes) since the last one began.
   void MaybeCompact(std::size_t shard, std::uint64_t bytes);

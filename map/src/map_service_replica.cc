@@ -23,6 +23,7 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
   std::set<std::uint32_t> stale;
   std::set<std::uint32_t> refused;  // writes of partitions this member serves as owner
   std::map<std::uint32_t, std::uint64_t> write_version;  // of the write being applied
+  std::vector<ReplicaPoint> points;                      // answers to kProbe
   // What was applied, for this shard's log (LogUpdates keeps what persists).
   const bool log_applied = logging.load(std::memory_order_relaxed) && !states[shard]->replaying;
   std::vector<ReplicaUpdate> applied;
@@ -107,6 +108,9 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
         break;
       case ReplicaUpdate::Kind::kResyncChunk:
         break;
+      case ReplicaUpdate::Kind::kProbe:
+        if (auto point = ProbeAnswer(u.partition_id)) points.push_back(*point);
+        break;
       case ReplicaUpdate::Kind::kHandoff: {
         std::lock_guard lock(ownership_mu);
         auto& f = flags[u.partition_id];
@@ -148,11 +152,12 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
           {refused.begin(), refused.end()},
           from_outsider,
           between_clusters || (!refused.empty() && left_cluster.load()),
-          log_applied ? LogUpdates(shard, applied) : base::Result<Logged>(Logged{})};
+          log_applied ? LogUpdates(shard, applied) : base::Result<Logged>(Logged{}),
+          std::move(points)};
 }
 
 void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
-                              std::function<void(base::Result<StalePartitions>)> done,
+                              std::function<void(base::Result<ReplicaAck>)> done,
                               const std::string& sender) {
   // An owner's writes and resyncs from a member this member's view does not list: the sender
   // was cut off or removed and acts on a table of its own (a bridge partition leaves two
@@ -186,19 +191,20 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
         }
         if (!logged.empty()) {
           auto inner = std::move(done);
-          done = [impl, logged, inner, not_logged](base::Result<StalePartitions> r) {
+          done = [impl, logged, inner, not_logged](base::Result<ReplicaAck> r) {
             impl->WhenLogged(logged, [inner, not_logged, r = std::move(r)](base::Result<void> ok) {
               if (!ok) return inner(std::unexpected(not_logged(ok.error())));
               inner(r);
             });
           };
         }
-        StalePartitions stale;
+        ReplicaAck ack;
         std::vector<std::uint32_t> refused;
         bool from_outsider = false;
         bool between_clusters = false;
         for (auto& o : per_shard) {
-          stale.insert(stale.end(), o.stale.begin(), o.stale.end());
+          ack.stale.insert(ack.stale.end(), o.stale.begin(), o.stale.end());
+          ack.points.insert(ack.points.end(), o.points.begin(), o.points.end());
           refused.insert(refused.end(), o.refused.begin(), o.refused.end());
           from_outsider = from_outsider || (o.from_outsider && !o.refused.empty());
           between_clusters = between_clusters || o.between_clusters;
@@ -227,7 +233,7 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
                                      " as owner under a newer partition table; a write from "
                                      "their former owner is refused (it must retry)"));
         }
-        done(std::move(stale));
+        done(std::move(ack));
       });
 }
 

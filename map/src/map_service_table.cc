@@ -67,8 +67,9 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   // Partitions this member stopped owning whose new owner held them already: it waits for
   // our kHandoff, sent once the ownership hook stopped our work (on the shard).
   std::vector<std::vector<std::pair<std::uint32_t, std::string>>> handoffs(shards_.size());
-  // After a recovered table: partitions this member replayed but another member's replica
-  // was chosen for (DropUnheldReplicas), by shard.
+  // Partitions this member replayed that the cluster gave to other members' replicas
+  // (DropUnheldReplicas), by shard: at its first table, or, after a recovered first table
+  // (whose next table adds the backups, which may be this member's replicas), at the next.
   std::vector<std::vector<std::uint32_t>> superseded(shards_.size());
   std::string self_address;
   {
@@ -110,6 +111,9 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     impl_->size_history.emplace_back(impl_->clock.NowMs(), members.size());
     if (impl_->size_history.size() > 64) impl_->size_history.pop_front();
     const base::Millis now = SteadyMs();
+    const bool drop_replayed =
+        impl_->logging.load() && (previous ? impl_->replayed_drop_deferred : !recovered);
+    impl_->replayed_drop_deferred = !previous && recovered && impl_->logging.load();
     static const std::vector<std::string> kNone;
     std::vector<std::string> survivors;  // the previous replicas of p without replaced ones
     for (std::uint32_t p = 0; p < next->replicas.size(); ++p) {
@@ -141,7 +145,7 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       if (source.empty() && Contains(before, next->self)) source = next->self;
       const bool holder = Contains(after, next->self);
       const bool had = Contains(before, next->self);
-      if (recovered && !previous && !holder && impl_->logging.load()) {
+      if (drop_replayed && !holder && source != next->self && impl_->flags[p].replayed.load()) {
         superseded[shards_.ShardOfPartition(p)].push_back(p);
       }
       const bool data_elsewhere =
@@ -229,7 +233,7 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
         u.kind = ReplicaUpdate::Kind::kHandoff;
         u.partition_id = p;
         u.key = self_address;  // the sender: the receiver accepts only the owner it waits for
-        routing->SendReplica(to, {u}, [](const base::Result<StalePartitions>&) {});
+        routing->SendReplica(to, {u}, [](const base::Result<ReplicaAck>&) {});
       }
     });
   }

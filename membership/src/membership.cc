@@ -369,7 +369,8 @@ void Membership::PublishMembers(std::vector<MemberInfo> members) {
   }
   recovered_version_ = 0;  // this table adds the backups too
   next.partitions = partition::Rebalance(view_.partitions, next.members.Uuids(),
-                                         options_.settings.partition_count, options_.backup_count);
+                                         options_.settings.partition_count, options_.backup_count,
+                                         TakeAffinity());
   InstallView(std::move(next));
   Broadcast();
 }

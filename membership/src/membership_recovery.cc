@@ -22,10 +22,33 @@ std::string_view RecoveryPolicyName(RecoveryPolicy policy) {
   return "unknown";
 }
 
-void Membership::NoteRecovery(const ClusterMessage& m) {
-  if (m.recovery && m.recovery->table_version > 0 && view_.partitions.version == 0) {
-    recovery_reports_[m.from.uuid] = *m.recovery;
+namespace {
+
+// The partitions `report` says its member holds data of.
+std::vector<bool> DataOf(const RecoveryReport& report) {
+  std::vector<bool> out(report.versions.size(), false);
+  for (std::size_t p = 0; p < out.size(); ++p) {
+    out[p] = p < report.held.size() && report.held[p] && report.versions[p] > 0;
   }
+  return out;
+}
+
+}  // namespace
+
+void Membership::NoteRecovery(const ClusterMessage& m) {
+  if (!m.recovery || m.recovery->table_version == 0) return;
+  affinity_[m.from.uuid] = DataOf(*m.recovery);
+  if (view_.partitions.version == 0) recovery_reports_[m.from.uuid] = *m.recovery;
+}
+
+const partition::Affinity* Membership::TakeAffinity() {
+  if (own_recovery_ && own_recovery_->table_version > 0) {
+    affinity_[self_.uuid] = DataOf(*own_recovery_);
+  }
+  if (affinity_.empty()) return nullptr;
+  placing_ = std::move(affinity_);
+  affinity_.clear();
+  return &placing_;
 }
 
 bool Membership::Recovering() const {
@@ -138,6 +161,8 @@ void Membership::MaybeFinishRecovery() {
   ++next.members.version;
   next.partitions = std::move(table);
   recovered_version_ = next.partitions.version;
+  // The next table adds backups: on the members whose replicas are here too.
+  if (own_recovery_) affinity_[self_.uuid] = DataOf(*own_recovery_);
   log_->warn(
       "recovered the partition table from the data of {} member(s) (last table version {}, "
       "{} of its {} members back) after {} ms; each partition is served by the member with its "

@@ -5,6 +5,8 @@
 //   2. per index, shed slots of members above their quota (floor or ceil of P/n; only P % n
 //      members may hold ceil), fill free slots with the least-loaded member that does not already
 //      hold the partition, then repair any imbalance the "not twice in one partition" rule forced.
+//      With an Affinity, shedding takes the slots of partitions another member has data of
+//      first, and filling prefers, among members under quota, one with data of the partition.
 // Moves are therefore limited to what balance needs: a table already balanced is kept as is.
 #include "tessera/partition/partition_table.h"
 
@@ -40,8 +42,9 @@ Slots Survivors(const PartitionTable& previous, const std::vector<std::string>& 
 
 class IndexBalancer {
  public:
-  IndexBalancer(Slots& slots, const std::vector<std::string>& members, std::size_t index)
-      : slots_(slots), members_(members), index_(index) {
+  IndexBalancer(Slots& slots, const std::vector<std::string>& members, std::size_t index,
+                const Affinity* affinity)
+      : slots_(slots), members_(members), index_(index), affinity_(affinity) {
     floor_ = static_cast<std::uint32_t>(slots.size() / members.size());
     extra_ = static_cast<std::uint32_t>(slots.size() % members.size());
     for (const auto& m : members) counts_[m] = 0;
@@ -59,11 +62,29 @@ class IndexBalancer {
  private:
   std::uint32_t Ceil() const { return floor_ + (extra_ > 0 ? 1 : 0); }
 
+  // Whether `member` has data of partition p that its slots there do not hold yet.
+  bool HasDataOf(const std::string& member, std::size_t p) const {
+    if (affinity_ == nullptr) return false;
+    auto it = affinity_->find(member);
+    return it != affinity_->end() && p < it->second.size() && it->second[p] &&
+           !Holds(slots_[p], member);
+  }
+  // Whether another member has data of partition p (its slot is better shed than another).
+  bool WantedElsewhere(const std::string& holder, std::size_t p) const {
+    if (affinity_ == nullptr) return false;
+    for (const auto& m : members_) {
+      if (m != holder && HasDataOf(m, p)) return true;
+    }
+    return false;
+  }
+
   void Clear(const std::string& member, std::uint32_t keep) {
-    for (std::size_t p = slots_.size(); p-- > 0 && counts_[member] > keep;) {
-      if (slots_[p][index_] == member) {
-        slots_[p][index_].clear();
-        --counts_[member];
+    for (int pass = affinity_ != nullptr ? 0 : 1; pass < 2; ++pass) {
+      for (std::size_t p = slots_.size(); p-- > 0 && counts_[member] > keep;) {
+        if (slots_[p][index_] == member && (pass == 1 || WantedElsewhere(member, p))) {
+          slots_[p][index_].clear();
+          --counts_[member];
+        }
       }
     }
   }
@@ -83,16 +104,24 @@ class IndexBalancer {
     at_ceil_ = at_ceil;
   }
 
-  // The member to take a free slot of partition p: under quota first, least loaded, oldest.
+  // The member to take a free slot of partition p: under quota first, with data of p, least
+  // loaded, oldest.
   const std::string* Pick(std::size_t p) const {
     const std::string* best = nullptr;
+    bool best_has_data = false;
     const std::string* best_any = nullptr;
     for (const auto& m : members_) {
       if (Holds(slots_[p], m)) continue;
       std::uint32_t c = counts_.at(m);
       if (!best_any || c < counts_.at(*best_any)) best_any = &m;
       bool under = c < floor_ || (c == floor_ && at_ceil_ < extra_);
-      if (under && (!best || c < counts_.at(*best))) best = &m;
+      if (!under) continue;
+      const bool has_data = HasDataOf(m, p);
+      if (!best || (has_data && !best_has_data) ||
+          (has_data == best_has_data && c < counts_.at(*best))) {
+        best = &m;
+        best_has_data = has_data;
+      }
     }
     return best ? best : best_any;
   }
@@ -115,12 +144,16 @@ class IndexBalancer {
           [this](const auto& a, const auto& b) { return counts_.at(a) < counts_.at(b); });
       if (counts_[*hi] <= counts_[*lo] + 1) return;
       bool moved = false;
-      for (std::size_t p = 0; p < slots_.size() && !moved; ++p) {
-        if (slots_[p][index_] == *hi && !Holds(slots_[p], *lo)) {
-          slots_[p][index_] = *lo;
-          --counts_[*hi];
-          ++counts_[*lo];
-          moved = true;
+      // A partition the receiving member has data of first.
+      for (int pass = affinity_ != nullptr ? 0 : 1; pass < 2 && !moved; ++pass) {
+        for (std::size_t p = 0; p < slots_.size() && !moved; ++p) {
+          if (slots_[p][index_] == *hi && !Holds(slots_[p], *lo) &&
+              (pass == 1 || HasDataOf(*lo, p))) {
+            slots_[p][index_] = *lo;
+            --counts_[*hi];
+            ++counts_[*lo];
+            moved = true;
+          }
         }
       }
       if (!moved) return;  // the constraint allows no better balance
@@ -130,6 +163,7 @@ class IndexBalancer {
   Slots& slots_;
   const std::vector<std::string>& members_;
   const std::size_t index_;
+  const Affinity* affinity_;
   std::uint32_t floor_ = 0;
   std::uint32_t extra_ = 0;
   std::uint32_t at_ceil_ = 0;
@@ -152,7 +186,8 @@ int PartitionTable::ReplicaIndex(std::uint32_t partition, const std::string& mem
 }
 
 PartitionTable Rebalance(const PartitionTable& previous, const std::vector<std::string>& members,
-                         std::uint32_t partition_count, std::uint32_t backup_count) {
+                         std::uint32_t partition_count, std::uint32_t backup_count,
+                         const Affinity* affinity) {
   TESSERA_CHECK(partition_count >= 1, "partition count must be at least 1");
   TESSERA_CHECK(backup_count <= kMaxBackupCount, "backup count above the maximum");
   PartitionTable table;
@@ -160,7 +195,7 @@ PartitionTable Rebalance(const PartitionTable& previous, const std::vector<std::
   table.backup_count = backup_count;
   const std::size_t replica_count = std::min<std::size_t>(backup_count + 1, members.size());
   Slots slots = Survivors(previous, members, partition_count, replica_count);
-  for (std::size_t i = 0; i < replica_count; ++i) IndexBalancer(slots, members, i).Run();
+  for (std::size_t i = 0; i < replica_count; ++i) IndexBalancer(slots, members, i, affinity).Run();
   table.replicas = std::move(slots);
   return table;
 }

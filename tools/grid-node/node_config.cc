@@ -314,6 +314,12 @@ std::vector<Setting> Settings() {
        "below it writes to maps that persist are refused (reads go on) until space is freed; "
        "0 turns the check off (default 67108864)",
        MapBytesSetter("log-min-free-bytes", 0, &map::MapServiceOptions::log_min_free_bytes)},
+      {"catch-up-backlog-bytes",
+       "with --data-dir: memory kept of the last persisting updates (this over the partition "
+       "count per partition), so a member restarted with its data gets only the updates it "
+       "missed while they are here; 0 keeps none, every copy is whole (default 67108864)",
+       MapBytesSetter("catch-up-backlog-bytes", 0,
+                      &map::MapServiceOptions::catch_up_backlog_bytes)},
       {"log-level", "trace|debug|info|warn|error (default info)", SetLogLevel},
   };
 }

@@ -233,7 +233,7 @@ class InMemoryRouting final : public ClusterRouting {
     target->Execute(std::move(request), std::move(done));
   }
   void SendReplica(const std::string& address, std::vector<ReplicaUpdate> updates,
-                   std::function<void(tessera::base::Result<StalePartitions>)> done) override {
+                   std::function<void(tessera::base::Result<ReplicaAck>)> done) override {
     MapService* target = net_.Find(address);
     if (!target) {
       return done(tessera::base::Fail(ErrorCode::kMemberLeft, address + " is down"));
@@ -245,12 +245,12 @@ class InMemoryRouting final : public ClusterRouting {
       return done(
           tessera::base::Fail(ErrorCode::kConnectionFailed, "cannot connect to " + address));
     }
-    if (net_.TakeSilentLoss(address)) return done(StalePartitions{});  // acked, never applied
+    if (net_.TakeSilentLoss(address)) return done(ReplicaAck{});  // acked, never applied
     net_.Note(address, updates);
     std::function<void()> deliver = [target, updates = std::move(updates),
                                      done = std::move(done)]() mutable {
       target->ApplyReplica(std::move(updates),
-                           [done = std::move(done)](tessera::base::Result<StalePartitions> stale) {
+                           [done = std::move(done)](tessera::base::Result<ReplicaAck> stale) {
                              done(std::move(stale));
                            });
     };
@@ -872,11 +872,11 @@ class NoPeers final : public ClusterRouting {
     done(tessera::base::Fail(ErrorCode::kConnectionFailed, "no peers in this test"));
   }
   void SendReplica(const std::string&, std::vector<ReplicaUpdate>,
-                   std::function<void(tessera::base::Result<StalePartitions>)> done) override {
+                   std::function<void(tessera::base::Result<ReplicaAck>)> done) override {
     if (fail_replicas) {
       return done(tessera::base::Fail(ErrorCode::kConnectionFailed, "backup cut off"));
     }
-    done(StalePartitions{});
+    done(ReplicaAck{});
   }
   std::atomic<bool> fail_replicas{false};
 };
@@ -908,10 +908,9 @@ std::vector<ReplicaUpdate> CopyOf(std::uint32_t p, const std::string& key, const
           {ReplicaUpdate::Kind::kPartitionComplete, "", p, master, "", 0, 0, 1}};
 }
 
-tessera::base::Result<StalePartitions> Apply(MapService& service,
-                                             std::vector<ReplicaUpdate> updates) {
-  std::promise<tessera::base::Result<StalePartitions>> applied;
-  service.ApplyReplica(std::move(updates), [&](tessera::base::Result<StalePartitions> r) {
+tessera::base::Result<ReplicaAck> Apply(MapService& service, std::vector<ReplicaUpdate> updates) {
+  std::promise<tessera::base::Result<ReplicaAck>> applied;
+  service.ApplyReplica(std::move(updates), [&](tessera::base::Result<ReplicaAck> r) {
     applied.set_value(std::move(r));
   });
   return applied.get_future().get();
@@ -1146,8 +1145,8 @@ TEST_CASE(
   REQUIRE(service.OwnsPartition(p));
   REQUIRE(service.ExecuteSync(Rq(MapOp::kSet, "stock", "38")));
   auto apply = [&](std::vector<ReplicaUpdate> updates) {
-    std::promise<tessera::base::Result<StalePartitions>> done;
-    service.ApplyReplica(std::move(updates), [&](tessera::base::Result<StalePartitions> r) {
+    std::promise<tessera::base::Result<ReplicaAck>> done;
+    service.ApplyReplica(std::move(updates), [&](tessera::base::Result<ReplicaAck> r) {
       done.set_value(std::move(r));
     });
     return done.get_future().get();
@@ -1168,7 +1167,7 @@ namespace {
 // replica write is acknowledged at once; calls fail as to an unreachable member.
 class HeldReplicas final : public ClusterRouting {
  public:
-  using Done = std::function<void(tessera::base::Result<StalePartitions>)>;
+  using Done = std::function<void(tessera::base::Result<ReplicaAck>)>;
   explicit HeldReplicas(std::string held_target) : held_target_(std::move(held_target)) {}
   void Send(const std::string&, MapRequest, Callback done) override {
     done(tessera::base::Fail(ErrorCode::kConnectionFailed, "no peers in this test"));
@@ -1180,7 +1179,7 @@ class HeldReplicas final : public ClusterRouting {
       return;
     }
     copies_to_others_.fetch_add(1);
-    done(StalePartitions{});
+    done(ReplicaAck{});
   }
   // Answers every held replica write with `error`; returns how many there were.
   std::size_t FailHeld(const tessera::base::Error& error) {
@@ -1318,10 +1317,10 @@ TEST_CASE("A backup refuses the writes of a member its view does not list, and t
   service.SetPartitionTable(std::vector<std::vector<std::string>>(271, {"b", "self"}),
                             {{"b", "uuid-b"}, {"self", "uuid-self"}}, "self", &peers);
   auto apply = [&](std::vector<ReplicaUpdate> updates, const std::string& sender) {
-    std::promise<tessera::base::Result<StalePartitions>> done;
+    std::promise<tessera::base::Result<ReplicaAck>> done;
     service.ApplyReplica(
         std::move(updates),
-        [&](tessera::base::Result<StalePartitions> r) { done.set_value(std::move(r)); }, sender);
+        [&](tessera::base::Result<ReplicaAck> r) { done.set_value(std::move(r)); }, sender);
     return done.get_future().get();
   };
   REQUIRE(apply(CopyOf(p, "k", "copied-from-b", "b"), "uuid-b"));  // the backup's first copy
@@ -1494,15 +1493,14 @@ TEST_CASE("A backup whose large hash is replaced by a replica update drops the h
     field.value = "v";
     spilled.push_back(field);
   }
-  std::promise<tessera::base::Result<StalePartitions>> applied;
-  b.ApplyReplica(spilled, [&](tessera::base::Result<StalePartitions> r) { applied.set_value(r); });
+  std::promise<tessera::base::Result<ReplicaAck>> applied;
+  b.ApplyReplica(spilled, [&](tessera::base::Result<ReplicaAck> r) { applied.set_value(r); });
   REQUIRE(applied.get_future().get());
   // ... then the owner's next write there: a small hash under the same key.
   header.value_kind = ValueKind::kHash;
   header.value = EncodeHashFields({{"a", "1"}});
-  std::promise<tessera::base::Result<StalePartitions>> replaced;
-  b.ApplyReplica({header},
-                 [&](tessera::base::Result<StalePartitions> r) { replaced.set_value(r); });
+  std::promise<tessera::base::Result<ReplicaAck>> replaced;
+  b.ApplyReplica({header}, [&](tessera::base::Result<ReplicaAck> r) { replaced.set_value(r); });
   REQUIRE(replaced.get_future().get());
   net.Kill(owner);
   net.Install({backup}, {backup});

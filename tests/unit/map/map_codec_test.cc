@@ -196,26 +196,29 @@ TEST_CASE("decoding rejects unknown codes", "[map][codec]") {
 
 TEST_CASE("Replica updates and acknowledgements survive a round trip", "[map][codec]") {
   std::vector<ReplicaUpdate> updates;
-  for (int kind = 1; kind <= 7; ++kind) {
+  for (int kind = 1; kind <= 9; ++kind) {
     updates.push_back({static_cast<ReplicaUpdate::Kind>(kind), "orders",
                        static_cast<std::uint32_t>(100 + kind), std::string("k\0", 2), "value",
                        kind * 1000, kind * 10, static_cast<std::uint64_t>(kind) << 40, kind * 77,
                        kind * 3});
   }
+  updates[3].digest = 0x9e3779b97f4a7c15;  // kPartitionComplete's point
   auto decoded = DecodeReplicaUpdates(EncodeReplicaUpdates(updates));
   REQUIRE(decoded);
   CHECK(*decoded == updates);
 
   CHECK(EncodeReplicaAck({}).empty());  // the common ack: an empty payload
-  CHECK(DecodeReplicaAck("").value().empty());
-  const StalePartitions stale = {0, 17, 270};
+  CHECK(DecodeReplicaAck("").value() == ReplicaAck{});
+  const ReplicaAck stale{{0, 17, 270}, {}};
   CHECK(DecodeReplicaAck(EncodeReplicaAck(stale)).value() == stale);
+  const ReplicaAck points{{}, {{5, 1ull << 40, 0xfeedface12345678}, {270, 1, 1}}};
+  CHECK(DecodeReplicaAck(EncodeReplicaAck(points)).value() == points);
   CHECK(DecodeReplicaAck("abc").error().code() == ErrorCode::kBadRequest);
 
-  updates.front().kind = static_cast<ReplicaUpdate::Kind>(9);
+  updates.front().kind = static_cast<ReplicaUpdate::Kind>(10);
   auto unknown = DecodeReplicaUpdates(EncodeReplicaUpdates(updates));
   REQUIRE_FALSE(unknown);
-  CHECK(unknown.error().message().find("unknown replica update kind 9") != std::string::npos);
+  CHECK(unknown.error().message().find("unknown replica update kind 10") != std::string::npos);
 }
 
 TEST_CASE("A cleared MapRequest is a default one, its buffers kept", "[map][codec]") {

@@ -218,8 +218,8 @@ namespace {
 // Applies `updates` as a backup would (ApplyReplica) and waits for it.
 void Apply(LoggedService& s, std::vector<ReplicaUpdate> updates) {
   std::promise<void> applied;
-  s.fixture->service.ApplyReplica(
-      std::move(updates), [&](tessera::base::Result<StalePartitions>) { applied.set_value(); });
+  s.fixture->service.ApplyReplica(std::move(updates),
+                                  [&](tessera::base::Result<ReplicaAck>) { applied.set_value(); });
   applied.get_future().wait();
 }
 
@@ -428,4 +428,75 @@ TEST_CASE("A service killed at any moment of its compactions loses no acknowledg
       CHECK((got == Value(acked) || got == Value(acked + kKeys)));
     }
   }
+}
+
+namespace {
+
+// The point a kProbe of `p` is answered with (MapService "Catch-up"), if any.
+std::optional<ReplicaPoint> Probe(LoggedService& s, std::uint32_t p) {
+  ReplicaUpdate probe;
+  probe.kind = ReplicaUpdate::Kind::kProbe;
+  probe.partition_id = p;
+  std::promise<tessera::base::Result<ReplicaAck>> answered;
+  s.fixture->service.ApplyReplica(
+      {probe}, [&](tessera::base::Result<ReplicaAck> r) { answered.set_value(r); });
+  auto ack = answered.get_future().get();
+  REQUIRE(ack);
+  for (const auto& point : ack->points) {
+    if (point.partition_id == p) return point;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "A restarted member answers a probe with the point its replay left a partition at: equal "
+    "for replicas with the same history (also through a snapshot), different once one "
+    "history took another write, and none once a copy replaced the partition",
+    "[map][persistence][catch-up]") {
+  const std::uint32_t p = 17;
+  const std::string k1 = KeyIn(p, "a"), k2 = KeyIn(p, "b");
+  TempDir same, compacted, other;
+  auto write = [&](LoggedService& s, const std::string& last) {
+    for (int round = 0; round < 40; ++round) {
+      s.Run(ServiceFixture::Rq(MapOp::kSet, "orders", round % 2 ? k1 : k2, Value(round)));
+    }
+    s.Run(ServiceFixture::Rq(MapOp::kSet, "orders", k1, last));
+    s.Run(ServiceFixture::Rq(MapOp::kSet, "cache", k2, "not logged"));  // not in the history
+  };
+  {
+    LoggedService a(same.path, 1'000'000);
+    LoggedService b(compacted.path, 1'000'000, 3, Compacting(4096, 2048));
+    LoggedService c(other.path, 1'000'000);
+    REQUIRE(a.recovery);
+    REQUIRE(b.recovery);
+    REQUIRE(c.recovery);
+    write(a, "last");
+    write(b, "last");
+    write(c, "another last");
+    // b's log has snapshotted the partition since (its history's point rides in it).
+    AwaitLogStats(b.fixture->service, [](const auto& st) { return st.compactions >= 3; });
+  }
+  LoggedService a(same.path, 1'000'000);
+  LoggedService b(compacted.path, 1'000'000, 3, Compacting(4096, 2048));
+  LoggedService c(other.path, 1'000'000);
+  REQUIRE(a.recovery);
+  REQUIRE(b.recovery);
+  REQUIRE(c.recovery);
+  CHECK(b.fixture->service.GetLogStats().compactions == 0);  // counted since this start
+  const auto at_a = Probe(a, p), at_b = Probe(b, p), at_c = Probe(c, p);
+  REQUIRE(at_a);
+  REQUIRE(at_b);
+  REQUIRE(at_c);
+  CHECK(at_a->version == a.recovery->versions[p]);
+  CHECK(at_a->digest != 0);
+  CHECK(at_a->digest == at_b->digest);  // same writes, one of them through a snapshot
+  CHECK(at_a->digest != at_c->digest);  // the last write differs
+  // A partition never written: its empty start, the same everywhere.
+  REQUIRE(Probe(a, p + 1));
+  CHECK(Probe(a, p + 1)->digest == Probe(c, p + 1)->digest);
+  // A copy's start replaces what replay left: no point until a copy completes it.
+  Apply(a, {{ReplicaUpdate::Kind::kClearPartition, "", p, "", "", 0, 0, 0}});
+  CHECK_FALSE(Probe(a, p));
 }

@@ -127,3 +127,71 @@ TEST_CASE("No members: partitions have no owner", "[partition]") {
   CHECK(t.Owner(0).empty());
   CHECK(t.ReplicaIndex(0, "m0") == -1);
 }
+
+namespace {
+
+// The partitions `member` holds a replica of in `t`, as an affinity row.
+std::vector<bool> HeldBy(const PartitionTable& t, const std::string& member) {
+  std::vector<bool> out(t.replicas.size(), false);
+  for (std::size_t p = 0; p < t.replicas.size(); ++p) {
+    out[p] = std::find(t.replicas[p].begin(), t.replicas[p].end(), member) != t.replicas[p].end();
+  }
+  return out;
+}
+
+// Of the slots `member` holds in `t`, how many are of partitions `data` marks.
+std::pair<std::size_t, std::size_t> SlotsWithData(const PartitionTable& t,
+                                                  const std::string& member,
+                                                  const std::vector<bool>& data) {
+  std::size_t slots = 0, with_data = 0;
+  for (std::size_t p = 0; p < t.replicas.size(); ++p) {
+    for (const auto& m : t.replicas[p]) {
+      if (m != member) continue;
+      ++slots;
+      with_data += data[p] ? 1 : 0;
+    }
+  }
+  return {slots, with_data};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "A member restarted on its data is given the partitions it has data of, whether it "
+    "replaces its old process at once or rejoins after the cluster moved on without it",
+    "[partition]") {
+  auto three = Members(3);
+  const auto t = Rebalance({}, three, 271, 1);
+  const std::vector<bool> data = HeldBy(t, "m2");  // what m2's directory holds
+  const std::vector<std::string> restarted = {"m0", "m1", "m2b"};
+  tessera::partition::Affinity affinity{{"m2b", data}};
+
+  SECTION("replaced at once: its old process's slots are its") {
+    auto with = Rebalance(t, restarted, 271, 1, &affinity);
+    auto without = Rebalance(t, restarted, 271, 1);
+    CheckInvariants(with, restarted, 271, 1);
+    const auto [slots, with_data] = SlotsWithData(with, "m2b", data);
+    const auto [slots_plain, with_data_plain] = SlotsWithData(without, "m2b", data);
+    INFO("with affinity " << with_data << "/" << slots << ", without " << with_data_plain << "/"
+                          << slots_plain);
+    CHECK(with_data == slots);                   // every slot it is given, it has data of
+    CHECK(with_data_plain < slots_plain);        // which balance alone does not do
+    CHECK(Moves(t, with) <= Moves(t, without));  // no more moves than without
+  }
+  SECTION("removed first, then back: the slots balance takes from the others are its") {
+    const std::vector<std::string> two = {"m0", "m1"};
+    const auto shrunk = Rebalance(t, two, 271, 1);
+    auto with = Rebalance(shrunk, restarted, 271, 1, &affinity);
+    auto without = Rebalance(shrunk, restarted, 271, 1);
+    CheckInvariants(with, restarted, 271, 1);
+    const auto [slots, with_data] = SlotsWithData(with, "m2b", data);
+    const auto [slots_plain, with_data_plain] = SlotsWithData(without, "m2b", data);
+    INFO("with affinity " << with_data << "/" << slots << ", without " << with_data_plain << "/"
+                          << slots_plain);
+    // Its share is as large as its data (about 180 slots): balance at each replica index may
+    // leave one or two slots to whichever partition is left (179 of 180 here).
+    CHECK(with_data * 100 >= slots * 98);
+    CHECK(with_data_plain * 100 < slots_plain * 80);
+    CHECK(Moves(shrunk, with) == Moves(shrunk, without));  // the same number of moves
+  }
+}

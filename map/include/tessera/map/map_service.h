@@ -125,6 +125,11 @@ struct MapServiceOptions {
   // backups' copies go on, and writes are taken again once space was freed (read every
   // 250 ms). 0: not checked (a full disk then fails the log, see on_log_failure).
   std::uint64_t log_min_free_bytes = 64ull << 20;
+  // With a log: the memory kept of each partition's last persisting updates (its backlog,
+  // this total over the partition count each), so a member that restarts with its data gets
+  // the updates it missed instead of a whole copy while they are still here ("Catch-up" in
+  // docs/architecture.md). 0: none kept (every copy is whole).
+  std::uint64_t catch_up_backlog_bytes = 64ull << 20;
   // With a log: called after each fdatasync of a shard's log, on its flusher thread, with how
   // long it took (a member's tessera_log_fsync_seconds). May be null.
   std::function<void(std::chrono::nanoseconds)> on_log_sync;
@@ -224,7 +229,7 @@ class ClusterRouting {
   // Applies `updates` on the member `address` (a backup, or a migration target); `done` runs
   // once with its acknowledgement (the partitions it found stale, see replica.h) or the error.
   virtual void SendReplica(const std::string& address, std::vector<ReplicaUpdate> updates,
-                           std::function<void(base::Result<StalePartitions>)> done) = 0;
+                           std::function<void(base::Result<ReplicaAck>)> done) = 0;
 };
 
 class MapService {
@@ -366,7 +371,7 @@ class MapService {
   // (kSet, kDelete, a write's clear) and its resyncs are ignored: it was cut off or removed
   // and must not confirm writes through this member (copies are still taken).
   void ApplyReplica(std::vector<ReplicaUpdate> updates,
-                    std::function<void(base::Result<StalePartitions>)> done,
+                    std::function<void(base::Result<ReplicaAck>)> done,
                     const std::string& sender = {});
   // Whether the member whose identity (TableMember::id) is `id` is listed in this member's
   // current table; true before the first table and for an empty `id`. A member's requests
@@ -431,10 +436,14 @@ class MapService {
   // start: clients that send each key to its owner keep this near zero.
   std::uint64_t ForwardedCount() const;
   // Partition copies this member sent since start (migrations and resyncs): the partitions
-  // and the bytes of their entries (keys and values). Any thread.
+  // and the bytes of their entries (keys and values), whole copies and catch-ups together;
+  // and of them the catch-ups (the updates a restarted holder missed, see CatchUpOrCopy).
+  // Any thread.
   struct CopyCounters {
     std::uint64_t partitions = 0;
     std::uint64_t bytes = 0;
+    std::uint64_t catch_ups = 0;
+    std::uint64_t catch_up_bytes = 0;
   };
   CopyCounters CopiesSent() const;
   // Per ring (a reliable topic), what this member stored as the ring's owner since start:

@@ -39,6 +39,9 @@ struct ReplicaUpdate {
     kHandoff = 8,            // the previous owner (its address in `key`) stopped the
                              // partition's work: the new owner, which held a replica
                              // already, may start its own
+    kProbe = 9,              // no change: asks the receiver, before a copy, for the point its
+                             // replay left the partition at (ReplicaAck::points), so the copy
+                             // can be the updates after it (MapService, "Catch-up")
   };
   Kind kind = Kind::kSet;
   std::string map_name;
@@ -62,18 +65,40 @@ struct ReplicaUpdate {
   // compares), kept by the replica so a promoted backup or a new owner goes on counting from
   // it; 0: not sent (a member of an earlier release), the replica counts its own writes.
   std::uint32_t entry_version = 0;
+  // kPartitionComplete: the digest of the partition's history of persisting updates at
+  // `version` (ReplicaPoint); 0: unknown (the sender keeps no log).
+  std::uint64_t digest = 0;
 
   friend bool operator==(const ReplicaUpdate&, const ReplicaUpdate&) = default;
 };
 
-// A backup's acknowledgement: the partitions it found it had missed updates of.
-using StalePartitions = std::vector<std::uint32_t>;
+// A point in a partition's history of persisting updates (the writes of maps that persist,
+// as a member's log holds them): the replica version of the last one, and a digest chained
+// over every one since the partition's empty start (digest_n = H(digest_n-1, update_n)), so
+// two replicas at the same point hold the same entries of those maps, even when a promoted
+// backup numbered its writes on from where a dead owner's unreplicated ones had gone.
+struct ReplicaPoint {
+  std::uint32_t partition_id = 0;
+  std::uint64_t version = 0;
+  std::uint64_t digest = 0;  // never 0 (0: unknown)
+
+  friend bool operator==(const ReplicaPoint&, const ReplicaPoint&) = default;
+};
+
+// A backup's acknowledgement: the partitions it found it had missed updates of, and its
+// answers to kProbe updates (the partitions it has a point of; one it has none of is absent).
+struct ReplicaAck {
+  std::vector<std::uint32_t> stale;
+  std::vector<ReplicaPoint> points;
+
+  friend bool operator==(const ReplicaAck&, const ReplicaAck&) = default;
+};
 
 std::string EncodeReplicaUpdates(const std::vector<ReplicaUpdate>& updates);
 // Errors: kBadRequest naming the problem (not a message, unknown kind).
 base::Result<std::vector<ReplicaUpdate>> DecodeReplicaUpdates(std::string_view bytes);
-std::string EncodeReplicaAck(const StalePartitions& stale);
-// An empty payload is an ack without stale partitions. Errors: kBadRequest.
-base::Result<StalePartitions> DecodeReplicaAck(std::string_view bytes);
+std::string EncodeReplicaAck(const ReplicaAck& ack);
+// An empty payload is an ack without stale partitions or points. Errors: kBadRequest.
+base::Result<ReplicaAck> DecodeReplicaAck(std::string_view bytes);
 
 }  // namespace tessera::map

@@ -252,6 +252,10 @@ class Membership {
   bool Recovering() const;
   void MaybeFinishRecovery();
   void NoteRecovery(const ClusterMessage& m);
+  // The affinity (affinity_, with this member's own report) for the table being computed, or
+  // null when there is none; affinity_ is empty afterwards (those members are placed).
+  const partition::Affinity* TakeAffinity();
+  partition::Affinity placing_;  // TakeAffinity's, until the next call
 
   const MemberInfo self_;
   const MembershipOptions options_;
@@ -290,6 +294,11 @@ class Membership {
   // Recovery: this member's report until its cluster has a table; the others' (by uuid).
   std::optional<RecoveryReport> own_recovery_;
   std::map<std::string, RecoveryReport> recovery_reports_;
+  // Per member (uuid) that reported a recovery (its own data directory), the partitions it
+  // has data of, until the next table PublishMembers computes placed it: Rebalance gives it
+  // those partitions' slots first, so a copy to it is the updates it missed (a restart of one
+  // member), or nothing (the backups added after a recovered table).
+  partition::Affinity affinity_;
   base::Millis recovery_since_ms_ = 0;  // master: when it began to wait (0: not waiting)
   base::Millis recovery_logged_ms_ = 0;
   std::int64_t recovered_version_ = 0;  // master: the recovered table, until all reported it

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace tessera::partition {
@@ -39,11 +40,20 @@ struct PartitionTable {
   friend bool operator==(const PartitionTable&, const PartitionTable&) = default;
 };
 
+// Per member uuid, the partitions it has data of ([p] true) though `previous` does not list it
+// as their holder: a member restarted on its data directory. Rebalance gives such a member
+// those partitions' slots before others (a copy to it is then only what it missed).
+using Affinity = std::unordered_map<std::string, std::vector<bool>>;
+
 // The table for `members` (uuids, oldest first), derived from `previous` with as few moves as
-// balance allows. The result's version is previous.version + 1.
+// balance allows. The result's version is previous.version + 1. With `affinity`, of the slots
+// a member above its quota sheds, those of partitions a member has data of go first, and a
+// free slot goes to an under-quota member with data of its partition first: no more moves,
+// but the moves land where the data is.
 // REQUIRES: partition_count >= 1; backup_count <= kMaxBackupCount; uuids are distinct.
 PartitionTable Rebalance(const PartitionTable& previous, const std::vector<std::string>& members,
-                         std::uint32_t partition_count, std::uint32_t backup_count);
+                         std::uint32_t partition_count, std::uint32_t backup_count,
+                         const Affinity* affinity = nullptr);
 
 // Per member: how many partitions it owns and how many backups it holds.
 struct ReplicaCounts {
