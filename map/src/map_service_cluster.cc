@@ -27,6 +27,7 @@
 // Resync: a backup that did not acknowledge an update (timeout, lost connection) is sent the
 // whole partition again, every second until it confirms or the table no longer lists it.
 #include <algorithm>
+#include <map>
 #include <iterator>
 
 #include "map_service_impl.h"
@@ -542,7 +543,7 @@ base::Result<void> MapService::Impl::CheckConfirmed(const MapRequest& request,
 }
 
 void MapService::Impl::CopyToNewHolder(std::size_t shard, std::uint32_t p, std::string target,
-                                       base::Millis first_ms) {
+                                       base::Millis first_ms, const Probed* probed) {
   auto current = CurrentRouting();
   // Sent even while Stop drains (a leaving member's handover); only retries end at Stop.
   if (!current || !current->routing) return;
@@ -575,30 +576,68 @@ void MapService::Impl::CopyToNewHolder(std::size_t shard, std::uint32_t p, std::
       if (!e) CopyToNewHolder(shard, p, target, first_ms);
     });
   };
+  if (probed != nullptr) {
+    return CatchUpOrCopy(shard, p, target, current->routing, probed->point, std::move(finish));
+  }
   if (history.empty()) return CopyPartition(shard, p, target, current->routing, std::move(finish));
-  // A member that logs may hold what it replayed of p: asked first, it may need only what it
-  // missed (CatchUpOrCopy). The answer is acted on on p's shard, under the table then.
-  ReplicaUpdate probe;
-  probe.kind = ReplicaUpdate::Kind::kProbe;
-  probe.partition_id = p;
-  current->routing->SendReplica(
-      target, {probe},
-      [this, shard, p, target, finish = std::move(finish),
-       token = EnterRequest()](base::Result<ReplicaAck> ack) mutable {
-        if (!ack) return finish(std::unexpected(ack.error()));  // not sent: as a copy's failure
-        std::optional<ReplicaPoint> at;
-        for (const auto& point : ack->points) {
-          if (point.partition_id == p) at = point;
-        }
-        shards.InvokeOn(shard, [this, shard, p, target, at, finish = std::move(finish),
-                                token = std::move(token)]() mutable {
-          auto now = CurrentRouting();
-          if (!now || !now->routing) return;
-          const auto& holders = now->replicas[p];
-          if (std::find(holders.begin(), holders.end(), target) == holders.end()) return;
-          CatchUpOrCopy(shard, p, target, now->routing, at, std::move(finish));
+  // A member that logs may hold what it replayed of p: asked first (ProbeThenCopy).
+  ProbeThenCopy(shard, {{p, std::move(target)}}, first_ms, nullptr);
+}
+
+void MapService::Impl::ProbeThenCopy(std::size_t shard,
+                                     std::vector<std::pair<std::uint32_t, std::string>> copies,
+                                     base::Millis first_ms, std::function<void()> then) {
+  auto current = CurrentRouting();
+  if (!current || !current->routing || copies.empty()) {
+    if (then) then();
+    return;
+  }
+  // One message of probes per target; the copies go in one task on the shard once every
+  // target answered (or failed: a probe that fails says nothing, and the whole copy that
+  // follows fails or goes again as any copy).
+  std::map<std::string, std::vector<ReplicaUpdate>> probes;
+  for (const auto& [p, target] : copies) {
+    ReplicaUpdate probe;
+    probe.kind = ReplicaUpdate::Kind::kProbe;
+    probe.partition_id = p;
+    probes[target].push_back(std::move(probe));
+  }
+  struct Answers {
+    std::mutex mu;
+    std::size_t left = 0;
+    std::map<std::pair<std::uint32_t, std::string>, ReplicaPoint> points;
+  };
+  auto answers = std::make_shared<Answers>();
+  answers->left = probes.size();
+  auto copy_all = [this, shard, copies = std::move(copies), first_ms, answers,
+                   then = std::move(then), token = EnterRequest()]() mutable {
+    shards.InvokeOn(shard, [this, shard, copies = std::move(copies), first_ms, answers,
+                            then = std::move(then), token = std::move(token)] {
+      for (const auto& [p, target] : copies) {
+        Probed probed;
+        auto it = answers->points.find({p, target});
+        if (it != answers->points.end()) probed.point = it->second;
+        CopyToNewHolder(shard, p, target, first_ms, &probed);
+      }
+      if (then) then();
+    });
+  };
+  auto copy_all_once = std::make_shared<decltype(copy_all)>(std::move(copy_all));
+  for (auto& [target, list] : probes) {
+    current->routing->SendReplica(
+        target, std::move(list),
+        [answers, target = target, copy_all_once](base::Result<ReplicaAck> ack) {
+          std::unique_lock lock(answers->mu);
+          if (ack) {
+            for (const auto& point : ack->points) {
+              answers->points[{point.partition_id, target}] = point;
+            }
+          }
+          if (--answers->left != 0) return;
+          lock.unlock();
+          (*copy_all_once)();
         });
-      });
+  }
 }
 
 void MapService::Impl::ResyncBackup(std::uint32_t partition_id, std::string backup, int attempt) {

@@ -523,8 +523,18 @@ struct MapService::Impl {
   // it, after which the target serves what it has, which a late copy must not replace. So
   // does one the target refused (kNotOwner: it left its cluster and has no table yet; nothing
   // of it was applied).
+  // Without `probed` and with a log, the target is probed first (ProbeThenCopy).
+  struct Probed {
+    std::optional<ReplicaPoint> point;  // the target's answer: the point of p it holds
+  };
   void CopyToNewHolder(std::size_t shard, std::uint32_t p, std::string target,
-                       base::Millis first_ms);
+                       base::Millis first_ms, const Probed* probed = nullptr);
+  // On `shard`: asks each target of `copies` (partition, target) for the point its replay left
+  // the partition at (one kProbe message per target), then, in one task on the shard once all
+  // answered, sends each copy (CopyToNewHolder, a catch-up where the answer allows) and calls
+  // `then` (may be null).
+  void ProbeThenCopy(std::size_t shard, std::vector<std::pair<std::uint32_t, std::string>> copies,
+                     base::Millis first_ms, std::function<void()> then);
   // Migration copies a new table asks of this member on one shard, sent in turn.
   struct CopyQueue {
     std::vector<std::pair<std::uint32_t, std::vector<std::string>>> copies;  // partition, to
@@ -535,7 +545,8 @@ struct MapService::Impl {
   // the rest behind whatever the shard received meanwhile: a shard copying many partitions
   // still reads its connections between two tasks (a member's heartbeats among them), and
   // many small partitions do not each wait a turn. Each task holds a request token, so Stop
-  // waits for the whole chain: a leaving member's copies are its handover.
+  // waits for the whole chain: a leaving member's copies are its handover. With a log, a
+  // turn's targets are probed first (ProbeThenCopy) and the next turn follows its copies.
   void CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> queue);
   // On p's shard, after `target` answered CopyToNewHolder's probe with the point its replay
   // left p at (null: none): sends the catch-up (map_catch_up.cc) when p's history here passed

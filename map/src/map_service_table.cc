@@ -263,12 +263,20 @@ void MapService::Impl::CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> 
     const auto budget =
         static_cast<std::size_t>(std::max<std::int64_t>(options.scan_entries_per_task, 1));
     std::size_t sent = 0;
+    std::vector<std::pair<std::uint32_t, std::string>> turn;
     while (queue->next < queue->copies.size() && sent < budget) {
       auto& [p, to] = queue->copies[queue->next++];
       sent += std::max<std::size_t>(PartitionEntryCount(shard, p), 1);
-      for (auto& target : to) CopyToNewHolder(shard, p, std::move(target), SteadyMs());
+      for (auto& target : to) turn.emplace_back(p, std::move(target));
     }
-    if (queue->next < queue->copies.size()) CopyInTurn(shard, queue);
+    const bool more = queue->next < queue->copies.size();
+    if (!history.empty()) {  // probed first: the next turn follows this one's copies
+      return ProbeThenCopy(shard, std::move(turn), SteadyMs(), [this, shard, queue, more] {
+        if (more) CopyInTurn(shard, queue);
+      });
+    }
+    for (auto& [p, target] : turn) CopyToNewHolder(shard, p, std::move(target), SteadyMs());
+    if (more) CopyInTurn(shard, queue);
   });
 }
 
