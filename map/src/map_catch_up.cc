@@ -27,6 +27,8 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstring>
+#include <string_view>
 
 #include "map_service_impl.h"
 
@@ -43,8 +45,50 @@ std::uint64_t Chain(std::uint64_t digest, const ReplicaUpdate& u) {
   return h == 0 ? 1 : h;
 }
 
-std::size_t BacklogBytes(const ReplicaUpdate& u) {
-  return u.map_name.size() + u.key.size() + u.value.size() + sizeof(ReplicaUpdate) + 16;
+// A backlog entry: this header, then the map name, key and value bytes.
+struct EntryHeader {
+  std::uint64_t version;
+  std::int64_t ttl_left_ms, max_idle_ms, update_age_ms, hits;
+  std::uint32_t entry_version, name_size, key_size, value_size;
+  std::uint8_t kind, value_kind;
+};
+
+void EncodeEntry(const ReplicaUpdate& u, std::string& out) {
+  const EntryHeader h{u.version,
+                      u.ttl_left_ms,
+                      u.max_idle_ms,
+                      u.update_age_ms,
+                      u.hits,
+                      u.entry_version,
+                      static_cast<std::uint32_t>(u.map_name.size()),
+                      static_cast<std::uint32_t>(u.key.size()),
+                      static_cast<std::uint32_t>(u.value.size()),
+                      static_cast<std::uint8_t>(u.kind),
+                      static_cast<std::uint8_t>(u.value_kind)};
+  out.append(reinterpret_cast<const char*>(&h), sizeof h);
+  out += u.map_name;
+  out += u.key;
+  out += u.value;
+}
+
+ReplicaUpdate DecodeEntry(std::string_view in, std::uint32_t partition_id) {
+  EntryHeader h;
+  std::memcpy(&h, in.data(), sizeof h);
+  in.remove_prefix(sizeof h);
+  ReplicaUpdate u;
+  u.kind = static_cast<ReplicaUpdate::Kind>(h.kind);
+  u.partition_id = partition_id;
+  u.map_name = std::string(in.substr(0, h.name_size));
+  u.key = std::string(in.substr(h.name_size, h.key_size));
+  u.value = std::string(in.substr(h.name_size + h.key_size, h.value_size));
+  u.ttl_left_ms = h.ttl_left_ms;
+  u.max_idle_ms = h.max_idle_ms;
+  u.version = h.version;
+  u.update_age_ms = h.update_age_ms;
+  u.hits = h.hits;
+  u.value_kind = static_cast<ValueKind>(h.value_kind);
+  u.entry_version = h.entry_version;
+  return u;
 }
 
 }  // namespace
@@ -52,12 +96,15 @@ std::size_t BacklogBytes(const ReplicaUpdate& u) {
 void MapService::Impl::TrackHistory(std::size_t shard, const std::vector<ReplicaUpdate>& updates,
                                     base::Millis wall_ms) {
   if (history.empty()) return;
-  const std::size_t cap =
-      options.catch_up_backlog_bytes / std::max<std::uint32_t>(1, partitioner.partition_count());
+  // Each generation holds up to half the partition's share.
+  const std::size_t half = options.catch_up_backlog_bytes /
+                           std::max<std::uint32_t>(1, partitioner.partition_count()) / 2;
   const bool replaying = states[shard]->replaying;
   auto forget = [this](std::uint32_t p, History& h) {
-    h.backlog.clear();
-    h.backlog_bytes = 0;
+    for (auto& g : h.generations) {
+      g.bytes.clear();
+      g.marks.clear();
+    }
     h.base_digest = 0;
     h.replayed = false;
     flags[p].replayed.store(false, std::memory_order_relaxed);
@@ -81,16 +128,19 @@ void MapService::Impl::TrackHistory(std::size_t shard, const std::vector<Replica
         flags[u.partition_id].replayed.store(false, std::memory_order_relaxed);
       }
       h.digest = Chain(h.digest, u);
-      if (cap == 0) {
+      if (half == 0) {
         h.base_digest = h.digest;
         continue;
       }
-      h.backlog.push_back({u, h.digest, wall_ms});
-      h.backlog_bytes += BacklogBytes(u);
-      while (h.backlog_bytes > cap && !h.backlog.empty()) {
-        h.backlog_bytes -= BacklogBytes(h.backlog.front().update);
-        h.base_digest = h.backlog.front().digest;
-        h.backlog.pop_front();
+      History::Generation& newer = h.generations[h.newer];
+      EncodeEntry(u, newer.bytes);
+      newer.marks.push_back({h.digest, wall_ms, newer.bytes.size()});
+      if (newer.bytes.size() > half) {  // the older generation goes whole
+        History::Generation& older = h.generations[1 - h.newer];
+        if (!older.marks.empty()) h.base_digest = older.marks.back().digest;
+        older.bytes.clear();
+        older.marks.clear();
+        h.newer = 1 - h.newer;
       }
     } else if (u.kind != Kind::kHandoff && u.kind != Kind::kResyncChunk && u.kind != Kind::kProbe) {
       // A copy's start (or its entries, a per-map clear, an unversioned change): not a step
@@ -112,12 +162,23 @@ std::optional<std::vector<ReplicaUpdate>> MapService::Impl::CatchUpFrom(std::siz
   if (p >= history.size() || digest == 0) return std::nullopt;
   const History& h = history[p];
   if (h.digest == 0) return std::nullopt;
-  std::size_t from = 0;
+  // Where the point is: (generation order, mark) after which the catch-up starts.
+  const History::Generation* order[2] = {&h.generations[1 - h.newer], &h.generations[h.newer]};
+  int from_generation = 0;
+  std::size_t from_mark = 0;
   if (h.base_digest != digest) {
-    auto it = std::find_if(h.backlog.begin(), h.backlog.end(),
-                           [digest](const History::Entry& e) { return e.digest == digest; });
-    if (it == h.backlog.end()) return std::nullopt;
-    from = static_cast<std::size_t>(it - h.backlog.begin()) + 1;
+    bool found = false;
+    for (int g = 0; g < 2 && !found; ++g) {
+      const auto& marks = order[g]->marks;
+      for (std::size_t m = 0; m < marks.size(); ++m) {
+        if (marks[m].digest != digest) continue;
+        from_generation = g;
+        from_mark = m + 1;
+        found = true;
+        break;
+      }
+    }
+    if (!found) return std::nullopt;
   }
   std::vector<ReplicaUpdate> out;
   const base::Millis now = clock.NowMs();
@@ -132,14 +193,19 @@ std::optional<std::vector<ReplicaUpdate>> MapService::Impl::CatchUpFrom(std::siz
     ExportStore(*table, p, now, out);
   }
   const base::Millis wall = clock.WallMs();
-  for (std::size_t i = from; i < h.backlog.size(); ++i) {
-    ReplicaUpdate u = h.backlog[i].update;
-    const base::Millis age = std::max<base::Millis>(0, wall - h.backlog[i].wall_ms);
-    if (u.kind == ReplicaUpdate::Kind::kSet) {
-      u.update_age_ms += age;
-      if (u.ttl_left_ms != 0) u.ttl_left_ms = std::max<base::Millis>(1, u.ttl_left_ms - age);
+  for (int g = from_generation; g < 2; ++g) {
+    const auto& marks = order[g]->marks;
+    for (std::size_t m = g == from_generation ? from_mark : 0; m < marks.size(); ++m) {
+      const std::size_t begin = m == 0 ? 0 : marks[m - 1].end;
+      ReplicaUpdate u =
+          DecodeEntry(std::string_view(order[g]->bytes).substr(begin, marks[m].end - begin), p);
+      const base::Millis age = std::max<base::Millis>(0, wall - marks[m].wall_ms);
+      if (u.kind == ReplicaUpdate::Kind::kSet) {
+        u.update_age_ms += age;
+        if (u.ttl_left_ms != 0) u.ttl_left_ms = std::max<base::Millis>(1, u.ttl_left_ms - age);
+      }
+      out.push_back(std::move(u));
     }
-    out.push_back(std::move(u));
   }
   auto current = CurrentRouting();
   ReplicaUpdate complete{ReplicaUpdate::Kind::kPartitionComplete,

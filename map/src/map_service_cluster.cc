@@ -27,8 +27,8 @@
 // Resync: a backup that did not acknowledge an update (timeout, lost connection) is sent the
 // whole partition again, every second until it confirms or the table no longer lists it.
 #include <algorithm>
-#include <map>
 #include <iterator>
+#include <map>
 
 #include "map_service_impl.h"
 #include "tessera/base/check.h"

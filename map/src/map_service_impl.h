@@ -684,15 +684,23 @@ struct MapService::Impl {
   // updates of that history with the point each leads to (the backlog), so a member whose
   // replica ends at an earlier point of it gets only what followed (CatchUpOrCopy).
   struct History {
-    struct Entry {
-      ReplicaUpdate update;
-      std::uint64_t digest = 0;  // the history's digest after it
-      base::Millis wall_ms = 0;  // when it was logged (its TTL left counts from there)
-    };
     std::uint64_t digest = 0;       // now; 0: unknown (a copy is arriving, or came unlogged)
     std::uint64_t base_digest = 0;  // the point the backlog starts after; 0: none
-    std::deque<Entry> backlog;
-    std::size_t backlog_bytes = 0;
+    // The backlog: the updates after base_digest, encoded one after another (EncodeEntry in
+    // map_catch_up.cc) in two generations; once the newer one passes half the cap the older
+    // one goes whole and the emptied one becomes the newer: no allocation per write once the
+    // buffers have grown, and no walk over old entries to free them.
+    struct Mark {
+      std::uint64_t digest = 0;  // the history's digest after the update
+      base::Millis wall_ms = 0;  // when it was logged (its TTL left counts from there)
+      std::size_t end = 0;       // where its encoding ends in its generation's buffer
+    };
+    struct Generation {
+      std::string bytes;
+      std::vector<Mark> marks;
+    };
+    Generation generations[2];
+    int newer = 0;
     // Replay's last point, while nothing but a new holder's writes came since (no copy, clear
     // or write as owner): what a kProbe is answered with (PartitionFlags::replayed).
     bool replayed = false;
