@@ -181,6 +181,14 @@ std::optional<std::vector<ReplicaUpdate>> MapService::Impl::CatchUpFrom(std::siz
     if (!found) return std::nullopt;
   }
   std::vector<ReplicaUpdate> out;
+  // First (and first in every chunk, SendCopy): the point it goes on from, which the holder
+  // checks is still what it holds (a copy or clear from elsewhere since its answer refuses
+  // the catch-up, and the whole copy follows).
+  ReplicaUpdate from;
+  from.kind = ReplicaUpdate::Kind::kProbe;
+  from.partition_id = p;
+  from.digest = digest;
+  out.push_back(from);
   const base::Millis now = clock.NowMs();
   // The maps no log holds: whole (the restarted member has none of them).
   for (auto& [name, table] : states[shard]->maps) {
@@ -236,7 +244,23 @@ void MapService::Impl::CatchUpOrCopy(std::size_t shard, std::uint32_t p, const s
     log->debug("partition {}: {} holds it up to version {}: sending the {} update(s) since", p,
                target, at->version, updates->size() - 1);
   }
-  SendCopy(p, target, routing, std::move(*updates), std::move(done), /*resync=*/false);
+  ReplicaUpdate head = updates->front();
+  SendCopy(
+      target, routing, std::move(*updates),
+      [this, shard, p, target, done = std::move(done),
+       token = EnterRequest()](base::Result<void> sent) mutable {
+        if (sent || sent.error().code() != ErrorCode::kConflict) return done(sent);
+        // Its point went meanwhile: the whole partition, from this shard.
+        if (log)
+          log->info("partition {}: {} refused its catch-up: {}", p, target, sent.error().message());
+        shards.InvokeOn(shard, [this, shard, p, target, done = std::move(done),
+                                token = std::move(token)]() mutable {
+          auto now = CurrentRouting();
+          if (!now || !now->routing) return done(base::Fail(ErrorCode::kNotOwner, "no table"));
+          CopyPartition(shard, p, target, now->routing, std::move(done));
+        });
+      },
+      head);
 }
 
 }  // namespace tessera::map

@@ -465,12 +465,18 @@ void MapService::Impl::CopyPartition(std::size_t shard, std::uint32_t partition_
   std::uint64_t bytes = 0;
   for (const auto& u : updates) bytes += u.key.size() + u.value.size();
   copy_bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
-  SendCopy(partition_id, target, routing, std::move(updates), std::move(done), resync);
+  std::optional<ReplicaUpdate> chunk_head;
+  if (resync) {
+    chunk_head =
+        ReplicaUpdate{ReplicaUpdate::Kind::kResyncChunk, "", partition_id, "", "", 0, 0, 0};
+  }
+  SendCopy(target, routing, std::move(updates), std::move(done), chunk_head);
 }
 
-void MapService::Impl::SendCopy(std::uint32_t partition_id, const std::string& target,
-                                ClusterRouting* routing, std::vector<ReplicaUpdate> updates,
-                                std::function<void(base::Result<void>)> done, bool resync) {
+void MapService::Impl::SendCopy(const std::string& target, ClusterRouting* routing,
+                                std::vector<ReplicaUpdate> updates,
+                                std::function<void(base::Result<void>)> done,
+                                const std::optional<ReplicaUpdate>& chunk_head) {
   // Chunks bounded by bytes; the last carries kPartitionComplete.
   std::vector<std::vector<ReplicaUpdate>> chunks(1);
   std::size_t bytes = 0;
@@ -479,10 +485,7 @@ void MapService::Impl::SendCopy(std::uint32_t partition_id, const std::string& t
     if (bytes > kCopyChunkBytes && !chunks.back().empty()) {
       chunks.emplace_back();
       bytes = 0;
-      if (resync) {
-        chunks.back().push_back(
-            {ReplicaUpdate::Kind::kResyncChunk, "", partition_id, "", "", 0, 0, 0});
-      }
+      if (chunk_head) chunks.back().push_back(*chunk_head);
     }
     chunks.back().push_back(std::move(u));
   }
@@ -580,21 +583,25 @@ void MapService::Impl::CopyToNewHolder(std::size_t shard, std::uint32_t p, std::
     return CatchUpOrCopy(shard, p, target, current->routing, probed->point, std::move(finish));
   }
   if (history.empty()) return CopyPartition(shard, p, target, current->routing, std::move(finish));
-  // A member that logs may hold what it replayed of p: asked first (ProbeThenCopy).
-  ProbeThenCopy(shard, {{p, std::move(target)}}, first_ms, nullptr);
+  // A member that logs may hold what it replayed of p: asked first (ProbeTargets).
+  ProbeTargets(shard, {{p, target}},
+               [this, shard, p, target, first_ms](std::shared_ptr<const ProbeAnswers> answers) {
+                 Probed probed;
+                 auto it = answers->find({p, target});
+                 if (it != answers->end()) probed.point = it->second;
+                 CopyToNewHolder(shard, p, target, first_ms, &probed);
+               });
 }
 
-void MapService::Impl::ProbeThenCopy(std::size_t shard,
-                                     std::vector<std::pair<std::uint32_t, std::string>> copies,
-                                     base::Millis first_ms, std::function<void()> then) {
+void MapService::Impl::ProbeTargets(
+    std::size_t shard, const std::vector<std::pair<std::uint32_t, std::string>>& copies,
+    std::function<void(std::shared_ptr<const ProbeAnswers>)> then) {
   auto current = CurrentRouting();
   if (!current || !current->routing || copies.empty()) {
-    if (then) then();
-    return;
+    return then(std::make_shared<const ProbeAnswers>());
   }
-  // One message of probes per target; the copies go in one task on the shard once every
-  // target answered (or failed: a probe that fails says nothing, and the whole copy that
-  // follows fails or goes again as any copy).
+  // One message of probes per target. A probe that fails says nothing: the whole copy that
+  // follows fails or goes again as any copy.
   std::map<std::string, std::vector<ReplicaUpdate>> probes;
   for (const auto& [p, target] : copies) {
     ReplicaUpdate probe;
@@ -602,40 +609,30 @@ void MapService::Impl::ProbeThenCopy(std::size_t shard,
     probe.partition_id = p;
     probes[target].push_back(std::move(probe));
   }
-  struct Answers {
+  struct Gather {
     std::mutex mu;
     std::size_t left = 0;
-    std::map<std::pair<std::uint32_t, std::string>, ReplicaPoint> points;
+    std::shared_ptr<ProbeAnswers> answers = std::make_shared<ProbeAnswers>();
+    std::function<void(std::shared_ptr<const ProbeAnswers>)> then;
+    std::shared_ptr<RequestToken> token;  // Stop waits for the copies that follow
   };
-  auto answers = std::make_shared<Answers>();
-  answers->left = probes.size();
-  auto copy_all = [this, shard, copies = std::move(copies), first_ms, answers,
-                   then = std::move(then), token = EnterRequest()]() mutable {
-    shards.InvokeOn(shard, [this, shard, copies = std::move(copies), first_ms, answers,
-                            then = std::move(then), token = std::move(token)] {
-      for (const auto& [p, target] : copies) {
-        Probed probed;
-        auto it = answers->points.find({p, target});
-        if (it != answers->points.end()) probed.point = it->second;
-        CopyToNewHolder(shard, p, target, first_ms, &probed);
-      }
-      if (then) then();
-    });
-  };
-  auto copy_all_once = std::make_shared<decltype(copy_all)>(std::move(copy_all));
+  auto gather = std::make_shared<Gather>();
+  gather->left = probes.size();
+  gather->then = std::move(then);
+  gather->token = EnterRequest();
   for (auto& [target, list] : probes) {
     current->routing->SendReplica(
         target, std::move(list),
-        [answers, target = target, copy_all_once](base::Result<ReplicaAck> ack) {
-          std::unique_lock lock(answers->mu);
+        [this, shard, gather, target = target](base::Result<ReplicaAck> ack) {
+          std::unique_lock lock(gather->mu);
           if (ack) {
             for (const auto& point : ack->points) {
-              answers->points[{point.partition_id, target}] = point;
+              (*gather->answers)[{point.partition_id, target}] = point;
             }
           }
-          if (--answers->left != 0) return;
+          if (--gather->left != 0) return;
           lock.unlock();
-          (*copy_all_once)();
+          shards.InvokeOn(shard, [gather] { gather->then(gather->answers); });
         });
   }
 }

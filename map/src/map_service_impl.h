@@ -503,12 +503,13 @@ struct MapService::Impl {
   // for keyed requests (RunKeyedOnShard) and for each partition a multi-partition or
   // whole-map request runs on (RunPartsOnShard).
   base::Result<void> CheckConfirmed(const MapRequest& request, std::uint32_t partition_id) const;
-  // Sends `updates` (a copy of partition p, or its catch-up) to `target` in chunks bounded by
-  // bytes; done runs once, after every chunk was acknowledged or with the first error. With
-  // `resync`, the first update is a kResyncBegin and later chunks start with kResyncChunk.
-  void SendCopy(std::uint32_t partition_id, const std::string& target, ClusterRouting* routing,
+  // Sends `updates` (a copy of a partition, or its catch-up) to `target` in chunks bounded by
+  // bytes; done runs once, after every chunk was acknowledged or with the first error. Every
+  // chunk after the first starts with `chunk_head` when given (a resync's kResyncChunk, a
+  // catch-up's point).
+  void SendCopy(const std::string& target, ClusterRouting* routing,
                 std::vector<ReplicaUpdate> updates, std::function<void(base::Result<void>)> done,
-                bool resync);
+                const std::optional<ReplicaUpdate>& chunk_head);
   // On partition p's shard: exports it and sends it to `target` in bounded chunks; done runs
   // once, after every chunk was acknowledged or with the first error.
   void CopyPartition(std::size_t shard, std::uint32_t partition_id, const std::string& target,
@@ -523,30 +524,36 @@ struct MapService::Impl {
   // it, after which the target serves what it has, which a late copy must not replace. So
   // does one the target refused (kNotOwner: it left its cluster and has no table yet; nothing
   // of it was applied).
-  // Without `probed` and with a log, the target is probed first (ProbeThenCopy).
+  // Without `probed` and with a log, the target is probed first (ProbeTargets).
   struct Probed {
     std::optional<ReplicaPoint> point;  // the target's answer: the point of p it holds
   };
   void CopyToNewHolder(std::size_t shard, std::uint32_t p, std::string target,
                        base::Millis first_ms, const Probed* probed = nullptr);
+  // Targets' answers to probes, by (partition, target).
+  using ProbeAnswers = std::map<std::pair<std::uint32_t, std::string>, ReplicaPoint>;
   // On `shard`: asks each target of `copies` (partition, target) for the point its replay left
-  // the partition at (one kProbe message per target), then, in one task on the shard once all
-  // answered, sends each copy (CopyToNewHolder, a catch-up where the answer allows) and calls
-  // `then` (may be null).
-  void ProbeThenCopy(std::size_t shard, std::vector<std::pair<std::uint32_t, std::string>> copies,
-                     base::Millis first_ms, std::function<void()> then);
+  // the partition at (one kProbe message per target), then calls `then` on the shard once all
+  // answered (or failed: no answer) with what they said.
+  void ProbeTargets(std::size_t shard,
+                    const std::vector<std::pair<std::uint32_t, std::string>>& copies,
+                    std::function<void(std::shared_ptr<const ProbeAnswers>)> then);
   // Migration copies a new table asks of this member on one shard, sent in turn.
   struct CopyQueue {
     std::vector<std::pair<std::uint32_t, std::vector<std::string>>> copies;  // partition, to
     std::size_t next = 0;
+    // With a log: every target's answers, asked once for the whole queue before its first
+    // turn (a turn per probe round trip held large partitions' catch-ups past the targets'
+    // wait for them).
+    std::shared_ptr<const ProbeAnswers> answers;
   };
   // Posts the next copies of `queue` to `shard`: one task sends partitions (CopyToNewHolder to
   // each of their targets) until about options.scan_entries_per_task entries left, then posts
   // the rest behind whatever the shard received meanwhile: a shard copying many partitions
   // still reads its connections between two tasks (a member's heartbeats among them), and
   // many small partitions do not each wait a turn. Each task holds a request token, so Stop
-  // waits for the whole chain: a leaving member's copies are its handover. With a log, a
-  // turn's targets are probed first (ProbeThenCopy) and the next turn follows its copies.
+  // waits for the whole chain: a leaving member's copies are its handover. With a log, every
+  // target is probed first, once (CopyQueue::answers).
   void CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> queue);
   // On p's shard, after `target` answered CopyToNewHolder's probe with the point its replay
   // left p at (null: none): sends the catch-up (map_catch_up.cc) when p's history here passed
@@ -572,8 +579,9 @@ struct MapService::Impl {
     std::vector<std::uint32_t> refused;
     bool from_outsider = false;
     bool between_clusters = false;  // refused: this member left its cluster, no table since
-    base::Result<Logged> logged = Logged{};  // what was logged of it (LogUpdates)
-    std::vector<ReplicaPoint> points;        // answers to kProbe
+    base::Result<Logged> logged = Logged{};        // what was logged of it (LogUpdates)
+    std::vector<ReplicaPoint> points;              // answers to kProbe
+    std::vector<std::uint32_t> refused_catch_ups;  // kProbe with a point not held here
   };
   // `sender`: the sending member's identity (empty: unknown; MapService::ApplyReplica). Its
   // listing is checked here, on the shard, in the same task as the apply: a table installed

@@ -1,6 +1,8 @@
 // MapService on a backup: applying the replica updates an owner sends (its writes, partition
 // copies, resyncs, handoffs), checked against this member's table and view, and logged when
 // the map persists (map_persistence.cc). The owner's side: map_service_cluster.cc.
+#include <fmt/ranges.h>
+
 #include <map>
 #include <set>
 
@@ -24,10 +26,12 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
   std::set<std::uint32_t> refused;  // writes of partitions this member serves as owner
   std::map<std::uint32_t, std::uint64_t> write_version;  // of the write being applied
   std::vector<ReplicaPoint> points;                      // answers to kProbe
+  std::set<std::uint32_t> refused_catch_ups;  // a catch-up from a point not held here now
   // What was applied, for this shard's log (LogUpdates keeps what persists).
   const bool log_applied = logging.load(std::memory_order_relaxed) && !states[shard]->replaying;
   std::vector<ReplicaUpdate> applied;
   for (const auto& u : updates) {
+    if (!refused_catch_ups.empty() && refused_catch_ups.contains(u.partition_id)) continue;
     if (between_clusters && u.kind != ReplicaUpdate::Kind::kHandoff) {
       refused.insert(u.partition_id);
       continue;
@@ -108,9 +112,15 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
         break;
       case ReplicaUpdate::Kind::kResyncChunk:
         break;
-      case ReplicaUpdate::Kind::kProbe:
-        if (auto point = ProbeAnswer(u.partition_id)) points.push_back(*point);
+      case ReplicaUpdate::Kind::kProbe: {
+        auto point = ProbeAnswer(u.partition_id);
+        if (u.digest == 0) {  // a question
+          if (point) points.push_back(*point);
+        } else if (!point || point->digest != u.digest) {  // a catch-up's start: still here?
+          refused_catch_ups.insert(u.partition_id);
+        }
         break;
+      }
       case ReplicaUpdate::Kind::kHandoff: {
         std::lock_guard lock(ownership_mu);
         auto& f = flags[u.partition_id];
@@ -153,7 +163,8 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
           from_outsider,
           between_clusters || (!refused.empty() && left_cluster.load()),
           log_applied ? LogUpdates(shard, applied) : base::Result<Logged>(Logged{}),
-          std::move(points)};
+          std::move(points),
+          {refused_catch_ups.begin(), refused_catch_ups.end()}};
 }
 
 void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
@@ -208,6 +219,19 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
           refused.insert(refused.end(), o.refused.begin(), o.refused.end());
           from_outsider = from_outsider || (o.from_outsider && !o.refused.empty());
           between_clusters = between_clusters || o.between_clusters;
+        }
+        std::vector<std::uint32_t> refused_catch_ups;
+        for (auto& o : per_shard) {
+          refused_catch_ups.insert(refused_catch_ups.end(), o.refused_catch_ups.begin(),
+                                   o.refused_catch_ups.end());
+        }
+        if (!refused_catch_ups.empty()) {
+          return done(base::Fail(
+              ErrorCode::kConflict,
+              fmt::format("the catch-up of partition(s) {} goes on from a point this member no "
+                          "longer holds (a copy or clear came since it answered); send the "
+                          "whole partition",
+                          fmt::join(refused_catch_ups, ", "))));
         }
         if (!refused.empty()) {
           std::string list;

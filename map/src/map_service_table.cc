@@ -258,25 +258,37 @@ void MapService::Impl::CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> 
   // Not cut short by Stop: a member leaving its cluster hands its partitions over while Stop
   // waits for the chain's token (its last copies went missing when the chain stopped there).
   shards.InvokeOn(shard, [this, shard, queue = std::move(queue), token = EnterRequest()] {
+    if (!history.empty() && !queue->answers) {  // with a log: every target probed first, once
+      std::vector<std::pair<std::uint32_t, std::string>> all;
+      for (const auto& [p, to] : queue->copies) {
+        for (const auto& target : to) all.emplace_back(p, target);
+      }
+      return ProbeTargets(shard, all,
+                          [this, shard, queue](std::shared_ptr<const ProbeAnswers> answers) {
+                            queue->answers = std::move(answers);
+                            CopyInTurn(shard, queue);
+                          });
+    }
     // Partitions until about options.scan_entries_per_task entries left (a partition counts
     // at least one): few tasks for many small partitions, one per large one.
     const auto budget =
         static_cast<std::size_t>(std::max<std::int64_t>(options.scan_entries_per_task, 1));
     std::size_t sent = 0;
-    std::vector<std::pair<std::uint32_t, std::string>> turn;
     while (queue->next < queue->copies.size() && sent < budget) {
       auto& [p, to] = queue->copies[queue->next++];
       sent += std::max<std::size_t>(PartitionEntryCount(shard, p), 1);
-      for (auto& target : to) turn.emplace_back(p, std::move(target));
+      for (auto& target : to) {
+        if (!queue->answers) {
+          CopyToNewHolder(shard, p, std::move(target), SteadyMs());
+          continue;
+        }
+        Probed probed;
+        auto it = queue->answers->find({p, target});
+        if (it != queue->answers->end()) probed.point = it->second;
+        CopyToNewHolder(shard, p, std::move(target), SteadyMs(), &probed);
+      }
     }
-    const bool more = queue->next < queue->copies.size();
-    if (!history.empty()) {  // probed first: the next turn follows this one's copies
-      return ProbeThenCopy(shard, std::move(turn), SteadyMs(), [this, shard, queue, more] {
-        if (more) CopyInTurn(shard, queue);
-      });
-    }
-    for (auto& [p, target] : turn) CopyToNewHolder(shard, p, std::move(target), SteadyMs());
-    if (more) CopyInTurn(shard, queue);
+    if (queue->next < queue->copies.size()) CopyInTurn(shard, queue);
   });
 }
 
