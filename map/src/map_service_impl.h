@@ -542,9 +542,9 @@ struct MapService::Impl {
   struct CopyQueue {
     std::vector<std::pair<std::uint32_t, std::vector<std::string>>> copies;  // partition, to
     std::size_t next = 0;
-    // With a log: every target's answers, asked once for the whole queue before its first
-    // turn (a turn per probe round trip held large partitions' catch-ups past the targets'
-    // wait for them).
+    // With a log: its target's answers (the queue is split by target first, CopyInTurn),
+    // asked once before its first turn (a turn per probe round trip held large partitions'
+    // catch-ups past the targets' wait for them).
     std::shared_ptr<const ProbeAnswers> answers;
   };
   // Posts the next copies of `queue` to `shard`: one task sends partitions (CopyToNewHolder to
@@ -552,8 +552,8 @@ struct MapService::Impl {
   // the rest behind whatever the shard received meanwhile: a shard copying many partitions
   // still reads its connections between two tasks (a member's heartbeats among them), and
   // many small partitions do not each wait a turn. Each task holds a request token, so Stop
-  // waits for the whole chain: a leaving member's copies are its handover. With a log, every
-  // target is probed first, once (CopyQueue::answers).
+  // waits for the whole chain: a leaving member's copies are its handover. With a log, the
+  // queue is split by target and each target probed first, once (CopyQueue::answers).
   void CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> queue);
   // On p's shard, after `target` answered CopyToNewHolder's probe with the point its replay
   // left p at (null: none): sends the catch-up (map_catch_up.cc) when p's history here passed

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 
 #include "map_service_impl.h"
 #include "tessera/base/check.h"
@@ -258,16 +259,28 @@ void MapService::Impl::CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> 
   // Not cut short by Stop: a member leaving its cluster hands its partitions over while Stop
   // waits for the chain's token (its last copies went missing when the chain stopped there).
   shards.InvokeOn(shard, [this, shard, queue = std::move(queue), token = EnterRequest()] {
-    if (!history.empty() && !queue->answers) {  // with a log: every target probed first, once
-      std::vector<std::pair<std::uint32_t, std::string>> all;
+    if (!history.empty() && !queue->answers) {
+      // With a log: a queue per target, each probed once and sent in turns once its target
+      // answered. Never one wait for all targets: a dead target's probe (answered only by its
+      // connection's failure, or its call timeout) held every live target's copies past their
+      // wait for them, and they served empty partitions.
+      std::map<std::string, std::shared_ptr<CopyQueue>> by_target;
       for (const auto& [p, to] : queue->copies) {
-        for (const auto& target : to) all.emplace_back(p, target);
+        for (const auto& target : to) {
+          auto& q = by_target[target];
+          if (!q) q = std::make_shared<CopyQueue>();
+          q->copies.emplace_back(p, std::vector<std::string>{target});
+        }
       }
-      return ProbeTargets(shard, all,
-                          [this, shard, queue](std::shared_ptr<const ProbeAnswers> answers) {
-                            queue->answers = std::move(answers);
-                            CopyInTurn(shard, queue);
-                          });
+      for (auto& [target, q] : by_target) {
+        std::vector<std::pair<std::uint32_t, std::string>> pairs;
+        for (const auto& [p, to] : q->copies) pairs.emplace_back(p, target);
+        ProbeTargets(shard, pairs, [this, shard, q](std::shared_ptr<const ProbeAnswers> answers) {
+          q->answers = std::move(answers);
+          CopyInTurn(shard, q);
+        });
+      }
+      return;
     }
     // Partitions until about options.scan_entries_per_task entries left (a partition counts
     // at least one): few tasks for many small partitions, one per large one.
