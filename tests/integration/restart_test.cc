@@ -286,6 +286,33 @@ std::string BigValue(int i, int round) {
   return "r" + std::to_string(round) + "-" + std::to_string(i) + std::string(100, 'v');
 }
 
+// `n` slots on data directories under a fresh folder (removed at the end), with a config whose
+// "orders" map persists (always); slot 0 starts the cluster and the others join it. Not
+// started.
+struct DataSlots {
+  DataSlots(const std::string& name, int n)
+      : base((std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid())))
+                 .string()),
+        config("maps:\n  orders: {persistence: always}\n"),
+        slots(static_cast<std::size_t>(n)) {
+    std::filesystem::remove_all(base);
+    for (int i = 0; i < n; ++i) {
+      slots[i].data_dir = base + "/m" + std::to_string(i);
+      slots[i].config = config.path();
+      if (i > 0) slots[i].join = {"--join", slots[0].address()};
+    }
+  }
+  ~DataSlots() {
+    for (auto& slot : slots) {
+      if (slot.node && slot.node->running()) slot.node->Stop(SIGKILL);
+    }
+    std::filesystem::remove_all(base);
+  }
+  std::string base;
+  TempFile config;
+  std::vector<Slot> slots;
+};
+
 // Three members with data directories, 10,000 acknowledged writes of about 100 bytes; the
 // member at `victim` is SIGKILLed and started again on its directory after `down`, while a
 // writer overwrites keys through the others (500 while it is down, 500 more while it rejoins).
@@ -294,20 +321,13 @@ std::string BigValue(int i, int round) {
 // `backlog_bytes`: each member's --catch-up-backlog-bytes (0: the default).
 void RunRestartWithData(int victim, std::chrono::milliseconds down,
                         std::uint64_t backlog_bytes = 0) {
-  const std::string base =
-      (std::filesystem::temp_directory_path() / ("restart-data-" + std::to_string(getpid())))
-          .string();
-  std::filesystem::remove_all(base);
-  TempFile config("maps:\n  orders: {persistence: always}\n");
-  std::vector<Slot> slots(3);
-  for (int i = 0; i < 3; ++i) {
-    slots[i].data_dir = base + "/m" + std::to_string(i);
-    slots[i].config = config.path();
+  DataSlots cluster("restart-data", 3);
+  std::vector<Slot>& slots = cluster.slots;
+  for (auto& slot : slots) {
     if (backlog_bytes != 0) {
-      slots[i].extra = {"--catch-up-backlog-bytes", std::to_string(backlog_bytes)};
+      slot.extra = {"--catch-up-backlog-bytes", std::to_string(backlog_bytes)};
     }
-    if (i > 0) slots[i].join = {"--join", slots[0].address()};
-    slots[i].Start();
+    slot.Start();
   }
   WaitForMembers(*slots[0].node, 3);
   std::vector<int> round(kKeys, 0);  // the round of each key's acknowledged value
@@ -437,8 +457,6 @@ void RunRestartWithData(int victim, std::chrono::milliseconds down,
   }
   CHECK(wrong == 0);
   client->Shutdown();
-  for (auto& slot : slots) slot.node->Stop(SIGKILL);
-  std::filesystem::remove_all(base);
 }
 
 }  // namespace
@@ -488,17 +506,8 @@ TEST_CASE(
     "A member that rejoins a running cluster with its data drops what it replayed of the "
     "partitions it is not given, so its next start replays only what it holds",
     "[tools][cluster][restart][catch-up]") {
-  const std::string base =
-      (std::filesystem::temp_directory_path() / ("rejoin-drop-" + std::to_string(getpid())))
-          .string();
-  std::filesystem::remove_all(base);
-  TempFile config("maps:\n  orders: {persistence: always}\n");
-  std::vector<Slot> slots(4);
-  for (int i = 0; i < 4; ++i) {
-    slots[i].data_dir = base + "/m" + std::to_string(i);
-    slots[i].config = config.path();
-    if (i > 0) slots[i].join = {"--join", slots[0].address()};
-  }
+  DataSlots cluster("rejoin-drop", 4);
+  std::vector<Slot>& slots = cluster.slots;
   for (int i = 0; i < 3; ++i) slots[i].Start();
   WaitForMembers(*slots[0].node, 3);
   {
@@ -544,8 +553,6 @@ TEST_CASE(
   INFO(examples);
   CHECK(wrong == 0);
   client->Shutdown();
-  for (auto& slot : slots) slot.node->Stop(SIGKILL);
-  std::filesystem::remove_all(base);
 }
 
 }  // namespace tessera::integration
