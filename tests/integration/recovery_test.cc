@@ -430,7 +430,10 @@ TEST_CASE(
   TempFile config("maps:\n  orders: {persistence: always}\n");
   const std::vector<std::string> args = {"--data-dir", base / "node", "--config", config.path()};
   auto node = NodeProcess::StartProgramOrFail(wrapper, args);
-  auto client = grid::Client::Connect(ClientOptionsFor(*node, 2000ms));
+  // A long call timeout: an fsync on a busy disk can take seconds (seen: 2 s under the full
+  // suite), and a write that timed out is neither acknowledged nor the refusal this test is
+  // about (it ended the loop as a kTimeout, not kStorage, and failed the checks below once).
+  auto client = grid::Client::Connect(ClientOptionsFor(*node, 30000ms));
   REQUIRE(client);
   auto orders = (*client)->GetMap("orders");
   const std::string value(1000, 'v');
