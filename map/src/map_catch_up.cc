@@ -249,7 +249,10 @@ void MapService::Impl::CatchUpOrCopy(std::size_t shard, std::uint32_t p, const s
       target, routing, std::move(*updates),
       [this, shard, p, target, done = std::move(done),
        token = EnterRequest()](base::Result<void> sent) mutable {
-        if (sent || sent.error().code() != ErrorCode::kConflict) return done(sent);
+        if (sent || sent.error().code() != ErrorCode::kConflict ||
+            sent.error().reason() == base::ErrorReason::kAlreadyHeld) {
+          return done(sent);
+        }
         // Its point went meanwhile: the whole partition, from this shard.
         if (log)
           log->info("partition {}: {} refused its catch-up: {}", p, target, sent.error().message());

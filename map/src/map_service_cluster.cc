@@ -565,6 +565,11 @@ void MapService::Impl::CopyToNewHolder(std::size_t shard, std::uint32_t p, std::
     // since, with writes a second copy (clear, then this member's entries) would
     // wipe.
     const auto code = ack.error().code();
+    if (ack.error().reason() == base::ErrorReason::kAlreadyHeld) {
+      // Its first copy arrived after all (this member counted it lost with its source).
+      if (log) log->info("partition {}: {} holds it whole already; no copy sent", p, target);
+      return;
+    }
     const bool again = (code == ErrorCode::kConnectionFailed || code == ErrorCode::kNotOwner) &&
                        SteadyMs() - first_ms < kCopyRetryLimitMs && !stopped.load();
     if (log) {

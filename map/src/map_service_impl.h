@@ -201,6 +201,8 @@ struct MapService::Impl {
     flags = std::make_unique<PartitionFlags[]>(partitioner.partition_count());
     handoff_from.resize(partitioner.partition_count());
     deferred_copies.resize(partitioner.partition_count());
+    lineage.resize(partitioner.partition_count());
+    copy_sender.resize(partitioner.partition_count());
   }
 
   // Whether a request may run: the service is not stopping and the request is well-formed.
@@ -582,7 +584,13 @@ struct MapService::Impl {
     base::Result<Logged> logged = Logged{};        // what was logged of it (LogUpdates)
     std::vector<ReplicaPoint> points;              // answers to kProbe
     std::vector<std::uint32_t> refused_catch_ups;  // kProbe with a point not held here
+    std::vector<std::uint32_t> held;  // copies of partitions held here whole already
   };
+  // Whether `table` lists this member as a holder of partition p, and p waits for no copy.
+  bool HoldsWhole(const Routing& table, std::uint32_t p) const {
+    const auto& r = table.replicas[p];
+    return !flags[p].pending.load() && std::find(r.begin(), r.end(), table.self) != r.end();
+  }
   // `sender`: the sending member's identity (empty: unknown; MapService::ApplyReplica). Its
   // listing is checked here, on the shard, in the same task as the apply: a table installed
   // later posts its copies to this shard after this batch, so they include what it applied.
@@ -627,6 +635,44 @@ struct MapService::Impl {
   // member it was taking the partition from, died or restarted mid-migration); copying the
   // empty replica would have been the new holders' whole copy. Guarded by ownership_mu.
   std::vector<std::vector<std::string>> deferred_copies;
+  // Per partition, the copies on their way to its new holders as far as the tables applied
+  // here show, for the choice of the member that copies it (PlanCopies, "Copy sources" in
+  // docs/architecture.md). Guarded by ownership_mu.
+  struct Incoming {
+    std::string member;  // a new holder whose copy is on its way
+    std::string source;  // from this member; empty: not known (this member joined then)
+    base::Millis since_ms = 0;            // steady clock, when its table was applied here
+    std::vector<std::string> alternates;  // the members that had the data then, but `source`
+  };
+  struct Lineage {
+    std::vector<Incoming> incoming;
+  };
+  std::vector<Lineage> lineage;
+  // What PlanCopies decided for one partition of a table.
+  struct CopyPlan {
+    std::string source;           // the member that copies it (empty: none can)
+    std::vector<std::string> to;  // the listed holders it copies it to
+    std::vector<std::string> lost;  // holders whose copy's source died since the last table
+  };
+  // The step of `l` for a table listing `after` over the `alive` members (listed, not
+  // replaced), `before` being the previous list without replaced processes. A copy on its way
+  // longer than `settle_ms` counts as arrived (or given up: either way its holder serves what
+  // it has); a holder whose copy's source died since lost that copy and is a new holder again
+  // (one whose source is not known, this member's own at its first table, is not; nor is this
+  // member when `self_whole`: it waits for no copy, it knows its copy arrived). The source
+  // is the first alive member of `before` that did not lose its copy (the previous owner
+  // first: its copy has every write it applied); when none is left, one of the members that
+  // had the data when a lost copy was ordered, else the first alive member of `before` (its
+  // lost copy may have arrived).
+  static CopyPlan PlanCopies(Lineage& l, const std::vector<std::string>& before,
+                             const std::vector<std::string>& after,
+                             const std::function<bool(const std::string&)>& alive,
+                             const std::string& self, bool self_whole, base::Millis now,
+                             base::Millis settle_ms);
+  // Per partition, the sender whose copy of it this member accepted last (ApplyOnShard): its
+  // later chunks are applied even once the partition waits for no copy any more. Written on
+  // the partition's shard.
+  std::vector<std::string> copy_sender;
   // On `shard`, after a table that does not list this member as a holder of `partitions`
   // (SetPartitionTable: its first, or the one after a recovered first table): clears what
   // this member replayed of them, which the cluster holds in other members' replicas (newer

@@ -27,11 +27,14 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
   std::map<std::uint32_t, std::uint64_t> write_version;  // of the write being applied
   std::vector<ReplicaPoint> points;                      // answers to kProbe
   std::set<std::uint32_t> refused_catch_ups;  // a catch-up from a point not held here now
+  std::set<std::uint32_t> held;               // copies of partitions held here whole already
+  std::set<std::uint32_t> resyncs;            // resyncs (of a backup held here) in this batch
   // What was applied, for this shard's log (LogUpdates keeps what persists).
   const bool log_applied = logging.load(std::memory_order_relaxed) && !states[shard]->replaying;
   std::vector<ReplicaUpdate> applied;
   for (const auto& u : updates) {
     if (!refused_catch_ups.empty() && refused_catch_ups.contains(u.partition_id)) continue;
+    if (!held.empty() && held.contains(u.partition_id)) continue;
     if (between_clusters && u.kind != ReplicaUpdate::Kind::kHandoff) {
       refused.insert(u.partition_id);
       continue;
@@ -49,10 +52,31 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
       refused.insert(u.partition_id);
       continue;
     }
-    if ((u.kind == ReplicaUpdate::Kind::kResyncBegin ||
-         u.kind == ReplicaUpdate::Kind::kResyncChunk) &&
-        has_table && (from_outsider || IsLocal(u.partition_id))) {
-      ignoring.insert(u.partition_id);  // its sender's table is older than ours
+    if (u.kind == ReplicaUpdate::Kind::kResyncBegin ||
+        u.kind == ReplicaUpdate::Kind::kResyncChunk) {
+      resyncs.insert(u.partition_id);
+      if (has_table && (from_outsider || IsLocal(u.partition_id))) {
+        ignoring.insert(u.partition_id);  // its sender's table is older than ours
+      }
+    }
+    // A partition copy (its head: a clear of every map, or a catch-up's kProbe with a point;
+    // then its entries and kPartitionComplete) to a member listed as the partition's holder
+    // that waits for no copy: its sender counted it as a new holder after the source of its
+    // first copy died (SetPartitionTable), but that copy arrived, and the partition may have
+    // been written here since. Refused whole. The chunks of a copy accepted before go on.
+    if (has_table && !resyncs.contains(u.partition_id) &&
+        (u.kind == ReplicaUpdate::Kind::kCopySet ||
+         u.kind == ReplicaUpdate::Kind::kPartitionComplete ||
+         (u.kind == ReplicaUpdate::Kind::kClearPartition && u.version == 0) ||
+         (u.kind == ReplicaUpdate::Kind::kProbe && u.digest != 0))) {
+      const bool head = (u.kind == ReplicaUpdate::Kind::kClearPartition && u.map_name.empty()) ||
+                        u.kind == ReplicaUpdate::Kind::kProbe;
+      auto& from = copy_sender[u.partition_id];
+      if (HoldsWhole(*current, u.partition_id) && (head || from != sender)) {
+        held.insert(u.partition_id);
+        continue;
+      }
+      if (head) from = sender;
     }
     if (ignoring.count(u.partition_id) != 0 && u.kind != ReplicaUpdate::Kind::kSet &&
         u.kind != ReplicaUpdate::Kind::kDelete) {
@@ -164,7 +188,8 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
           between_clusters || (!refused.empty() && left_cluster.load()),
           log_applied ? LogUpdates(shard, applied) : base::Result<Logged>(Logged{}),
           std::move(points),
-          {refused_catch_ups.begin(), refused_catch_ups.end()}};
+          {refused_catch_ups.begin(), refused_catch_ups.end()},
+          {held.begin(), held.end()}};
 }
 
 void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
@@ -221,9 +246,20 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
           between_clusters = between_clusters || o.between_clusters;
         }
         std::vector<std::uint32_t> refused_catch_ups;
+        std::vector<std::uint32_t> held;
         for (auto& o : per_shard) {
           refused_catch_ups.insert(refused_catch_ups.end(), o.refused_catch_ups.begin(),
                                    o.refused_catch_ups.end());
+          held.insert(held.end(), o.held.begin(), o.held.end());
+        }
+        if (!held.empty()) {
+          return done(base::Fail(
+              ErrorCode::kConflict,
+              fmt::format("this member holds partition(s) {} whole already (listed as their "
+                          "holder, waiting for no copy): a copy would wipe what was written "
+                          "here since, and is not applied",
+                          fmt::join(held, ", ")),
+              base::ErrorReason::kAlreadyHeld));
         }
         if (!refused_catch_ups.empty()) {
           return done(base::Fail(

@@ -30,6 +30,65 @@ constexpr base::Millis kAwaitLimit = 10'000;
 
 }  // namespace
 
+MapService::Impl::CopyPlan MapService::Impl::PlanCopies(
+    Lineage& l, const std::vector<std::string>& before, const std::vector<std::string>& after,
+    const std::function<bool(const std::string&)>& alive, const std::string& self,
+    bool self_whole, base::Millis now, base::Millis settle_ms) {
+  std::vector<std::string> lost;        // listed before, but their copy's source died since
+  std::vector<std::string> alternates;  // the lost copies' other possible sources
+  std::erase_if(l.incoming, [&](const Incoming& in) {
+    if (!alive(in.member) || now - in.since_ms > settle_ms) return true;  // gone, or arrived
+    if (in.member == self && self_whole) return true;  // its copy is here (this member knows)
+    if (in.source.empty() || alive(in.source)) return !Contains(after, in.member);
+    lost.push_back(in.member);
+    for (const auto& m : in.alternates) {
+      if (!Contains(alternates, m)) alternates.push_back(m);
+    }
+    return true;
+  });
+  // Who has the data: the previous table's holders that did not lose their copy (the previous
+  // owner first: its copy has every write it applied), else the members that held it when a
+  // lost copy was ordered (its source's peers then; a holder whose lost copy did arrive after
+  // all refuses their copy).
+  std::vector<std::string> candidates;
+  const std::vector<std::string>* lists[] = {&before, &alternates};
+  for (const auto* list : lists) {
+    for (const auto& m : *list) {
+      if (alive(m) && !Contains(lost, m) && !Contains(candidates, m)) candidates.push_back(m);
+    }
+  }
+  CopyPlan plan;
+  plan.lost = lost;
+  if (!candidates.empty()) {
+    plan.source = candidates.front();
+  } else {
+    // Nobody known to have it: a holder whose copy's source died (it may have arrived), or
+    // this member, leaving with the only copy (not listed any more).
+    for (const auto& m : before) {
+      if (alive(m)) {
+        plan.source = m;
+        break;
+      }
+    }
+    if (plan.source.empty() && Contains(before, self)) plan.source = self;
+  }
+  if (plan.source.empty()) return plan;
+  for (const auto& m : after) {
+    if (m == plan.source || (Contains(before, m) && Contains(candidates, m))) continue;
+    if (std::any_of(l.incoming.begin(), l.incoming.end(),
+                    [&](const Incoming& in) { return in.member == m; })) {
+      continue;  // its copy is on its way
+    }
+    plan.to.push_back(m);
+  }
+  std::vector<std::string> others;  // what each new copy's alternates are
+  for (const auto& m : candidates) {
+    if (m != plan.source) others.push_back(m);
+  }
+  for (const auto& m : plan.to) l.incoming.push_back({m, plan.source, now, others});
+  return plan;
+}
+
 void MapService::Impl::SendDeferredCopies(std::size_t shard, std::uint32_t p) {
   std::vector<std::string> to;
   std::shared_ptr<const Routing> current;
@@ -115,6 +174,13 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     const bool drop_replayed =
         impl_->logging.load() && (previous ? impl_->replayed_drop_deferred : !recovered);
     impl_->replayed_drop_deferred = !previous && recovered && impl_->logging.load();
+    // Listed, and not a process replaced since (its successor at the address has none of its
+    // data).
+    auto alive = [&](const std::string& m) { return Contains(members, m) && !replaced.contains(m); };
+    bool shrank = !replaced.empty();  // a member of the previous table is gone
+    if (previous) {
+      for (const auto& [address, id] : previous->ids) shrank = shrank || !next->ids.contains(address);
+    }
     static const std::vector<std::string> kNone;
     std::vector<std::string> survivors;  // the previous replicas of p without replaced ones
     for (std::uint32_t p = 0; p < next->replicas.size(); ++p) {
@@ -132,20 +198,41 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       }
       const auto& before = *before_p;
       const bool owner = !after.empty() && after[0] == next->self;
-      // Who copies the partition to new holders: its previous owner if alive, else the first
-      // surviving previous replica. Without a previous table (this member just joined) some
-      // member that had one will.
-      std::string source;
-      for (const auto& m : before) {
-        if (Contains(members, m)) {
-          source = m;
-          break;
-        }
-      }
-      // Leaving (not listed any more) while still holding the only copy: hand it over.
-      if (source.empty() && Contains(before, next->self)) source = next->self;
       const bool holder = Contains(after, next->self);
       const bool had = Contains(before, next->self);
+      // Who copies the partition to which new holders (PlanCopies): its previous owner if
+      // alive, else the first surviving previous replica, skipping holders whose copy's source
+      // died. Without a previous table (this member just joined) some member that had one
+      // will: the members listed hold what they are listed for, this one waits for its copy.
+      auto& lineage = impl_->lineage[p];
+      Impl::CopyPlan plan;
+      if (previous) {
+        plan = Impl::PlanCopies(lineage, before, after, alive, next->self,
+                                !impl_->flags[p].pending.load(), now,
+                                impl_->options.migration_copy_wait_ms);
+        if (!plan.lost.empty() && impl_->log) {
+          impl_->log->info(
+              "partition {}: the copy to {} came from a member that is gone; {} copies it",
+              p, fmt::join(plan.lost, ", "), plan.source.empty() ? "nobody" : plan.source);
+        }
+        if (!plan.to.empty() && impl_->log) {
+          impl_->log->debug("partition {}: [{}] -> [{}]: {} copies it to {}", p,
+                            fmt::join(before, ", "), fmt::join(after, ", "), plan.source,
+                            fmt::join(plan.to, ", "));
+        }
+      } else {
+        for (const auto& m : before) {
+          if (Contains(members, m)) {
+            plan.source = m;
+            break;
+          }
+        }
+        lineage.incoming.clear();
+        if (holder && !recovered && members.size() > 1) {
+          lineage.incoming.push_back({next->self, std::string(), now, {}});
+        }
+      }
+      const std::string& source = plan.source;
       if (drop_replayed && !holder && source != next->self && impl_->flags[p].replayed.load()) {
         superseded[shards_.ShardOfPartition(p)].push_back(p);
       }
@@ -159,9 +246,14 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
         if (!awaiting_source) f.pending.store(false);
         f.copy_arrived.store(false);
         f.versioned.store(false);
-      } else if (!had && data_elsewhere && !f.copy_arrived.load() && !f.pending.load()) {
-        f.pending.store(true);  // a new holder: wait for the copy (it may serve nothing before)
+      } else if ((previous ? Contains(plan.to, next->self) : !had) && data_elsewhere &&
+                 !f.copy_arrived.load()) {
+        // A new holder: wait for the copy (it may serve nothing before). Again after its
+        // copy's source died: the wait starts over for the copy from the new source.
+        f.pending.store(true);
         f.pending_since_ms.store(now);
+      } else if (f.pending.load() && shrank) {
+        f.pending_since_ms.store(now);  // its copy's source may have been the one gone
       }
       const bool was_local = f.local.load();
       f.local.store(owner && !f.pending.load());
@@ -194,10 +286,7 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       f.has_backups.store(owner && after.size() > 1);
       auto& deferred = impl_->deferred_copies[p];
       if (!source.empty() && source == next->self) {
-        std::vector<std::string> to;
-        for (const auto& m : after) {
-          if (m != next->self && !Contains(before, m)) to.push_back(m);
-        }
+        std::vector<std::string> to = std::move(plan.to);
         if (!to.empty() && awaiting_source) {
           // Still waiting for the partition ourselves: copy once it is here (ApplyOnShard).
           for (auto& m : to) {

@@ -1,6 +1,6 @@
 """Real grid-node processes on 127.0.0.1 for the Jepsen-style harness, and the nemeses that
 hurt them: SIGKILL with an immediate restart or one after the failure timeout, SIGSTOP and
-SIGCONT, network partitions through `grid-cli fault` (one member cut off, a bridge, the
+SIGCONT, a killed member replaced at once by a new one at another address, network partitions through `grid-cli fault` (one member cut off, a bridge, the
 master cut off), SIGTERM rolling restarts, and mixes of them.
 
 Every process started here is stopped by Cluster.stop (the runner calls it on every exit)."""
@@ -77,7 +77,8 @@ class Node:
     def start(self):
         c = self.cluster
         args = [c.grid_node, "--port", str(self.port), "--resp-port", str(self.resp_port),
-                "--http-port", str(self.http_port), "--threads", "2", "--log-level", "info",
+                "--http-port", str(self.http_port), "--threads", "2",
+                "--log-level", os.environ.get("TESSERA_JEPSEN_LOG_LEVEL", "info"),
                 "--fault-injection", "true",
                 "--heartbeat-ms", str(c.heartbeat_ms),
                 "--failure-timeout-ms", str(c.failure_timeout_ms),
@@ -101,6 +102,11 @@ class Node:
             raise RuntimeError("node %d did not start: %r (log %s)" % (self.index, line,
                                                                       self.log_path))
         self.paused = False
+
+    def move(self, ports):
+        """A new member in this one's place: other ports, so a new address (and identity); the
+        old address stays in the cluster's view until its failure timeout removes it."""
+        self.port, self.resp_port, self.http_port = ports
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
@@ -243,8 +249,8 @@ class Nemesis:
     """Alternates faults and quiet periods: `fault_s` seconds of fault, then healed, then
     `quiet_s` seconds of quiet. Records each step in the history as a "nemesis" entry."""
 
-    KINDS = ["kill-restart", "kill-late", "pause", "partition", "bridge", "partition-master",
-             "rolling", "mix"]
+    KINDS = ["kill-restart", "kill-late", "kill-replace", "pause", "partition", "bridge",
+             "partition-master", "rolling", "mix"]
 
     def __init__(self, cluster, kind, rng, record, fault_s=6.0, quiet_s=4.0):
         if kind not in self.KINDS:
@@ -282,6 +288,17 @@ class Nemesis:
         time.sleep(self.cluster.failure_timeout_ms / 1000 * 1.5)
         n.start()
         self.sleep_until(min(stop_at, time.monotonic() + self.fault_s / 2))
+
+    def kill_replace(self, stop_at):
+        """SIGKILL, then at once a new member at another address joins: the dead one is still
+        listed (until the failure timeout), so the table that adds the new member may name the
+        dead one as the source of the new member's copies."""
+        n = self.victim()
+        n.kill()
+        n.move(free_ports(3))
+        time.sleep(self.rng.uniform(0.0, 0.3))
+        n.start()
+        self.sleep_until(min(stop_at, time.monotonic() + self.fault_s))
 
     def pause(self, stop_at):
         n = self.victim()

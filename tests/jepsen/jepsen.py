@@ -16,7 +16,8 @@ Workloads:
   unique    SET of unique keys: every acknowledged write is present with its value
 
 Nemeses: kill-restart (SIGKILL, restarted within a second at the same address), kill-late
-(restarted after the failure timeout), pause (SIGSTOP, SIGCONT), partition (one member cut
+(restarted after the failure timeout), kill-replace (SIGKILL, and at once a new member at another
+address joins while the dead one is still listed), pause (SIGSTOP, SIGCONT), partition (one member cut
 off both ways), bridge (two members cut from each other, the third sees both),
 partition-master, rolling (SIGTERM and restart, member by member), mix (a random one each
 round), none.

@@ -14,8 +14,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NEMESES = ["kill-restart", "kill-late", "pause", "partition", "bridge", "partition-master",
-           "rolling", "mix"]
+NEMESES = ["kill-restart", "kill-late", "kill-replace", "pause", "partition", "bridge",
+           "partition-master", "rolling", "mix"]
 WORKLOADS = ["unique", "counter", "set", "register"]
 # Faults that cut the cluster in two: a map without quorum keeps writing on both sides and the
 # merge keeps one side's value per key (docs/reliability.md), so lost writes are expected.

@@ -60,6 +60,8 @@ std::string_view ErrorReasonName(ErrorReason reason) {
       return "CrossPartition";
     case ErrorReason::kDiskLow:
       return "DiskLow";
+    case ErrorReason::kAlreadyHeld:
+      return "AlreadyHeld";
   }
   return "Unknown";
 }

@@ -40,6 +40,7 @@ TEST_CASE("An error's reason tells its cases apart and survives added context", 
   CHECK(wrapped.message() == "operation 1 of the transaction failed: a hash");
   CHECK(tessera::base::ErrorReasonName(ErrorReason::kRetryLater) == "RetryLater");
   CHECK(tessera::base::ErrorReasonName(ErrorReason::kDiskLow) == "DiskLow");
+  CHECK(tessera::base::ErrorReasonName(ErrorReason::kAlreadyHeld) == "AlreadyHeld");
   CHECK(tessera::base::ErrorReasonName(static_cast<ErrorReason>(999)) == "Unknown");
   auto failed = Fail(ErrorCode::kConflict, "stale", ErrorReason::kNotApplied);
   CHECK(failed.error().reason() == ErrorReason::kNotApplied);

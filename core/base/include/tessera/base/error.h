@@ -60,6 +60,10 @@ enum class ErrorReason : std::uint16_t {
   // (--log-min-free-bytes): writes to maps that persist are refused before they are applied,
   // reads go on; writes are taken again once space is freed (Redis's MISCONF).
   kDiskLow = 5,
+  // kConflict: a partition copy sent to a member that holds the partition whole already (it is
+  // listed as its holder and waits for no copy): not applied, as it would wipe what was
+  // written there since; the sender stops sending it.
+  kAlreadyHeld = 6,
 };
 
 // "WrongKind", "NotApplied", ... ("None"; "Unknown" for other values).
