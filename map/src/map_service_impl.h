@@ -532,6 +532,12 @@ struct MapService::Impl {
   };
   void CopyToNewHolder(std::size_t shard, std::uint32_t p, std::string target,
                        base::Millis first_ms, const Probed* probed = nullptr);
+  // For a source that only had p when a lost copy was ordered (PlanCopies' `tentative`): the
+  // copies to `to` leave after kTentativeCopyDelayMs. A holder counted lost may have had its
+  // copy after all, and then copies p on itself, fresher than this member (which a table
+  // dropped before): its copies land first, and this member's are refused (AlreadyHeld).
+  void CopyLater(std::size_t shard, std::uint32_t p, std::vector<std::string> to);
+  static constexpr base::Millis kTentativeCopyDelayMs = 1000;
   // Targets' answers to probes, by (partition, target).
   using ProbeAnswers = std::map<std::pair<std::uint32_t, std::string>, ReplicaPoint>;
   // On `shard`: asks each target of `copies` (partition, target) for the point its replay left
@@ -584,7 +590,7 @@ struct MapService::Impl {
     base::Result<Logged> logged = Logged{};        // what was logged of it (LogUpdates)
     std::vector<ReplicaPoint> points;              // answers to kProbe
     std::vector<std::uint32_t> refused_catch_ups;  // kProbe with a point not held here
-    std::vector<std::uint32_t> held;  // copies of partitions held here whole already
+    std::vector<std::uint32_t> held;               // copies of partitions held here whole already
   };
   // Whether `table` lists this member as a holder of partition p, and p waits for no copy.
   bool HoldsWhole(const Routing& table, std::uint32_t p) const {
@@ -635,14 +641,12 @@ struct MapService::Impl {
   // member it was taking the partition from, died or restarted mid-migration); copying the
   // empty replica would have been the new holders' whole copy. Guarded by ownership_mu.
   std::vector<std::vector<std::string>> deferred_copies;
-  // Per partition, the copies on their way to its new holders as far as the tables applied
-  // here show, for the choice of the member that copies it (PlanCopies, "Copy sources" in
+  // Per partition, the copies the last table ordered (PlanCopies, "Copy sources" in
   // docs/architecture.md). Guarded by ownership_mu.
   struct Incoming {
-    std::string member;  // a new holder whose copy is on its way
-    std::string source;  // from this member; empty: not known (this member joined then)
-    base::Millis since_ms = 0;            // steady clock, when its table was applied here
-    std::vector<std::string> alternates;  // the members that had the data then, but `source`
+    std::string member;                   // a new holder
+    std::string source;                   // the member copying it there
+    std::vector<std::string> alternates;  // the other members that had the data then
   };
   struct Lineage {
     std::vector<Incoming> incoming;
@@ -650,25 +654,24 @@ struct MapService::Impl {
   std::vector<Lineage> lineage;
   // What PlanCopies decided for one partition of a table.
   struct CopyPlan {
-    std::string source;           // the member that copies it (empty: none can)
-    std::vector<std::string> to;  // the listed holders it copies it to
-    std::vector<std::string> lost;  // holders whose copy's source died since the last table
+    std::string source;             // the member that copies it (empty: none can)
+    std::vector<std::string> to;    // the listed holders it copies it to
+    std::vector<std::string> lost;  // holders whose copy's source is gone
+    bool tentative = false;         // `source` is no holder of the previous table (CopyLostFirst)
   };
   // The step of `l` for a table listing `after` over the `alive` members (listed, not
-  // replaced), `before` being the previous list without replaced processes. A copy on its way
-  // longer than `settle_ms` counts as arrived (or given up: either way its holder serves what
-  // it has); a holder whose copy's source died since lost that copy and is a new holder again
-  // (one whose source is not known, this member's own at its first table, is not; nor is this
-  // member when `self_whole`: it waits for no copy, it knows its copy arrived). The source
-  // is the first alive member of `before` that did not lose its copy (the previous owner
-  // first: its copy has every write it applied); when none is left, one of the members that
-  // had the data when a lost copy was ordered, else the first alive member of `before` (its
-  // lost copy may have arrived).
+  // replaced), `before` being the previous list without replaced processes. A copy the
+  // previous table ordered arrived if its source is alive now; if not (it was listed but dead,
+  // or died since), its holder lost it and is a new holder again, unless it is this member
+  // and `self_whole` (it waits for no copy: it knows its copy arrived). The source is the
+  // first alive member of `before` that did not lose its copy (the previous owner first: its
+  // copy has every write it applied); when none is left, one of the members that had the
+  // data when a lost copy was ordered, else the first alive member of `before` (its lost copy
+  // may have arrived).
   static CopyPlan PlanCopies(Lineage& l, const std::vector<std::string>& before,
                              const std::vector<std::string>& after,
                              const std::function<bool(const std::string&)>& alive,
-                             const std::string& self, bool self_whole, base::Millis now,
-                             base::Millis settle_ms);
+                             const std::string& self, bool self_whole);
   // Per partition, the sender whose copy of it this member accepted last (ApplyOnShard): its
   // later chunks are applied even once the partition waits for no copy any more. Written on
   // the partition's shard.

@@ -33,19 +33,20 @@ constexpr base::Millis kAwaitLimit = 10'000;
 MapService::Impl::CopyPlan MapService::Impl::PlanCopies(
     Lineage& l, const std::vector<std::string>& before, const std::vector<std::string>& after,
     const std::function<bool(const std::string&)>& alive, const std::string& self,
-    bool self_whole, base::Millis now, base::Millis settle_ms) {
-  std::vector<std::string> lost;        // listed before, but their copy's source died since
+    bool self_whole) {
+  // The copies the previous table ordered arrived, unless their source is gone now: it was
+  // listed but already dead (killed, not yet removed), or died before it sent them.
+  CopyPlan plan;
   std::vector<std::string> alternates;  // the lost copies' other possible sources
-  std::erase_if(l.incoming, [&](const Incoming& in) {
-    if (!alive(in.member) || now - in.since_ms > settle_ms) return true;  // gone, or arrived
-    if (in.member == self && self_whole) return true;  // its copy is here (this member knows)
-    if (in.source.empty() || alive(in.source)) return !Contains(after, in.member);
-    lost.push_back(in.member);
+  for (const auto& in : l.incoming) {
+    if (!alive(in.member) || alive(in.source)) continue;
+    if (in.member == self && self_whole) continue;  // its copy is here (this member knows)
+    plan.lost.push_back(in.member);
     for (const auto& m : in.alternates) {
       if (!Contains(alternates, m)) alternates.push_back(m);
     }
-    return true;
-  });
+  }
+  l.incoming.clear();
   // Who has the data: the previous table's holders that did not lose their copy (the previous
   // owner first: its copy has every write it applied), else the members that held it when a
   // lost copy was ordered (its source's peers then; a holder whose lost copy did arrive after
@@ -54,13 +55,14 @@ MapService::Impl::CopyPlan MapService::Impl::PlanCopies(
   const std::vector<std::string>* lists[] = {&before, &alternates};
   for (const auto* list : lists) {
     for (const auto& m : *list) {
-      if (alive(m) && !Contains(lost, m) && !Contains(candidates, m)) candidates.push_back(m);
+      if (alive(m) && !Contains(plan.lost, m) && !Contains(candidates, m)) {
+        candidates.push_back(m);
+      }
     }
   }
-  CopyPlan plan;
-  plan.lost = lost;
   if (!candidates.empty()) {
     plan.source = candidates.front();
+    plan.tentative = !Contains(before, plan.source);
   } else {
     // Nobody known to have it: a holder whose copy's source died (it may have arrived), or
     // this member, leaving with the only copy (not listed any more).
@@ -74,18 +76,15 @@ MapService::Impl::CopyPlan MapService::Impl::PlanCopies(
   }
   if (plan.source.empty()) return plan;
   for (const auto& m : after) {
-    if (m == plan.source || (Contains(before, m) && Contains(candidates, m))) continue;
-    if (std::any_of(l.incoming.begin(), l.incoming.end(),
-                    [&](const Incoming& in) { return in.member == m; })) {
-      continue;  // its copy is on its way
+    if (m != plan.source && !(Contains(before, m) && Contains(candidates, m))) {
+      plan.to.push_back(m);
     }
-    plan.to.push_back(m);
   }
-  std::vector<std::string> others;  // what each new copy's alternates are
+  std::vector<std::string> others;  // each new copy's alternates
   for (const auto& m : candidates) {
     if (m != plan.source) others.push_back(m);
   }
-  for (const auto& m : plan.to) l.incoming.push_back({m, plan.source, now, others});
+  for (const auto& m : plan.to) l.incoming.push_back({m, plan.source, others});
   return plan;
 }
 
@@ -132,6 +131,10 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
   // (whose next table adds the backups, which may be this member's replicas), at the next.
   std::vector<std::vector<std::uint32_t>> superseded(shards_.size());
   std::string self_address;
+  // Copies from a source a table dropped before (PlanCopies' `tentative`), by shard: they
+  // leave a little later (CopyLater).
+  std::vector<std::vector<std::pair<std::uint32_t, std::vector<std::string>>>> tentative(
+      shards_.size());
   {
     Impl::OwnershipChange change(*impl_);
     auto previous = impl_->routing;
@@ -176,10 +179,13 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
     impl_->replayed_drop_deferred = !previous && recovered && impl_->logging.load();
     // Listed, and not a process replaced since (its successor at the address has none of its
     // data).
-    auto alive = [&](const std::string& m) { return Contains(members, m) && !replaced.contains(m); };
+    auto alive = [&](const std::string& m) {
+      return Contains(members, m) && !replaced.contains(m);
+    };
     bool shrank = !replaced.empty();  // a member of the previous table is gone
     if (previous) {
-      for (const auto& [address, id] : previous->ids) shrank = shrank || !next->ids.contains(address);
+      for (const auto& [address, id] : previous->ids)
+        shrank = shrank || !next->ids.contains(address);
     }
     static const std::vector<std::string> kNone;
     std::vector<std::string> survivors;  // the previous replicas of p without replaced ones
@@ -208,12 +214,11 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       Impl::CopyPlan plan;
       if (previous) {
         plan = Impl::PlanCopies(lineage, before, after, alive, next->self,
-                                !impl_->flags[p].pending.load(), now,
-                                impl_->options.migration_copy_wait_ms);
+                                !impl_->flags[p].pending.load());
         if (!plan.lost.empty() && impl_->log) {
           impl_->log->info(
-              "partition {}: the copy to {} came from a member that is gone; {} copies it",
-              p, fmt::join(plan.lost, ", "), plan.source.empty() ? "nobody" : plan.source);
+              "partition {}: the copy to {} came from a member that is gone; {} copies it", p,
+              fmt::join(plan.lost, ", "), plan.source.empty() ? "nobody" : plan.source);
         }
         if (!plan.to.empty() && impl_->log) {
           impl_->log->debug("partition {}: [{}] -> [{}]: {} copies it to {}", p,
@@ -227,10 +232,7 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
             break;
           }
         }
-        lineage.incoming.clear();
-        if (holder && !recovered && members.size() > 1) {
-          lineage.incoming.push_back({next->self, std::string(), now, {}});
-        }
+        lineage.incoming.clear();  // its own copy's source is not known here
       }
       const std::string& source = plan.source;
       if (drop_replayed && !holder && source != next->self && impl_->flags[p].replayed.load()) {
@@ -241,6 +243,21 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       auto& f = impl_->flags[p];
       // The source of new holders' copies that still waits for the partition itself keeps
       // waiting (even when it holds no replica now), and copies on once it is here.
+      const bool tentative_wait = previous && plan.tentative && source == next->self && holder &&
+                                  !had && !f.copy_arrived.load();
+      if (tentative_wait && !f.pending.exchange(true)) {
+        // Listed again after a table dropped it, and the source for want of a better one: what
+        // it holds may be stale. It waits as a new holder for kTentativeCopyDelayMs (a holder
+        // counted lost may have it fresher and copy it here), then copies on what it has.
+        f.pending_since_ms.store(now - impl_->options.migration_copy_wait_ms +
+                                 Impl::kTentativeCopyDelayMs);
+        if (impl_->log) {
+          impl_->log->info(
+              "partition {}: no holder of the last table has it; serving and "
+              "copying what this member held in {} ms unless a copy comes first",
+              p, Impl::kTentativeCopyDelayMs);
+        }
+      }
       const bool awaiting_source = source == next->self && f.pending.load();
       if (!holder) {
         if (!awaiting_source) f.pending.store(false);
@@ -252,7 +269,7 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
         // copy's source died: the wait starts over for the copy from the new source.
         f.pending.store(true);
         f.pending_since_ms.store(now);
-      } else if (f.pending.load() && shrank) {
+      } else if (f.pending.load() && shrank && !tentative_wait) {
         f.pending_since_ms.store(now);  // its copy's source may have been the one gone
       }
       const bool was_local = f.local.load();
@@ -292,6 +309,8 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
           for (auto& m : to) {
             if (!Contains(deferred, m)) deferred.push_back(std::move(m));
           }
+        } else if (!to.empty() && plan.tentative) {
+          tentative[shards_.ShardOfPartition(p)].emplace_back(p, std::move(to));
         } else if (!to.empty()) {
           copies.emplace_back(p, std::move(to));
         }
@@ -326,6 +345,14 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
         routing->SendReplica(to, {u}, [](const base::Result<ReplicaAck>&) {});
       }
     });
+  }
+  for (std::size_t shard = 0; shard < tentative.size() && routing != nullptr; ++shard) {
+    for (auto& [p, to] : tentative[shard]) {
+      shards_.InvokeOn(shard, [impl = impl_.get(), shard, p = p, to = std::move(to),
+                               token = impl_->EnterRequest()]() mutable {
+        impl->CopyLater(shard, p, std::move(to));
+      });
+    }
   }
   if (copies.empty() || routing == nullptr) return;
   if (impl_->log)
@@ -391,6 +418,22 @@ void MapService::Impl::CopyInTurn(std::size_t shard, std::shared_ptr<CopyQueue> 
       }
     }
     if (queue->next < queue->copies.size()) CopyInTurn(shard, queue);
+  });
+}
+
+void MapService::Impl::CopyLater(std::size_t shard, std::uint32_t p, std::vector<std::string> to) {
+  if (log) {
+    log->info(
+        "partition {}: no holder of the last table has it; copying what this member held "
+        "to {} in {} ms unless they have it by then",
+        p, fmt::join(to, ", "), kTentativeCopyDelayMs);
+  }
+  auto timer = std::make_shared<boost::asio::steady_timer>(
+      shards.Context(shard), std::chrono::milliseconds(kTentativeCopyDelayMs));
+  timer->async_wait([this, timer, shard, p, to = std::move(to),
+                     token = EnterRequest()](const boost::system::error_code& e) {
+    if (e || stopped.load()) return;
+    for (const auto& target : to) CopyToNewHolder(shard, p, target, SteadyMs());
   });
 }
 

@@ -24,6 +24,7 @@ round), none.
 
 Usage: jepsen.py --grid-node PATH --grid-cli PATH [--workload W] [--nemesis N] [--time S]
                  [--quorum] [--clients N] [--seed N] [--failure-timeout-ms MS]
+                 [--fault-s S] [--quiet-s S] [--warmup-s S]
                  [--workdir DIR] [--json FILE]
 """
 import argparse
@@ -239,6 +240,7 @@ def run(args):
             c.start()
         stop_at = time.monotonic() + args.time
         if args.nemesis != "none":
+            time.sleep(min(args.warmup_s, max(0.0, stop_at - time.monotonic())))
             Nemesis(cluster, args.nemesis, rng, history.note, fault_s=args.fault_s,
                     quiet_s=args.quiet_s).run(stop_at)
         while time.monotonic() < stop_at:
@@ -295,6 +297,8 @@ def main():
     p.add_argument("--failure-timeout-ms", type=int, default=2000)
     p.add_argument("--fault-s", type=float, default=6.0, help="seconds each fault lasts")
     p.add_argument("--quiet-s", type=float, default=4.0, help="seconds between faults")
+    p.add_argument("--warmup-s", type=float, default=0.0,
+                   help="seconds of load before the first fault (data for it to lose)")
     p.add_argument("--workdir", help="logs and history (default: a new temporary directory)")
     p.add_argument("--json", help="also write the summary here")
     p.add_argument("--keep", action="store_true", help="keep the work directory when valid")

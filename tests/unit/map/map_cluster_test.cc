@@ -657,9 +657,8 @@ TEST_CASE(
   Verify(net.node("m3").service, acked);
 }
 
-TEST_CASE(
-    "A member added while a dead member is still listed gets what the dead one was to copy",
-    "[map][cluster][restart]") {
+TEST_CASE("A member added while a dead member is still listed gets what the dead one was to copy",
+          "[map][cluster][restart]") {
   // jepsen kill-replace: a member SIGKILLed and a new one (another address) joining before the
   // failure timeout removed it. The table that adds the new member still lists the dead one,
   // as the source of the partitions it gives up to the new member; the next table (without
