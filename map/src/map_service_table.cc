@@ -263,10 +263,13 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
         if (!awaiting_source) f.pending.store(false);
         f.copy_arrived.store(false);
         f.versioned.store(false);
-      } else if ((previous ? Contains(plan.to, next->self) : !had) && data_elsewhere &&
+      } else if ((((previous ? Contains(plan.to, next->self) : !had) && data_elsewhere) ||
+                  (previous && source.empty() && !had && !before.empty())) &&
                  !f.copy_arrived.load()) {
         // A new holder: wait for the copy (it may serve nothing before). Again after its
-        // copy's source died: the wait starts over for the copy from the new source.
+        // copy's source died: the wait starts over for the copy from the new source. Also
+        // when no holder of the previous table is listed: one that leaves hands it over (a
+        // copy that would be refused, and wiped what was written meanwhile, if it served).
         f.pending.store(true);
         f.pending_since_ms.store(now);
       } else if (f.pending.load() && shrank && !tentative_wait) {
