@@ -315,6 +315,9 @@ struct MapService::Impl {
     // does not make this member a holder drops it (DropUnheldReplicas). Written on the
     // partition's shard.
     std::atomic<bool> replayed{false};
+    // A holder under the last table that was one under the table before (or this member's
+    // first, recovered table): it has the partition whole unless it waits for a copy.
+    std::atomic<bool> listed_before{false};
   };
   static constexpr std::int64_t kNoUnconfirmed = std::numeric_limits<std::int64_t>::max();
   // The partition table as addresses, replaced whole on every change.
@@ -592,10 +595,15 @@ struct MapService::Impl {
     std::vector<std::uint32_t> refused_catch_ups;  // kProbe with a point not held here
     std::vector<std::uint32_t> held;               // copies of partitions held here whole already
   };
-  // Whether `table` lists this member as a holder of partition p, and p waits for no copy.
+  // Whether `table` lists this member as a holder of partition p, p waits for no copy, and it
+  // has p's data: a copy of it completed here, or the table before listed it too. (A holder
+  // listed when none of the previous table is, as when the one holding it leaves and hands it
+  // over, waits for no copy, yet takes that handover.)
   bool HoldsWhole(const Routing& table, std::uint32_t p) const {
     const auto& r = table.replicas[p];
-    return !flags[p].pending.load() && std::find(r.begin(), r.end(), table.self) != r.end();
+    const auto& f = flags[p];
+    return !f.pending.load() && (f.copy_arrived.load() || f.listed_before.load()) &&
+           std::find(r.begin(), r.end(), table.self) != r.end();
   }
   // `sender`: the sending member's identity (empty: unknown; MapService::ApplyReplica). Its
   // listing is checked here, on the shard, in the same task as the apply: a table installed

@@ -263,18 +263,16 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
         if (!awaiting_source) f.pending.store(false);
         f.copy_arrived.store(false);
         f.versioned.store(false);
-      } else if ((((previous ? Contains(plan.to, next->self) : !had) && data_elsewhere) ||
-                  (previous && source.empty() && !had && !before.empty())) &&
+      } else if ((previous ? Contains(plan.to, next->self) : !had) && data_elsewhere &&
                  !f.copy_arrived.load()) {
         // A new holder: wait for the copy (it may serve nothing before). Again after its
-        // copy's source died: the wait starts over for the copy from the new source. Also
-        // when no holder of the previous table is listed: one that leaves hands it over (a
-        // copy that would be refused, and wiped what was written meanwhile, if it served).
+        // copy's source died: the wait starts over for the copy from the new source.
         f.pending.store(true);
         f.pending_since_ms.store(now);
       } else if (f.pending.load() && shrank && !tentative_wait) {
         f.pending_since_ms.store(now);  // its copy's source may have been the one gone
       }
+      f.listed_before.store(holder && had);  // HoldsWhole: it had it before this table
       const bool was_local = f.local.load();
       f.local.store(owner && !f.pending.load());
       const std::size_t shard = shards_.ShardOfPartition(p);
