@@ -396,6 +396,49 @@ void MapService::Impl::WhenLogged(const std::vector<Logged>& logged,
   }
 }
 
+std::optional<base::Result<MapResult>> MapService::ExecuteIfLocal(const MapRequest& request,
+                                                                  LogTicket& ticket) {
+  ticket = {};
+  if (!MapOpIsKeyed(request.op) || StreamReadWaits(request)) return std::nullopt;
+  if (request.local_only && !impl_->CurrentRouting()) return std::nullopt;
+  const std::uint32_t partition_id = impl_->partitioner.PartitionOf(request.key);
+  const std::size_t shard = shards_.ShardOfPartition(partition_id);
+  if (!shards_.OnShard(shard) || !impl_->LocalWithoutBackups(partition_id)) return std::nullopt;
+  if (auto ok = impl_->Admit(request); !ok) return std::unexpected(ok.error());
+  auto log_it = impl_->MayLog(shard, request);
+  if (!log_it) return std::nullopt;  // a refusal (a full disk) Execute answers
+  RequestToken token(impl_->in_flight);
+  if (!*log_it) return impl_->RunOnPartition(shard, partition_id, request);
+  std::vector<ReplicaUpdate> updates;
+  auto result = impl_->RunOnPartition(shard, partition_id, request, &updates);
+  if (updates.empty()) return result;
+  auto logged = impl_->LogUpdates(shard, updates);
+  if (!logged) return std::unexpected(Impl::NotLogged(logged.error()));
+  ticket = {logged->shard, logged->seq, logged->wait};
+  return result;
+}
+
+void MapService::WhenLogged(const LogTicket& ticket,
+                            base::UniqueFunction<void(base::Result<void>)> done) {
+  auto answer = [done = std::move(done),
+                 token = RequestToken(impl_->in_flight)](base::Result<void> logged) mutable {
+    if (!logged) return done(std::unexpected(Impl::NotLogged(logged.error())));
+    done({});
+  };
+  storage::ShardLog& log = *impl_->logs[ticket.shard];
+  if (ticket.wait == Persistence::kAlways) {
+    log.WhenDurable(ticket.seq, std::move(answer));
+  } else {
+    log.WhenWritten(ticket.seq, std::move(answer));
+  }
+}
+
+base::Error MapService::Impl::NotLogged(const base::Error& e) {
+  return base::Error(ErrorCode::kStorage,
+                     "the write was applied in memory but could not be logged to disk (" +
+                         e.message() + "); it may be lost if this member restarts");
+}
+
 MapService::Callback MapService::Impl::AfterLogged(std::vector<base::Result<Logged>> logged,
                                                    Callback done) {
   std::vector<Logged> waits;
@@ -408,11 +451,7 @@ MapService::Callback MapService::Impl::AfterLogged(std::vector<base::Result<Logg
     }
   }
   if (!failure && waits.empty()) return done;
-  auto failed = [](const base::Error& e) {
-    return base::Error(ErrorCode::kStorage,
-                       "the write was applied in memory but could not be logged to disk (" +
-                           e.message() + "); it may be lost if this member restarts");
-  };
+  auto failed = [](const base::Error& e) { return NotLogged(e); };
   return [this, failure, waits, failed, done = std::move(done)](base::Result<MapResult> result) {
     if (failure) return done(std::unexpected(failed(*failure)));
     WhenLogged(waits, [done, failed, result = std::move(result)](base::Result<void> ok) {
@@ -431,6 +470,10 @@ base::Result<LogRecovery> MapService::Impl::ReplayShard(std::size_t shard, const
   log_options.on_sync = options.on_log_sync;
   log_options.skip_damaged = options.log_skip_damaged;
   log_options.min_free_bytes = options.log_min_free_bytes;
+  // The log's nudges and answers run on this shard: two hand-offs per batch, not per write.
+  log_options.post = [this, shard](base::UniqueFunction<void()> task) {
+    shards.InvokeOn(shard, std::move(task));
+  };
   const std::filesystem::path path =
       std::filesystem::path(dir) / ("shard-" + std::to_string(shard));
   auto opened = storage::ShardLog::Open(path, log_options, log);

@@ -724,6 +724,8 @@ struct MapService::Impl {
   // `done`, called once the log allows `logged` to be acknowledged (WhenDurable / WhenWritten;
   // at once for kNone), with the log's error instead of the result when it failed.
   Callback AfterLogged(std::vector<base::Result<Logged>> logged, Callback done);
+  // The error a write's caller gets when the write was applied but its log failed.
+  static base::Error NotLogged(const base::Error& log_error);
   // Calls done() once every record of `logged` may be acknowledged, or with the first error.
   void WhenLogged(const std::vector<Logged>& logged, std::function<void(base::Result<void>)> done);
   // On `shard` (OpenLog): opens its log under `dir` and replays it. Errors as OpenLog.

@@ -44,6 +44,32 @@ void WriteServiceError(RespWriter& writer, const base::Error& error);
 void Capture(Connection& conn, map::MapRequest&& request,
              std::function<void(RespWriter&, base::Result<map::MapResult>&)> finish);
 
+// Runs `request` now when this shard owns its partition (MapService::ExecuteIfLocal with a
+// log ticket) and returns true; write(writer, result) writes the reply: in place, or, for a
+// write whose map persists, into a deferred slot filled once its log record allows
+// (MapService::WhenLogged; a write that could not be logged replies its error). False: not
+// run (another shard or member, or a request that waits).
+template <typename Write>
+bool RunLocal(Connection& conn, const map::MapRequest& request, Write&& write) {
+  map::MapService::LogTicket ticket;
+  auto local = conn.maps().ExecuteIfLocal(request, ticket);
+  if (!local) return false;
+  if (ticket.wait == map::Persistence::kNone) {
+    RespWriter writer = conn.Reply();
+    write(writer, *local);
+    return true;
+  }
+  std::string data;
+  RespWriter writer(data, conn.protocol());
+  write(writer, *local);
+  conn.maps().WhenLogged(
+      ticket, [slot = conn.Defer(), data = std::move(data)](base::Result<void> logged) mutable {
+        if (logged) return slot.FillData(std::move(data));
+        slot.Fill([&logged](RespWriter& w) { WriteServiceError(w, logged.error()); });
+      });
+  return true;
+}
+
 template <typename Format>
 void CallMap(Connection& conn, map::MapRequest&& request, Format format) {
   if (conn.capture() != nullptr) {
@@ -56,13 +82,13 @@ void CallMap(Connection& conn, map::MapRequest&& request, Format format) {
                      }
                    });
   }
-  if (auto local = conn.maps().ExecuteIfLocal(request)) {
-    RespWriter writer = conn.Reply();
-    if (*local) {
-      format(writer, **local);
-    } else {
-      WriteServiceError(writer, local->error());
-    }
+  if (RunLocal(conn, request, [&format](RespWriter& writer, base::Result<map::MapResult>& result) {
+        if (result) {
+          format(writer, *result);
+        } else {
+          WriteServiceError(writer, result.error());
+        }
+      })) {
     return;
   }
   if (map::MapOpIsKeyed(request.op)) {  // owned by another shard
@@ -93,11 +119,7 @@ void CallMap(Connection& conn, map::MapRequest&& request, Format format) {
 template <typename Format>
 void CallMapRaw(Connection& conn, map::MapRequest&& request, Format format) {
   if (conn.capture() != nullptr) return Capture(conn, std::move(request), format);
-  if (auto local = conn.maps().ExecuteIfLocal(request)) {
-    RespWriter writer = conn.Reply();
-    format(writer, *local);
-    return;
-  }
+  if (RunLocal(conn, request, format)) return;
   if (map::MapOpIsKeyed(request.op)) {  // owned by another shard
     conn.Forward(std::move(request),
                  [format](RespWriter& writer, base::Result<map::MapResult>& result) {

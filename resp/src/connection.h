@@ -72,6 +72,8 @@ class ReplySlot {
   // Writes the reply with write(RespWriter&) and releases it in order.
   template <typename Fn>
   void Fill(Fn&& write) const;
+  // The reply is `data`, already written (in this connection's protocol); released in order.
+  void FillData(std::string data) const;
 
  private:
   std::shared_ptr<Connection> conn_;
@@ -227,6 +229,15 @@ void ReplySlot::Fill(Fn&& write) const {
   std::string data;
   RespWriter writer(data, protocol_);
   write(writer);
+  conn_->DoneWithData(seq_, std::move(data));
+}
+
+inline void ReplySlot::FillData(std::string data) const {
+  if (conn_->OnHomeShard()) {
+    conn_->Target(seq_).append(data);
+    conn_->Done(seq_);
+    return;
+  }
   conn_->DoneWithData(seq_, std::move(data));
 }
 

@@ -2,7 +2,8 @@
 // command is queued: asio runs it after the handlers already queued (the rest of the poll
 // round), which is what gathers many connections' commands into one post. Commands run with
 // MapService::ExecuteIfLocal on the owner; one that is no longer local there (partitions moved
-// to another member) takes MapService::Execute and replies on its own.
+// to another member) takes MapService::Execute and replies on its own, as does a write that
+// waits for its log record (MapService::WhenLogged).
 #include "forwarder.h"
 
 #include <boost/asio/post.hpp>
@@ -43,7 +44,8 @@ void Forwarder::Run(std::size_t from, std::vector<ForwardedCommand>& batch) {
   auto replies = std::make_shared<std::vector<Reply>>();
   replies->reserve(batch.size());
   for (auto& command : batch) {
-    auto local = maps_.ExecuteIfLocal(command.request);
+    map::MapService::LogTicket ticket;
+    auto local = maps_.ExecuteIfLocal(command.request, ticket);
     if (!local) {
       maps_.Execute(
           std::move(command.request),
@@ -59,6 +61,20 @@ void Forwarder::Run(std::size_t from, std::vector<ForwardedCommand>& batch) {
     std::string data;
     RespWriter writer(data, command.protocol);
     command.format(writer, *local);
+    if (ticket.wait != map::Persistence::kNone) {  // replies once its log record allows
+      maps_.WhenLogged(ticket, [conn = std::move(command.conn), seq = command.seq,
+                                protocol = command.protocol, format = std::move(command.format),
+                                data = std::move(data)](base::Result<void> logged) mutable {
+        if (!logged) {
+          data.clear();
+          RespWriter error_writer(data, protocol);
+          base::Result<map::MapResult> failed = std::unexpected(logged.error());
+          format(error_writer, failed);
+        }
+        conn->DoneWithData(seq, std::move(data), /*forwarded=*/true);
+      });
+      continue;
+    }
     replies->push_back({std::move(command.conn), command.seq, std::move(data)});
   }
   if (replies->empty()) return;

@@ -417,9 +417,11 @@ namespace tessera::integration {
 
 TEST_CASE(
     "grid-node --data-dir: a log that can no longer be written (a file size limit, as a full "
-    "disk) stops the member with exit code 1, no failed write was acknowledged, and a restart "
-    "has every acknowledged one",
+    "disk) stops the member with exit code 1, no failed write was acknowledged (native client "
+    "and RESP), and a restart has every acknowledged one",
     "[tools][node][recovery]") {
+  const bool over_resp = GENERATE(false, true);
+  INFO((over_resp ? "RESP" : "native client"));
   TempDir base("grid-node-full");
   std::filesystem::create_directories(base / "");
   // grid-node under a file size limit of 1 MB: the log's first segment cannot grow past it.
@@ -427,33 +429,52 @@ TEST_CASE(
   std::ofstream(wrapper) << "#!/bin/sh\nexec prlimit --fsize=1000000 " << GRID_NODE_PATH
                          << " \"$@\"\n";
   std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
-  TempFile config("maps:\n  orders: {persistence: always}\n");
-  const std::vector<std::string> args = {"--data-dir", base / "node", "--config", config.path()};
+  // RESP writes go to the map "default" and take the shard's fast path (the reply waits for
+  // the log record: MapService::WhenLogged); the native client's take MapService::Execute.
+  TempFile config("maps:\n  orders: {persistence: always}\n  default: {persistence: always}\n");
+  const std::vector<std::string> args = {"--data-dir",  base / "node", "--config",
+                                         config.path(), "--resp-port", "0"};
   auto node = NodeProcess::StartProgramOrFail(wrapper, args);
-  // A long call timeout: an fsync on a busy disk can take seconds (seen: 2 s under the full
-  // suite), and a write that timed out is neither acknowledged nor the refusal this test is
-  // about (it ended the loop as a kTimeout, not kStorage, and failed the checks below once).
-  auto client = grid::Client::Connect(ClientOptionsFor(*node, 30000ms));
-  REQUIRE(client);
-  auto orders = (*client)->GetMap("orders");
   const std::string value(1000, 'v');
   int acknowledged = 0;
-  std::optional<base::Error> refused;
+  std::string refusal;
   const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (!refused && acknowledged < 5000 && std::chrono::steady_clock::now() < deadline) {
-    auto written = orders->Set("o" + std::to_string(acknowledged), value);
-    if (written) {
-      ++acknowledged;
-    } else {
-      refused = written.error();
+  if (over_resp) {
+    RespConnection resp(RespPortOf(*node));
+    while (refusal.empty() && acknowledged < 5000 && std::chrono::steady_clock::now() < deadline) {
+      const std::string reply = resp.Call({"SET", "o" + std::to_string(acknowledged), value});
+      if (reply == "+OK") {
+        ++acknowledged;
+      } else {
+        refusal = reply.empty() ? "(no reply)" : reply;
+      }
     }
+    INFO(refusal);
+    CHECK(refusal.rfind("-ERR", 0) == 0);
+    CHECK(refusal.find("could not be logged to disk") != std::string::npos);
+  } else {
+    // A long call timeout: an fsync on a busy disk can take seconds (seen: 2 s under the full
+    // suite), and a write that timed out is neither acknowledged nor the refusal this test is
+    // about (it ended the loop as a kTimeout, not kStorage, and failed the checks below once).
+    auto client = grid::Client::Connect(ClientOptionsFor(*node, 30000ms));
+    REQUIRE(client);
+    auto orders = (*client)->GetMap("orders");
+    std::optional<base::Error> refused;
+    while (!refused && acknowledged < 5000 && std::chrono::steady_clock::now() < deadline) {
+      auto written = orders->Set("o" + std::to_string(acknowledged), value);
+      if (written) {
+        ++acknowledged;
+      } else {
+        refused = written.error();
+      }
+    }
+    REQUIRE(refused);
+    INFO(refused->message());
+    CHECK(refused->code() == base::ErrorCode::kStorage);
+    CHECK(refused->message().find("could not be logged to disk") != std::string::npos);
+    (*client)->Shutdown();
   }
-  REQUIRE(refused);
-  INFO(refused->message());
-  CHECK(refused->code() == base::ErrorCode::kStorage);
-  CHECK(refused->message().find("could not be logged to disk") != std::string::npos);
   CHECK(acknowledged > 100);
-  (*client)->Shutdown();
   // The member stops by itself: exit code 1 (Stop's SIGTERM finds it gone or going).
   const auto stopping = std::chrono::steady_clock::now() + 15s;
   bool exited = false;
@@ -469,15 +490,30 @@ TEST_CASE(
   CHECK(node->Stop() == 1);
 
   auto again = NodeProcess::StartOrFail(args);
-  auto reader = ConnectOrFail(*again);
   int missing = 0;
-  for (int i = 0; i < acknowledged; ++i) {
-    auto got = ReadOnceRecovered(*reader, "orders", "o" + std::to_string(i), 30s);
-    REQUIRE(got);
-    missing += *got == std::optional<std::string>(value) ? 0 : 1;
+  if (over_resp) {
+    RespConnection resp(RespPortOf(*again));
+    for (int i = 0; i < acknowledged; ++i) {
+      const std::string key = "o" + std::to_string(i);
+      std::string got = resp.Call({"GET", key});
+      // Until the member's recovery completes, reads are refused (retryable).
+      const auto ready_by = std::chrono::steady_clock::now() + 30s;
+      while (got.rfind("-", 0) == 0 && std::chrono::steady_clock::now() < ready_by) {
+        std::this_thread::sleep_for(50ms);
+        got = resp.Call({"GET", key});
+      }
+      missing += got == value ? 0 : 1;
+    }
+  } else {
+    auto reader = ConnectOrFail(*again);
+    for (int i = 0; i < acknowledged; ++i) {
+      auto got = ReadOnceRecovered(*reader, "orders", "o" + std::to_string(i), 30s);
+      REQUIRE(got);
+      missing += *got == std::optional<std::string>(value) ? 0 : 1;
+    }
+    reader->Shutdown();
   }
   CHECK(missing == 0);
-  reader->Shutdown();
   CHECK(again->Stop() == 0);
 }
 

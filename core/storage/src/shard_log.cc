@@ -70,9 +70,15 @@ base::Result<std::unique_ptr<ShardLog>> ShardLog::Open(const std::filesystem::pa
 
 ShardLog::ShardLog(std::filesystem::path dir, ShardLogOptions options,
                    std::shared_ptr<spdlog::logger> log)
-    : dir_(std::move(dir)), options_(options), log_(std::move(log)) {}
+    : dir_(std::move(dir)), options_(options), log_(std::move(log)) {
+  nudge_target_->log = this;
+}
 
 ShardLog::~ShardLog() {
+  {
+    std::lock_guard lock(nudge_target_->mu);
+    nudge_target_->log = nullptr;
+  }
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -267,15 +273,31 @@ void ShardLog::DropOldest(std::unique_lock<std::mutex>& lock) {
 }
 
 base::Result<std::uint64_t> ShardLog::Append(std::string_view payload) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   if (failed_) return std::unexpected(*failed_);
   const bool was_empty = pending_.empty();
   EncodeRecord(pending_, payload);
   ++stats_.records;
   stats_.bytes += kRecordHeaderBytes + payload.size();
   const std::uint64_t seq = ++appended_seq_;
-  if (was_empty) wake_.notify_one();
+  if (!was_empty) return seq;
+  if (!options_.post) {
+    wake_.notify_one();
+  } else if (!nudge_posted_) {
+    nudge_posted_ = true;
+    lock.unlock();
+    options_.post([target = nudge_target_] {
+      std::lock_guard target_lock(target->mu);
+      if (target->log) target->log->Nudge();
+    });
+  }
   return seq;
+}
+
+void ShardLog::Nudge() {
+  std::lock_guard lock(mu_);
+  nudge_posted_ = false;
+  if (!pending_.empty()) wake_.notify_one();
 }
 
 void ShardLog::WhenDurable(std::uint64_t seq, DurableCallback done) {
@@ -381,8 +403,9 @@ void ShardLog::Flusher() {
       it = waiters_.erase(it);
     }
     if (!ready.empty()) {
+      const bool post_them = options_.post && !stop_;
       lock.unlock();
-      Finish(std::move(ready), base::Result<void>{});
+      Finish(std::move(ready), base::Result<void>{}, post_them);
       lock.lock();
     }
     // Stopped with everything synced: waiters left wait for records never appended.
@@ -426,7 +449,14 @@ base::Result<void> ShardLog::TimedSync() {
   return synced;
 }
 
-void ShardLog::Finish(std::vector<DurableCallback> callbacks, const base::Result<void>& outcome) {
+void ShardLog::Finish(std::vector<DurableCallback> callbacks, const base::Result<void>& outcome,
+                      bool post_them) {
+  if (post_them) {
+    options_.post([callbacks = std::move(callbacks), outcome]() mutable {
+      for (auto& done : callbacks) done(outcome);
+    });
+    return;
+  }
   for (auto& done : callbacks) done(outcome);
 }
 

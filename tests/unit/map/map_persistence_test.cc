@@ -197,6 +197,83 @@ TEST_CASE("A write to a persisting map is in its log file when it is acknowledge
   CHECK(records == 2);
 }
 
+namespace {
+
+// The records in the log files under `dir`, read while the service runs.
+std::size_t LoggedRecords(const std::filesystem::path& dir) {
+  std::size_t records = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.path().extension() != ".log") continue;
+    auto contents = tessera::storage::ReadSegment(e.path());
+    if (contents) records += contents->records.size();
+  }
+  return records;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "A write run on its shard with a log ticket is applied at once, logged, and acknowledged by "
+    "WhenLogged once its record is in the log file (a map that does not persist: no wait)",
+    "[map][persistence]") {
+  TempDir tmp;
+  LoggedService s(tmp.path, 1'000'000, 1);
+  REQUIRE(s.recovery);
+  MapService& service = s.fixture->service;
+  struct Seen {
+    bool ran = false;
+    Persistence wait = Persistence::kNone;
+    bool value = false;            // the write's result: the key's new value, read at once
+    std::size_t records_then = 0;  // records in the log files when WhenLogged answered
+    bool logged = false;
+  };
+  auto run = [&](const std::string& map) {
+    auto seen = std::make_shared<Seen>();
+    std::promise<void> answered;
+    auto done = answered.get_future();
+    s.fixture->shards.InvokeOn(0, [&, seen] {
+      MapService::LogTicket ticket;
+      auto result = service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kSet, map, "k", "v"), ticket);
+      seen->ran = result.has_value() && result->has_value();
+      seen->wait = ticket.wait;
+      auto read = service.ExecuteIfLocal(ServiceFixture::Rq(MapOp::kGet, map, "k"));
+      seen->value = read && *read && (*read)->value == std::optional<std::string>("v");
+      if (ticket.wait == Persistence::kNone) return answered.set_value();
+      service.WhenLogged(ticket, [&, seen](tessera::base::Result<void> ok) {
+        seen->logged = ok.has_value();
+        seen->records_then = LoggedRecords(tmp.path);
+        answered.set_value();
+      });
+    });
+    REQUIRE(done.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    return *seen;
+  };
+  const Seen always = run("orders");
+  CHECK(always.ran);
+  CHECK(always.wait == Persistence::kAlways);
+  CHECK(always.value);
+  CHECK(always.logged);
+  CHECK(always.records_then == 1);
+  const Seen periodic = run("events");
+  CHECK(periodic.ran);
+  CHECK(periodic.wait == Persistence::kPeriodic);
+  CHECK(periodic.value);
+  CHECK(periodic.logged);
+  CHECK(periodic.records_then == 2);
+  const Seen none = run("cache");
+  CHECK(none.ran);
+  CHECK(none.wait == Persistence::kNone);
+  CHECK(none.value);
+  CHECK(LoggedRecords(tmp.path) == 2);
+  // What was acknowledged comes back after a restart.
+  s.fixture.reset();
+  LoggedService again(tmp.path, 1'000'000, 1);
+  REQUIRE(again.recovery);
+  CHECK(again.Get("orders", "k") == std::optional<std::string>("v"));
+  CHECK(again.Get("events", "k") == std::optional<std::string>("v"));
+  CHECK(again.Get("cache", "k") == std::nullopt);
+}
+
 TEST_CASE("A map log written with another shard count is refused with a clear error",
           "[map][persistence]") {
   TempDir tmp;

@@ -10,8 +10,10 @@
 
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "temp_dir.h"
 
@@ -494,4 +496,107 @@ TEST_CASE(
   CHECK(records.size() >= 310);
   for (std::size_t i = 0; i < records.size(); ++i) CHECK(records[i] == Payload(i + 1));
   CHECK(warnings.str().find("torn") == std::string::npos);
+}
+
+namespace {
+
+// A thread's task queue, as a shard's post is: tasks wait until the test runs them.
+struct PostedTasks {
+  std::mutex mu;
+  std::vector<tessera::base::UniqueFunction<void()>> tasks;
+  void Post(tessera::base::UniqueFunction<void()> task) {
+    std::lock_guard lock(mu);
+    tasks.push_back(std::move(task));
+  }
+  std::size_t size() {
+    std::lock_guard lock(mu);
+    return tasks.size();
+  }
+  // Runs what is queued now; returns how many ran.
+  std::size_t RunAll() {
+    std::vector<tessera::base::UniqueFunction<void()>> now;
+    {
+      std::lock_guard lock(mu);
+      now.swap(tasks);
+    }
+    for (auto& task : now) task();
+    return now.size();
+  }
+  // Waits (bounded) until a task is queued.
+  bool AwaitTask() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (size() == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return size() != 0;
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "With a post, a shard log writes a round's records on one nudge and answers each batch on the "
+    "appending thread, in order",
+    "[storage]") {
+  TempDir tmp;
+  auto tasks = std::make_shared<PostedTasks>();
+  ShardLogOptions options;
+  options.sync_interval_ms = 60'000;  // no timed write or sync during the test
+  options.post = [tasks](tessera::base::UniqueFunction<void()> task) {
+    tasks->Post(std::move(task));
+  };
+  auto log = ShardLog::Open(tmp.path, options, nullptr);
+  REQUIRE(log);
+
+  // A round: three records, one nudge posted (not one wake per record).
+  for (std::uint64_t i = 1; i <= 3; ++i) REQUIRE((*log)->Append(Payload(i)));
+  CHECK(tasks->size() == 1);
+  const auto test_thread = std::this_thread::get_id();
+  std::vector<std::string> answers;  // touched by the test's thread only, if answers are posted
+  bool on_test_thread = true;
+  auto answer = [&](std::string name) {
+    return [&, name](tessera::base::Result<void> r) {
+      on_test_thread = on_test_thread && std::this_thread::get_id() == test_thread;
+      answers.push_back(name + (r ? "" : " failed"));
+    };
+  };
+  (*log)->WhenWritten(3, answer("written 3"));
+  (*log)->WhenWritten(1, answer("written 1"));
+  CHECK(tasks->size() == 1);
+  CHECK((*log)->stats().batches == 0);  // not woken by the appends
+
+  CHECK(tasks->RunAll() == 1);  // the nudge: the flusher writes all three in one batch
+  REQUIRE(tasks->AwaitTask());  // the batch's answers, in one task
+  CHECK(answers.empty());       // not run on the flusher
+  CHECK(tasks->RunAll() == 1);
+  CHECK(answers == std::vector<std::string>{"written 1", "written 3"});
+  CHECK(on_test_thread);
+  CHECK((*log)->stats().batches == 1);
+
+  // The next round posts a nudge of its own; a durability waiter is answered after the sync.
+  REQUIRE((*log)->Append(Payload(4)));
+  CHECK(tasks->size() == 1);
+  (*log)->WhenDurable(4, answer("durable 4"));  // wakes the flusher: a waiter makes it sync
+  REQUIRE(tasks->AwaitTask());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (answers.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    tasks->RunAll();  // the nudge (nothing left to wake for) and the answer
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(answers == std::vector<std::string>{"written 1", "written 3", "durable 4"});
+  CHECK((*log)->durable_seq() == 4);
+
+  // Destroyed with a record appended and its nudge not run: the destructor writes and syncs
+  // it and answers its waiter itself (the thread's tasks may never run: a stopped shard); the
+  // nudge run later does nothing.
+  REQUIRE((*log)->Append(Payload(5)));
+  REQUIRE(tasks->size() == 1);
+  bool written5 = false;
+  (*log)->WhenWritten(5, [&](tessera::base::Result<void> r) { written5 = r.has_value(); });
+  log->reset();
+  CHECK(written5);
+  tasks->RunAll();
+  auto reopened = ShardLog::Open(tmp.path, ShardLogOptions{}, nullptr);
+  REQUIRE(reopened);
+  CHECK((*reopened)->TakeRecovered().size() == 5);
 }

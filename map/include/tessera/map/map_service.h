@@ -19,6 +19,7 @@
 
 #include "tessera/base/clock.h"
 #include "tessera/base/error.h"
+#include "tessera/base/unique_function.h"
 #include "tessera/map/map_request.h"
 #include "tessera/map/merge.h"
 #include "tessera/map/replica.h"
@@ -263,7 +264,8 @@ class MapService {
   // applied there in one step, and its entry events are delivered after it committed. `done` runs
   // inline when the caller is on the owning shard (keyed ops) and nothing is waited for, else on
   // some shard thread (or, for partitions of other members and writes waiting for backups, the
-  // routing's thread; for writes waiting for the log, its flusher thread).
+  // routing's thread; for writes waiting for the log, the shard's thread once the log wrote
+  // or synced them).
   // Errors: kBadRequest (empty map name, missing key, bad options; a transaction that is
   // empty, longer than max_transaction_ops, or has a key outside its partition, named),
   // kUnknownProcessor,
@@ -278,6 +280,26 @@ class MapService {
   // another member owns) does nothing and returns nullopt (the caller then uses Execute).
   // Validation errors and kShuttingDown are returned too.
   std::optional<base::Result<MapResult>> ExecuteIfLocal(const MapRequest& request);
+
+  // What the reply to a write run by ExecuteIfLocal(request, ticket) waits for: its record in
+  // the log of `shard`, and the persistence of its map (kNone: nothing, reply at once).
+  struct LogTicket {
+    std::size_t shard = 0;
+    std::uint64_t seq = 0;
+    Persistence wait = Persistence::kNone;
+  };
+  // As ExecuteIfLocal, for a front-end that holds a write's reply until the log allows it: a
+  // write to a map that persists (with no backups to wait for) runs here too, is logged, and
+  // `ticket` says what its reply waits for: the caller sends it only from WhenLogged's `done`.
+  // A write that could not be logged returns kStorage (applied in memory, not logged).
+  std::optional<base::Result<MapResult>> ExecuteIfLocal(const MapRequest& request,
+                                                        LogTicket& ticket);
+  // Calls `done` once the log allows the write of `ticket` to be acknowledged (ok: written to
+  // the OS for kPeriodic, synced for kAlways), or with kStorage when it could not be logged.
+  // `done` runs on the ticket's shard, after the log's batch (at once on the caller's thread
+  // when the log failed; on the log's flusher while the log closes). Stop waits for it.
+  // REQUIRES: ticket.wait != Persistence::kNone.
+  void WhenLogged(const LogTicket& ticket, base::UniqueFunction<void(base::Result<void>)> done);
 
   // A hint before a front-end on a shard thread runs several keyed requests one after the
   // other (the frames one read delivered): starts fetching the table slots, then the
