@@ -313,8 +313,8 @@ void ShardLog::WhenWritten(std::uint64_t seq, DurableCallback done) {
   AddWaiter(written_waiters_, seq, std::move(done), /*wake_always=*/false);
 }
 
-void ShardLog::AddWaiter(std::multimap<std::uint64_t, DurableCallback>& waiters, std::uint64_t seq,
-                         DurableCallback done, bool wake_always) {
+void ShardLog::AddWaiter(Waiters& waiters, std::uint64_t seq, DurableCallback done,
+                         bool wake_always) {
   std::unique_lock lock(mu_);
   if (failed_) {
     const base::Error error = *failed_;
@@ -322,7 +322,13 @@ void ShardLog::AddWaiter(std::multimap<std::uint64_t, DurableCallback>& waiters,
     done(std::unexpected(error));
     return;
   }
-  waiters.emplace(seq, std::move(done));
+  if (waiters.empty() || waiters.back().first <= seq) {
+    waiters.emplace_back(seq, std::move(done));
+  } else {  // after the waiters of the same number: answered in the order they came
+    auto at = std::upper_bound(waiters.begin(), waiters.end(), seq,
+                               [](std::uint64_t s, const auto& w) { return s < w.first; });
+    waiters.emplace(at, seq, std::move(done));
+  }
   if (wake_always || seq <= written_seq_) wake_.notify_one();
 }
 
@@ -356,10 +362,10 @@ void ShardLog::Flusher() {
       next_check = Clock::now() + check_interval;
     }
     wake_.wait_until(lock, watch_space ? std::min(next_sync, next_check) : next_sync, [this] {
-      const bool answerable = !waiters_.empty() && (waiters_.begin()->first <= durable_seq_ ||
+      const bool answerable = !waiters_.empty() && (waiters_.front().first <= durable_seq_ ||
                                                     durable_seq_ < appended_seq_);
       const bool written =
-          !written_waiters_.empty() && written_waiters_.begin()->first <= written_seq_;
+          !written_waiters_.empty() && written_waiters_.front().first <= written_seq_;
       return stop_ || !pending_.empty() || answerable || written || DropPending();
     });
     if (failed_) break;
@@ -393,14 +399,13 @@ void ShardLog::Flusher() {
       next_sync = Clock::now() + interval;
     }
     std::vector<DurableCallback> ready;
-    for (auto it = written_waiters_.begin();
-         it != written_waiters_.end() && it->first <= written_seq_;) {
-      ready.push_back(std::move(it->second));
-      it = written_waiters_.erase(it);
+    while (!written_waiters_.empty() && written_waiters_.front().first <= written_seq_) {
+      ready.push_back(std::move(written_waiters_.front().second));
+      written_waiters_.pop_front();
     }
-    for (auto it = waiters_.begin(); it != waiters_.end() && it->first <= durable_seq_;) {
-      ready.push_back(std::move(it->second));
-      it = waiters_.erase(it);
+    while (!waiters_.empty() && waiters_.front().first <= durable_seq_) {
+      ready.push_back(std::move(waiters_.front().second));
+      waiters_.pop_front();
     }
     if (!ready.empty()) {
       const bool post_them = options_.post && !stop_;

@@ -37,9 +37,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -107,7 +107,8 @@ struct ShardLogStats {
 
 class ShardLog {
  public:
-  using DurableCallback = base::UniqueFunction<void(base::Result<void>)>;
+  // Room inline for a caller's own 64-byte callback and a little more (MapService::WhenLogged).
+  using DurableCallback = base::UniqueFunction<void(base::Result<void>), 96>;
 
   // Opens (creating) the folder `dir`, reads its segments and starts a new one. Errors
   // (kStorage, naming the file): a segment damaged in the middle or a torn tail in a segment
@@ -165,8 +166,10 @@ class ShardLog {
   base::Result<void> Recover();
   // Adds `done` to `waiters` (guarded by mu_), or answers it at once when the log failed.
   // Wakes the flusher when `wake_always` or when `seq` is written already.
-  void AddWaiter(std::multimap<std::uint64_t, DurableCallback>& waiters, std::uint64_t seq,
-                 DurableCallback done, bool wake_always);
+  // Waiters in sequence order (mostly appended at the back: callers wait for what they just
+  // appended; an older number is inserted in its place).
+  using Waiters = std::deque<std::pair<std::uint64_t, DurableCallback>>;
+  void AddWaiter(Waiters& waiters, std::uint64_t seq, DurableCallback done, bool wake_always);
   base::Result<void> StartSegment(std::uint64_t first_seq);
   void Flusher();
   // One batch: write what is pending (and sync when `sync`); returns the write's outcome.
@@ -204,8 +207,8 @@ class ShardLog {
   std::string pending_;             // encoded records not yet handed to the flusher
   std::uint64_t appended_seq_ = 0;  // the last sequence number given out
   std::uint64_t written_seq_ = 0;   // the last one written to a segment
-  std::multimap<std::uint64_t, DurableCallback> waiters_;          // WhenDurable
-  std::multimap<std::uint64_t, DurableCallback> written_waiters_;  // WhenWritten
+  Waiters waiters_;                 // WhenDurable
+  Waiters written_waiters_;         // WhenWritten
   std::optional<base::Error> failed_;
   bool stop_ = false;
   ShardLogStats stats_;
