@@ -10,6 +10,7 @@
 
 #include "admin_internal.h"
 #include "tessera/admin/documents.h"
+#include "tessera/base/secret.h"
 #include "tessera/partition/partition_table.h"
 #include "tessera/saga/dead_letter.h"
 #include "tessera/saga/saga_store.h"
@@ -133,15 +134,6 @@ std::shared_ptr<grid::Instance> Unowned(grid::Member& member) {
 }
 
 // Compares in time that depends on the lengths only, not on where the texts differ.
-bool SameSecret(const std::string& given, const std::string& expected) {
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < given.size(); ++i) {
-    diff |= static_cast<unsigned char>(given[i] ^
-                                       expected[i % std::max<std::size_t>(1, expected.size())]);
-  }
-  return diff == 0 && !expected.empty();
-}
-
 json CheckJson(const grid::HealthCheck& c) { return {{"ok", c.ok}, {"reason", c.reason}}; }
 
 json ClusterJson(grid::Member& member) {
@@ -418,7 +410,8 @@ void RegisterAdminApi(grid::Member& member, AdminOptions options) {
     member.AddHttpRoute(
         std::move(method), std::move(pattern),
         [secret, mutates, handler = std::move(handler)](const http::Request& r) {
-          if (!secret.empty() && !SameSecret(r.Header("authorization"), "Bearer " + secret)) {
+          if (!secret.empty() &&
+              !base::ConstantTimeEquals(r.Header("authorization"), "Bearer " + secret)) {
             auto denied =
                 http::Response::Error(401, "unauthorized",
                                       "this member has a secret: send it as 'Authorization: Bearer "

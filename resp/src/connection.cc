@@ -8,6 +8,7 @@
 // EPOLL_CTL_MOD per wait instead, so the syscall count per batch stayed the same.)
 #include "connection.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
@@ -21,6 +22,20 @@ namespace {
 constexpr std::size_t kMinReadBytes = 16 * 1024;
 constexpr std::size_t kKeepBufferBytes = 1024 * 1024;  // shrink write buffers above this
 constexpr std::size_t kHoldBytes = 64 * 1024;  // write anyway once this much waits for forwards
+
+// The parser's limits for a connection that has authenticated or not (RespServerOptions).
+ParserLimits LimitsFor(const RespServerOptions& options, bool authenticated) {
+  ParserLimits limits{.max_bulk_bytes = options.max_bulk_bytes};
+  if (authenticated) return limits;
+  limits.max_multibulk_count = options.unauthenticated_max_args;
+  limits.max_bulk_bytes = std::min(options.max_bulk_bytes, options.unauthenticated_max_bulk_bytes);
+  // A header or inline line holds no more than an argument (an inline AUTH with its password).
+  limits.max_inline_bytes = std::min<std::size_t>(
+      limits.max_inline_bytes,
+      static_cast<std::size_t>(std::max<std::int64_t>(options.unauthenticated_max_bulk_bytes, 64)));
+  limits.unauthenticated = true;
+  return limits;
+}
 }  // namespace
 
 Connection::Connection(std::shared_ptr<ServerState> server, std::size_t shard,
@@ -30,8 +45,13 @@ Connection::Connection(std::shared_ptr<ServerState> server, std::size_t shard,
       socket_(std::move(socket)),
       id_(server_->next_client_id.fetch_add(1)),
       connected_at_ms_(server_->clock.WallMs()),
-      parser_(ParserLimits{.max_bulk_bytes = server_->options.max_bulk_bytes}),
+      parser_(LimitsFor(server_->options, server_->options.secret.empty())),
       authenticated_(server_->options.secret.empty()) {}
+
+void Connection::set_authenticated(bool value) {
+  authenticated_ = value;
+  parser_.SetLimits(LimitsFor(server_->options, value));
+}
 
 Connection::~Connection() = default;
 
@@ -116,6 +136,7 @@ void Connection::Execute(Args args) {
 
 void Connection::ProtocolError(const std::string& message) {
   server_->protocol_errors.fetch_add(1);
+  if (!authenticated_) server_->unauthenticated_rejected.fetch_add(1);
   server_->log->info("client {} ({}): protocol error: {}; closing", id_, address(), message);
   const auto seq = Reserve();
   RespWriter(Target(seq), protocol_).Error("ERR Protocol error: " + message);

@@ -132,7 +132,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   int protocol() const { return protocol_; }
   void set_protocol(int protocol) { protocol_ = protocol; }
   bool authenticated() const { return authenticated_; }
-  void set_authenticated(bool value) { authenticated_ = value; }
+  // Also sets the parser's limits: the tighter ones until authenticated.
+  void set_authenticated(bool value);
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
   std::string address() const;

@@ -1,6 +1,7 @@
 // Connection family: PING, ECHO, QUIT, RESET, AUTH, HELLO, SELECT, CLIENT. These touch only
 // the connection's own state and reply at once.
 #include "command_util.h"
+#include "tessera/base/secret.h"
 
 namespace tessera::resp {
 
@@ -49,7 +50,9 @@ bool CheckAuth(Connection& conn, std::string_view user, std::string_view passwor
         "Are you sure your configuration is correct?");
     return false;
   }
-  if (user != "default" || password != secret) {
+  // Both compared whatever the first says (a wrong user takes as long as a wrong password).
+  const bool user_ok = user == "default";
+  if (!base::ConstantTimeEquals(password, secret) || !user_ok) {
     conn.Reply().Error("WRONGPASS invalid username-password pair or user is disabled.");
     return false;
   }

@@ -4,6 +4,7 @@
 // out, so a partially received large value is moved at most once per growth.
 #include "tessera/resp/resp_parser.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cstring>
 
@@ -208,7 +209,13 @@ RespParser::Status RespParser::ParseMultibulk() {
     std::size_t next = 0;
     const Status header = ReadHeaderNumber(pos_, "mbulk", "multibulk", count, next);
     if (header != Status::kCommand) return header;
-    if (count > limits_.max_multibulk_count) return Fail("invalid multibulk length");
+    if (count > limits_.max_multibulk_count) {
+      if (!limits_.unauthenticated) return Fail("invalid multibulk length");
+      return Fail(
+          fmt::format("unauthenticated multibulk length: {} arguments, and a client that has not "
+                      "authenticated may send at most {}; AUTH first",
+                      count, limits_.max_multibulk_count));
+    }
     if (count <= 0) {
       FinishCommand(next);
       return Status::kCommand;  // empty: Next() skips it
@@ -263,6 +270,12 @@ RespParser::Status RespParser::ParseBulkHeader() {
   std::size_t next = 0;
   const Status header = ReadHeaderNumber(scan_, "bulk", "bulk", length, next);
   if (header != Status::kCommand) return header;
+  if (length > limits_.max_bulk_bytes && limits_.unauthenticated) {
+    return Fail(fmt::format(
+        "unauthenticated bulk length: an argument of {} bytes, and a client that has not "
+        "authenticated may send at most {}; AUTH first",
+        length, limits_.max_bulk_bytes));
+  }
   if (length < 0 || length > limits_.max_bulk_bytes) return Fail("invalid bulk length");
   pending_bulk_ = length;
   scan_ = next;

@@ -76,6 +76,7 @@ RespServerStats RespServer::Stats() const {
   stats.total_connections = state_->total_connections.load();
   stats.total_commands = state_->TotalCommands();
   stats.protocol_errors = state_->protocol_errors.load();
+  stats.unauthenticated_rejected = state_->unauthenticated_rejected.load();
   return stats;
 }
 

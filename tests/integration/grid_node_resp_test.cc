@@ -1,6 +1,11 @@
 // A real grid-node process with --resp-port driven by the real redis-cli and redis-benchmark
 // (Debian's redis-tools), as a Redis user would: the same front-end the in-process RESP tests
 // cover, here through the member's own flags, threads and shutdown.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <regex>
@@ -164,6 +169,68 @@ TEST_CASE("RESP on any member of a cluster serves every key", "[tools][resp][clu
   CHECK(subscriber.subscribed());
   CHECK(Cli(port_a, {"PUBLISH", "alerts", "from-a"}) == "0\n");  // no subscriber on a itself
   CHECK(subscriber.output().find("message\nalerts\nfrom-a\n") != std::string::npos);
+}
+
+}  // namespace tessera::integration
+
+namespace tessera::integration {
+namespace {
+
+// The resident set of process `pid` in bytes (VmRSS), or 0 when unreadable.
+std::uint64_t ResidentBytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "grid-node with a secret cuts off a RESP client that sends a 256 MiB argument before AUTH at "
+    "its header, without reading or allocating it, and keeps serving",
+    "[tools][resp][auth]") {
+  auto node = NodeProcess::StartOrFail({"--resp-port", "0", "--secret", "s3cret"});
+  const auto port = RespPort(*node);
+  REQUIRE(Cli(port, {"-a", "s3cret", "--no-auth-warning", "SET", "k", "v"}) == "OK\n");
+  const std::uint64_t rss_before = ResidentBytes(node->pid());
+  REQUIRE(rss_before > 0);
+
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  // The header of a 256 MiB argument (under the member's 512 MiB limit after AUTH), then up to
+  // 64 MiB of it: the member must close the connection long before.
+  const std::string header = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$268435456\r\n";
+  REQUIRE(::send(fd, header.data(), header.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(header.size()));
+  const std::string chunk(1 << 20, 'x');
+  std::uint64_t sent = 0;
+  while (sent < (64u << 20)) {
+    const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n <= 0) break;  // reset by the member (or the send timed out: nobody reads)
+    sent += static_cast<std::uint64_t>(n);
+  }
+  std::string reply(512, '\0');
+  const ssize_t got = ::recv(fd, reply.data(), reply.size(), 0);
+  ::close(fd);
+  INFO("sent " << sent << " bytes; reply: " << (got > 0 ? reply.substr(0, got) : "(none)"));
+  // What the kernel's socket buffers take before the reset, not the argument.
+  CHECK(sent < (16u << 20));
+  const std::uint64_t rss_after = ResidentBytes(node->pid());
+  INFO("RSS before " << rss_before << ", after " << rss_after);
+  CHECK(rss_after < rss_before + (16u << 20));
+  // The member goes on serving, authenticated clients and its data alike.
+  CHECK(Cli(port, {"-a", "s3cret", "--no-auth-warning", "GET", "k"}) == "v\n");
 }
 
 }  // namespace tessera::integration

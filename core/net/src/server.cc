@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "tessera/base/secret.h"
 #include "tessera/net/tcp_listener.h"
 
 namespace tessera::net {
@@ -49,18 +50,6 @@ class HandlerGate {
   std::atomic<bool> closed_{false};
 };
 
-// Equal strings in time that depends only on the lengths, not on where they differ.
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  unsigned difference = a.size() == b.size() ? 0 : 1;
-  const std::size_t length = std::max(a.size(), b.size());
-  for (std::size_t i = 0; i < length; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    difference |= static_cast<unsigned>(x ^ y);
-  }
-  return difference == 0;
-}
-
 base::Result<void> CheckHello(const HandshakePolicy& policy, const wire::Hello& hello) {
   const std::string role(wire::RoleName(hello.role));
   if (hello.protocol_version != policy.protocol_version) {
@@ -83,7 +72,7 @@ base::Result<void> CheckHello(const HandshakePolicy& policy, const wire::Hello& 
                           " asked for '" + hello.cluster_name + "'; connect with --cluster-name " +
                           policy.cluster_name + " to join this member's cluster");
   }
-  if (!ConstantTimeEquals(hello.secret, policy.secret)) {
+  if (!base::ConstantTimeEquals(hello.secret, policy.secret)) {
     return base::Fail(ErrorCode::kAuthFailed,
                       "wrong cluster secret from " + role + " '" + hello.client_name +
                           "'; pass the secret the cluster was started with (--secret)");

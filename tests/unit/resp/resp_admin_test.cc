@@ -59,6 +59,58 @@ TEST_CASE("AUTH gates commands when a secret is set", "[resp][admin][auth]") {
   CHECK(h.Call({"GET", "k"}) == "_\r\n");
 }
 
+TEST_CASE(
+    "Before AUTH a client may send only small commands: more arguments or a longer one closes "
+    "the connection with an error naming the limit, before the member reads it",
+    "[resp][admin][auth]") {
+  TestServer server(WithSecret("s3cret"));
+  RespClient many(server.port());
+  many.SendRaw("*11\r\n");
+  CHECK(many.Read() ==
+        "-ERR Protocol error: unauthenticated multibulk length: 11 arguments, and a client that "
+        "has not authenticated may send at most 10; AUTH first\r\n");
+  CHECK(many.WaitClosed());
+  // A gigabyte announced: refused at its header, nothing of it read or allocated.
+  RespClient big(server.port());
+  big.SendRaw("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1073741824\r\n");
+  CHECK(big.Read() ==
+        "-ERR Protocol error: unauthenticated bulk length: an argument of 1073741824 bytes, and a "
+        "client that has not authenticated may send at most 16384; AUTH first\r\n");
+  CHECK(big.WaitClosed());
+
+  // Within the limits: the usual NOAUTH, the connection stays; once authenticated, the
+  // connection's own limits.
+  RespClient c(server.port());
+  const std::vector<std::string> ten = {"MSET", "a", "1", "b", "2", "c", "3", "d", "4", "e"};
+  CHECK(c.Call(ten) == "-NOAUTH Authentication required.\r\n");
+  CHECK(c.Call({"AUTH", std::string(16 * 1024, 'x')}) ==
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+  CHECK(c.Call({"AUTH", "s3cret"}) == kOk);
+  CHECK(c.Call({"MSET", "a", "1", "b", "2", "c", "3", "d", "4", "e", "5", "f", "6"}) == kOk);
+  const std::string value(100 * 1024, 'v');
+  CHECK(c.Call({"SET", "big", value}) == kOk);
+  CHECK(c.Call({"GET", "big"}) == Bulk(value));
+  // RESET makes the connection unauthenticated again, with the limits before AUTH.
+  CHECK(c.Call({"RESET"}) == "+RESET\r\n");
+  c.SendRaw("*12\r\n");
+  CHECK(c.Read().rfind("-ERR Protocol error: unauthenticated multibulk length: 12", 0) == 0);
+  CHECK(c.WaitClosed());
+
+  RespClient admin(server.port());
+  CHECK(admin.Call({"AUTH", "s3cret"}) == kOk);
+  const std::string info = admin.Call({"INFO", "stats"});
+  CHECK(info.find("unauthenticated_rejected:3\r\n") != std::string::npos);
+  CHECK(info.find("protocol_errors:3\r\n") != std::string::npos);
+}
+
+TEST_CASE("Without a secret a client's commands have the connection's limits from the start",
+          "[resp][admin][auth]") {
+  TestServer server;
+  RespClient c(server.port());
+  CHECK(c.Call({"MSET", "a", "1", "b", "2", "c", "3", "d", "4", "e", "5", "f", "6"}) == kOk);
+  CHECK(c.Call({"SET", "big", std::string(100 * 1024, 'v')}) == kOk);
+}
+
 TEST_CASE("AUTH without a configured secret is an error", "[resp][admin][auth]") {
   TestServer server;
   RespClient c(server.port());

@@ -15,7 +15,8 @@
 //
 // Limits (violations are protocol errors): multibulk count <= 1024*1024, bulk length <=
 // ParserLimits::max_bulk_bytes (default 512 MB), an inline line or a "*"/"$" header line
-// <= 64 KB. After a protocol error the parser stays failed; the caller replies
+// <= 64 KB; tighter ones before a connection authenticated (ParserLimits::unauthenticated). After a
+// protocol error the parser stays failed; the caller replies
 // "-ERR Protocol error: ..." and closes the connection.
 //
 // Thread-safety: none; one parser per connection, used by the connection's shard.
@@ -33,6 +34,10 @@ struct ParserLimits {
   std::int64_t max_bulk_bytes = 512LL * 1024 * 1024;
   std::int64_t max_multibulk_count = 1024 * 1024;
   std::size_t max_inline_bytes = 64 * 1024;
+  // The limits of a connection that has not authenticated yet (RespServerOptions): a count or
+  // length over them fails as "unauthenticated multibulk length" / "unauthenticated bulk
+  // length" (Redis's names), saying what is allowed before AUTH.
+  bool unauthenticated = false;
 };
 
 class RespParser {
@@ -40,6 +45,9 @@ class RespParser {
   enum class Status { kCommand, kNeedMore, kError };
 
   explicit RespParser(ParserLimits limits = {});
+  // Limits for the commands parsed from here on (AUTH succeeded: the connection's own); the
+  // command being parsed keeps what it was checked against.
+  void SetLimits(ParserLimits limits) { limits_ = limits; }
 
   // A writable region of at least `min_bytes` at the end of the buffered data (grows the
   // buffer if needed). Invalidates argument views.

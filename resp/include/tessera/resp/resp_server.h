@@ -35,6 +35,12 @@ struct RespServerOptions {
   std::string default_map = "default";  // map holding the string keyspace (db 0)
   std::string secret;  // non-empty: clients must AUTH with it before other commands
   std::int64_t max_bulk_bytes = 512LL * 1024 * 1024;  // largest accepted argument
+  // With a secret, until a connection authenticated (AUTH or HELLO ... AUTH): a command may
+  // have at most this many arguments of at most this many bytes each (Redis: 10 and 16 KB);
+  // more is a protocol error that closes the connection before the member reads or allocates
+  // the argument.
+  std::int64_t unauthenticated_max_args = 10;
+  std::int64_t unauthenticated_max_bulk_bytes = 16 * 1024;
   // A connection stops reading while this many replies are outstanding or this many reply
   // bytes wait to be written, and resumes when they drain.
   std::size_t max_pending_replies = 4096;
@@ -51,6 +57,8 @@ struct RespServerStats {
   std::int64_t total_connections = 0;  // accepted since start
   std::int64_t total_commands = 0;     // commands executed (including failed ones)
   std::int64_t protocol_errors = 0;    // connections closed for malformed input
+  // Of those, connections that had not authenticated (over the limits for them, or malformed).
+  std::int64_t unauthenticated_rejected = 0;
 };
 
 struct ServerState;  // private (resp/src)
