@@ -126,6 +126,9 @@ void Server::State::OnAccept(std::size_t shard, asio::ip::tcp::socket socket) {
     if (stopping) return;
     const std::uint64_t id = next_connection_id++;
     connection = Connection::Create(std::move(socket), id, shard, options.max_frame_bytes, log);
+    connection->set_max_frame_bytes(
+        std::min(options.max_hello_bytes, options.max_frame_bytes),
+        "for a connection's first frame, its Hello; the peer must open with a Hello");
     connections.emplace(id, Entry{connection, timer});
   }
   log->debug("connection {} from {} on shard {}", connection->id(), connection->remote_address(),
@@ -200,6 +203,7 @@ void Server::State::OnHello(const std::shared_ptr<Connection>& connection, wire:
   const bool lean = version >= wire::kLeanProtocolVersion;
   connection->set_peer_hello(hello);
   connection->set_accept_lean(lean);
+  connection->set_max_frame_bytes(options.max_frame_bytes);
   connection->set_protocol_version(lean ? version : 1);
   wire::HelloReply reply = MakeHelloReply(true);
   if (lean) reply.protocol_version = version;

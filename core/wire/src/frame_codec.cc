@@ -252,6 +252,11 @@ std::uint64_t LeanFramesEncoded() { return lean_frames_encoded.load(std::memory_
 FrameDecoder::FrameDecoder(std::size_t max_frame_bytes)
     : max_frame_bytes_(std::min<std::size_t>(max_frame_bytes, ~kLeanBit)) {}
 
+void FrameDecoder::set_max_frame_bytes(std::size_t max_frame_bytes, std::string why) {
+  max_frame_bytes_ = std::min<std::size_t>(max_frame_bytes, ~kLeanBit);
+  limit_why_ = std::move(why);
+}
+
 void FrameDecoder::Feed(std::string_view bytes) {
   if (error_) return;  // the connection is being closed; do not buffer anything more
   if (buffered_bytes() < kFrameHeaderBytes) {
@@ -288,6 +293,10 @@ void FrameDecoder::CheckHeader() {
         ErrorCode::kProtocol,
         "a lean frame (protocol version 2 or later) arrived on a connection that did not "
         "negotiate it in its hello; the peer must send protocol version 1 frames");
+  } else if (length > max_frame_bytes_ && !limit_why_.empty()) {
+    error_.emplace(ErrorCode::kProtocol,
+                   "frame of " + std::to_string(length) + " bytes exceeds the maximum of " +
+                       std::to_string(max_frame_bytes_) + " bytes " + limit_why_);
   } else if (length > max_frame_bytes_) {
     error_.emplace(ErrorCode::kProtocol,
                    "frame of " + std::to_string(length) +
@@ -317,7 +326,8 @@ base::Result<std::optional<Message>> FrameDecoder::Next() {
   }
   read_offset_ += kFrameHeaderBytes + length;
   Compact();
-  CheckHeader();
+  // The next header is checked by the next call (or Feed), not here: the caller may change
+  // the limits on what this frame says (a server raises them once it accepted the Hello).
   return std::optional<Message>(std::move(*message));
 }
 

@@ -192,6 +192,22 @@ TEST_CASE("Garbage from one client closes only that connection", "[net]") {
     CHECK_THAT(raw.frames[1].error->message(),
                Catch::StartsWith("frame of 1073741824 bytes exceeds the maximum frame size"));
   }
+  SECTION("a first frame over the Hello's limit, under the frame size") {
+    // 1 MiB announced before any Hello: refused at its header (64 KiB before the handshake),
+    // although frames of up to the maximum frame size are taken after it.
+    const std::string header("\x00\x00\x10\x00", 4);
+    auto raw = SendRaw(f.server->port(), header + std::string(4096, '\0'));
+    CHECK(raw.closed_by_server);
+    REQUIRE(raw.frames.size() == 1);
+    REQUIRE(raw.frames[0].error.has_value());
+    CHECK(raw.frames[0].error->message() ==
+          "frame of 1048576 bytes exceeds the maximum of 65536 bytes for a connection's first "
+          "frame, its Hello; the peer must open with a Hello");
+    // After the Hello, a frame of that size is taken.
+    auto big = (*good)->CallSync(Echo(std::string(1 << 20, 'b')), std::chrono::seconds(10));
+    REQUIRE(big.has_value());
+    CHECK(big->payload.size() == (1u << 20));
+  }
   SECTION("an unknown message kind after the hello") {
     Message unknown = Echo("x");
     unknown.kind = static_cast<MessageKind>(42);

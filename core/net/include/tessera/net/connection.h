@@ -100,6 +100,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The peer negotiated protocol version 2: its lean frames are read from now on (socket's
   // thread: the server's hello handler, the client's hello reply handler).
   void set_accept_lean(bool accept) { decoder_.set_accept_lean(accept); }
+  // The largest frame read from here on (FrameDecoder::set_max_frame_bytes). Before Start, or
+  // on the socket's thread.
+  void set_max_frame_bytes(std::size_t max_frame_bytes, std::string why = {}) {
+    decoder_.set_max_frame_bytes(max_frame_bytes, std::move(why));
+  }
   // The protocol version agreed with the peer in the hello (1 before it), for handlers that
   // check what a version allows (set on the socket's thread before its requests are read).
   std::uint32_t protocol_version() const { return protocol_version_; }

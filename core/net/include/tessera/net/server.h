@@ -68,6 +68,10 @@ struct ServerOptions {
   std::uint16_t port = 0;  // 0 = ephemeral; read the bound port with Server::port()
   HandshakePolicy handshake;
   std::size_t max_frame_bytes = wire::kDefaultMaxFrameBytes;
+  // The largest first frame (the Hello) of a connection: a peer that has not been accepted
+  // cannot make the member buffer more (a larger frame is refused at its header and the
+  // connection closed). A Hello is well under 1 KiB.
+  std::size_t max_hello_bytes = 64 * 1024;
   // A connection that has not completed the hello within this time is closed.
   std::chrono::milliseconds handshake_timeout{10000};
   // Sent in every accepted HelloReply (accepted/protocol_version are filled in by the server).

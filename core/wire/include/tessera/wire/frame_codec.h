@@ -72,6 +72,10 @@ class FrameDecoder {
 
   // Lean frames are accepted from now on (the connection negotiated protocol version 2).
   void set_accept_lean(bool accept) { accept_lean_ = accept; }
+  // The largest frame accepted from the frame not yet checked on (capped as in the
+  // constructor); `why`, when not empty, ends the error of a frame over it (a server's limit
+  // before the handshake: "for the Hello, the first frame").
+  void set_max_frame_bytes(std::size_t max_frame_bytes, std::string why = {});
 
   // Bytes fed but not yet consumed by Next().
   std::size_t buffered_bytes() const { return buffer_.size() - read_offset_; }
@@ -83,6 +87,7 @@ class FrameDecoder {
   void Compact();
 
   std::size_t max_frame_bytes_;
+  std::string limit_why_;  // set_max_frame_bytes
   std::vector<char> buffer_;
   std::size_t read_offset_ = 0;
   std::optional<base::Error> error_;
