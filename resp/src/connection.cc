@@ -8,6 +8,7 @@
 // EPOLL_CTL_MOD per wait instead, so the syscall count per batch stayed the same.)
 #include "connection.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -51,6 +52,26 @@ Connection::Connection(std::shared_ptr<ServerState> server, std::size_t shard,
 void Connection::set_authenticated(bool value) {
   authenticated_ = value;
   parser_.SetLimits(LimitsFor(server_->options, value));
+  if (value) {
+    auth_timer_.reset();  // cancels the wait
+  } else {
+    ArmAuthTimer();
+  }
+}
+
+void Connection::ArmAuthTimer() {
+  const auto timeout = server_->options.unauthenticated_timeout;
+  if (timeout.count() <= 0 || closed_) return;
+  auth_timer_.emplace(socket_.get_executor());
+  auth_timer_->expires_after(timeout);
+  auth_timer_->async_wait([weak = weak_from_this(), timeout](const boost::system::error_code& e) {
+    auto self = weak.lock();
+    if (e || !self || self->closed_ || self->authenticated_) return;
+    self->ProtocolError(fmt::format(
+        "not authenticated within {} ms of connecting; a client of a member with a secret "
+        "sends AUTH <password> (or HELLO ... AUTH) first",
+        timeout.count()));
+  });
 }
 
 Connection::~Connection() = default;
@@ -59,6 +80,7 @@ void Connection::Start() {
   server_->connections[shard_][id_] = weak_from_this();
   server_->connected_clients.fetch_add(1);
   server_->total_connections.fetch_add(1);
+  if (!authenticated_) ArmAuthTimer();
   ReadMore();
 }
 
@@ -74,6 +96,7 @@ void Connection::Close() {
   socket_.close(ignored);
   server_->connections[shard_].erase(id_);
   server_->connected_clients.fetch_sub(1);
+  auth_timer_.reset();
 }
 
 std::string Connection::address() const {

@@ -16,6 +16,7 @@
 #include <utility>  // before Asio's awaitable header (Boost 1.74)
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -185,6 +186,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<ServerState> server_;
   const std::size_t shard_;
   boost::asio::ip::tcp::socket socket_;
+  // Until authenticated (with a secret): closes the connection at unauthenticated_timeout.
+  std::optional<boost::asio::steady_timer> auth_timer_;
+  void ArmAuthTimer();
   const std::uint64_t id_;
   const base::Millis connected_at_ms_;
   RespParser parser_;

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "test_server.h"
 
 using namespace tessera::resp::testing;
@@ -101,6 +104,32 @@ TEST_CASE(
   const std::string info = admin.Call({"INFO", "stats"});
   CHECK(info.find("unauthenticated_rejected:3\r\n") != std::string::npos);
   CHECK(info.find("protocol_errors:3\r\n") != std::string::npos);
+}
+
+TEST_CASE(
+    "A connection that has not authenticated within the timeout is told so and closed, one that "
+    "has stays open",
+    "[resp][admin][auth]") {
+  auto options = WithSecret("s3cret");
+  // Long enough that the client that logs in at once does so in time on a busy machine.
+  options.unauthenticated_timeout = std::chrono::milliseconds(1000);
+  TestServer server(options);
+  RespClient silent(server.port());
+  RespClient slow(server.port());
+  CHECK(slow.Call({"PING"}) == "-NOAUTH Authentication required.\r\n");  // not a login
+  RespClient quick(server.port());
+  CHECK(quick.Call({"AUTH", "s3cret"}) == kOk);
+  const std::string expected =
+      "-ERR Protocol error: not authenticated within 1000 ms of connecting; a client of a member "
+      "with a secret sends AUTH <password> (or HELLO ... AUTH) first\r\n";
+  CHECK(silent.Read() == expected);
+  CHECK(silent.WaitClosed());
+  CHECK(slow.Read() == expected);
+  CHECK(slow.WaitClosed());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // past its timeout too
+  CHECK(quick.Call({"PING"}) == "+PONG\r\n");
+  const std::string info = quick.Call({"INFO", "stats"});
+  CHECK(info.find("unauthenticated_rejected:2\r\n") != std::string::npos);
 }
 
 TEST_CASE("Without a secret a client's commands have the connection's limits from the start",

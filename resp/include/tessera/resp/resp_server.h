@@ -13,6 +13,7 @@
 // Thread-safety: Start/Stop/port/Stats from any non-shard thread; Stats from any thread.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,6 +42,9 @@ struct RespServerOptions {
   // the argument.
   std::int64_t unauthenticated_max_args = 10;
   std::int64_t unauthenticated_max_bulk_bytes = 16 * 1024;
+  // With a secret: a connection that has not authenticated this long after it connected (or
+  // after RESET) is told so and closed. 0 = never.
+  std::chrono::milliseconds unauthenticated_timeout{10000};
   // A connection stops reading while this many replies are outstanding or this many reply
   // bytes wait to be written, and resumes when they drain.
   std::size_t max_pending_replies = 4096;
