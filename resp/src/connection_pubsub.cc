@@ -17,6 +17,17 @@ topic::SubscriptionId Connection::Listen(std::string_view name, bool pattern) {
 
 void Connection::DeliverMessage(const topic::Message& message, std::string_view pattern) {
   if (closed_) return;
+  const std::size_t unread = out_.size() + writing_.size();
+  if (unread + message.payload.size() > server_->options.max_subscriber_output_bytes) {
+    server_->output_limit_disconnects.fetch_add(1);
+    server_->log->warn(
+        "client {} ({}): disconnected: {} bytes of published messages wait unread and the next "
+        "would pass the subscriber output limit of {} bytes; a subscriber must read what it "
+        "subscribed to",
+        id_, address(), unread, server_->options.max_subscriber_output_bytes);
+    Close();
+    return;
+  }
   const auto seq = Reserve();
   RespWriter writer(Target(seq), protocol_);
   if (pattern.empty()) {

@@ -77,6 +77,7 @@ RespServerStats RespServer::Stats() const {
   stats.total_commands = state_->TotalCommands();
   stats.protocol_errors = state_->protocol_errors.load();
   stats.unauthenticated_rejected = state_->unauthenticated_rejected.load();
+  stats.output_limit_disconnects = state_->output_limit_disconnects.load();
   return stats;
 }
 

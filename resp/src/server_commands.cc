@@ -34,6 +34,7 @@ struct InfoSnapshot {
   std::int64_t total_commands = 0;
   std::int64_t protocol_errors = 0;
   std::int64_t unauthenticated_rejected = 0;
+  std::int64_t output_limit_disconnects = 0;
   std::int64_t rss = 0;
   std::int64_t shards = 0;
   topic::TopicStats topics;
@@ -84,6 +85,7 @@ std::string FormatInfo(const InfoSnapshot& info, const std::vector<std::string>&
     AppendLine(text, "total_commands_processed", info.total_commands);
     AppendLine(text, "protocol_errors", info.protocol_errors);
     AppendLine(text, "unauthenticated_rejected", info.unauthenticated_rejected);
+    AppendLine(text, "output_limit_disconnects", info.output_limit_disconnects);
     AppendLine(text, "pubsub_channels_published", info.topics.published);
     AppendLine(text, "pubsub_messages_dropped", info.topics.dropped);
     text.append("\r\n");
@@ -114,6 +116,7 @@ void Info(Connection& conn, Args args) {
   info.total_commands = server.TotalCommands();
   info.protocol_errors = server.protocol_errors.load();
   info.unauthenticated_rejected = server.unauthenticated_rejected.load();
+  info.output_limit_disconnects = server.output_limit_disconnects.load();
   info.rss = ResidentBytes();
   info.shards = static_cast<std::int64_t>(server.shards.size());
   info.topics = server.topics.Stats();

@@ -100,6 +100,7 @@ struct ServerState {
   std::atomic<std::int64_t> total_connections{0};
   std::atomic<std::int64_t> protocol_errors{0};
   std::atomic<std::int64_t> unauthenticated_rejected{0};
+  std::atomic<std::int64_t> output_limit_disconnects{0};
   std::atomic<std::uint64_t> next_client_id{1};
   std::atomic<std::uint16_t> bound_port{0};  // the listening port once started
   std::vector<ShardCounter> commands;        // per shard

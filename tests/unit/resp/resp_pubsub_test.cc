@@ -64,3 +64,31 @@ TEST_CASE("Closing a subscriber drops its subscriptions", "[resp][pubsub]") {
   }
   CHECK(reply == Int(0));
 }
+
+TEST_CASE(
+    "A subscriber that does not read is disconnected once its unread messages pass the limit, "
+    "and the publisher goes on",
+    "[resp][pubsub]") {
+  tessera::resp::RespServerOptions options;
+  options.max_subscriber_output_bytes = 1024 * 1024;
+  TestServer server(options);
+  RespClient sub(server.port());
+  RespClient pub(server.port());
+  CHECK(sub.Call({"SUBSCRIBE", "news"}) == Push({"subscribe", "news"}, 1));
+  // The subscriber reads nothing from here on: the socket buffers fill (a few MiB on
+  // loopback), then the member's own buffer, up to the limit.
+  const std::string payload(64 * 1024, 'm');
+  int published = 0;
+  std::string reply = Int(1);
+  while (reply == Int(1) && published < 2000) {  // at most 128 MiB
+    reply = pub.Call({"PUBLISH", "news", payload});
+    ++published;
+  }
+  INFO("published " << published);
+  CHECK(reply == Int(0));  // nobody listens any more
+  CHECK(published > 16);   // the limit, not the first message, ended it
+  CHECK(sub.WaitClosed());
+  CHECK(pub.Call({"PING"}) == "+PONG\r\n");
+  const std::string info = pub.Call({"INFO", "stats"});
+  CHECK(info.find("output_limit_disconnects:1\r\n") != std::string::npos);
+}

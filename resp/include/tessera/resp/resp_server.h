@@ -49,6 +49,11 @@ struct RespServerOptions {
   // bytes wait to be written, and resumes when they drain.
   std::size_t max_pending_replies = 4096;
   std::size_t max_output_bytes = 64 * 1024 * 1024;
+  // A subscriber whose unread pushes (published messages it has not read yet) reach this many
+  // bytes is disconnected (as Redis's client-output-buffer-limit pubsub 32mb): a client that
+  // subscribes and stops reading cannot make the member buffer without bound. Logged, and
+  // counted in INFO stats `output_limit_disconnects`.
+  std::size_t max_subscriber_output_bytes = 32 * 1024 * 1024;
   // Limits of a stream XADD creates (stored as its Tessera stream configuration): entries
   // every group acknowledged (all, without groups) make room for new ones; beyond them XADD
   // fails naming the group that holds entries back.
@@ -63,6 +68,8 @@ struct RespServerStats {
   std::int64_t protocol_errors = 0;    // connections closed for malformed input
   // Of those, connections that had not authenticated (over the limits for them, or malformed).
   std::int64_t unauthenticated_rejected = 0;
+  // Subscribers disconnected for not reading (max_subscriber_output_bytes).
+  std::int64_t output_limit_disconnects = 0;
 };
 
 struct ServerState;  // private (resp/src)
