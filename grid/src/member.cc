@@ -386,6 +386,10 @@ std::string Member::MetricsText() const {
   registry.SetGaugeFamily("tessera_topic_listeners", "Listeners registered on this member",
                           std::move(listening));
   const topic::TopicStats all = impl_->topics.Stats();
+  sync(registry.RegisterCounter("tessera_net_slow_clients_closed_total", {},
+                                "Native client connections closed because they did not read "
+                                "their replies and events (over the unsent limit)"),
+       impl_->native ? impl_->native->slow_clients_closed() : 0);
   sync(registry.RegisterCounter("tessera_topics_published_total", {},
                                 "Messages published through this member, every topic"),
        all.published);

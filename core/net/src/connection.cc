@@ -132,18 +132,32 @@ bool Connection::Send(const wire::Message& message) {
 bool Connection::SendFrame(std::string frame) {
   std::lock_guard lock(outbox_mutex_);
   if (closing_.load()) return false;
-  Enqueue(frame, &frame);
-  return true;
+  return Enqueue(frame, &frame);
 }
 
 bool Connection::SendFrameCopy(std::string_view frame) {
   std::lock_guard lock(outbox_mutex_);
   if (closing_.load()) return false;
-  Enqueue(frame, nullptr);
-  return true;
+  return Enqueue(frame, nullptr);
 }
 
-void Connection::Enqueue(std::string_view frame, std::string* owned) {
+void Connection::set_max_unsent_bytes(std::size_t max_bytes) {
+  std::lock_guard lock(outbox_mutex_);
+  max_unsent_bytes_ = max_bytes;
+}
+
+bool Connection::Enqueue(std::string_view frame, std::string* owned) {
+  if (max_unsent_bytes_ != 0 && queued_bytes_ + writing_bytes_ + frame.size() > max_unsent_bytes_) {
+    if (!unsent_limit_hit_.exchange(true)) {
+      log_->warn(
+          "connection {} with {}: {} bytes wait unwritten and the next frame would pass the "
+          "limit of {} bytes: the peer does not read what it asked for; closing",
+          id_, remote_address_, queued_bytes_ + writing_bytes_, max_unsent_bytes_);
+      asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Close(); });
+    }
+    return false;
+  }
+  queued_bytes_ += frame.size();
   if (frame.size() > kCoalesceFrameBytes) {
     outbox_.push_back(owned != nullptr ? std::move(*owned) : std::string(frame));
     coalescing_ = false;
@@ -160,6 +174,7 @@ void Connection::Enqueue(std::string_view frame, std::string* owned) {
     flush_posted_ = true;
     asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Flush(); });
   }
+  return true;
 }
 
 void Connection::Flush() {
@@ -175,6 +190,8 @@ void Connection::Flush() {
       writing_.clear();
     }
     writing_.swap(outbox_);
+    writing_bytes_ = queued_bytes_;
+    queued_bytes_ = 0;
     coalescing_ = false;
   }
   if (writing_.empty()) {
@@ -233,6 +250,7 @@ void Connection::Finish() {
   {
     std::lock_guard lock(outbox_mutex_);
     outbox_.clear();
+    queued_bytes_ = 0;
   }
   Handlers handlers = std::move(handlers_);
   handlers_ = {};

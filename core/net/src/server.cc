@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
 #include <mutex>
@@ -116,6 +117,7 @@ struct Server::State : std::enable_shared_from_this<Server::State> {
   std::unordered_map<std::uint64_t, Entry> connections;  // guarded by mutex
   std::uint64_t next_connection_id = 1;                  // guarded by mutex
   bool stopping = false;                                 // guarded by mutex
+  std::atomic<std::int64_t> slow_clients_closed{0};
 };
 
 void Server::State::OnAccept(std::size_t shard, asio::ip::tcp::socket socket) {
@@ -204,6 +206,9 @@ void Server::State::OnHello(const std::shared_ptr<Connection>& connection, wire:
   connection->set_peer_hello(hello);
   connection->set_accept_lean(lean);
   connection->set_max_frame_bytes(options.max_frame_bytes);
+  if (hello.role == wire::Role::kClient) {
+    connection->set_max_unsent_bytes(options.max_client_unsent_bytes);
+  }
   connection->set_protocol_version(lean ? version : 1);
   wire::HelloReply reply = MakeHelloReply(true);
   if (lean) reply.protocol_version = version;
@@ -239,6 +244,7 @@ void Server::State::Reject(const std::shared_ptr<Connection>& connection, const 
 
 void Server::State::OnClosed(const std::shared_ptr<Connection>& connection) {
   CancelHandshakeTimer(connection->id());
+  if (connection->unsent_limit_hit()) slow_clients_closed.fetch_add(1);
   if (connection->peer_hello() != nullptr && gate.Enter()) {
     handler.OnClosed(connection);
     gate.Leave();
@@ -288,6 +294,8 @@ Server::Server(Passkey, std::shared_ptr<State> state) : state_(std::move(state))
 Server::~Server() { Stop(); }
 
 std::uint16_t Server::port() const { return state_->listener->port(); }
+
+std::int64_t Server::slow_clients_closed() const { return state_->slow_clients_closed.load(); }
 
 std::size_t Server::connection_count() const {
   std::lock_guard lock(state_->mutex);

@@ -708,3 +708,39 @@ TEST_CASE("A call table keeps every id through collisions, growth and shrinking"
   CHECK(table.empty());
   CHECK(table.slot_count() == tessera::net::CallTable<std::string>::kMinSlots);
 }
+
+TEST_CASE(
+    "A client that does not read its replies is closed once they pass the unsent limit, and the "
+    "server goes on serving others",
+    "[net]") {
+  auto options = TestServerOptions();
+  options.max_client_unsent_bytes = 1024 * 1024;
+  Fixture f(options);
+  asio::io_context io;
+  tcp::socket socket(io);
+  socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), f.server->port()));
+  // A send the server no longer reads fails after 5 s instead of blocking.
+  timeval timeout{5, 0};
+  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  asio::write(socket, asio::buffer(HelloFrame("dev", "s3cret")));
+  // 64 KiB echoes, never read: the socket buffers fill (a few MiB on loopback), then the
+  // server's queue, up to the limit.
+  const std::string request = tessera::wire::EncodeFrame(Echo(std::string(64 * 1024, 'e')));
+  boost::system::error_code error;
+  int sent = 0;
+  while (!error && sent < 4000) {  // at most 256 MiB
+    asio::write(socket, asio::buffer(request), error);
+    if (!error) ++sent;
+  }
+  INFO("sent " << sent << " requests; " << error.message());
+  CHECK(error);      // the server closed the connection (or stopped reading it to close)
+  CHECK(sent > 16);  // the limit, not the first request, ended it
+  CHECK(sent < 4000);
+  CHECK(WaitFor([&f] { return f.server->slow_clients_closed() == 1; }, std::chrono::seconds(10)));
+  CHECK(f.log.Contains("the peer does not read what it asked for; closing"));
+  auto good = f.Connect();
+  REQUIRE(good.has_value());
+  auto answer = (*good)->CallSync(Echo("still here"), std::chrono::seconds(5));
+  REQUIRE(answer.has_value());
+  CHECK(answer->payload == "still here");
+}

@@ -105,6 +105,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void set_max_frame_bytes(std::size_t max_frame_bytes, std::string why = {}) {
     decoder_.set_max_frame_bytes(max_frame_bytes, std::move(why));
   }
+  // The most bytes of frames that may wait unwritten for this peer (queued and in the write
+  // under way); 0 = no limit. A frame that would pass it is not queued: the connection logs
+  // once that the peer does not read, closes (unsent_limit_hit() turns true) and Send returns
+  // false. Any thread.
+  void set_max_unsent_bytes(std::size_t max_bytes);
+  bool unsent_limit_hit() const { return unsent_limit_hit_.load(); }
   // The protocol version agreed with the peer in the hello (1 before it), for handlers that
   // check what a version allows (set on the socket's thread before its requests are read).
   std::uint32_t protocol_version() const { return protocol_version_; }
@@ -124,7 +130,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void DeliverFrames();
   // Queues a frame (outbox_mutex_ held): `owned` is taken when the frame is too big to copy
   // into the batch's buffer; without it, `frame` is copied either way.
-  void Enqueue(std::string_view frame, std::string* owned);
+  // False (nothing queued) when the frame would pass max_unsent_bytes_.
+  bool Enqueue(std::string_view frame, std::string* owned);
   void Flush();
   void OnWritten(const boost::system::error_code& error);
   void BeginClose();
@@ -159,6 +166,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool coalescing_ = false;
   std::string spare_;  // a written buffer's storage, reused for the next batch
   bool flush_posted_ = false;
+  std::size_t max_unsent_bytes_ = 0;  // set_max_unsent_bytes
+  std::size_t queued_bytes_ = 0;      // in outbox_
+  std::size_t writing_bytes_ = 0;     // in writing_ until its write completed
+  std::atomic<bool> unsent_limit_hit_{false};
 };
 
 }  // namespace tessera::net

@@ -72,6 +72,11 @@ struct ServerOptions {
   // cannot make the member buffer more (a larger frame is refused at its header and the
   // connection closed). A Hello is well under 1 KiB.
   std::size_t max_hello_bytes = 64 * 1024;
+  // The most bytes of replies and events that may wait unwritten for a client (role client)
+  // that does not read them; past it the connection is closed, logged and counted
+  // (slow_clients_closed). 0 = no limit. Member connections have none (their traffic is
+  // acknowledged or chunked by the protocols on top).
+  std::size_t max_client_unsent_bytes = 64 * 1024 * 1024;
   // A connection that has not completed the hello within this time is closed.
   std::chrono::milliseconds handshake_timeout{10000};
   // Sent in every accepted HelloReply (accepted/protocol_version are filled in by the server).
@@ -97,6 +102,8 @@ class Server {
   std::uint16_t port() const;
   // Open connections, handshaken or not.
   std::size_t connection_count() const;
+  // Client connections closed because they did not read (max_client_unsent_bytes).
+  std::int64_t slow_clients_closed() const;
 
   // Stops accepting, closes every connection and waits (up to a few seconds) until each has
   // reported OnClosed; afterwards the handler is never called again. Idempotent; also run by
