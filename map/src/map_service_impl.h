@@ -318,6 +318,10 @@ struct MapService::Impl {
     // A holder under the last table that was one under the table before (or this member's
     // first, recovered table): it has the partition whole unless it waits for a copy.
     std::atomic<bool> listed_before{false};
+    // Its pending wait is a tentative source's (SetPartitionTable: listed again, and the
+    // source for want of a better one): when it ends without a copy, what this member held is
+    // the partition's copy, whole (GiveUpStaleCopies sets copy_arrived).
+    std::atomic<bool> tentative_source{false};
   };
   static constexpr std::int64_t kNoUnconfirmed = std::numeric_limits<std::int64_t>::max();
   // The partition table as addresses, replaced whole on every change.

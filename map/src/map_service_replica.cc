@@ -172,6 +172,7 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
         f.version.store(u.version);
         f.versioned.store(true);
         f.copy_arrived.store(true);
+        f.tentative_source.store(false);
         if (f.pending.exchange(false)) {
           f.local.store(routing && routing->Owner(u.partition_id) == routing->self);
           completed.push_back(u.partition_id);

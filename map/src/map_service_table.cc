@@ -245,7 +245,9 @@ void MapService::SetPartitionTable(std::vector<std::vector<std::string>> replica
       // waiting (even when it holds no replica now), and copies on once it is here.
       const bool tentative_wait = previous && plan.tentative && source == next->self && holder &&
                                   !had && !f.copy_arrived.load();
+      if (!tentative_wait) f.tentative_source.store(false);
       if (tentative_wait && !f.pending.exchange(true)) {
+        f.tentative_source.store(true);
         // Listed again after a table dropped it, and the source for want of a better one: what
         // it holds may be stale. It waits as a new holder for kTentativeCopyDelayMs (a holder
         // counted lost may have it fresher and copy it here), then copies on what it has.
@@ -462,14 +464,24 @@ void MapService::Impl::GiveUpStaleCopies(std::size_t shard) {
         now - f.pending_since_ms.load() <= options.migration_copy_wait_ms) {
       continue;
     }
+    bool tentative = false;
     {
       OwnershipChange change(*this);
       if (!f.pending.exchange(false)) continue;
+      // A tentative source's wait: no fresher copy came, so what it held is the partition's
+      // copy, whole. Marked so, a copy head from a holder that waited in vain (a member that
+      // joined with no lineage of its own copy, say, and serves nothing) is refused
+      // (HoldsWhole) instead of replacing the data.
+      tentative = f.tentative_source.exchange(false);
+      if (tentative) f.copy_arrived.store(true);
       f.local.store(routing && routing->Owner(p) == routing->self);
     }
     SendDeferredCopies(shard, p);  // what this member has is the best copy left
     NotifyOwnership(shard, {p});
-    if (log) {
+    if (log && tentative) {
+      log->info("partition {}: no fresher copy came within {} ms; serving what this member held", p,
+                kTentativeCopyDelayMs);
+    } else if (log) {
       log->warn(
           "partition {}: its migration copy did not arrive within {} ms; serving and backing "
           "it up with what this member has (entries written elsewhere meanwhile may be "
