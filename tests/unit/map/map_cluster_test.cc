@@ -57,6 +57,8 @@ class Network {
     }
     nodes.clear();  // outside the lock: a stopping member waits for its sends, which take it
   }
+  // The options of the members added (or restarted) from here on.
+  MapServiceOptions node_options;
   Node& Add(const std::string& address) {
     auto node = std::make_unique<Node>(*this, address);
     Node& ref = *node;
@@ -165,12 +167,19 @@ class Network {
   // member, in the order given.
   // The table is kept by member identity (address#incarnation, as membership keeps it by
   // uuid) and installed as addresses.
+  // `place`: partitions whose replicas the test sets itself (addresses, owner first), as a
+  // master's table may have them after moves this computation would not make.
   void Install(const std::vector<std::string>& members, const std::vector<std::string>& order,
-               std::uint32_t backups = 1) {
+               std::uint32_t backups = 1,
+               const std::map<std::uint32_t, std::vector<std::string>>& place = {}) {
     std::lock_guard lock(mu_);
     std::vector<std::string> ids;
     for (const auto& address : members) ids.push_back(IdOf(address));
     table_ = tessera::partition::Rebalance(table_, ids, 271, backups);
+    for (const auto& [p, addresses] : place) {
+      table_.replicas[p].clear();
+      for (const auto& address : addresses) table_.replicas[p].push_back(IdOf(address));
+    }
     for (const auto& address : order) InstallLocked(address, members);
   }
   // Installs the table computed by the last Install on `address` too (a member the master's
@@ -265,7 +274,8 @@ Node::Node(Network& net, std::string address_in)
     : address(std::move(address_in)),
       service(shards, tessera::partition::Partitioner(), clock, processors,
               std::make_shared<spdlog::logger>("cluster-test",
-                                               std::make_shared<spdlog::sinks::null_sink_mt>())),
+                                               std::make_shared<spdlog::sinks::null_sink_mt>()),
+              net.node_options),
       routing(std::make_unique<InMemoryRouting>(net)) {
   processors.RegisterBuiltins();
   shards.Start();
@@ -691,6 +701,51 @@ TEST_CASE("A member added while a dead member is still listed gets what the dead
   AwaitCopies({&net.node("m2").service, &net.node("m4").service});
   REQUIRE(net.node("m4").service.AwaitingPartitionCount() == 0);
   for (const char* via : {"m2", "m4"}) Verify(net.node(via).service, acked);
+}
+
+TEST_CASE(
+    "A member that joined while a dead member was listed, and that the next table drops, does "
+    "not replace a tentative source's data with the nothing it waited for",
+    "[map][cluster][restart]") {
+  // jepsen unique-kill-replace, full suite on a busy machine: m3 is SIGKILLed and m4 joins
+  // while m3 is still listed. That table moves partition p from [m3, m1] to [m4, m2], both
+  // copies from the dead m3; the next (without m3) gives it to [m1, m2]: m1, which held it,
+  // waits 1 s as a tentative source and serves what it held. m4, whose first table was the
+  // one with m3 (no lineage of its own copy), took itself for p's source and, once its copy
+  // wait ran out, copied the nothing it had to m1, which took it: p lost every write.
+  Network net;
+  net.node_options.migration_copy_wait_ms = 2000;  // m4's wait: the test waits it out
+  for (const char* m : {"m1", "m2", "m3"}) net.Add(m);
+  net.Install({"m1"}, {"m1"});
+  const std::uint32_t p = 7;
+  net.Install({"m1", "m2", "m3"}, {"m1", "m2", "m3"}, 1, {{p, {"m3", "m1"}}});
+  AwaitCopies({&net.node("m2").service, &net.node("m3").service});
+  REQUIRE(net.node("m3").service.AwaitingPartitionCount() == 0);
+  std::map<std::string, std::string> acked;  // keys of p
+  for (int i = 0; acked.size() < 20; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    if (tessera::partition::Partitioner().PartitionOf(key) != p) continue;
+    SetAcked(net.node("m1").service, key, "v" + std::to_string(i));
+    acked[key] = "v" + std::to_string(i);
+  }
+  net.Kill("m3");
+  net.Add("m4");
+  net.Install({"m1", "m2", "m3", "m4"}, {"m1", "m2", "m4"}, 1, {{p, {"m4", "m2"}}});
+  net.Install({"m1", "m2", "m4"}, {"m1", "m2", "m4"}, 1, {{p, {"m1", "m2"}}});
+  // m4 gives its wait up after 2 s (bounded wait); what it sends then arrives at once.
+  for (int i = 0; i < 500 && net.node("m4").service.AwaitingPartitionCount() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(net.node("m4").service.AwaitingPartitionCount() == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  AwaitCopies({&net.node("m1").service, &net.node("m2").service});
+  REQUIRE(net.node("m2").service.AwaitingPartitionCount() == 0);
+  for (const char* via : {"m1", "m2", "m4"}) Verify(net.node(via).service, acked);
+  // m2's replica holds it too: m1 dies, m2 serves every key.
+  net.Kill("m1");
+  net.Install({"m2", "m4"}, {"m2", "m4"}, 1, {{p, {"m2", "m4"}}});
+  AwaitCopies({&net.node("m2").service, &net.node("m4").service});
+  Verify(net.node("m2").service, acked);
 }
 
 TEST_CASE("A migration copy that could not be delivered is sent again while its holder waits",
