@@ -390,6 +390,18 @@ std::string Member::MetricsText() const {
                                 "Native client connections closed because they did not read "
                                 "their replies and events (over the unsent limit)"),
        impl_->native ? impl_->native->slow_clients_closed() : 0);
+  const resp::RespServerStats resp_stats =
+      impl_->resp ? impl_->resp->Stats() : resp::RespServerStats{};
+  sync(registry.RegisterCounter("tessera_resp_protocol_errors_total", {},
+                                "RESP connections closed for malformed input or over a limit"),
+       resp_stats.protocol_errors);
+  sync(registry.RegisterCounter("tessera_resp_unauthenticated_rejected_total", {},
+                                "RESP connections closed before they authenticated: over the "
+                                "limits for them, or silent past the timeout"),
+       resp_stats.unauthenticated_rejected);
+  sync(registry.RegisterCounter("tessera_resp_output_limit_disconnects_total", {},
+                                "RESP subscribers disconnected for not reading their messages"),
+       resp_stats.output_limit_disconnects);
   sync(registry.RegisterCounter("tessera_topics_published_total", {},
                                 "Messages published through this member, every topic"),
        all.published);

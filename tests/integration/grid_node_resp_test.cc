@@ -192,7 +192,8 @@ TEST_CASE(
     "grid-node with a secret cuts off a RESP client that sends a 256 MiB argument before AUTH at "
     "its header, without reading or allocating it, and keeps serving",
     "[tools][resp][auth]") {
-  auto node = NodeProcess::StartOrFail({"--resp-port", "0", "--secret", "s3cret"});
+  auto node =
+      NodeProcess::StartOrFail({"--resp-port", "0", "--secret", "s3cret", "--http-port", "0"});
   const auto port = RespPort(*node);
   REQUIRE(Cli(port, {"-a", "s3cret", "--no-auth-warning", "SET", "k", "v"}) == "OK\n");
   const std::uint64_t rss_before = ResidentBytes(node->pid());
@@ -231,6 +232,10 @@ TEST_CASE(
   CHECK(rss_after < rss_before + (16u << 20));
   // The member goes on serving, authenticated clients and its data alike.
   CHECK(Cli(port, {"-a", "s3cret", "--no-auth-warning", "GET", "k"}) == "v\n");
+  // Counted in its metrics.
+  const auto metrics = HttpGet(HttpPortOf(*node), "/metrics");
+  CHECK(metrics.body.find("tessera_resp_unauthenticated_rejected_total 1\n") != std::string::npos);
+  CHECK(metrics.body.find("tessera_resp_protocol_errors_total 1\n") != std::string::npos);
 }
 
 }  // namespace tessera::integration
