@@ -175,6 +175,7 @@ base::Result<void> Member::StartNative() {
   server.handshake.secret = options_.secret;
   server.handshake.max_protocol_version = options_.max_protocol_version;
   server.max_frame_bytes = options_.max_frame_bytes;
+  server.max_client_unsent_bytes = options_.client_output_limit_bytes;
   server.member_uuid = uuid_;
   server.partition_count = static_cast<std::int32_t>(options_.partition_count);
   ClusterHooks hooks;
@@ -222,6 +223,11 @@ base::Result<void> Member::StartResp() {
   resp.default_map = options_.resp_default_map;
   resp.secret = options_.secret;
   resp.max_bulk_bytes = static_cast<std::int64_t>(options_.resp_max_bulk_bytes);
+  resp.unauthenticated_max_args = options_.resp_preauth_max_args;
+  resp.unauthenticated_max_bulk_bytes =
+      static_cast<std::int64_t>(options_.resp_preauth_max_bulk_bytes);
+  resp.unauthenticated_timeout = std::chrono::milliseconds(options_.resp_preauth_timeout_ms);
+  resp.max_subscriber_output_bytes = options_.resp_subscriber_output_limit_bytes;
   impl_->resp = std::make_unique<resp::RespServer>(impl_->shards, impl_->maps, impl_->topics,
                                                    *impl_->clock, resp, log_);
   auto started = impl_->resp->Start();

@@ -239,3 +239,29 @@ TEST_CASE(
 }
 
 }  // namespace tessera::integration
+
+namespace tessera::integration {
+
+TEST_CASE(
+    "grid-node's pre-AUTH limits and RESP timeouts are set by its flags, and a bad value stops "
+    "the start naming it",
+    "[tools][resp][auth]") {
+  auto node =
+      NodeProcess::StartOrFail({"--resp-port", "0", "--secret", "s3cret", "--resp-preauth-max-args",
+                                "3", "--resp-preauth-timeout-ms", "60000"});
+  const auto port = RespPort(*node);
+  // redis-cli prints an error reply with a blank line after it.
+  CHECK(Cli(port, {"GET", "k"}).rfind("NOAUTH Authentication required.\n", 0) == 0);
+  const std::string cut = Cli(port, {"MSET", "a", "1", "b", "2"});
+  INFO(cut);
+  CHECK(cut.find("unauthenticated multibulk length: 5 arguments, and a client that has not "
+                 "authenticated may send at most 3; AUTH first") != std::string::npos);
+  CHECK(Cli(port, {"-a", "s3cret", "--no-auth-warning", "MSET", "a", "1", "b", "2"}) == "OK\n");
+
+  auto bad = RunProcess(GRID_NODE_PATH, {"--resp-preauth-max-bulk-bytes", "10"}, 10s);
+  CHECK(bad.exit_code != 0);
+  CHECK((bad.out + bad.err).find("resp-preauth-max-bulk-bytes must be at least 64") !=
+        std::string::npos);
+}
+
+}  // namespace tessera::integration

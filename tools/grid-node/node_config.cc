@@ -63,6 +63,20 @@ Setter UnsignedSetter(std::string key, std::uint64_t max,
   };
 }
 
+// A byte count of the member's options, from `min` to 1 TiB.
+Setter MemberBytesSetter(std::string key, std::uint64_t min,
+                         std::uint64_t grid::MemberOptions::*field) {
+  return [key, min, field](NodeConfig& c, const std::string& text) -> Result<void> {
+    auto v = ParseUnsigned(key, text, 1ull << 40);
+    if (!v) return std::unexpected(v.error());
+    if (*v < min) {
+      return Fail(ErrorCode::kBadRequest, key + " must be at least " + std::to_string(min));
+    }
+    c.member.*field = *v;
+    return {};
+  };
+}
+
 // A byte count of the map service's options, from `min` to 1 TiB.
 Setter MapBytesSetter(std::string key, std::uint64_t min,
                       std::uint64_t map::MapServiceOptions::*field) {
@@ -189,6 +203,28 @@ std::vector<Setting> Settings() {
        "totals (default 1000)",
        UnsignedSetter("topic-stats-limit", 1'000'000, &MemberOptions::topic_stats_limit)},
       {"resp-port", "RESP (Redis protocol) port; 0 picks a free one (default off)", SetRespPort},
+      {"resp-preauth-max-args",
+       "with --secret, the most arguments of a RESP command before AUTH (default 10)",
+       UnsignedSetter("resp-preauth-max-args", 1'000'000, &MemberOptions::resp_preauth_max_args)},
+      {"resp-preauth-max-bulk-bytes",
+       "with --secret, the largest RESP argument before AUTH (default 16384)",
+       MemberBytesSetter("resp-preauth-max-bulk-bytes", 64,
+                         &MemberOptions::resp_preauth_max_bulk_bytes)},
+      {"resp-preauth-timeout-ms",
+       "with --secret, how long a RESP connection may stay unauthenticated; 0 = no limit "
+       "(default 10000)",
+       UnsignedSetter("resp-preauth-timeout-ms", 86'400'000,
+                      &MemberOptions::resp_preauth_timeout_ms)},
+      {"resp-subscriber-output-limit-bytes",
+       "a RESP subscriber with this many bytes of messages unread is disconnected (default "
+       "33554432)",
+       MemberBytesSetter("resp-subscriber-output-limit-bytes", 64 * 1024,
+                         &MemberOptions::resp_subscriber_output_limit_bytes)},
+      {"client-output-limit-bytes",
+       "a native client with this many bytes of replies and events unread is disconnected; 0 = "
+       "no limit (default 67108864)",
+       MemberBytesSetter("client-output-limit-bytes", 0,
+                         &MemberOptions::client_output_limit_bytes)},
       {"http-port",
        "HTTP port for /health/live, /health/ready, /health/safe and /metrics (Prometheus); 0 "
        "picks a free one (default off)",

@@ -69,6 +69,18 @@ struct MemberOptions {
   std::optional<std::uint16_t> http_port;
   std::string resp_default_map = "default";
   std::uint64_t resp_max_bulk_bytes = 512ull * 1024 * 1024;
+  // Before a RESP connection authenticated (with a secret): at most this many arguments of at
+  // most this many bytes per command, and authenticated within this long of connecting
+  // (resp::RespServerOptions::unauthenticated_*).
+  std::uint32_t resp_preauth_max_args = 10;
+  std::uint64_t resp_preauth_max_bulk_bytes = 16 * 1024;
+  std::uint32_t resp_preauth_timeout_ms = 10'000;
+  // A RESP subscriber whose unread messages reach this is disconnected
+  // (resp::RespServerOptions::max_subscriber_output_bytes).
+  std::uint64_t resp_subscriber_output_limit_bytes = 32ull * 1024 * 1024;
+  // A native client whose unread replies and events reach this is disconnected
+  // (net::ServerOptions::max_client_unsent_bytes; 0 = no limit).
+  std::uint64_t client_output_limit_bytes = 64ull * 1024 * 1024;
   // Cluster membership (needs listen = true). Empty join = start a new cluster as its master.
   std::vector<std::string> join;   // seed members' native "host:port"
   std::uint32_t backup_count = 1;  // replicas beyond the owner, 0..6
