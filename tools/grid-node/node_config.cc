@@ -63,32 +63,33 @@ Setter UnsignedSetter(std::string key, std::uint64_t max,
   };
 }
 
-// A byte count of the member's options, from `min` to 1 TiB.
-Setter MemberBytesSetter(std::string key, std::uint64_t min,
-                         std::uint64_t grid::MemberOptions::*field) {
-  return [key, min, field](NodeConfig& c, const std::string& text) -> Result<void> {
+// A byte count, from `min` to 1 TiB, into the field `target` picks of the configuration.
+Setter BytesSetter(std::string key, std::uint64_t min,
+                   std::function<std::uint64_t&(NodeConfig&)> target) {
+  return [key, min, target](NodeConfig& c, const std::string& text) -> Result<void> {
     auto v = ParseUnsigned(key, text, 1ull << 40);
     if (!v) return std::unexpected(v.error());
     if (*v < min) {
       return Fail(ErrorCode::kBadRequest, key + " must be at least " + std::to_string(min));
     }
-    c.member.*field = *v;
+    target(c) = *v;
     return {};
   };
 }
 
-// A byte count of the map service's options, from `min` to 1 TiB.
+// A byte count of the member's options.
+Setter MemberBytesSetter(std::string key, std::uint64_t min,
+                         std::uint64_t grid::MemberOptions::*field) {
+  return BytesSetter(std::move(key), min,
+                     [field](NodeConfig& c) -> std::uint64_t& { return c.member.*field; });
+}
+
+// A byte count of the map service's options.
 Setter MapBytesSetter(std::string key, std::uint64_t min,
                       std::uint64_t map::MapServiceOptions::*field) {
-  return [key, min, field](NodeConfig& c, const std::string& text) -> Result<void> {
-    auto v = ParseUnsigned(key, text, 1ull << 40);
-    if (!v) return std::unexpected(v.error());
-    if (*v < min) {
-      return Fail(ErrorCode::kBadRequest, key + " must be at least " + std::to_string(min));
-    }
-    c.member.map_options.*field = *v;
-    return {};
-  };
+  return BytesSetter(std::move(key), min, [field](NodeConfig& c) -> std::uint64_t& {
+    return c.member.map_options.*field;
+  });
 }
 
 Result<void> SetRespPort(NodeConfig& c, const std::string& text) {
