@@ -60,10 +60,12 @@ MapService::Impl::ReplicaOutcome MapService::Impl::ApplyOnShard(
       }
     }
     // A partition copy (its head: a clear of every map, or a catch-up's kProbe with a point;
-    // then its entries and kPartitionComplete) to a member listed as the partition's holder
-    // that waits for no copy: its sender counted it as a new holder after the source of its
-    // first copy died (SetPartitionTable), but that copy arrived, and the partition may have
-    // been written here since. Refused whole. The chunks of a copy accepted before go on.
+    // then its entries and kPartitionComplete) to a member that holds the partition whole
+    // (HoldsWhole: listed, waiting for no copy, and with the data: a completed copy, the
+    // table before listed it, or it served what it held as a tentative source): its sender
+    // counted it as a new holder after the source of its copy died, or took itself for the
+    // source with nothing to give (SetPartitionTable), and the partition may have been
+    // written here since. Refused whole. The chunks of a copy accepted before go on.
     if (has_table && !resyncs.contains(u.partition_id) &&
         (u.kind == ReplicaUpdate::Kind::kCopySet ||
          u.kind == ReplicaUpdate::Kind::kPartitionComplete ||
@@ -257,8 +259,8 @@ void MapService::ApplyReplica(std::vector<ReplicaUpdate> updates,
           return done(base::Fail(
               ErrorCode::kConflict,
               fmt::format("this member holds partition(s) {} whole already (listed as their "
-                          "holder, waiting for no copy): a copy would wipe what was written "
-                          "here since, and is not applied",
+                          "holder, with their data, waiting for no copy): a copy would wipe "
+                          "what was written here since, and is not applied",
                           fmt::join(held, ", ")),
               base::ErrorReason::kAlreadyHeld));
         }
